@@ -1,0 +1,125 @@
+"""Target GPUs: the limits constraints may use and the peaks a roofline needs.
+
+Constraints in a space file see these as ``device.NAME`` (``device.max_smem_per_block``).
+Without a GPU the device is a preset chosen by ``--device`` or by the compile arch; with a
+GPU the CUDA runner fills the same fields from the driver. Architectural limits come from the
+CUDA C++ Programming Guide's compute-capability table (via :mod:`workbench.analysis.occupancy`);
+SM counts, L2 sizes and peaks from NVIDIA's datasheets, and each preset says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from workbench.errors import ArchError
+from workbench.toolchain import Arch
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One GPU model as the space sees it (all sizes in bytes, bandwidth in GB/s)."""
+
+    name: str
+    cc: int
+    sm_count: int
+    l2_bytes: int
+    dram_bandwidth_gbs: float
+    max_threads_per_block: int = 1024
+    max_smem_per_block_default: int = 48 * 1024
+    max_smem_per_block: int = 48 * 1024  #: after the opt-in (cuFuncSetAttribute)
+    smem_per_sm: int = 64 * 1024
+    regs_per_sm: int = 65536
+    max_regs_per_thread: int = 255
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    warp_size: int = 32
+    #: dense tensor-core peaks (datasheet), TOPS / TFLOP/s; 0 where the GPU has none
+    peak_int8_tops: float = 0.0
+    peak_fp8_tflops: float = 0.0
+    peak_fp16_tflops: float = 0.0
+    peak_fp32_tflops: float = 0.0
+    source: str = "NVIDIA datasheet"
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // self.warp_size
+
+    def namespace(self) -> dict[str, int | float | str]:
+        """``{"device.sm_count": 132, ...}``: the names expressions may use."""
+        fields = asdict(self)
+        fields["max_warps_per_sm"] = self.max_warps_per_sm
+        return {f"device.{k}": v for k, v in fields.items() if k != "source"}
+
+
+def _limits(cc: int) -> dict[str, int]:
+    """Per-architecture limits (CUDA C++ Programming Guide, compute-capability table)."""
+    table = {
+        75: dict(smem_per_sm=64 * 1024, max_smem_per_block=64 * 1024, max_threads_per_sm=1024,
+                 max_blocks_per_sm=16),
+        80: dict(smem_per_sm=164 * 1024, max_smem_per_block=163 * 1024, max_threads_per_sm=2048,
+                 max_blocks_per_sm=32),
+        86: dict(smem_per_sm=100 * 1024, max_smem_per_block=99 * 1024, max_threads_per_sm=1536,
+                 max_blocks_per_sm=16),
+        89: dict(smem_per_sm=100 * 1024, max_smem_per_block=99 * 1024, max_threads_per_sm=1536,
+                 max_blocks_per_sm=24),
+        90: dict(smem_per_sm=228 * 1024, max_smem_per_block=227 * 1024, max_threads_per_sm=2048,
+                 max_blocks_per_sm=32),
+    }
+    return dict(cc=cc, **table[cc])
+
+
+#: Presets by short name. The H200 is the GPU this project's lent machines carry.
+DEVICES: dict[str, DeviceSpec] = {
+    "t4": DeviceSpec(name="Tesla T4", sm_count=40, l2_bytes=4 * 2**20, dram_bandwidth_gbs=320,
+                     peak_int8_tops=130, peak_fp16_tflops=65, peak_fp32_tflops=8.1,
+                     **_limits(75)),
+    "a100": DeviceSpec(name="A100-SXM4-80GB", sm_count=108, l2_bytes=40 * 2**20,
+                       dram_bandwidth_gbs=2039, peak_int8_tops=624, peak_fp16_tflops=312,
+                       peak_fp32_tflops=19.5, **_limits(80)),
+    "rtx3090": DeviceSpec(name="GeForce RTX 3090", sm_count=82, l2_bytes=6 * 2**20,
+                          dram_bandwidth_gbs=936, peak_int8_tops=284, peak_fp16_tflops=71,
+                          peak_fp32_tflops=35.6, **_limits(86)),
+    "l40s": DeviceSpec(name="L40S", sm_count=142, l2_bytes=96 * 2**20, dram_bandwidth_gbs=864,
+                       peak_int8_tops=733, peak_fp8_tflops=733, peak_fp16_tflops=362,
+                       peak_fp32_tflops=91.6, **_limits(89)),
+    "h100": DeviceSpec(name="H100 SXM5", sm_count=132, l2_bytes=50 * 2**20,
+                       dram_bandwidth_gbs=3350, peak_int8_tops=1979, peak_fp8_tflops=1979,
+                       peak_fp16_tflops=989, peak_fp32_tflops=67, **_limits(90)),
+    "h200": DeviceSpec(name="H200", sm_count=132, l2_bytes=50 * 2**20, dram_bandwidth_gbs=4800,
+                       peak_int8_tops=1979, peak_fp8_tflops=1979, peak_fp16_tflops=989,
+                       peak_fp32_tflops=67, **_limits(90)),
+}
+
+#: The preset used when only an arch is given.
+DEFAULT_DEVICE_FOR_CC = {75: "t4", 80: "a100", 86: "rtx3090", 89: "l40s", 90: "h200"}
+
+
+def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
+    """The preset named ``name``, or the default preset for ``arch`` (H200 when neither).
+
+    Raises:
+        ArchError: unknown preset name, or no preset for the arch.
+    """
+    if name is not None:
+        key = name.lower().replace("-", "").replace(" ", "")
+        if key not in DEVICES:
+            raise ArchError(f"unknown device {name!r}; presets: {', '.join(DEVICES)}")
+        return DEVICES[key]
+    if arch is None:
+        return DEVICES["h200"]
+    preset = DEFAULT_DEVICE_FOR_CC.get(arch.cc)
+    if preset is None:
+        raise ArchError(
+            f"no device preset for {arch.sm}; pass --device with one of: {', '.join(DEVICES)}"
+        )
+    return DEVICES[preset]
+
+
+def arch_namespace(arch: Arch) -> dict[str, int | str | bool]:
+    """``arch.cc``, ``arch.sm``, ``arch.specific``: what ``expect_sass.when`` etc. may use."""
+    return {"arch.cc": arch.cc, "arch.sm": arch.sm, "arch.specific": arch.suffix == "a"}
+
+
+#: Names under ``device.`` and ``arch.`` that expressions may reference.
+DEVICE_NAMES = frozenset(DEVICES["h200"].namespace())
+ARCH_NAMES = frozenset(arch_namespace(Arch(9, 0)))

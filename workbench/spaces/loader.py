@@ -1,0 +1,419 @@
+"""Read a tuning-space file into a :class:`SpaceSpec`, or say exactly what is wrong with it.
+
+Three passes: YAML with line marks (:mod:`yamlmarks`), shape and types (:mod:`schema`, pydantic),
+then meaning (this module): every name an expression uses exists, the source file exists inside
+the project, defaults lie in their domains, roles fit the language. Every error is a
+:class:`SpaceFileError` naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from workbench.compiler.options import OPTION_KNOBS
+from workbench.devices import ARCH_NAMES, DEVICE_NAMES
+from workbench.errors import ArchError, ExpressionError, SpaceFileError
+from workbench.expressions import Expression
+from workbench.spaces import schema
+from workbench.spaces.model import (
+    Constraint,
+    ExpectSass,
+    Geometry,
+    InputSpec,
+    OutputSpec,
+    Parameter,
+    Reference,
+    ScalarArg,
+    SpaceSpec,
+    Value,
+    WorkModel,
+)
+from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
+from workbench.toolchain import Arch
+
+#: Files whose presence marks a project root: sources must lie inside it.
+PROJECT_MARKERS = (".git", "pyproject.toml", "workbench.toml")
+#: A cartesian domain this large is almost surely a typo in a range.
+MAX_DOMAIN_VALUES = 10_000
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def load_space(path: str | Path) -> SpaceSpec:
+    """Load and check one space file.
+
+    Raises:
+        SpaceFileError: anything wrong with the file, located by line and key.
+    """
+    path = Path(path).absolute()
+    doc = load_marked_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "expected a mapping of space keys (source, entry, parameters, ...)")
+    try:
+        model = schema.SpaceModel.model_validate(doc.data)
+    except ValidationError as exc:
+        raise _schema_error(doc, exc) from None
+    return _Builder(doc, model).build()
+
+
+def project_root(space_file: Path) -> Path:
+    """The nearest ancestor holding a project marker; else the space file's parent's parent."""
+    for parent in space_file.resolve().parents:
+        if any((parent / marker).exists() for marker in PROJECT_MARKERS):
+            return parent
+    return space_file.resolve().parent.parent
+
+
+def _schema_error(doc: MarkedDocument, exc: ValidationError) -> SpaceFileError:
+    """The first pydantic error, translated to file/line/key and a plain sentence."""
+    err = exc.errors()[0]
+    loc = [p for p in err["loc"] if not _is_union_tag(p)]
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = loc[:-1]
+        allowed = _allowed_keys(doc, parent)
+        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+        return doc.error(loc, f"unknown key {loc[-1]!r}{hint}")
+    if kind == "missing":
+        return doc.error(loc[:-1], f"missing required key {loc[-1]!r}")
+    got = err.get("input")
+    shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+    return doc.error(loc, f"{err['msg']} (got {shown[:80]})")
+
+
+def _is_union_tag(part: object) -> bool:
+    # pydantic puts the union member it tried into loc ("str", "ConstraintModel", "list[...]")
+    return isinstance(part, str) and (
+        part in {"str", "int", "float", "bool"}
+        or part.endswith("Model")
+        or "[" in part
+        or part.startswith("function-")
+    )
+
+
+def _allowed_keys(doc: MarkedDocument, parent: Sequence[str | int]) -> list[str]:
+    """Keys a mapping at ``parent`` may hold, found by walking the schema."""
+    model: type = schema.SpaceModel
+    in_user_dict = False  # the next part is a user's key (parameters.BLOCK), not a field
+    for part in parent:
+        if isinstance(part, int):
+            continue
+        if in_user_dict:
+            in_user_dict = False
+            continue
+        field = model.model_fields.get(part)  # type: ignore[attr-defined]
+        sub = None if field is None else _model_in(field.annotation)
+        if sub is None:
+            return []
+        in_user_dict = "dict[" in str(field.annotation)
+        model = sub
+    return sorted(model.model_fields)  # type: ignore[attr-defined]
+
+
+def _model_in(annotation: object) -> type | None:
+    """The pydantic model inside an annotation such as ``dict[str, ParameterModel] | None``."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+class _Builder:
+    """Semantic checks and conversion; one instance per file."""
+
+    def __init__(self, doc: MarkedDocument, model: schema.SpaceModel) -> None:
+        self.doc = doc
+        self.m = model
+        self.path = doc.path
+        self.root = project_root(doc.path)
+
+    def err(self, key: Sequence[str | int], message: str) -> SpaceFileError:
+        return self.doc.error(key, message)
+
+    # -- pieces --------------------------------------------------------------------------
+    def build(self) -> SpaceSpec:
+        m = self.m
+        source = self._inside_project(("source",), m.source, must_be_file=True)
+        language = m.language or ("ptx" if source.suffix == ".ptx" else "cuda")
+        if m.entry.template is None and m.entry.kernel is None:
+            raise self.err(("entry",), "give either entry.template or entry.kernel")
+        if m.entry.template is not None and m.entry.kernel is not None:
+            raise self.err(("entry",), "give entry.template or entry.kernel, not both")
+        if language == "ptx" and m.entry.template is not None:
+            raise self.err(("entry", "template"), "PTX kernels have no templates; use entry.kernel")
+        arches = tuple(self._arch(i, a) for i, a in enumerate(m.arches))
+        includes = tuple(
+            self._inside_project(("includes", i), inc, must_be_dir=True)
+            for i, inc in enumerate(m.includes)
+        )
+        params = tuple(self._parameter(name, p, language) for name, p in m.parameters.items())
+        param_names = [p.name for p in params]
+        shape_names = list(m.shapes.default)
+        clash = set(param_names) & set(shape_names)
+        if clash:
+            raise self.err(("shapes", "default"), f"names used both as parameter and shape: {clash}")
+        base = set(param_names) | set(shape_names) | DEVICE_NAMES | ARCH_NAMES
+        base |= {f"shape.{s}" for s in shape_names}
+        derived: list[tuple[str, Expression]] = []
+        for name, text in m.derived.items():
+            if name in base:
+                raise self.err(("derived", name), f"{name!r} is already a parameter or shape name")
+            derived.append((name, self._expr(("derived", name), text, base)))
+            base.add(name)
+        self._check_template(m.entry.template, base)
+        constraints = tuple(self._constraint(i, c, base) for i, c in enumerate(m.constraints))
+        geometry = self._geometry(base)
+        shape_sets = self._shape_sets(shape_names)
+        buffers = self._buffers(base)
+        inputs, outputs = buffers
+        args = self._args(base, {b.name for b in inputs} | {b.name for b in outputs})
+        work = WorkModel(
+            flops=self._expr(("work", "flops"), m.work.flops, base),
+            bytes=self._expr(("work", "bytes"), m.work.bytes, base),
+            unit=m.work.unit,
+        )
+        expect = tuple(self._expect(i, e, base) for i, e in enumerate(m.expect_sass))
+        return SpaceSpec(
+            name=m.name or self.path.stem,
+            path=self.path,
+            description=m.description,
+            source=source,
+            language=language,
+            entry_template=m.entry.template,
+            entry_kernel=m.entry.kernel,
+            arches=tuple(a.sm for a in arches),
+            include_dirs=includes,
+            parameters=params,
+            derived=tuple(derived),
+            constraints=constraints,
+            geometry=geometry,
+            default_shape=dict(m.shapes.default),
+            shape_sets=shape_sets,
+            inputs=inputs,
+            outputs=outputs,
+            args=args,
+            reference=self._reference(base),
+            work=work,
+            baselines=tuple(m.baselines),
+            expect_sass=expect,
+        )
+
+    def _inside_project(
+        self, key: tuple[str | int, ...], rel: str, *, must_be_file: bool = False,
+        must_be_dir: bool = False,
+    ) -> Path:
+        target = (self.path.parent / rel).resolve()
+        if not target.is_relative_to(self.root):
+            raise self.err(key, f"{rel!r} lies outside the project root {self.root}")
+        if must_be_file and not target.is_file():
+            raise self.err(key, f"source file {rel!r} does not exist (looked for {target})")
+        if must_be_dir and not target.is_dir():
+            raise self.err(key, f"include directory {rel!r} does not exist (looked for {target})")
+        return target
+
+    def _arch(self, index: int, text: str) -> Arch:
+        try:
+            return Arch.parse(text)
+        except ArchError as exc:
+            raise self.err(("arches", index), str(exc)) from None
+
+    def _parameter(self, name: str, p: schema.ParameterModel, language: str) -> Parameter:
+        key = ("parameters", name)
+        if (p.values is None) == (p.range is None):
+            raise self.err(key, "give exactly one of 'values' or 'range'")
+        values = tuple(p.values) if p.values is not None else self._range(key, p.range)
+        if len(set(map(repr, values))) != len(values):
+            raise self.err((*key, "values"), "values must be distinct")
+        default = values[0] if p.default is None else p.default
+        if not any(_same(default, v) for v in values):
+            raise self.err((*key, "default"), f"default {default!r} is not one of the values")
+        role = p.role or self._default_role(name, language)
+        if role is schema.Role.OPTION:
+            if p.option not in OPTION_KNOBS:
+                known = ", ".join(OPTION_KNOBS)
+                raise self.err((*key, "option"), f"role 'option' needs option: one of {known}")
+        elif p.option is not None:
+            raise self.err((*key, "option"), "'option' is only meaningful with role: option")
+        if role is schema.Role.TEXT and language != "ptx":
+            raise self.err((*key, "role"), "role 'text' substitutes ${NAME} in PTX files only")
+        if role in (schema.Role.DEFINE, schema.Role.TEMPLATE) and language == "ptx":
+            raise self.err((*key, "role"), f"role {role.value!r} needs a CUDA C++ source")
+        line = self.doc.line_of(key)
+        return Parameter(name, values, default, role, p.option, p.description, line)
+
+    def _default_role(self, name: str, language: str) -> schema.Role:
+        if language == "ptx":
+            return schema.Role.TEXT
+        template = self.m.entry.template or ""
+        if name in PLACEHOLDER.findall(template):
+            return schema.Role.TEMPLATE
+        return schema.Role.DEFINE
+
+    def _range(self, key: tuple[str, ...], r: schema.RangeDomain | None) -> tuple[Value, ...]:
+        assert r is not None
+        if r.pow2:
+            if r.start <= 0 or r.stop < r.start:
+                raise self.err((*key, "range"), "pow2 range needs 0 < start <= stop")
+            values, v = [], 1
+            while v <= r.stop and len(values) <= MAX_DOMAIN_VALUES:
+                if v >= r.start:
+                    values.append(v)
+                v *= 2
+        else:
+            if r.step == 0 or (r.stop - r.start) * r.step < 0:
+                raise self.err((*key, "range"), "range step must move start towards stop")
+            count = (r.stop - r.start) // r.step + 1
+            if count > MAX_DOMAIN_VALUES:
+                raise self.err((*key, "range"), f"range has {count} values; at most 10000")
+            values = list(range(r.start, r.stop + (1 if r.step > 0 else -1), r.step))
+        if not values:
+            raise self.err((*key, "range"), "range is empty")
+        return tuple(values)
+
+    def _expr(self, key: Sequence[str | int], text: object, known: Iterable[str]) -> Expression:
+        try:
+            expr = Expression.parse(text)  # type: ignore[arg-type]
+        except ExpressionError as exc:
+            raise self.err(key, str(exc)) from None
+        unknown = expr.unknown_names(set(known))
+        if unknown:
+            raise self.err(
+                key, f"`{expr.text}` uses unknown name(s) {', '.join(unknown)}; known: "
+                f"parameters, shape variables, derived names, device.* and arch.*",
+            )
+        return expr
+
+    def _check_template(self, template: str | None, known: set[str]) -> None:
+        if template is None:
+            return
+        for name in PLACEHOLDER.findall(template):
+            if name not in known:
+                raise self.err(("entry", "template"), f"placeholder {{{name}}} names no parameter")
+
+    def _constraint(self, i: int, c: object, known: set[str]) -> Constraint:
+        text, reason = (c.expr, c.reason) if isinstance(c, schema.ConstraintModel) else (c, "")
+        key = ("constraints", i) + (("expr",) if isinstance(c, schema.ConstraintModel) else ())
+        expr = self._expr(key, text, known)
+        return Constraint(expr, reason, self.doc.line_of(("constraints", i)))
+
+    def _dims(self, key: tuple[str, ...], value: object, known: set[str]) -> tuple[Expression, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not 1 <= len(items) <= 3:
+            raise self.err(key, "give one to three dimensions")
+        return tuple(self._expr((*key, i), t, known) for i, t in enumerate(items))
+
+    def _geometry(self, known: set[str]) -> Geometry:
+        g = self.m.geometry
+        return Geometry(
+            grid=self._dims(("geometry", "grid"), g.grid, known),
+            block=self._dims(("geometry", "block"), g.block, known),
+            shared_bytes=self._expr(("geometry", "shared_bytes"), g.shared_bytes, known),
+            cluster=None if g.cluster is None else self._dims(("geometry", "cluster"), g.cluster,
+                                                              known),
+        )
+
+    def _shape_sets(self, names: list[str]) -> dict[str, tuple[dict[str, int], ...]]:
+        sets: dict[str, tuple[dict[str, int], ...]] = {}
+        for set_name, shapes in self.m.shapes.sets.items():
+            if set_name == "default":
+                raise self.err(("shapes", "sets", set_name), "'default' is reserved")
+            if not shapes:
+                raise self.err(("shapes", "sets", set_name), "a shape set needs shapes")
+            for i, shape in enumerate(shapes):
+                if sorted(shape) != sorted(names):
+                    raise self.err(
+                        ("shapes", "sets", set_name, i),
+                        f"shape has keys {sorted(shape)}; expected {sorted(names)} (as in default)",
+                    )
+                if any(v <= 0 for v in shape.values()):
+                    raise self.err(("shapes", "sets", set_name, i), "shape sizes must be positive")
+            sets[set_name] = tuple({k: s[k] for k in names} for s in shapes)
+        if any(v <= 0 for v in self.m.shapes.default.values()):
+            raise self.err(("shapes", "default"), "shape sizes must be positive")
+        return sets
+
+    def _buffers(self, known: set[str]) -> tuple[tuple[InputSpec, ...], tuple[OutputSpec, ...]]:
+        inputs = []
+        for name, b in self.m.inputs.items():
+            key = ("inputs", name)
+            if _all_zeros(b):
+                raise self.err(key, "inputs must not be all zeros: a zero input hides wrong kernels")
+            if b.distribution is schema.Distribution.UNIFORM and b.high <= b.low:
+                raise self.err(key, "uniform needs low < high")
+            shape = tuple(self._expr((*key, "shape", i), s, known) for i, s in enumerate(b.shape))
+            inputs.append(InputSpec(name, b.dtype, shape, b.distribution, float(b.low),
+                                    float(b.high), float(b.mean), float(b.std)))
+        outputs = []
+        for name, o in self.m.outputs.items():
+            if name in self.m.inputs:
+                raise self.err(("outputs", name), f"{name!r} is already an input")
+            shape = tuple(
+                self._expr(("outputs", name, "shape", i), s, known) for i, s in enumerate(o.shape)
+            )
+            init = None if o.init is None else float(o.init)
+            outputs.append(OutputSpec(name, o.dtype, shape, init))
+        return tuple(inputs), tuple(outputs)
+
+    def _args(self, known: set[str], buffers: set[str]) -> tuple[str | ScalarArg, ...]:
+        args: list[str | ScalarArg] = []
+        for i, a in enumerate(self.m.args):
+            if isinstance(a, str):
+                if a not in buffers:
+                    raise self.err(("args", i), f"{a!r} is not an input or output buffer")
+                args.append(a)
+            else:
+                value = self._expr(("args", i, "value"), a.value, known)
+                args.append(ScalarArg(value, a.dtype, a.name))
+        missing = [o for o in self.m.outputs if o not in args]
+        if missing:
+            raise self.err(("args",), f"output(s) {', '.join(missing)} are not passed to the kernel")
+        return tuple(args)
+
+    def _reference(self, known: set[str]) -> Reference | None:
+        r = self.m.reference
+        if r is None:
+            return None
+        key = ("reference",)
+        if (r.python is None) == (r.file is None):
+            raise self.err(key, "give exactly one of reference.python or reference.file")
+        if r.file is not None:
+            if not r.function:
+                raise self.err(key, "reference.file needs reference.function")
+            target = f"{self._inside_project((*key, 'file'), r.file, must_be_file=True)}:{r.function}"
+        else:
+            if r.function is not None:
+                raise self.err((*key, "function"), "reference.python already names the function")
+            target = r.python  # type: ignore[assignment]
+        if not r.exact and r.rtol in (0, "0") and r.atol in (0, "0"):
+            raise self.err(key, "say how outputs compare: exact: true, or rtol/atol > 0")
+        rtol = self._expr((*key, "rtol"), r.rtol, known)
+        atol = self._expr((*key, "atol"), r.atol, known)
+        return Reference(target, r.exact, rtol, atol)
+
+    def _expect(self, i: int, e: object, known: set[str]) -> ExpectSass:
+        if isinstance(e, str):
+            return ExpectSass((e,), Expression.parse(True))
+        assert isinstance(e, schema.ExpectSassModel)
+        when = self._expr(("expect_sass", i, "when"), e.when, known)
+        return ExpectSass(tuple(e.opcodes), when)
+
+
+def _same(a: Value, b: Value) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _all_zeros(b: schema.InputModel) -> bool:
+    if b.distribution is schema.Distribution.UNIFORM:
+        return b.low == 0 and b.high == 0
+    if b.distribution is schema.Distribution.NORMAL:
+        return b.mean == 0 and b.std == 0
+    return b.low == 0 and b.high <= 1  # randint's high is exclusive
+
+
+__all__ = ["format_key", "load_space", "project_root"]

@@ -1,0 +1,177 @@
+"""A loaded tuning space: frozen dataclasses, expressions already parsed and checked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.expressions import Expression
+from workbench.spaces.schema import Baseline, Distribution, DType, Role
+
+Value = bool | int | float | str
+Config = dict[str, Value]
+Shape = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tunable knob and its domain, in declaration order."""
+
+    name: str
+    values: tuple[Value, ...]
+    default: Value
+    role: Role
+    option: str | None = None
+    description: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A boolean expression every valid config satisfies; ``reason`` says why it exists."""
+
+    expr: Expression
+    reason: str
+    line: int | None = None
+
+    def describe(self) -> str:
+        return f"{self.expr.text}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Launch geometry as expressions; ``grid``/``block`` have one to three dimensions."""
+
+    grid: tuple[Expression, ...]
+    block: tuple[Expression, ...]
+    shared_bytes: Expression
+    cluster: tuple[Expression, ...] | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A random input buffer (never zeros) of ``dtype`` and ``shape``."""
+
+    name: str
+    dtype: DType
+    shape: tuple[Expression, ...]
+    distribution: Distribution
+    low: float
+    high: float
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """An output buffer; poisoned before each launch unless ``init`` is given."""
+
+    name: str
+    dtype: DType
+    shape: tuple[Expression, ...]
+    init: float | None
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A by-value kernel argument computed from the shape and parameters."""
+
+    value: Expression
+    dtype: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Where the CPU reference lives and how its output is compared."""
+
+    target: str  #: ``module:function`` or ``/abs/path/file.py:function``
+    exact: bool
+    rtol: Expression
+    atol: Expression
+
+
+@dataclass(frozen=True)
+class WorkModel:
+    """FLOPs (or integer ops) and minimum DRAM bytes of one launch, as expressions."""
+
+    flops: Expression
+    bytes: Expression
+    unit: str
+
+
+@dataclass(frozen=True)
+class ExpectSass:
+    """Opcode prefixes the binary must contain when ``when`` holds."""
+
+    opcodes: tuple[str, ...]
+    when: Expression
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """Everything one space file says, resolved and checked."""
+
+    name: str
+    path: Path
+    description: str
+    source: Path
+    language: str
+    entry_template: str | None
+    entry_kernel: str | None
+    arches: tuple[str, ...]
+    include_dirs: tuple[Path, ...]
+    parameters: tuple[Parameter, ...]
+    derived: tuple[tuple[str, Expression], ...]
+    constraints: tuple[Constraint, ...]
+    geometry: Geometry
+    default_shape: Shape
+    shape_sets: Mapping[str, tuple[Shape, ...]]
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[OutputSpec, ...]
+    args: tuple[str | ScalarArg, ...]
+    reference: Reference | None
+    work: WorkModel
+    baselines: tuple[Baseline, ...]
+    expect_sass: tuple[ExpectSass, ...] = field(default=())
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+    def parameter(self, name: str) -> Parameter:
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def shape_names(self) -> tuple[str, ...]:
+        """Problem-size variables (``n``, or ``M``, ``N``, ``K``)."""
+        return tuple(self.default_shape)
+
+    def shapes(self, set_name: str | None = None) -> tuple[Shape, ...]:
+        """The shapes of a named set, or the default shape alone."""
+        if set_name is None or set_name == "default":
+            return (dict(self.default_shape),)
+        return self.shape_sets[set_name]
+
+    def default_config(self) -> Config:
+        return {p.name: p.default for p in self.parameters}
+
+
+def shape_label(shape: Mapping[str, int]) -> str:
+    """``M=1,N=4096,K=4096``: a stable, readable key for a problem shape."""
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def config_label(config: Mapping[str, Value]) -> str:
+    """``BLOCK=256,ITEMS=4``: a stable, readable key for a configuration."""
+    return ",".join(f"{k}={_fmt(v)}" for k, v in config.items())
+
+
+def _fmt(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,176 @@
+"""The tuning-space file format, as pydantic models (``extra="forbid"``: unknown keys are errors).
+
+This module checks shape and types only; :mod:`workbench.spaces.loader` checks meaning (names
+in expressions, the source file, defaults in domains) and builds the frozen model.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
+ExprText = StrictStr | StrictInt | StrictFloat | StrictBool
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", max_length=64)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Role(str, Enum):
+    """How a parameter reaches the kernel."""
+
+    DEFINE = "define"  #: ``-DNAME=value`` (CUDA C++)
+    TEMPLATE = "template"  #: only through the entry's name expression (``gemm<{BM}, ...>``)
+    OPTION = "option"  #: a compiler flag (see ``workbench.compiler.options.OPTION_KNOBS``)
+    TEXT = "text"  #: ``${NAME}`` substituted in a PTX file
+    LAUNCH = "launch"  #: used only by launch geometry / arguments: no recompile
+
+
+class RangeDomain(_Strict):
+    """``range: {start: 1, stop: 9, step: 1}`` (``stop`` inclusive) or powers of two."""
+
+    start: StrictInt
+    stop: StrictInt
+    step: StrictInt = 1
+    pow2: StrictBool = False
+
+
+class ParameterModel(_Strict):
+    values: list[Scalar] | None = Field(default=None, min_length=1, max_length=10_000)
+    range: RangeDomain | None = None
+    default: Scalar | None = None
+    role: Role | None = None
+    option: StrictStr | None = None
+    description: StrictStr = ""
+
+
+class ConstraintModel(_Strict):
+    expr: ExprText
+    reason: StrictStr = ""
+
+
+class GeometryModel(_Strict):
+    grid: ExprText | list[ExprText] = Field(...)
+    block: ExprText | list[ExprText] = Field(...)
+    shared_bytes: ExprText = 0
+    cluster: ExprText | list[ExprText] | None = None
+
+
+class ShapesModel(_Strict):
+    default: dict[Identifier, StrictInt] = Field(..., min_length=1)
+    sets: dict[Identifier, list[dict[Identifier, StrictInt]]] = Field(default_factory=dict)
+
+
+class DType(str, Enum):
+    INT8 = "int8"
+    UINT8 = "uint8"
+    INT16 = "int16"
+    INT32 = "int32"
+    UINT32 = "uint32"
+    INT64 = "int64"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    FLOAT8_E4M3 = "float8_e4m3"
+    FLOAT8_E5M2 = "float8_e5m2"
+
+
+class Distribution(str, Enum):
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+    RANDINT = "randint"
+
+
+class InputModel(_Strict):
+    dtype: DType
+    shape: list[ExprText] = Field(..., min_length=1, max_length=8)
+    distribution: Distribution = Distribution.UNIFORM
+    low: StrictInt | StrictFloat = -1
+    high: StrictInt | StrictFloat = 1
+    mean: StrictInt | StrictFloat = 0
+    std: StrictInt | StrictFloat = 1
+    description: StrictStr = ""
+
+
+class OutputModel(_Strict):
+    dtype: DType
+    shape: list[ExprText] = Field(..., min_length=1, max_length=8)
+    #: ``init: 0`` for outputs that accumulate (atomics); otherwise the buffer is poisoned.
+    init: StrictInt | StrictFloat | None = None
+    description: StrictStr = ""
+
+
+class ScalarArgModel(_Strict):
+    #: the name the reference function sees this value under
+    name: Identifier | None = None
+    value: ExprText
+    dtype: Literal["int32", "int64", "uint32", "float32", "float64"] = "int32"
+
+
+class ReferenceModel(_Strict):
+    #: ``package.module:function`` importable from the environment...
+    python: StrictStr | None = Field(default=None, pattern=r"^[\w.]+:\w+$")
+    #: ...or a Python file relative to the space file, with the function's name.
+    file: StrictStr | None = None
+    function: StrictStr | None = None
+    exact: StrictBool = False
+    #: tolerances may be expressions of the shape (``atol: 1e-6 * n`` for a long sum)
+    rtol: ExprText = 0
+    atol: ExprText = 0
+
+
+class WorkModel(_Strict):
+    flops: ExprText = 0
+    bytes: ExprText
+    #: what the headline throughput is: TOPS for integer math, TFLOP/s, or GB/s (memory-bound)
+    unit: Literal["TOPS", "TFLOP/s", "GB/s"] = "GB/s"
+
+
+class Baseline(str, Enum):
+    CUBLAS = "cublas"
+    CUBLASLT = "cublaslt"
+    CUTLASS = "cutlass"
+    CUB = "cub"
+    CUPY = "cupy"
+    COPY = "copy"
+
+
+class EntryModel(_Strict):
+    #: a C++ name expression with ``{PARAM}`` placeholders (templates) ...
+    template: StrictStr | None = None
+    #: ... or a plain kernel symbol (``extern "C"`` or PTX ``.entry``)
+    kernel: Identifier | None = None
+
+
+class ExpectSassModel(_Strict):
+    #: SASS opcode prefixes that must appear (``IMMA``, ``HGMMA``, ``SHFL``) ...
+    opcodes: list[StrictStr] = Field(..., min_length=1)
+    #: ... for the configs (and ``arch_cc``) where this expression is true
+    when: ExprText = True
+
+
+class SpaceModel(_Strict):
+    name: Identifier | None = None
+    description: StrictStr = ""
+    source: StrictStr
+    language: Literal["cuda", "ptx"] | None = None
+    entry: EntryModel
+    arches: list[StrictStr] = Field(..., min_length=1)
+    includes: list[StrictStr] = Field(default_factory=list)
+    parameters: dict[Identifier, ParameterModel] = Field(..., min_length=1)
+    derived: dict[Identifier, ExprText] = Field(default_factory=dict)
+    constraints: list[ExprText | ConstraintModel] = Field(default_factory=list)
+    geometry: GeometryModel
+    shapes: ShapesModel
+    inputs: dict[Identifier, InputModel] = Field(default_factory=dict)
+    outputs: dict[Identifier, OutputModel] = Field(..., min_length=1)
+    args: list[Identifier | ScalarArgModel] = Field(..., min_length=1)
+    reference: ReferenceModel | None = None
+    work: WorkModel
+    baselines: list[Baseline] = Field(default_factory=list)
+    expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)

@@ -1,0 +1,251 @@
+"""The configurations of a space: count, enumerate lazily, sample uniformly, explain.
+
+A space is the cartesian product of its parameter domains cut down by constraints, for one
+problem shape, target device and arch. Enumeration is depth-first in declaration order, and
+each constraint is checked as soon as the parameters it depends on are bound, so large
+invalid regions are pruned without being visited.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from workbench.devices import DeviceSpec, arch_namespace, device_for
+from workbench.errors import ConfigError, ExpressionError, WorkbenchError
+from workbench.expressions import Expression
+from workbench.spaces.model import Config, Constraint, Shape, SpaceSpec, Value
+from workbench.toolchain import Arch
+
+#: Below this many cartesian points, sampling enumerates the valid set; above, it rejects.
+ENUMERATE_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Why a config is invalid: the constraint it breaks (or the error evaluating it)."""
+
+    message: str
+    constraint: Constraint | None = None
+
+
+class Space:
+    """The valid configurations of ``spec`` for one shape on one device and arch."""
+
+    def __init__(
+        self,
+        spec: SpaceSpec,
+        *,
+        shape: Mapping[str, int] | None = None,
+        arch: Arch | None = None,
+        device: DeviceSpec | None = None,
+    ) -> None:
+        self.spec = spec
+        self.arch = arch or Arch.parse(spec.arches[-1])
+        self.device = device or device_for(self.arch)
+        self.shape: Shape = dict(shape) if shape is not None else dict(spec.default_shape)
+        if sorted(self.shape) != sorted(spec.default_shape):
+            raise ConfigError(
+                f"{spec.name}: shape {self.shape} must give exactly {list(spec.default_shape)}"
+            )
+        self.names = spec.parameter_names
+        self._base_env = self._make_base_env()
+        self._plan_levels()
+        self._valid_cache: list[tuple[Value, ...]] | None = None
+
+    # -- setup ---------------------------------------------------------------------------
+    def _make_base_env(self) -> dict[str, object]:
+        env: dict[str, object] = {}
+        env.update(self.device.namespace())
+        env.update(arch_namespace(self.arch))
+        for k, v in self.shape.items():
+            env[k] = v
+            env[f"shape.{k}"] = v
+        return env
+
+    def _plan_levels(self) -> None:
+        """Assign each derived value and constraint to the first level where it can run."""
+        index = {n: i for i, n in enumerate(self.names)}
+        deps: dict[str, int] = {}  # derived name -> highest parameter index it depends on
+
+        def level_of(expr: Expression) -> int:
+            lv = -1
+            for name in expr.names:
+                lv = max(lv, index.get(name, -1), deps.get(name, -1))
+            return lv
+
+        n = len(self.names)
+        self._derived_at: list[list[tuple[str, Expression]]] = [[] for _ in range(n + 1)]
+        self._constraints_at: list[list[Constraint]] = [[] for _ in range(n + 1)]
+        for name, expr in self.spec.derived:
+            deps[name] = level_of(expr)
+            self._derived_at[deps[name] + 1].append((name, expr))
+        for c in self.spec.constraints:
+            self._constraints_at[level_of(c.expr) + 1].append(c)
+
+    # -- sizes ---------------------------------------------------------------------------
+    @property
+    def cartesian_size(self) -> int:
+        """Points before constraints."""
+        return math.prod(len(p.values) for p in self.spec.parameters)
+
+    def count_valid(self) -> int:
+        """Number of valid configs (walks the pruned tree)."""
+        if self._valid_cache is not None:
+            return len(self._valid_cache)
+        return sum(1 for _ in self._walk())
+
+    # -- enumeration ---------------------------------------------------------------------
+    def iter_valid(self) -> Iterator[Config]:
+        """Every valid config, lazily, in domain order."""
+        for values in self._walk():
+            yield dict(zip(self.names, values, strict=True))
+
+    def _walk(self) -> Iterator[tuple[Value, ...]]:
+        env = dict(self._base_env)
+        if not self._run_level(0, env):
+            return
+        domains = [p.values for p in self.spec.parameters]
+        names = self.names
+        depth = len(names)
+        chosen: list[Value] = []
+
+        def descend(level: int) -> Iterator[tuple[Value, ...]]:
+            if level == depth:
+                yield tuple(chosen)
+                return
+            name = names[level]
+            for value in domains[level]:
+                env[name] = value
+                if self._run_level(level + 1, env):
+                    chosen.append(value)
+                    yield from descend(level + 1)
+                    chosen.pop()
+
+        yield from descend(0)
+
+    def _run_level(self, level: int, env: dict[str, object]) -> bool:
+        """Compute the derived values and check the constraints that become ready at ``level``."""
+        try:
+            for name, expr in self._derived_at[level]:
+                env[name] = expr.evaluate(env)
+            return all(c.expr.evaluate(env) for c in self._constraints_at[level])
+        except ExpressionError:
+            return False  # explain() reports the error itself
+
+    # -- single configs ------------------------------------------------------------------
+    def env(self, config: Mapping[str, Value]) -> dict[str, object]:
+        """Names an expression sees for ``config``: parameters, shape, derived, device, arch.
+
+        Raises:
+            ExpressionError: a derived value fails to evaluate.
+        """
+        env = dict(self._base_env)
+        env.update(config)
+        for name, expr in self.spec.derived:
+            env[name] = expr.evaluate(env)
+        return env
+
+    def explain(self, config: Mapping[str, Value]) -> list[Violation]:
+        """Every reason ``config`` is invalid; empty when it is valid."""
+        problems = [Violation(m) for m in self._domain_problems(config)]
+        if problems:
+            return problems
+        env = dict(self._base_env)
+        env.update(config)
+        for name, expr in self.spec.derived:
+            try:
+                env[name] = expr.evaluate(env)
+            except ExpressionError as exc:
+                return [Violation(f"derived value {name} fails: {exc}")]
+        for c in self.spec.constraints:
+            try:
+                ok = bool(c.expr.evaluate(env))
+            except ExpressionError as exc:
+                problems.append(Violation(f"{c.describe()} fails to evaluate: {exc}", c))
+                continue
+            if not ok:
+                where = f" (line {c.line})" if c.line else ""
+                problems.append(Violation(f"violates {c.describe()}{where}", c))
+        return problems
+
+    def is_valid(self, config: Mapping[str, Value]) -> bool:
+        return not self.explain(config)
+
+    def _domain_problems(self, config: Mapping[str, Value]) -> list[str]:
+        out = []
+        for name in config:
+            if name not in self.names:
+                out.append(f"unknown parameter {name!r}; parameters: {', '.join(self.names)}")
+        for p in self.spec.parameters:
+            if p.name not in config:
+                out.append(f"parameter {p.name} has no value")
+            elif not any(_same(config[p.name], v) for v in p.values):
+                out.append(f"{p.name}={config[p.name]!r} is not in its domain {list(p.values)}")
+        return out
+
+    def parse_config(self, assignments: Sequence[str]) -> Config:
+        """``["BLOCK=256", "fast_math=true"]`` over the defaults, with typed values.
+
+        Raises:
+            ConfigError: unknown parameter, malformed assignment, or value outside the domain.
+        """
+        config = self.spec.default_config()
+        for item in assignments:
+            name, sep, text = item.partition("=")
+            name = name.strip()
+            if not sep:
+                raise ConfigError(f"{item!r}: expected NAME=VALUE")
+            if name not in self.names:
+                raise ConfigError(f"unknown parameter {name!r}; parameters: {', '.join(self.names)}")
+            config[name] = _match_value(self.spec.parameter(name).values, name, text.strip())
+        return config
+
+    # -- sampling ------------------------------------------------------------------------
+    def sample(self, n: int, seed: int | None = 0) -> list[Config]:
+        """Up to ``n`` distinct valid configs, uniformly at random (all of them if fewer).
+
+        Raises:
+            WorkbenchError: the valid fraction is too small to find ``n`` configs by rejection
+                in a very large space.
+        """
+        rng = random.Random(seed)
+        if self.cartesian_size <= ENUMERATE_LIMIT:
+            if self._valid_cache is None:
+                self._valid_cache = list(self._walk())
+            picks = rng.sample(self._valid_cache, min(n, len(self._valid_cache)))
+            return [dict(zip(self.names, v, strict=True)) for v in picks]
+        return self._rejection_sample(n, rng)
+
+    def _rejection_sample(self, n: int, rng: random.Random) -> list[Config]:
+        domains = [p.values for p in self.spec.parameters]
+        found: dict[tuple[Value, ...], None] = {}
+        attempts = max(100_000, 1000 * n)
+        for _ in range(attempts):
+            values = tuple(rng.choice(d) for d in domains)
+            if values in found:
+                continue
+            if not self.explain(dict(zip(self.names, values, strict=True))):
+                found[values] = None
+                if len(found) == n:
+                    break
+        if not found:
+            raise WorkbenchError(
+                f"{self.spec.name}: no valid config in {attempts} random draws from "
+                f"{self.cartesian_size} points; the constraints exclude (almost) everything"
+            )
+        return [dict(zip(self.names, v, strict=True)) for v in found]
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _match_value(domain: Sequence[Value], name: str, text: str) -> Value:
+    for v in domain:
+        shown = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        if text == shown or text.lower() == shown.lower():
+            return v
+    raise ConfigError(f"{name}={text} is not in its domain {list(domain)}")
