@@ -4,9 +4,9 @@ Space files hold small Python-like expressions: constraints (``BM % WM == 0``), 
 geometry (``cdiv(n, BLOCK * ITEMS)``), work models (``2 * M * N * K``). The text is parsed
 with :func:`ast.parse`, checked against a strict whitelist, and turned once into a tree of
 closures, so evaluating it again costs about a microsecond and never runs Python code that
-the text names. Everything else (attributes other than ``device.X``/``shape.X``, subscripts,
-lambdas, comprehensions, keywords, unknown functions, names starting with ``_``) is refused
-at parse time, and resource limits keep every evaluation small and quick.
+the text names. Everything else (attributes other than ``device.X``/``shape.X``/``arch.X``,
+subscripts, lambdas, comprehensions, keywords, unknown functions, names starting with ``_``) is
+refused at parse time, and resource limits keep every evaluation small and quick.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from types import MappingProxyType
 
 from workbench.errors import ExpressionError
 
-NAMESPACES = frozenset({"device", "shape"})
-"""Names whose attributes may be read: ``device.sm_count`` is the env key ``"device.sm_count"``."""
+NAMESPACES = frozenset({"arch", "device", "shape"})
+"""Names whose attributes may be read: ``device.sm_count`` is the env key ``"device.sm_count"``.
+
+``arch`` serves ``arch.cc``/``arch.sm``/``arch.specific`` (see :mod:`workbench.devices`)."""
 
 MAX_TEXT = 2000  # characters of source text
 MAX_DEPTH = 50  # nesting of expression nodes
-MAX_EXPONENT = 64  # magnitude of an exponent in ``**``
-MAX_SHIFT = 64  # shift count in ``<<`` and ``>>``
+MAX_EXPONENT = 64  # magnitude of an exponent in ``**`` and of a count in ``<<``/``>>``
 MAX_INT = 2**256  # magnitude of any integer result
 MAX_LEN = 256  # length of any string, tuple or list value
 
@@ -226,11 +227,15 @@ class _Compiler:
             )
         return self._load(f"{base.id}.{node.attr}")
 
-    def _check_constant_count(self, node: ast.BinOp, limit: int, what: str) -> None:
+    def _check_constant_count(self, node: ast.BinOp, right: _Fn, limit: int, what: str) -> None:
+        """Refuse at parse time an exponent/shift that uses no names and is too large
+        (``2 ** 10 ** 9``); one that uses names is checked at evaluate time."""
+        if any(isinstance(n, ast.Name) for n in ast.walk(node.right)):
+            return
         try:
-            count = self.literal(node.right)
-        except ExpressionError:
-            return  # not a literal: checked at evaluate time
+            count = right({})
+        except ExpressionError as exc:
+            raise self.refuse(node, str(exc)) from None
         if isinstance(count, (int, float)) and abs(count) > limit:
             raise self.refuse(node, f"{what} {count} is larger than the limit {limit}")
 
@@ -252,42 +257,36 @@ class _Compiler:
                     raise _Fail(f"division by zero in `{where}`") from None
 
             return divide
-        if kind is ast.Pow:
-            self._check_constant_count(node, MAX_EXPONENT, "exponent")
+        if kind in (ast.Pow, ast.LShift, ast.RShift):
+            what = "exponent" if kind is ast.Pow else "shift count"
+            self._check_constant_count(node, right, MAX_EXPONENT, what)
 
-            def power(env: _Env) -> object:
+            def bounded(env: _Env) -> object:
                 a, b = left(env), right(env)
                 if isinstance(b, numbers.Real) and abs(b) > MAX_EXPONENT:
-                    raise _Fail(f"exponent {b} in `{where}` is larger than the limit 64")
-                r = a**b
+                    raise _Fail(f"{what} {b} in `{where}` is larger than the limit {MAX_EXPONENT}")
+                r = op(a, b)
                 if isinstance(r, complex):
                     raise _Fail(f"`{where}` has a complex result")
                 return _check_int(r, where)
 
-            return power
-        if kind in (ast.LShift, ast.RShift):
-            self._check_constant_count(node, MAX_SHIFT, "shift count")
+            return bounded
+        if kind in (ast.Add, ast.Sub, ast.Mult):
 
-            def shift(env: _Env) -> object:
+            def grow(env: _Env) -> object:
                 a, b = left(env), right(env)
-                if isinstance(b, numbers.Integral) and b > MAX_SHIFT:
-                    raise _Fail(f"shift count {b} in `{where}` is larger than the limit 64")
-                return _check_int(op(a, b), where)
-
-            return shift
-        if kind is ast.Mult:
-
-            def multiply(env: _Env) -> object:
-                a, b = left(env), right(env)
-                if isinstance(a, _SEQ) or isinstance(b, _SEQ):
+                if a.__class__ is int and b.__class__ is int:  # the fast, common case
+                    r = op(a, b)
+                    if -MAX_INT <= r <= MAX_INT:
+                        return r
+                elif kind is ast.Mult and (isinstance(a, _SEQ) or isinstance(b, _SEQ)):
                     seq, n = (a, b) if isinstance(a, _SEQ) else (b, a)
                     if isinstance(n, numbers.Integral) and len(seq) * n > MAX_LEN:
-                        raise _Fail(f"`{where}` would have length {len(seq) * n}, over {MAX_LEN}")
-                return _check_int(a * b, where)
+                        size = len(seq) * n
+                        raise _Fail(f"`{where}` would have length {size}, over the limit 256")
+                return _check_int(op(a, b), where)
 
-            return multiply
-        if kind in (ast.Add, ast.Sub):
-            return lambda env: _check_int(op(left(env), right(env)), where)
+            return grow
         return lambda env: op(left(env), right(env))
 
     def _UnaryOp(self, node: ast.UnaryOp) -> _Fn:

@@ -17,6 +17,10 @@ from workbench.errors import SpaceFileError
 
 KeyPath = tuple[str | int, ...]
 
+#: The only node types a space file needs; any other tag (!!python/..., !custom) is refused.
+PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")
+)
 #: Space files are small; refuse anything big enough to be a mistake (or an attack).
 MAX_FILE_BYTES = 1_000_000
 
@@ -96,8 +100,9 @@ def _convert(
         raise _node_error(path, node, key_path, "YAML anchors and aliases are not allowed")
     seen.add(id(node))
     lines[key_path] = node.start_mark.line + 1
-    if node.tag and node.tag.startswith("!") and not node.tag.startswith("!!"):
-        raise _node_error(path, node, key_path, f"YAML tag {node.tag} is not allowed")
+    if node.tag not in PLAIN_TAGS:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise _node_error(path, node, key_path, f"YAML tag {tag} is not allowed")
     if isinstance(node, yaml.MappingNode):
         out: dict[object, object] = {}
         for key_node, value_node in node.value:

@@ -1,0 +1,72 @@
+"""Shared fixtures: a throwaway project with one tiny kernel and its space file."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TINY_KERNEL = """\
+extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__ y, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) y[i] = SCALE * x[i] + y[i];
+}
+"""
+
+TINY_SPACE = """\
+name: tiny
+source: ../kernels/axpy.cu
+entry:
+  kernel: axpy
+arches: [sm_80, sm_90]
+parameters:
+  BLOCK: {values: [32, 64, 128, 256], default: 128}
+  SCALE: {values: [1, 2, 3], default: 2}
+  WAVES: {values: [1, 2], default: 1, role: launch}
+constraints:
+  - {expr: "BLOCK * SCALE <= 512", reason: "keeps the test space small"}
+geometry:
+  grid: cdiv(n, BLOCK)
+  block: BLOCK
+shapes:
+  default: {n: 1000}
+  sets:
+    two: [{n: 10}, {n: 20}]
+inputs:
+  x: {dtype: float32, shape: [n]}
+outputs:
+  y: {dtype: float32, shape: [n], init: 1}
+args: [x, y, {value: n, dtype: int32}]
+reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
+work: {flops: 2 * n, bytes: 12 * n}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project root (pyproject marker) with kernels/axpy.cu and spaces/tiny.yaml."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'user-kernels'\n")
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "axpy.cu").write_text(TINY_KERNEL)
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "spaces" / "tiny.yaml").write_text(TINY_SPACE)
+    return tmp_path
+
+
+@pytest.fixture
+def write_space(project: Path) -> Callable[[str], Path]:
+    """Write a space file (dedented) into the project and return its path."""
+
+    def write(text: str, name: str = "case.yaml") -> Path:
+        path = project / "spaces" / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "compile-cache"

@@ -1,0 +1,185 @@
+"""NVRTC and ptxas compiles of the real kernels, the content cache, and parallel compiles."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench import toolchain
+from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
+from workbench.compiler.jobs import substitute_ptx
+from workbench.compiler.options import CompileOptions
+from workbench.errors import ArchError, CompileError, ToolchainError
+from workbench.spaces import Space, load_kernel, load_space
+from workbench.spaces.targets import resolve_arches
+from workbench.toolchain import Arch
+
+ARCHES = ["sm_80", "sm_89", "sm_90"]
+
+
+def sample_jobs(kernel: str, arch: str, n: int, seed: int = 0) -> list:
+    spec = load_kernel(kernel)
+    space = Space(spec, arch=Arch.parse(arch))
+    configs = [spec.default_config(), *space.sample(n, seed=seed)]
+    return [make_job(space, c) for c in configs]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("kernel", ["reduce", "stream_scale"])
+def test_sampled_configs_compile(kernel: str, arch: str, cache_dir: Path) -> None:
+    jobs = sample_jobs(kernel, arch, 4, seed=hash(arch) % 100)
+    results = compile_jobs(jobs, CompileCache(cache_dir), workers=2)
+    for job, result in zip(jobs, results, strict=True):
+        assert result.ok, result.log
+        assert result.arch == arch
+        assert result.cubin and result.cubin[:4] == b"\x7fELF"
+        assert result.entry is not None and result.entry.encode() in result.cubin
+        assert "Used" in result.log and "registers" in result.log  # -Xptxas -v
+        if kernel == "reduce":
+            assert result.entry.startswith("_Z10reduce_sum")
+            assert job.name_expression and result.lowered_names[job.name_expression] == result.entry
+
+
+def test_template_and_define_roles() -> None:
+    spec = load_kernel("reduce")
+    space = Space(spec, arch=Arch.parse("sm_90"))
+    job = make_job(space, {**spec.default_config(), "BLOCK": 128, "dlcm": "cg"})
+    assert job.name_expression == "reduce_sum<128, 8, 4, 1>"
+    assert "-dlcm=cg" in job.options.to_nvrtc_flags()
+    # launch-only knobs do not change the binary
+    other = make_job(space, {**spec.default_config(), "BLOCK": 128, "dlcm": "cg",
+                             "BLOCKS_PER_SM": 16})
+    assert other.key() == job.key()
+
+
+def test_option_flags_are_normalised() -> None:
+    arch = Arch.parse("sm_90a")
+    a = CompileOptions.build(arch, {"B": 1, "A": True}, {"fast_math": 1, "maxrregcount": "64"})
+    b = CompileOptions.build(arch, {"A": 1, "B": "1"}, {"maxrregcount": 64, "fast_math": True})
+    assert a.to_nvrtc_flags() == b.to_nvrtc_flags()
+    flags = a.to_nvrtc_flags()
+    assert flags[0] == "-arch=sm_90a"
+    assert "--use_fast_math" in flags and "--maxrregcount=64" in flags
+    assert "-DA=1" in flags and "-DB=1" in flags
+
+
+def test_cache_hit_is_a_lookup(cache_dir: Path) -> None:
+    job = sample_jobs("reduce", "sm_90", 0)[0]
+    cache = CompileCache(cache_dir)
+    start = time.perf_counter()
+    cold = compile_job(job, cache)
+    cold_s = time.perf_counter() - start
+    start = time.perf_counter()
+    warm = compile_job(job, cache)
+    warm_s = time.perf_counter() - start
+    assert not cold.cached and warm.cached
+    assert warm.cubin == cold.cubin and warm.log == cold.log and warm.entry == cold.entry
+    assert warm_s < cold_s / 5
+
+
+def test_cache_key_changes_with_every_ingredient(project: Path, cache_dir: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    base = make_job(space, spec.default_config())
+    assert make_job(space, spec.default_config()).key() == base.key()
+    assert make_job(space, {**spec.default_config(), "SCALE": 3}).key() != base.key()
+    assert make_job(Space(spec, arch=Arch.parse("sm_90")), spec.default_config()).key() != base.key()
+    src = project / "kernels" / "axpy.cu"
+    src.write_text(src.read_text() + "\n// edited\n")
+    assert make_job(space, spec.default_config()).key() != base.key()
+
+
+def test_included_header_is_part_of_the_key(project: Path) -> None:
+    (project / "kernels" / "common.cuh").write_text("#define TWICE(x) (2 * (x))\n")
+    src = project / "kernels" / "axpy.cu"
+    src.write_text('#include "common.cuh"\n' + src.read_text().replace("SCALE * x[i]",
+                                                                      "TWICE(SCALE) * x[i]"))
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    first = make_job(space, spec.default_config())
+    assert compile_job(first).ok
+    (project / "kernels" / "common.cuh").write_text("#define TWICE(x) ((x) + (x))\n")
+    assert make_job(space, spec.default_config()).key() != first.key()
+
+
+def test_parallel_gives_the_same_bytes_as_serial(tmp_path: Path) -> None:
+    jobs = sample_jobs("reduce", "sm_89", 5, seed=7) + sample_jobs("stream_scale", "sm_89", 3)
+    serial = compile_jobs(jobs, CompileCache(tmp_path / "a"), workers=1)
+    parallel = compile_jobs(jobs, CompileCache(tmp_path / "b"), workers=2)
+    assert [r.cubin for r in serial] == [r.cubin for r in parallel]
+    assert all(r.ok for r in parallel)
+
+
+def test_compile_error_is_a_result_and_the_sweep_goes_on(project: Path, cache_dir: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    good = make_job(space, spec.default_config())
+    (project / "kernels" / "axpy.cu").write_text("this is not CUDA;\n")
+    bad = make_job(space, spec.default_config())
+    results = compile_jobs([bad, good], CompileCache(cache_dir), workers=2)
+    assert not results[0].ok and results[0].cubin is None and "error" in results[0].log
+    assert results[1].ok
+    again = compile_job(bad, CompileCache(cache_dir))
+    assert again.cached and not again.ok and again.log == results[0].log
+
+
+def test_ptx_assembler_error_is_a_result() -> None:
+    spec = load_kernel("stream_scale")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    job = make_job(space, {**spec.default_config(), "HINT": "ca"})
+    broken = type(job)(job.language, job.source.replace("ld.global.ca.v4", "ld.global.zz.v4"),
+                       job.filename, job.options, None, job.entry_kernel)
+    result = compile_job(broken)
+    assert not result.ok and "ptxas" in result.log
+
+
+def test_ptx_placeholders() -> None:
+    assert substitute_ptx("ld.global.${HINT}.f32 $L__BB0_1;", {"HINT": "cs"}, "k.ptx") == \
+        "ld.global.cs.f32 $L__BB0_1;"
+    with pytest.raises(CompileError, match="MISSING"):
+        substitute_ptx("${MISSING}", {}, "k.ptx")
+
+
+def test_unknown_and_undeclared_arches() -> None:
+    spec = load_kernel("reduce")
+    with pytest.raises(ArchError, match="not a CUDA architecture"):
+        Arch.parse("gfx90a")
+    with pytest.raises(ArchError, match="cannot target"):
+        Arch.parse("sm_50").check_supported()
+    with pytest.raises(ArchError, match="not among them"):
+        resolve_arches(spec, "sm_75")
+    assert [a.sm for a in resolve_arches(spec, "all")] == ARCHES
+    assert [a.sm for a in resolve_arches(spec, None)] == ["sm_90"]
+
+
+def test_sm_90a_is_a_target() -> None:
+    arch = Arch.parse("sm_90a")
+    assert arch.check_supported().cc == 90 and arch.suffix == "a"
+    src = 'extern "C" __global__ void k(int* p) { asm volatile("setmaxnreg.inc.sync.aligned.u32 ' \
+          '240;"); p[0] = 1; }'
+    from workbench.compiler.nvrtc import compile_cuda
+
+    assert compile_cuda(src, CompileOptions.build(arch)).ok  # sm_90a-only instruction
+    assert not compile_cuda(src, CompileOptions.build(Arch.parse("sm_90"))).ok
+
+
+def test_missing_tool_names_the_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda import pathfinder
+
+    monkeypatch.setattr(pathfinder, "find_nvidia_binary_utility", lambda name: None)
+    with pytest.raises(ToolchainError, match="pip install nvidia-cuda-nvdisasm"):
+        toolchain.find_tool("nvdisasm")
+
+
+def test_missing_nvrtc_is_a_toolchain_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda.bindings import nvrtc
+    from cuda.pathfinder import DynamicLibNotFoundError
+
+    def missing() -> None:
+        raise DynamicLibNotFoundError("libnvrtc.so.13 not found")
+
+    monkeypatch.setattr(nvrtc, "nvrtcVersion", missing)
+    with pytest.raises(ToolchainError, match="nvidia-cuda-nvrtc"):
+        toolchain.nvrtc_module()

@@ -1,0 +1,144 @@
+"""Counting, enumerating, sampling and explaining the configs of a space."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workbench.devices import device_for
+from workbench.errors import ConfigError
+from workbench.spaces import Space, load_kernel, load_space
+from workbench.spaces.launch import launch_geometry, work_counts
+from workbench.toolchain import Arch
+
+
+def tiny(project: Path, **kwargs: object) -> Space:
+    return Space(load_space(project / "spaces" / "tiny.yaml"), **kwargs)  # type: ignore[arg-type]
+
+
+def brute_force_valid(space: Space) -> list[dict]:
+    names = space.names
+    domains = [p.values for p in space.spec.parameters]
+    configs = [dict(zip(names, v, strict=True)) for v in itertools.product(*domains)]
+    return [c for c in configs if not space.explain(c)]
+
+
+def test_count_matches_brute_force(project: Path) -> None:
+    space = tiny(project)
+    assert space.cartesian_size == 4 * 3 * 2
+    valid = brute_force_valid(space)
+    # BLOCK * SCALE <= 512 removes (256, 3) only: 24 - 2 (two WAVES values)
+    assert len(valid) == 22
+    assert space.count_valid() == 22
+    assert list(space.iter_valid()) == valid
+
+
+def test_explain_names_the_constraint_and_line(project: Path) -> None:
+    space = tiny(project)
+    problems = space.explain({"BLOCK": 256, "SCALE": 3, "WAVES": 1})
+    assert len(problems) == 1
+    assert "BLOCK * SCALE <= 512" in problems[0].message
+    assert "keeps the test space small" in problems[0].message
+    assert problems[0].constraint is not None and problems[0].constraint.line is not None
+    assert space.explain({"BLOCK": 256, "SCALE": 2, "WAVES": 1}) == []
+
+
+def test_explain_domain_problems(project: Path) -> None:
+    space = tiny(project)
+    messages = [v.message for v in space.explain({"BLOCK": 100, "SCALE": 2, "WAVE": 1})]
+    assert any("BLOCK=100 is not in its domain" in m for m in messages)
+    assert any("unknown parameter 'WAVE'" in m for m in messages)
+    assert any("WAVES has no value" in m for m in messages)
+
+
+def test_parse_config(project: Path) -> None:
+    space = tiny(project)
+    assert space.parse_config(["BLOCK=64"]) == {"BLOCK": 64, "SCALE": 2, "WAVES": 1}
+    for bad, message in [("BLOCK=65", "not in its domain"), ("NOPE=1", "unknown parameter"),
+                         ("BLOCK", "NAME=VALUE")]:
+        with pytest.raises(ConfigError, match=message):
+            space.parse_config([bad])
+
+
+def test_sample_is_distinct_valid_and_uniform(project: Path) -> None:
+    space = tiny(project)
+    picks = space.sample(5, seed=1)
+    assert len({tuple(c.values()) for c in picks}) == 5
+    assert all(not space.explain(c) for c in picks)
+    assert len(space.sample(1000, seed=1)) == 22  # all of them, no repeats
+    counts = Counter(tuple(space.sample(1, seed=s)[0].values()) for s in range(4400))
+    assert len(counts) == 22
+    # 200 expected per config; a uniform sampler stays well inside 120..280
+    assert min(counts.values()) > 120 and max(counts.values()) < 280
+
+
+def test_rejection_sampling_on_a_huge_space(write_space: Callable[..., Path], project: Path) -> None:
+    text = (project / "spaces" / "tiny.yaml").read_text().replace(
+        "  WAVES: {values: [1, 2], default: 1, role: launch}",
+        "  WAVES: {values: [1, 2], default: 1, role: launch}\n"
+        "  A: {range: {start: 0, stop: 999}, role: launch}\n"
+        "  B: {range: {start: 0, stop: 999}, role: launch}",
+    ).replace('- {expr: "BLOCK * SCALE <= 512"', '- {expr: "(A + B) % 7 == 0"}\n  '
+              '- {expr: "BLOCK * SCALE <= 512"')
+    space = Space(load_space(write_space(text)))
+    assert space.cartesian_size == 24 * 10**6
+    picks = space.sample(50, seed=3)
+    assert len(picks) == 50
+    assert all((c["A"] + c["B"]) % 7 == 0 and c["BLOCK"] * c["SCALE"] <= 512 for c in picks)
+
+
+def test_pruning_counts_a_big_space_fast(write_space: Callable[..., Path], project: Path) -> None:
+    # 10^6 points, but the first constraint (on A alone) leaves 1 in 1000 subtrees
+    text = (project / "spaces" / "tiny.yaml").read_text().replace(
+        "  WAVES: {values: [1, 2], default: 1, role: launch}",
+        "  A: {range: {start: 0, stop: 999}, role: launch}\n"
+        "  B: {range: {start: 0, stop: 999}, role: launch}",
+    ).replace("parameters:\n  BLOCK: {values: [32, 64, 128, 256], default: 128}\n"
+              "  SCALE: {values: [1, 2, 3], default: 2}\n", "parameters:\n"
+              ).replace('- {expr: "BLOCK * SCALE <= 512"', '- {expr: "A == 7"}\n  '
+                        '- {expr: "B % 2 == 0"').replace("cdiv(n, BLOCK)", "1").replace(
+        "block: BLOCK", "block: 32")
+    text = text.replace("parameters:\n", "parameters:\n", 1)
+    space = Space(load_space(write_space(text.replace("default: 128", ""))))
+    assert space.cartesian_size == 10**6
+    assert space.count_valid() == 500
+
+
+def test_device_limits_in_constraints(write_space: Callable[..., Path], project: Path) -> None:
+    text = (project / "spaces" / "tiny.yaml").read_text().replace(
+        '- {expr: "BLOCK * SCALE <= 512"', '- {expr: "BLOCK * 8 <= device.max_threads_per_sm"')
+    spec = load_space(write_space(text))
+    # 2048 threads per SM on sm_90 (H200): every BLOCK up to 256 passes
+    assert Space(spec, arch=Arch.parse("sm_90")).count_valid() == 24
+    # 1536 on sm_89 (L40S): BLOCK=256 (2048 threads) fails
+    l40s = Space(spec, arch=Arch.parse("sm_90"), device=device_for(name="l40s"))
+    assert l40s.count_valid() == 18
+
+
+def test_launch_geometry_and_work(project: Path) -> None:
+    space = tiny(project, shape={"n": 1000})
+    launch = launch_geometry(space, {"BLOCK": 128, "SCALE": 2, "WAVES": 1})
+    assert launch.grid == (8, 1, 1) and launch.block == (128, 1, 1) and launch.shared_bytes == 0
+    assert work_counts(space, {"BLOCK": 128, "SCALE": 2, "WAVES": 1}) == (2000.0, 12000.0)
+
+
+def test_shape_must_match(project: Path) -> None:
+    with pytest.raises(ConfigError, match="exactly"):
+        tiny(project, shape={"m": 3})
+
+
+def test_builtin_reduce_space() -> None:
+    spec = load_kernel("reduce")
+    space = Space(spec, arch=Arch.parse("sm_90"))
+    valid = list(space.iter_valid())
+    assert valid and all(c["ITEMS"] % c["VEC"] == 0 for c in valid)
+    assert all(c["BLOCK"] * c["BLOCKS_PER_SM"] <= 2048 for c in valid)
+    launch = launch_geometry(space, spec.default_config())
+    # n = 2^24, tile = 256 * 8 = 2048 -> 8192 tiles; capped at 132 SMs * 4
+    assert launch.grid == (528, 1, 1) and launch.block == (256, 1, 1)
+
+

@@ -1,0 +1,126 @@
+"""Static checks on one compiled kernel: spills, local memory, emulated FP8, missing SASS."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workbench.analysis.resources import KernelResources
+from workbench.analysis.sass import SassInstruction, category, find_opcode, has_opcode
+from workbench.toolchain import Arch
+
+
+class LintCode(enum.Enum):
+    """What a lint is about."""
+
+    SPILLS = "spills"
+    LOCAL_MEMORY = "local-memory"
+    FP8_MMA_EMULATED = "fp8-mma-emulated"
+    EXPECTED_SASS_MISSING = "expected-sass-missing"
+
+
+class Severity(enum.Enum):
+    """How bad it is: a warning costs speed, an error means the kernel is not what was meant."""
+
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Lint:
+    """One finding about a kernel."""
+
+    kernel: str
+    code: LintCode
+    severity: Severity
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity.value}: {self.kernel}: [{self.code.value}] {self.message}"
+
+
+_FP8_MMA_SYNC = re.compile(r"\bmma\.sync\.[\w.]*\.(?:e4m3|e5m2)\b")
+
+
+def lint(
+    kernel: str,
+    arch: str,
+    resources: KernelResources,
+    instructions: Sequence[SassInstruction],
+    ptx: str | None,
+    expect_sass: Sequence[str] = (),
+) -> list[Lint]:
+    """Check one kernel's resources, SASS and PTX for known performance traps.
+
+    Args:
+        kernel: the kernel's name (used in messages).
+        arch: target architecture, ``sm_90a`` style.
+        resources: the kernel's resources (from :func:`kernel_resources`).
+        instructions: the kernel's SASS (from :func:`disassemble`).
+        ptx: the PTX the kernel was compiled from, when known (needed for the FP8 rule).
+        expect_sass: opcode prefixes that must appear (``"IMMA"``, ``"LDG.E.EF"``).
+
+    Returns:
+        Findings, in rule order; empty when the kernel is clean.
+
+    Raises:
+        ArchError: ``arch`` is not an architecture name.
+    """
+    target = Arch.parse(arch)
+    found: list[Lint] = []
+    if resources.spills:
+        found.append(
+            Lint(
+                kernel,
+                LintCode.SPILLS,
+                Severity.WARNING,
+                f"registers spill to local memory: {resources.spill_stores} bytes of spill stores, "
+                f"{resources.spill_loads} bytes of spill loads at {resources.registers} registers; "
+                "reduce live values or raise maxrregcount/launch bounds",
+            )
+        )
+    local_ops = [i for i in instructions if i.base in ("LDL", "STL")]
+    if resources.stack_frame > 0 or local_ops:
+        what = [f"{resources.stack_frame} bytes stack frame"] if resources.stack_frame else []
+        if local_ops:
+            what.append(f"{len(local_ops)} LDL/STL instructions")
+        found.append(
+            Lint(
+                kernel,
+                LintCode.LOCAL_MEMORY,
+                Severity.WARNING,
+                "kernel uses local memory (" + ", ".join(what) + "): dynamically indexed arrays or "
+                "spills go through L1/L2 instead of registers",
+            )
+        )
+    if (
+        ptx is not None
+        and target.cc == 90
+        and _FP8_MMA_SYNC.search(ptx)
+        and not has_opcode(instructions, "QMMA")
+        and has_opcode(instructions, "HMMA")
+    ):
+        unpacks = len(find_opcode(instructions, "F2FP"))
+        found.append(
+            Lint(
+                kernel,
+                LintCode.FP8_MMA_EMULATED,
+                Severity.WARNING,
+                f"FP8 mma.sync on {target.sm} is emulated (F2FP + HMMA: {unpacks} F2FP unpacks, "
+                f"{len(find_opcode(instructions, 'HMMA'))} HMMA); use wgmma on sm_90a",
+            )
+        )
+    for prefix in expect_sass:
+        if not has_opcode(instructions, prefix):
+            kind = "tensor-core instructions" if category(prefix) == "tensor" else "instructions"
+            found.append(
+                Lint(
+                    kernel,
+                    LintCode.EXPECTED_SASS_MISSING,
+                    Severity.ERROR,
+                    f"expected {kind} ({prefix}) not found in the SASS for {target.sm}",
+                )
+            )
+    return found

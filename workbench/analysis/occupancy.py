@@ -1,0 +1,204 @@
+"""Theoretical occupancy from the per-architecture limits, without a GPU.
+
+Follows the rules of the CUDA Occupancy Calculator and of ``cuda_occupancy.h``
+(``cudaOccMaxActiveBlocksPerMultiprocessor``):
+
+* warps per block = ceil(threads / 32);
+* registers are allocated per warp in units of 256 (``ceil(regs * 32 / 256) * 256``), and each
+  of the SM's 4 sub-partitions holds ``floor((65536 / 4) / regs_per_warp)`` warps; a block must
+  also fit the 64 K per-block register file with its warps rounded up to a multiple of 4;
+* shared memory per block = static + dynamic + the 1 KiB the driver reserves per block (sm_80+),
+  rounded up to 128 bytes, against the largest carveout (or the one given);
+* resident blocks per SM = min(block cap, warp limit, register limit, shared-memory limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.analysis.errors import AnalysisError
+from workbench.errors import ArchError
+
+WARP_SIZE = 32
+KB = 1024
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    """Per-SM resource limits of one compute capability."""
+
+    cc: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    max_shared_per_sm: int
+    max_shared_per_block: int
+    reserved_shared_per_block: int
+    max_threads_per_block: int = 1024
+    registers_per_sm: int = 65536
+    max_registers_per_block: int = 65536
+    max_registers_per_thread: int = 255
+    register_alloc_unit: int = 256
+    warp_alloc_granularity: int = 4
+    shared_alloc_unit: int = 128
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        """Resident warps per SM (threads / 32)."""
+        return self.max_threads_per_sm // WARP_SIZE
+
+
+# Source: CUDA C++ Programming Guide, "Compute Capabilities" -> "Technical Specifications per
+# Compute Capability" (max resident blocks/warps/threads per SM, 32-bit registers per SM and per
+# block, max registers per thread, shared memory per SM and max per block with opt-in), and the
+# CUDA Occupancy Calculator for the allocation units. max_shared_per_block is the opt-in maximum
+# (227 KB on sm_90 = 228 KB - 1 KB reserved). 10.0 and 12.0 are from the same table, unmeasured.
+ARCH_LIMITS: dict[int, ArchLimits] = {
+    75: ArchLimits(75, 1024, 16, 64 * KB, 64 * KB, 0),
+    80: ArchLimits(80, 2048, 32, 164 * KB, 163 * KB, 1 * KB),
+    86: ArchLimits(86, 1536, 16, 100 * KB, 99 * KB, 1 * KB),
+    87: ArchLimits(87, 1536, 16, 164 * KB, 163 * KB, 1 * KB),
+    89: ArchLimits(89, 1536, 24, 100 * KB, 99 * KB, 1 * KB),
+    90: ArchLimits(90, 2048, 32, 228 * KB, 227 * KB, 1 * KB),
+    100: ArchLimits(100, 2048, 32, 228 * KB, 227 * KB, 1 * KB),
+    120: ArchLimits(120, 1536, 32, 128 * KB, 99 * KB, 1 * KB),
+}
+
+#: Order in which a tie between equal limits is reported (hardware caps first).
+LIMITING_FACTORS = ("threads", "blocks", "warps", "registers", "shared memory")
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Result of :func:`theoretical_occupancy`.
+
+    ``block_limits`` gives the resident blocks each resource alone would allow (``None`` when the
+    resource does not limit, e.g. no shared memory).
+    """
+
+    cc: int
+    active_blocks: int
+    active_warps: int
+    max_warps: int
+    limiting_factor: str
+    warps_per_block: int
+    registers_per_block: int
+    shared_per_block: int
+    block_limits: tuple[tuple[str, int | None], ...]
+
+    @property
+    def occupancy(self) -> float:
+        """Active warps / max warps per SM, in [0, 1]."""
+        return self.active_warps / self.max_warps if self.max_warps else 0.0
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+def arch_limits(cc: int) -> ArchLimits:
+    """Limits for a compute capability (90 for sm_90 and sm_90a).
+
+    Raises:
+        ArchError: the capability is not in :data:`ARCH_LIMITS`.
+    """
+    try:
+        return ARCH_LIMITS[cc]
+    except KeyError:
+        known = ", ".join(str(k) for k in sorted(ARCH_LIMITS))
+        message = f"no occupancy limits for compute capability {cc}; known: {known}"
+        raise ArchError(message) from None
+
+
+def theoretical_occupancy(
+    cc: int,
+    threads_per_block: int,
+    registers_per_thread: int,
+    shared_bytes_per_block: int,
+    *,
+    dynamic_shared_bytes: int = 0,
+    shared_carveout_bytes: int | None = None,
+    limits: ArchLimits | None = None,
+) -> Occupancy:
+    """Resident blocks and warps per SM for a launch configuration.
+
+    Args:
+        cc: compute capability (80, 89, 90...).
+        threads_per_block: block size (x*y*z).
+        registers_per_thread: registers per thread from ptxas/the cubin (0: not limiting).
+        shared_bytes_per_block: static shared bytes (ptxas' ``bytes smem``, without the
+            per-block reservation, which is added here).
+        dynamic_shared_bytes: dynamic shared bytes of the launch, added to the static ones.
+        shared_carveout_bytes: shared memory per SM the carveout gives (default: the maximum).
+        limits: override the table entry (for a GPU the table does not list).
+
+    Returns:
+        The :class:`Occupancy`; an impossible configuration (block larger than 1024 threads,
+        more than 255 registers, more shared memory than a block may have) gives 0 blocks and
+        names the resource, it does not raise.
+
+    Raises:
+        ArchError: unknown compute capability and no ``limits``.
+        AnalysisError: a negative or zero argument.
+    """
+    lim = limits or arch_limits(cc)
+    if threads_per_block <= 0:
+        raise AnalysisError(f"threads_per_block must be positive, got {threads_per_block}")
+    for label, value in (
+        ("registers_per_thread", registers_per_thread),
+        ("shared_bytes_per_block", shared_bytes_per_block),
+        ("dynamic_shared_bytes", dynamic_shared_bytes),
+    ):
+        if value < 0:
+            raise AnalysisError(f"{label} must not be negative, got {value}")
+    smem_per_sm = lim.max_shared_per_sm if shared_carveout_bytes is None else shared_carveout_bytes
+    if not 0 <= smem_per_sm <= lim.max_shared_per_sm:
+        raise AnalysisError(
+            f"shared_carveout_bytes {shared_carveout_bytes} outside 0..{lim.max_shared_per_sm}"
+        )
+
+    warps = -(-threads_per_block // WARP_SIZE)
+    regs_per_warp = _round_up(registers_per_thread * WARP_SIZE, lim.register_alloc_unit)
+    user_smem = shared_bytes_per_block + dynamic_shared_bytes
+    smem = _round_up(user_smem + lim.reserved_shared_per_block, lim.shared_alloc_unit)
+
+    def result(blocks: int, factor: str, table: dict[str, int | None]) -> Occupancy:
+        return Occupancy(
+            cc=lim.cc,
+            active_blocks=blocks,
+            active_warps=blocks * warps,
+            max_warps=lim.max_warps_per_sm,
+            limiting_factor=factor,
+            warps_per_block=warps,
+            registers_per_block=regs_per_warp * warps,
+            shared_per_block=smem,
+            block_limits=tuple(table.items()),
+        )
+
+    table: dict[str, int | None] = {
+        "threads": None,
+        "blocks": lim.max_blocks_per_sm,
+        "warps": lim.max_warps_per_sm // warps,
+        "registers": None,
+        "shared memory": None,
+    }
+    if threads_per_block > lim.max_threads_per_block:
+        table["threads"] = 0
+        return result(0, "threads", table)
+    if registers_per_thread > lim.max_registers_per_thread:
+        table["registers"] = 0
+        return result(0, "registers", table)
+    if regs_per_warp:
+        sub = lim.warp_alloc_granularity
+        assumed = regs_per_warp * _round_up(warps, sub)  # the hardware's per-block check
+        if assumed > lim.max_registers_per_block:
+            table["registers"] = 0
+        else:
+            warps_per_sub = (lim.registers_per_sm // sub) // regs_per_warp
+            table["registers"] = (warps_per_sub * sub) // warps
+    if user_smem > lim.max_shared_per_block:
+        table["shared memory"] = 0
+    elif user_smem or lim.reserved_shared_per_block:
+        table["shared memory"] = smem_per_sm // smem if smem else None
+    blocks = min(v for v in table.values() if v is not None)
+    factor = next(f for f in LIMITING_FACTORS if table[f] == blocks)
+    return result(blocks, factor, table)

@@ -1,0 +1,1 @@
+"""The ``workbench`` command line: parses arguments and calls the library, nothing more."""

@@ -1,0 +1,104 @@
+"""What every command shares: consoles, error handling, the options that name a kernel."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from workbench.errors import WorkbenchError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+#: Exit statuses, documented in the README.
+EXIT_OK = 0
+EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
+EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
+EXIT_INTERRUPTED = 130
+
+KernelArg = Annotated[
+    str,
+    typer.Argument(
+        help="A kernel name from the library (see `workbench kernels`) or the path of a space "
+        "file (its source path is relative to that file).",
+        show_default=False,
+    ),
+]
+SpacesOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--spaces",
+        help="A directory of your own space files, searched before the built-in library "
+        "(repeatable; also $WORKBENCH_SPACES, separated by ':').",
+        show_default=False,
+    ),
+]
+ArchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arch",
+        help="Target architecture (sm_80, sm_89, sm_90, sm_90a, ...); 'all' for every arch the "
+        "space declares. Default: the space's newest declared arch.",
+        show_default=False,
+    ),
+]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        help="Device preset whose limits constraints see (t4, a100, rtx3090, l40s, h100, h200). "
+        "Default: the preset for the arch.",
+        show_default=False,
+    ),
+]
+ShapeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape",
+        help="Problem size as NAME=VALUE (repeatable), e.g. --shape n=1048576; default: the "
+        "space's default shape.",
+        show_default=False,
+    ),
+]
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn the workbench's own errors into one red line and exit status 2."""
+    try:
+        yield
+    except WorkbenchError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, int]:
+    """``["n=1024"]`` over the default shape.
+
+    Raises:
+        ConfigError: unknown name or a non-integer size.
+    """
+    from workbench.errors import ConfigError
+
+    shape = dict(default)
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or name not in shape:
+            raise ConfigError(f"--shape {item!r}: expected NAME=INT with NAME in {list(shape)}")
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"--shape {item!r}: {text!r} is not an integer") from None
+        if value <= 0:
+            raise ConfigError(f"--shape {item!r}: sizes must be positive")
+        shape[name] = value
+    return shape

@@ -1,0 +1,26 @@
+"""Entry point of the ``workbench`` command."""
+
+from __future__ import annotations
+
+import typer
+
+from workbench.cli import compile_cmd, space_cmds, tune_cmd
+
+app = typer.Typer(
+    name="workbench",
+    help="Compile, inspect and tune parametrized CUDA C++ and PTX kernels. Without a GPU: "
+    "compile every variant with NVRTC, read registers/shared memory/spills and SASS. With a GPU: "
+    "verify, time and search.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("kernels")(space_cmds.kernels)
+app.command("space")(space_cmds.space)
+app.command("compile")(compile_cmd.compile_command)
+app.command("tune")(tune_cmd.tune)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

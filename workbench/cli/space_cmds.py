@@ -1,0 +1,125 @@
+"""``workbench kernels`` and ``workbench space``: what is in the library, and what a space holds."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from workbench.cli.common import (
+    ArchOpt,
+    DeviceOpt,
+    KernelArg,
+    ShapeOpt,
+    SpacesOpt,
+    cli_errors,
+    console,
+    parse_shape,
+)
+from workbench.devices import device_for
+from workbench.errors import SpaceFileError
+from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
+from workbench.spaces.targets import resolve_arches
+
+#: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
+AUTO_COUNT_LIMIT = 2_000_000
+
+
+def kernels(
+    spaces: SpacesOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the kernels: the built-in library and your --spaces directories."""
+    with cli_errors():
+        rows = []
+        for entry in list_spaces(spaces or []):
+            try:
+                spec = load_space(entry.path)
+            except SpaceFileError as exc:
+                rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
+                continue
+            space = Space(spec)
+            rows.append({
+                "name": spec.name, "language": spec.language, "arches": list(spec.arches),
+                "parameters": len(spec.parameters), "points": space.cartesian_size,
+                "builtin": entry.builtin, "path": str(entry.path),
+                "description": spec.description.strip(),
+            })
+        if as_json:
+            console.print_json(json.dumps(rows))
+            return
+        table = Table(title="kernels")
+        for col in ("name", "lang", "arches", "params", "points", "from", "description"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            if "error" in r:
+                table.add_row(escape(r["name"]), "", "", "", "", "", f"[red]{escape(r['error'])}")
+                continue
+            table.add_row(
+                escape(r["name"]), r["language"], " ".join(r["arches"]), str(r["parameters"]),
+                f"{r['points']:,}", "library" if r["builtin"] else escape(r["path"]),
+                escape(r["description"][:90]),
+            )
+        console.print(table)
+
+
+def space(
+    kernel: KernelArg,
+    spaces: SpacesOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    shape: ShapeOpt = None,
+    sample: Annotated[int, typer.Option(help="How many valid configs to show.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
+    why: Annotated[
+        list[str] | None,
+        typer.Option("--why", help="Explain whether a config is valid: NAME=VALUE (repeatable; "
+                     "unnamed parameters take their defaults).", show_default=False),
+    ] = None,
+    count: Annotated[
+        bool | None,
+        typer.Option("--count/--no-count", help="Count valid configs (default: when the space "
+                     f"has at most {AUTO_COUNT_LIMIT:,} points).", show_default=False),
+    ] = None,
+) -> None:
+    """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
+    with cli_errors():
+        spec = load_kernel(kernel, spaces or [])
+        target = resolve_arches(spec, arch)[0]
+        sp = Space(spec, shape=parse_shape(shape, spec.default_shape), arch=target,
+                   device=device_for(target, device))
+        console.print(f"[bold]{escape(spec.name)}[/]  {escape(str(spec.path))}")
+        if spec.description:
+            console.print(escape(spec.description.strip()))
+        console.print(f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
+                      f"device {sp.device.name}; shape {sp.shape}")
+        params = Table(title="parameters")
+        for col in ("name", "role", "values", "default", "description"):
+            params.add_column(col, overflow="fold")
+        for p in spec.parameters:
+            params.add_row(p.name, p.role.value + (f":{p.option}" if p.option else ""),
+                           escape(", ".join(map(str, p.values))), escape(str(p.default)),
+                           escape(p.description))
+        console.print(params)
+        for c in spec.constraints:
+            console.print(f"  constraint: {escape(c.describe())}")
+        console.print(f"cartesian size: {sp.cartesian_size:,}")
+        if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
+            console.print(f"valid configs:  {sp.count_valid():,}")
+        if sample > 0:
+            for cfg in sp.sample(sample, seed=seed):
+                console.print(f"  sample: {escape(config_label(cfg))}")
+        if why is not None:
+            cfg = sp.parse_config(why)
+            problems = sp.explain(cfg)
+            label = escape(config_label(cfg))
+            if not problems:
+                console.print(f"[green]valid[/]: {label}")
+            else:
+                console.print(f"[red]invalid[/]: {label}")
+                for v in problems:
+                    console.print(f"  - {escape(v.message)}")
+                raise typer.Exit(1)

@@ -1,0 +1,76 @@
+"""Evaluate a space's launch geometry and work model for one config and shape."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from workbench.errors import ConfigError, ExpressionError
+from workbench.spaces.model import Value
+from workbench.spaces.space import Space
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Grid and block dimensions (always three) and dynamic shared memory in bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    cluster: tuple[int, int, int] | None = None
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def launch_geometry(space: Space, config: Mapping[str, Value]) -> Launch:
+    """Grid, block and dynamic shared memory of ``config`` on ``space``'s shape and device.
+
+    Raises:
+        ConfigError: an expression fails, or gives a non-positive or non-integer dimension.
+    """
+    g = space.spec.geometry
+    try:
+        env = space.env(config)
+        grid = _dims(env, g.grid, "grid")
+        block = _dims(env, g.block, "block")
+        shared = _int(g.shared_bytes.evaluate(env), "shared_bytes", minimum=0)
+        cluster = None if g.cluster is None else _dims(env, g.cluster, "cluster")
+    except ExpressionError as exc:
+        raise ConfigError(f"{space.spec.name}: launch geometry: {exc}") from exc
+    return Launch(grid, block, shared, cluster)
+
+
+def work_counts(space: Space, config: Mapping[str, Value]) -> tuple[float, float]:
+    """(operations, minimum bytes) of one launch, from the space's work model.
+
+    Raises:
+        ConfigError: an expression fails.
+    """
+    try:
+        env = space.env(config)
+        return float(space.spec.work.flops.evaluate(env)), float(space.spec.work.bytes.evaluate(env))
+    except (ExpressionError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{space.spec.name}: work model: {exc}") from exc
+
+
+def _dims(env: Mapping[str, object], exprs: tuple, what: str) -> tuple[int, int, int]:
+    values = [_int(e.evaluate(env), what) for e in exprs]
+    while len(values) < 3:
+        values.append(1)
+    return (values[0], values[1], values[2])
+
+
+def _int(value: object, what: str, minimum: int = 1) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{what} must be at least {minimum}, got {value}")
+    return value

@@ -1,0 +1,32 @@
+"""Which archs to build a space for, checked against the space and the installed NVRTC."""
+
+from __future__ import annotations
+
+from workbench.errors import ArchError
+from workbench.spaces.model import SpaceSpec
+from workbench.toolchain import Arch
+
+
+def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
+    """The archs named by ``--arch`` (``None``: the newest declared; ``all``: every declared).
+
+    Raises:
+        ArchError: an arch that is not a CUDA arch, that NVRTC cannot target, or that the space
+            does not declare (its kernel was not written or checked for it).
+    """
+    declared = [Arch.parse(a) for a in spec.arches]
+    if requested is None:
+        chosen = [max(declared)]
+    elif requested.strip().lower() == "all":
+        chosen = declared
+    else:
+        chosen = [Arch.parse(a) for a in requested.split(",") if a.strip()]
+    for arch in chosen:
+        if arch not in declared:
+            names = ", ".join(a.sm for a in declared)
+            raise ArchError(
+                f"{spec.name} declares the archs {names}; {arch.sm} is not among them "
+                f"(add it to 'arches' in {spec.path.name} once the kernel supports it)"
+            )
+        arch.check_supported()
+    return chosen
