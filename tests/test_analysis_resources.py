@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import tempfile
@@ -70,13 +71,15 @@ ARCHES = ("sm_80", "sm_89", "sm_90", "sm_90a")
 
 #: An NVRTC log as NVRTC 13.5 prints it (continuation lines prefixed ``ptxas         .``), with a
 #: non-entry function and the global/cmem line that parsing must skip.
-NVRTC_LOG = """\
+NVRTC_LOG = (
+    """\
 ptxas info    : Overriding maximum register limit 256 for 'heavy' with  32 of maxrregcount option
 ptxas info    : 64 bytes gmem, 256 bytes cmem[3], 8 bytes cmem[4]
 ptxas info    : Compiling entry function 'heavy' for 'sm_80'
 ptxas info    : Function properties for heavy
 ptxas         .     512 bytes stack frame, 888 bytes spill stores, 904 bytes spill loads
-ptxas info    : Used 32 registers, used 0 barriers, 512 bytes cumulative stack size, 372 bytes cmem[0]
+ptxas info    : Used 32 registers, used 0 barriers, 512 bytes cumulative stack size, """
+    """372 bytes cmem[0]
 ptxas info    : Compile time = 130.176 ms
 ptxas info    : Function properties for _Z6helperPKfi
 ptxas         .     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
@@ -85,6 +88,7 @@ ptxas info    : Function properties for smem_k
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 15 registers, used 1 barriers, 1288 bytes smem, 368 bytes cmem[0]
 """
+)
 
 #: The same shape from the ptxas binary: continuation lines are only indented; sm_90 omits cmem.
 PTXAS_LOG = """\
@@ -99,8 +103,9 @@ ptxas info    : Compile time = 82.639 ms
 
 def _compile(source: str, arch: str, **knobs: object) -> NvrtcOutput:
     names = ("local_k<64>",) if "local_k" in source else ()
-    out = compile_cuda(source, CompileOptions.build(Arch.parse(arch), knobs=knobs),
-                       name_expressions=names)
+    out = compile_cuda(
+        source, CompileOptions.build(Arch.parse(arch), knobs=knobs), name_expressions=names
+    )
     assert out.ok, out.log
     return out
 
@@ -119,8 +124,12 @@ def _cuobjdump_res_usage(cubin: bytes) -> dict[str, dict[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
-        text = subprocess.run([find_tool("cuobjdump"), "-res-usage", str(path)],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            [find_tool("cuobjdump"), "-res-usage", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     out: dict[str, dict[str, int]] = {}
     for name, fields in re.findall(r"Function (\S+):\s*\n\s*(.*)", text):
         out[name] = {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", fields)}
@@ -131,8 +140,9 @@ def _nvdisasm_target(cubin: bytes) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.cubin"
         path.write_bytes(cubin)
-        text = subprocess.run([find_tool("nvdisasm"), "-c", str(path)],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            [find_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True, check=True
+        ).stdout
     match = re.search(r"\.target\s+(\S+)", text)
     assert match
     return match.group(1)
@@ -259,8 +269,11 @@ def test_nv_info_records_are_four_byte_aligned(builds: dict[str, NvrtcOutput]) -
     record = bytes([0x01, 0x35, 0, 0, 0x02, 0x4C, 1, 0, 0x03, 0x1B, 0x80, 0, 0x04, 0x05, 12, 0])
     record += (128).to_bytes(4, "little") + (1).to_bytes(4, "little") * 2
     recs = parse_nv_info(record)
-    assert [(r.fmt, r.attribute, r.value) for r in recs[:3]] == [(1, 0x35, 0), (2, 0x4C, 1),
-                                                                  (3, 0x1B, 128)]
+    assert [(r.fmt, r.attribute, r.value) for r in recs[:3]] == [
+        (1, 0x35, 0),
+        (2, 0x4C, 1),
+        (3, 0x1B, 128),
+    ]
     assert recs[3].words() == (128, 1, 1)
     with pytest.raises(CubinError, match="runs past"):
         parse_nv_info(bytes([0x04, 0x05, 12, 0, 1, 2]))
@@ -274,7 +287,7 @@ def test_garbage_raises_cubin_error(data: bytes) -> None:
 
 def test_host_elf_is_not_a_cubin() -> None:
     host = Path(find_tool("nvdisasm")).read_bytes()[:4096]
-    with pytest.raises(CubinError, match="EM_CUDA|not a cubin|truncated"):
+    with pytest.raises(CubinError, match=r"not a cubin|truncated"):
         read_cubin(host)
 
 
@@ -285,15 +298,16 @@ def test_truncated_cubin_raises(builds: dict[str, NvrtcOutput], fraction: float)
         read_cubin(cubin[: int(len(cubin) * fraction)])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
-def test_corrupted_cubin_never_leaks_other_errors(builds: dict[str, NvrtcOutput],
-                                                  data: st.DataObject) -> None:
+def test_corrupted_cubin_never_leaks_other_errors(
+    builds: dict[str, NvrtcOutput], data: st.DataObject
+) -> None:
     cubin = bytearray(builds["sm_90a"].cubin or b"")
     for _ in range(data.draw(st.integers(1, 8))):
         pos = data.draw(st.integers(0, len(cubin) - 1))
         cubin[pos] = data.draw(st.integers(0, 255))
-    try:
+    with contextlib.suppress(CubinError):
         read_cubin(bytes(cubin))
-    except CubinError:
-        pass

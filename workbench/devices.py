@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from workbench.analysis.occupancy import ARCH_LIMITS
 from workbench.errors import ArchError
 from workbench.toolchain import Arch
 
@@ -52,20 +53,14 @@ class DeviceSpec:
 
 
 def _limits(cc: int) -> dict[str, int]:
-    """Per-architecture limits (CUDA C++ Programming Guide, compute-capability table)."""
-    table = {
-        75: dict(smem_per_sm=64 * 1024, max_smem_per_block=64 * 1024, max_threads_per_sm=1024,
-                 max_blocks_per_sm=16),
-        80: dict(smem_per_sm=164 * 1024, max_smem_per_block=163 * 1024, max_threads_per_sm=2048,
-                 max_blocks_per_sm=32),
-        86: dict(smem_per_sm=100 * 1024, max_smem_per_block=99 * 1024, max_threads_per_sm=1536,
-                 max_blocks_per_sm=16),
-        89: dict(smem_per_sm=100 * 1024, max_smem_per_block=99 * 1024, max_threads_per_sm=1536,
-                 max_blocks_per_sm=24),
-        90: dict(smem_per_sm=228 * 1024, max_smem_per_block=227 * 1024, max_threads_per_sm=2048,
-                 max_blocks_per_sm=32),
-    }
-    return dict(cc=cc, **table[cc])
+    """Per-architecture limits, from the one table in :mod:`workbench.analysis.occupancy`."""
+    a = ARCH_LIMITS[cc]
+    return dict(
+        cc=cc, smem_per_sm=a.max_shared_per_sm, max_smem_per_block=a.max_shared_per_block,
+        max_threads_per_sm=a.max_threads_per_sm, max_blocks_per_sm=a.max_blocks_per_sm,
+        max_threads_per_block=a.max_threads_per_block, regs_per_sm=a.registers_per_sm,
+        max_regs_per_thread=a.max_registers_per_thread,
+    )
 
 
 #: Presets by short name. The H200 is the GPU this project's lent machines carry.

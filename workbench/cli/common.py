@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -13,8 +14,9 @@ from rich.markup import escape
 
 from workbench.errors import WorkbenchError
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 #: Exit statuses, documented in the README.
 EXIT_OK = 0

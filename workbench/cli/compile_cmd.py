@@ -1,0 +1,192 @@
+"""``workbench compile``: compile configs of a space and print their static resources."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from workbench.cli.common import (
+    EXIT_FAILED,
+    ArchOpt,
+    DeviceOpt,
+    KernelArg,
+    ShapeOpt,
+    SpacesOpt,
+    cli_errors,
+    console,
+    parse_shape,
+)
+from workbench.compiler import CompileCache
+from workbench.devices import device_for
+from workbench.spaces import Space, load_kernel
+from workbench.spaces.model import SpaceSpec
+from workbench.spaces.targets import resolve_arches
+from workbench.sweep import StaticRecord, select_configs, static_sweep
+from workbench.toolchain import Arch
+
+#: Above this many rows the table shows the first ones and says where the rest are.
+MAX_TABLE_ROWS = 40
+
+ConfigOpt = Annotated[
+    list[str] | None,
+    typer.Option("--config", "-c", help="One config as NAME=VALUE[,NAME=VALUE...] (repeatable: "
+                 "one config per option; unnamed parameters take their defaults).",
+                 show_default=False),
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every valid config of the space.")]
+SampleOpt = Annotated[
+    int | None,
+    typer.Option("--sample", help="The default config plus N sampled valid configs.",
+                 show_default=False),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", help="Compile processes (default: one per core).",
+                 show_default=False),
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Compile cache (default $WORKBENCH_CACHE_DIR or "
+                 "~/.cache/workbench/compile).", show_default=False),
+]
+
+
+def compile_command(
+    kernel: KernelArg,
+    spaces: SpacesOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    shape: ShapeOpt = None,
+    config: ConfigOpt = None,
+    all_configs: AllOpt = False,
+    sample: SampleOpt = None,
+    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    jobs: JobsOpt = None,
+    cache_dir: CacheOpt = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compile even if cached.")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write records as JSON here.",
+                                                  show_default=False)] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write records as CSV here.",
+                                                 show_default=False)] = None,
+    show_log: Annotated[bool, typer.Option("--log", help="Print compile logs of failures.")] = False,
+) -> None:
+    """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
+    spills, occupancy, SASS and lints per config."""
+    with cli_errors():
+        spec = load_kernel(kernel, spaces or [])
+        arches = resolve_arches(spec, arch)
+        assignments = [a.split(",") for a in config or []]
+        records: list[StaticRecord] = []
+        for target in arches:
+            records += run_static_sweep(
+                spec, target, device=device, shape=shape, assignments=assignments,
+                all_configs=all_configs, sample=sample, seed=seed, jobs=jobs,
+                cache=None if no_cache else CompileCache(cache_dir),
+            )
+        print_records(records, show_log=show_log)
+        write_records(records, json_out, csv_out)
+        if records and not any(r.ok for r in records):
+            raise typer.Exit(EXIT_FAILED)
+
+
+def run_static_sweep(
+    spec: SpaceSpec,
+    target: Arch,
+    *,
+    device: str | None,
+    shape: list[str] | None,
+    assignments: Sequence[Sequence[str]] = (),
+    all_configs: bool = False,
+    sample: int | None = None,
+    seed: int = 0,
+    jobs: int | None = None,
+    cache: CompileCache | None = None,
+) -> list[StaticRecord]:
+    """Select configs and compile them for one arch, with a progress bar."""
+    sp = Space(spec, shape=parse_shape(shape, spec.default_shape), arch=target,
+               device=device_for(target, device))
+    configs = select_configs(sp, all_configs=all_configs, sample=sample,
+                             assignments=assignments, seed=seed)
+    columns = (TextColumn(f"compiling {escape(spec.name)} for {target.sm}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("compile", total=len(configs))
+        return static_sweep(sp, configs, cache=cache, workers=jobs,
+                            on_compiled=lambda _r: progress.advance(task))
+
+
+def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) -> None:
+    """A resource table, one row per config and arch; one column per parameter."""
+    params = list(dict.fromkeys(k for r in records for k in r.config))
+    arches = {r.arch for r in records}
+    table = Table(title="static resources (no GPU needed)")
+    if len(arches) > 1:
+        table.add_column("arch")
+    for name in params:
+        table.add_column(name, justify="right")
+    for col in ("regs", "smem", "stack", "spill st/ld", "occupancy", "SASS", "top opcodes",
+                "global memory ops", "compile", "lints"):
+        table.add_column(col, overflow="fold")
+    for r in records[:MAX_TABLE_ROWS]:
+        cells = [r.arch] if len(arches) > 1 else []
+        cells += [escape(_show(r.config.get(name, ""))) for name in params]
+        if not r.ok:
+            table.add_row(*cells, "", "", "", "", "", "", "", "", "[red]failed[/]",
+                          escape(r.error or ""))
+            continue
+        smem = f"{r.static_smem}+{r.dynamic_smem}" if r.dynamic_smem else str(r.static_smem)
+        occ = f"{r.occupancy:.0%} ({r.limiting_factor})" if r.occupancy is not None else "?"
+        top = " ".join(f"{k}:{v}" for k, v in list(r.opcodes.items())[:4])
+        when = "cached" if r.cached else f"{r.compile_seconds:.2f}s"
+        lints = "; ".join(r.lints)
+        table.add_row(*cells, str(r.registers), smem, str(r.stack_frame),
+                      f"{r.spill_stores}/{r.spill_loads}", occ, str(r.sass_instructions), top,
+                      " ".join(r.global_memory_ops), when, f"[yellow]{escape(lints)}[/]" if lints else "")
+    console.print(table)
+    failed = sum(1 for r in records if not r.ok)
+    more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
+    console.print(f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}")
+    if show_log:
+        for r in records:
+            if not r.ok and r.log:
+                console.rule(f"{escape(r.label)} ({r.arch})")
+                console.print(escape(r.log), soft_wrap=True)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def write_records(records: Sequence[StaticRecord], json_out: Path | None, csv_out: Path | None
+                  ) -> None:
+    """JSON keeps everything; CSV flattens config values into ``cfg.NAME`` columns."""
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps([r.to_dict() for r in records], indent=1))
+        console.print(f"wrote {json_out}")
+    if csv_out is not None:
+        csv_out.parent.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for r in records:
+            row = {k: v for k, v in r.to_dict().items() if k not in ("config", "opcodes", "log")}
+            row["lints"] = "; ".join(r.lints)
+            row["opcodes"] = " ".join(f"{k}:{v}" for k, v in r.opcodes.items())
+            row["global_memory_ops"] = " ".join(r.global_memory_ops)
+            row.update({f"cfg.{k}": v for k, v in r.config.items()})
+            rows.append(row)
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        with csv_out.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+        console.print(f"wrote {csv_out}")

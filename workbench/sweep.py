@@ -1,0 +1,204 @@
+"""The static sweep: pick configs of a space, compile them, and inspect every binary.
+
+This is what ``workbench compile`` and the no-GPU path of ``workbench tune`` run: each config
+becomes a :class:`StaticRecord` with its resources (registers, shared memory, stack, spills),
+theoretical occupancy for its launch on the target device, SASS histogram and lints. A failed
+compile is a record too, with its log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from workbench.analysis import (
+    AnalysisError,
+    disassemble,
+    histogram,
+    kernel_resources,
+    lint,
+    theoretical_occupancy,
+)
+from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_job
+from workbench.compiler.driver import default_workers
+from workbench.errors import CompileError, ConfigError, ExpressionError
+from workbench.spaces import Space, config_label
+from workbench.spaces.launch import launch_geometry
+from workbench.spaces.model import Config
+
+#: Base opcodes that touch global memory (loads, stores, async copies, atomics, TMA).
+GLOBAL_MEMORY_OPCODES = frozenset(
+    {"LDG", "STG", "LDGSTS", "ATOMG", "RED", "REDG", "UTMALDG", "UTMASTG", "UBLKCP"}
+)
+#: How many opcodes of the histogram a record keeps in its summary.
+TOP_OPCODES = 8
+
+
+@dataclass
+class StaticRecord:
+    """Everything known about one compiled config without running it."""
+
+    kernel: str
+    arch: str
+    device: str
+    config: Config
+    label: str
+    ok: bool
+    entry: str | None = None
+    compile_seconds: float = 0.0
+    cached: bool = False
+    registers: int | None = None
+    static_smem: int | None = None
+    dynamic_smem: int | None = None
+    stack_frame: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    threads_per_block: int | None = None
+    occupancy: float | None = None
+    active_blocks: int | None = None
+    limiting_factor: str | None = None
+    sass_instructions: int | None = None
+    opcodes: dict[str, int] = field(default_factory=dict)
+    #: distinct global-memory opcodes with their modifiers: where cache hints show up
+    global_memory_ops: list[str] = field(default_factory=list)
+    lints: list[str] = field(default_factory=list)
+    error: str | None = None
+    log: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def select_configs(
+    space: Space,
+    *,
+    all_configs: bool = False,
+    sample: int | None = None,
+    assignments: Sequence[Sequence[str]] = (),
+    seed: int = 0,
+) -> list[Config]:
+    """Which configs a sweep covers: given ones, all valid ones, or the default plus a sample.
+
+    Raises:
+        ConfigError: a given config is malformed or invalid (with the reasons).
+    """
+    if assignments:
+        configs = [space.parse_config(list(a)) for a in assignments]
+        for cfg in configs:
+            problems = space.explain(cfg)
+            if problems:
+                reasons = "; ".join(v.message for v in problems)
+                raise ConfigError(f"{config_label(cfg)} is invalid: {reasons}")
+        return configs
+    if all_configs:
+        return list(space.iter_valid())
+    default = space.spec.default_config()
+    picked: list[Config] = []
+    if space.is_valid(default):
+        picked.append(default)
+    for cfg in space.sample(sample or 0, seed=seed) if sample else []:
+        if cfg != default:
+            picked.append(cfg)
+    if not picked:
+        raise ConfigError(
+            f"{space.spec.name}: the default config is invalid ("
+            + "; ".join(v.message for v in space.explain(default))
+            + "); ask for --sample N or --all"
+        )
+    return picked
+
+
+def static_sweep(
+    space: Space,
+    configs: Sequence[Config],
+    *,
+    cache: CompileCache | None = None,
+    workers: int | None = None,
+    on_compiled: Callable[[CompileResult], None] | None = None,
+) -> list[StaticRecord]:
+    """Compile ``configs`` for the space's arch (in parallel) and inspect every binary.
+
+    Raises:
+        ToolchainError: the compiler or disassembler is missing.
+    """
+    jobs, records, prepared = [], [], []
+    for cfg in configs:
+        record = StaticRecord(
+            kernel=space.spec.name, arch=space.arch.sm, device=space.device.name, config=cfg,
+            label=config_label(cfg), ok=False,
+        )
+        records.append(record)
+        try:
+            jobs.append(make_job(space, cfg))
+            prepared.append(record)
+        except CompileError as exc:
+            record.error = str(exc)
+    results = compile_jobs(jobs, cache, workers=workers, on_result=on_compiled)
+    with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+        list(pool.map(lambda pair: _inspect(space, *pair), zip(prepared, results, strict=True)))
+    return records
+
+
+def _inspect(space: Space, record: StaticRecord, result: CompileResult) -> None:
+    """Fill ``record`` from a compile result: resources, occupancy, SASS, lints."""
+    record.compile_seconds = result.seconds
+    record.cached = result.cached
+    record.log = result.log
+    if not result.ok or result.cubin is None:
+        record.error = "compile failed"
+        return
+    record.entry = result.entry
+    try:
+        resources = kernel_resources(result.cubin, result.log)
+        sass = disassemble(result.cubin)
+    except AnalysisError as exc:
+        record.error = f"cannot inspect the binary: {exc}"
+        return
+    res = resources.get(result.entry or "")
+    instructions = sass.get(result.entry or "", [])
+    if res is None:
+        record.error = f"entry {result.entry} not found in the cubin"
+        return
+    record.ok = True
+    record.registers = res.registers
+    record.static_smem = res.smem
+    record.stack_frame = res.stack_frame
+    record.spill_stores = res.spill_stores
+    record.spill_loads = res.spill_loads
+    counts = histogram(i for i in instructions if i.base != "NOP")  # NOPs are alignment padding
+    record.sass_instructions = sum(counts.values())
+    record.opcodes = dict(counts.most_common(TOP_OPCODES))
+    record.global_memory_ops = sorted(
+        {i.opcode for i in instructions if i.base in GLOBAL_MEMORY_OPCODES}
+    )
+    try:
+        launch = launch_geometry(space, record.config)
+    except ConfigError as exc:
+        record.lints.append(f"launch geometry: {exc}")
+    else:
+        record.threads_per_block = launch.threads_per_block
+        record.dynamic_smem = launch.shared_bytes
+        occ = theoretical_occupancy(
+            space.arch.cc, launch.threads_per_block, res.registers, res.smem,
+            dynamic_shared_bytes=launch.shared_bytes,
+        )
+        record.occupancy = occ.occupancy
+        record.active_blocks = occ.active_blocks
+        record.limiting_factor = occ.limiting_factor
+    expected = _expected_sass(space, record.config)
+    findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
+    record.lints += [f"{f.severity.value}: {f.message}" for f in findings]
+
+
+def _expected_sass(space: Space, config: Config) -> list[str]:
+    """Opcode prefixes the space expects for this config and arch."""
+    out: list[str] = []
+    for rule in space.spec.expect_sass:
+        try:
+            applies = bool(rule.when.evaluate(space.env(config)))
+        except ExpressionError:
+            applies = False
+        if applies:
+            out += rule.opcodes
+    return out
