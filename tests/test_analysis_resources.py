@@ -193,6 +193,9 @@ def test_spilling_compile_nvrtc_and_ptxas(spilled: NvrtcOutput) -> None:
     assert assembled.ok, assembled.log
     from_ptxas = parse_ptxas_log(assembled.log)["heavy"]
     assert from_ptxas.registers == 32 and from_ptxas.spills
+    elf = read_cubin(assembled.cubin or b"")  # a ptxas cubin reads like an NVRTC one
+    assert elf.arch == "sm_80" and elf.kernels["heavy"].registers == 32
+    assert elf.kernels["heavy"].frame_size == from_ptxas.stack_frame
 
 
 @pytest.mark.parametrize("arch", ARCHES)

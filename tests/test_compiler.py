@@ -49,8 +49,9 @@ def test_template_and_define_roles() -> None:
     assert job.name_expression == "reduce_sum<128, 8, 4, 1>"
     assert "-dlcm=cg" in job.options.to_nvrtc_flags()
     # launch-only knobs do not change the binary
-    other = make_job(space, {**spec.default_config(), "BLOCK": 128, "dlcm": "cg",
-                             "BLOCKS_PER_SM": 16})
+    other = make_job(
+        space, {**spec.default_config(), "BLOCK": 128, "dlcm": "cg", "BLOCKS_PER_SM": 16}
+    )
     assert other.key() == job.key()
 
 
@@ -85,7 +86,9 @@ def test_cache_key_changes_with_every_ingredient(project: Path, cache_dir: Path)
     base = make_job(space, spec.default_config())
     assert make_job(space, spec.default_config()).key() == base.key()
     assert make_job(space, {**spec.default_config(), "SCALE": 3}).key() != base.key()
-    assert make_job(Space(spec, arch=Arch.parse("sm_90")), spec.default_config()).key() != base.key()
+    assert (
+        make_job(Space(spec, arch=Arch.parse("sm_90")), spec.default_config()).key() != base.key()
+    )
     src = project / "kernels" / "axpy.cu"
     src.write_text(src.read_text() + "\n// edited\n")
     assert make_job(space, spec.default_config()).key() != base.key()
@@ -94,8 +97,9 @@ def test_cache_key_changes_with_every_ingredient(project: Path, cache_dir: Path)
 def test_included_header_is_part_of_the_key(project: Path) -> None:
     (project / "kernels" / "common.cuh").write_text("#define TWICE(x) (2 * (x))\n")
     src = project / "kernels" / "axpy.cu"
-    src.write_text('#include "common.cuh"\n' + src.read_text().replace("SCALE * x[i]",
-                                                                      "TWICE(SCALE) * x[i]"))
+    src.write_text(
+        '#include "common.cuh"\n' + src.read_text().replace("SCALE * x[i]", "TWICE(SCALE) * x[i]")
+    )
     spec = load_space(project / "spaces" / "tiny.yaml")
     space = Space(spec, arch=Arch.parse("sm_80"))
     first = make_job(space, spec.default_config())
@@ -129,15 +133,23 @@ def test_ptx_assembler_error_is_a_result() -> None:
     spec = load_kernel("stream_scale")
     space = Space(spec, arch=Arch.parse("sm_80"))
     job = make_job(space, {**spec.default_config(), "HINT": "ca"})
-    broken = type(job)(job.language, job.source.replace("ld.global.ca.v4", "ld.global.zz.v4"),
-                       job.filename, job.options, None, job.entry_kernel)
+    broken = type(job)(
+        job.language,
+        job.source.replace("ld.global.ca.v4", "ld.global.zz.v4"),
+        job.filename,
+        job.options,
+        None,
+        job.entry_kernel,
+    )
     result = compile_job(broken)
     assert not result.ok and "ptxas" in result.log
 
 
 def test_ptx_placeholders() -> None:
-    assert substitute_ptx("ld.global.${HINT}.f32 $L__BB0_1;", {"HINT": "cs"}, "k.ptx") == \
-        "ld.global.cs.f32 $L__BB0_1;"
+    assert (
+        substitute_ptx("ld.global.${HINT}.f32 $L__BB0_1;", {"HINT": "cs"}, "k.ptx")
+        == "ld.global.cs.f32 $L__BB0_1;"
+    )
     with pytest.raises(CompileError, match="MISSING"):
         substitute_ptx("${MISSING}", {}, "k.ptx")
 
@@ -157,8 +169,10 @@ def test_unknown_and_undeclared_arches() -> None:
 def test_sm_90a_is_a_target() -> None:
     arch = Arch.parse("sm_90a")
     assert arch.check_supported().cc == 90 and arch.suffix == "a"
-    src = 'extern "C" __global__ void k(int* p) { asm volatile("setmaxnreg.inc.sync.aligned.u32 ' \
-          '240;"); p[0] = 1; }'
+    src = (
+        'extern "C" __global__ void k(int* p) { asm volatile("setmaxnreg.inc.sync.aligned.u32 '
+        '240;"); p[0] = 1; }'
+    )
     from workbench.compiler.nvrtc import compile_cuda
 
     assert compile_cuda(src, CompileOptions.build(arch)).ok  # sm_90a-only instruction

@@ -58,8 +58,11 @@ def test_explain_domain_problems(project: Path) -> None:
 def test_parse_config(project: Path) -> None:
     space = tiny(project)
     assert space.parse_config(["BLOCK=64"]) == {"BLOCK": 64, "SCALE": 2, "WAVES": 1}
-    for bad, message in [("BLOCK=65", "not in its domain"), ("NOPE=1", "unknown parameter"),
-                         ("BLOCK", "NAME=VALUE")]:
+    for bad, message in [
+        ("BLOCK=65", "not in its domain"),
+        ("NOPE=1", "unknown parameter"),
+        ("BLOCK", "NAME=VALUE"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             space.parse_config([bad])
 
@@ -76,14 +79,23 @@ def test_sample_is_distinct_valid_and_uniform(project: Path) -> None:
     assert min(counts.values()) > 120 and max(counts.values()) < 280
 
 
-def test_rejection_sampling_on_a_huge_space(write_space: Callable[..., Path], project: Path) -> None:
-    text = (project / "spaces" / "tiny.yaml").read_text().replace(
-        "  WAVES: {values: [1, 2], default: 1, role: launch}",
-        "  WAVES: {values: [1, 2], default: 1, role: launch}\n"
-        "  A: {range: {start: 0, stop: 999}, role: launch}\n"
-        "  B: {range: {start: 0, stop: 999}, role: launch}",
-    ).replace('- {expr: "BLOCK * SCALE <= 512"', '- {expr: "(A + B) % 7 == 0"}\n  '
-              '- {expr: "BLOCK * SCALE <= 512"')
+def test_rejection_sampling_on_a_huge_space(
+    write_space: Callable[..., Path], project: Path
+) -> None:
+    text = (
+        (project / "spaces" / "tiny.yaml")
+        .read_text()
+        .replace(
+            "  WAVES: {values: [1, 2], default: 1, role: launch}",
+            "  WAVES: {values: [1, 2], default: 1, role: launch}\n"
+            "  A: {range: {start: 0, stop: 999}, role: launch}\n"
+            "  B: {range: {start: 0, stop: 999}, role: launch}",
+        )
+        .replace(
+            '- {expr: "BLOCK * SCALE <= 512"',
+            '- {expr: "(A + B) % 7 == 0"}\n  - {expr: "BLOCK * SCALE <= 512"',
+        )
+    )
     space = Space(load_space(write_space(text)))
     assert space.cartesian_size == 24 * 10**6
     picks = space.sample(50, seed=3)
@@ -93,15 +105,23 @@ def test_rejection_sampling_on_a_huge_space(write_space: Callable[..., Path], pr
 
 def test_pruning_counts_a_big_space_fast(write_space: Callable[..., Path], project: Path) -> None:
     # 10^6 points, but the first constraint (on A alone) leaves 1 in 1000 subtrees
-    text = (project / "spaces" / "tiny.yaml").read_text().replace(
-        "  WAVES: {values: [1, 2], default: 1, role: launch}",
-        "  A: {range: {start: 0, stop: 999}, role: launch}\n"
-        "  B: {range: {start: 0, stop: 999}, role: launch}",
-    ).replace("parameters:\n  BLOCK: {values: [32, 64, 128, 256], default: 128}\n"
-              "  SCALE: {values: [1, 2, 3], default: 2}\n", "parameters:\n"
-              ).replace('- {expr: "BLOCK * SCALE <= 512"', '- {expr: "A == 7"}\n  '
-                        '- {expr: "B % 2 == 0"').replace("cdiv(n, BLOCK)", "1").replace(
-        "block: BLOCK", "block: 32")
+    text = (
+        (project / "spaces" / "tiny.yaml")
+        .read_text()
+        .replace(
+            "  WAVES: {values: [1, 2], default: 1, role: launch}",
+            "  A: {range: {start: 0, stop: 999}, role: launch}\n"
+            "  B: {range: {start: 0, stop: 999}, role: launch}",
+        )
+        .replace(
+            "parameters:\n  BLOCK: {values: [32, 64, 128, 256], default: 128}\n"
+            "  SCALE: {values: [1, 2, 3], default: 2}\n",
+            "parameters:\n",
+        )
+        .replace('- {expr: "BLOCK * SCALE <= 512"', '- {expr: "A == 7"}\n  - {expr: "B % 2 == 0"')
+        .replace("cdiv(n, BLOCK)", "1")
+        .replace("block: BLOCK", "block: 32")
+    )
     text = text.replace("parameters:\n", "parameters:\n", 1)
     space = Space(load_space(write_space(text.replace("default: 128", ""))))
     assert space.cartesian_size == 10**6
@@ -109,8 +129,13 @@ def test_pruning_counts_a_big_space_fast(write_space: Callable[..., Path], proje
 
 
 def test_device_limits_in_constraints(write_space: Callable[..., Path], project: Path) -> None:
-    text = (project / "spaces" / "tiny.yaml").read_text().replace(
-        '- {expr: "BLOCK * SCALE <= 512"', '- {expr: "BLOCK * 8 <= device.max_threads_per_sm"')
+    text = (
+        (project / "spaces" / "tiny.yaml")
+        .read_text()
+        .replace(
+            '- {expr: "BLOCK * SCALE <= 512"', '- {expr: "BLOCK * 8 <= device.max_threads_per_sm"'
+        )
+    )
     spec = load_space(write_space(text))
     # 2048 threads per SM on sm_90 (H200): every BLOCK up to 256 passes
     assert Space(spec, arch=Arch.parse("sm_90")).count_valid() == 24
@@ -140,5 +165,3 @@ def test_builtin_reduce_space() -> None:
     launch = launch_geometry(space, spec.default_config())
     # n = 2^24, tile = 256 * 8 = 2048 -> 8192 tiles; capped at 132 SMs * 4
     assert launch.grid == (528, 1, 1) and launch.block == (256, 1, 1)
-
-

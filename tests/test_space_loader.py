@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import TINY_SPACE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_SPACE
 from workbench.errors import SpaceFileError
 from workbench.spaces import load_space
 from workbench.spaces.registry import builtin_spaces_dir
@@ -49,51 +50,142 @@ def test_builtin_spaces_load(path: Path) -> None:
 # (old text, new text, expected key, text expected in the message, needle locating the line)
 BAD_CASES = [
     ("name: tiny", "name: tiny\nsauce: 1", "sauce", "unknown key 'sauce'", "sauce"),
-    ("{values: [32, 64, 128, 256], default: 128}", "{valuez: [32], default: 32}",
-     "parameters.BLOCK.valuez", "unknown key 'valuez'", "valuez"),
-    ('"BLOCK * SCALE <= 512"', '"BLOCK * BK <= 512"', "constraints[0].expr", "unknown name(s) BK",
-     "BK"),
-    ('"BLOCK * SCALE <= 512"', "\"__import__('os').system('touch HACKED') == 0\"",
-     "constraints[0].expr", "", "__import__"),
-    ('"BLOCK * SCALE <= 512"', '"BLOCK.__class__ == 1"', "constraints[0].expr", "attribute",
-     "__class__"),
+    (
+        "{values: [32, 64, 128, 256], default: 128}",
+        "{valuez: [32], default: 32}",
+        "parameters.BLOCK.valuez",
+        "unknown key 'valuez'",
+        "valuez",
+    ),
+    (
+        '"BLOCK * SCALE <= 512"',
+        '"BLOCK * BK <= 512"',
+        "constraints[0].expr",
+        "unknown name(s) BK",
+        "BK",
+    ),
+    (
+        '"BLOCK * SCALE <= 512"',
+        "\"__import__('os').system('touch HACKED') == 0\"",
+        "constraints[0].expr",
+        "",
+        "__import__",
+    ),
+    (
+        '"BLOCK * SCALE <= 512"',
+        '"BLOCK.__class__ == 1"',
+        "constraints[0].expr",
+        "attribute",
+        "__class__",
+    ),
     ('"BLOCK * SCALE <= 512"', '"2 ** 10 ** 9 > BLOCK"', "constraints[0].expr", "exponent", "**"),
-    ("source: ../kernels/axpy.cu", "source: ../kernels/nope.cu", "source", "does not exist",
-     "source:"),
-    ("source: ../kernels/axpy.cu", "source: ../../../../../../etc/passwd", "source",
-     "outside the project", "source:"),
-    ("arches: [sm_80, sm_90]", "arches: [sm_80, sm_9000x]", "arches[1]", "not a CUDA arch",
-     "arches"),
-    ("{values: [32, 64, 128, 256], default: 128}", "{values: [32, 64], default: 128}",
-     "parameters.BLOCK.default", "not one of the values", "BLOCK"),
-    ("  SCALE: {values: [1, 2, 3], default: 2}", "  SCALE: {values: [1, 2, 3], default: 2}\n"
-     "  SCALE: {values: [4], default: 4}", "parameters", "duplicate key 'SCALE'", "values: [4]"),
-    ("x: {dtype: float32, shape: [n]}",
-     "x: {dtype: float32, shape: [n], distribution: uniform, low: 0, high: 0}", "inputs.x",
-     "zeros", "x: {"),
-    ("args: [x, y, {value: n, dtype: int32}]", "args: [x, {value: n, dtype: int32}]", "args",
-     "not passed", "args:"),
-    ("{values: [1, 2, 3], default: 2}", "{values: 5}", "parameters.SCALE.values",
-     "valid list", "SCALE"),
-    ("geometry:\n  grid: cdiv(n, BLOCK)\n  block: BLOCK\n", "", "", "missing required key "
-     "'geometry'", None),
-    ("entry:\n  kernel: axpy", "entry:\n  template: \"axpy<{BLOK}>\"", "entry.template",
-     "{BLOK}", "template"),
-    ("BLOCK: {values: [32, 64, 128, 256], default: 128}",
-     "BLOCK: {values: [32, 64, 128, 256], default: 128, role: text}", "parameters.BLOCK.role",
-     "PTX", "BLOCK"),
+    (
+        "source: ../kernels/axpy.cu",
+        "source: ../kernels/nope.cu",
+        "source",
+        "does not exist",
+        "source:",
+    ),
+    (
+        "source: ../kernels/axpy.cu",
+        "source: ../../../../../../etc/passwd",
+        "source",
+        "outside the project",
+        "source:",
+    ),
+    (
+        "arches: [sm_80, sm_90]",
+        "arches: [sm_80, sm_9000x]",
+        "arches[1]",
+        "not a CUDA arch",
+        "arches",
+    ),
+    (
+        "{values: [32, 64, 128, 256], default: 128}",
+        "{values: [32, 64], default: 128}",
+        "parameters.BLOCK.default",
+        "not one of the values",
+        "BLOCK",
+    ),
+    (
+        "  SCALE: {values: [1, 2, 3], default: 2}",
+        "  SCALE: {values: [1, 2, 3], default: 2}\n  SCALE: {values: [4], default: 4}",
+        "parameters",
+        "duplicate key 'SCALE'",
+        "values: [4]",
+    ),
+    (
+        "x: {dtype: float32, shape: [n]}",
+        "x: {dtype: float32, shape: [n], distribution: uniform, low: 0, high: 0}",
+        "inputs.x",
+        "zeros",
+        "x: {",
+    ),
+    (
+        "args: [x, y, {value: n, dtype: int32}]",
+        "args: [x, {value: n, dtype: int32}]",
+        "args",
+        "not passed",
+        "args:",
+    ),
+    (
+        "{values: [1, 2, 3], default: 2}",
+        "{values: 5}",
+        "parameters.SCALE.values",
+        "valid list",
+        "SCALE",
+    ),
+    (
+        "geometry:\n  grid: cdiv(n, BLOCK)\n  block: BLOCK\n",
+        "",
+        "",
+        "missing required key 'geometry'",
+        None,
+    ),
+    (
+        "entry:\n  kernel: axpy",
+        'entry:\n  template: "axpy<{BLOK}>"',
+        "entry.template",
+        "{BLOK}",
+        "template",
+    ),
+    (
+        "BLOCK: {values: [32, 64, 128, 256], default: 128}",
+        "BLOCK: {values: [32, 64, 128, 256], default: 128, role: text}",
+        "parameters.BLOCK.role",
+        "PTX",
+        "BLOCK",
+    ),
     ("grid: cdiv(n, BLOCK)", "grid: cdiv(n, BLOCK) +", "geometry.grid[0]", "", "grid"),
-    ("dtype: float32, shape: [n]}", "dtype: float31, shape: [n]}", "inputs.x.dtype", "float32",
-     "float31"),
-    ("work: {flops: 2 * n, bytes: 12 * n}", "work: {flops: 2 * n, bytes: 12 * n, unit: MB/s}",
-     "work.unit", "GB/s", "unit:"),
+    (
+        "dtype: float32, shape: [n]}",
+        "dtype: float31, shape: [n]}",
+        "inputs.x.dtype",
+        "float32",
+        "float31",
+    ),
+    (
+        "work: {flops: 2 * n, bytes: 12 * n}",
+        "work: {flops: 2 * n, bytes: 12 * n, unit: MB/s}",
+        "work.unit",
+        "GB/s",
+        "unit:",
+    ),
 ]
 
 
-@pytest.mark.parametrize("old,new,key,message,needle", BAD_CASES,
-                         ids=[c[2] or c[3][:20] for c in BAD_CASES])
-def test_bad_space_is_located(write_space: WriteSpace, project: Path, old: str, new: str,
-                              key: str, message: str, needle: str | None) -> None:
+@pytest.mark.parametrize(
+    "old,new,key,message,needle", BAD_CASES, ids=[c[2] or c[3][:20] for c in BAD_CASES]
+)
+def test_bad_space_is_located(
+    write_space: WriteSpace,
+    project: Path,
+    old: str,
+    new: str,
+    key: str,
+    message: str,
+    needle: str | None,
+) -> None:
     text = edit(old, new)
     path = write_space(text)
     with pytest.raises(SpaceFileError) as info:
@@ -116,13 +208,16 @@ def test_yaml_syntax_error_has_line(write_space: WriteSpace) -> None:
     assert info.value.line is not None
 
 
-@pytest.mark.parametrize("text,message", [
-    ("", "empty"),
-    ("- 1\n- 2\n", "expected a mapping"),
-    ("a: &x [1]\nb: *x\n", "anchors and aliases"),
-    ("a: !!python/object:os.system 1\n", "tag !!python/object:os.system is not allowed"),
-    ("name: !custom 1\n", "tag"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("", "empty"),
+        ("- 1\n- 2\n", "expected a mapping"),
+        ("a: &x [1]\nb: *x\n", "anchors and aliases"),
+        ("a: !!python/object:os.system 1\n", "tag !!python/object:os.system is not allowed"),
+        ("name: !custom 1\n", "tag"),
+    ],
+)
 def test_degenerate_files(write_space: WriteSpace, text: str, message: str) -> None:
     with pytest.raises(SpaceFileError, match=message):
         load_space(write_space(text))
@@ -130,9 +225,12 @@ def test_degenerate_files(write_space: WriteSpace, text: str, message: str) -> N
 
 def test_billion_laughs_is_refused_fast(write_space: WriteSpace) -> None:
     lines = ["a0: [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [f"a{i}: [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 12)]
-    text = "\n".join(f"{line.split(':')[0]}: &{line.split(':')[0]}{line.split(':', 1)[1]}"
-                     for line in lines)
+    lines += [
+        f"a{i}: [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 12)
+    ]
+    text = "\n".join(
+        f"{line.split(':')[0]}: &{line.split(':')[0]}{line.split(':', 1)[1]}" for line in lines
+    )
     start = time.perf_counter()
     with pytest.raises(SpaceFileError):
         load_space(write_space(text))
@@ -146,24 +244,52 @@ def test_missing_file(project: Path) -> None:
 
 # ---- property tests: nothing but SpaceFileError, whatever the file holds ------------------
 
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                     st.floats(allow_nan=False), st.text(max_size=30))
-_values = st.recursive(_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
-    max_leaves=12)
-_top_keys = st.sampled_from(["name", "source", "entry", "arches", "parameters", "derived",
-                             "constraints", "geometry", "shapes", "inputs", "outputs", "args",
-                             "reference", "work", "baselines", "expect_sass", "language", "junk"])
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False),
+    st.text(max_size=30),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_top_keys = st.sampled_from(
+    [
+        "name",
+        "source",
+        "entry",
+        "arches",
+        "parameters",
+        "derived",
+        "constraints",
+        "geometry",
+        "shapes",
+        "inputs",
+        "outputs",
+        "args",
+        "reference",
+        "work",
+        "baselines",
+        "expect_sass",
+        "language",
+        "junk",
+    ]
+)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=st.dictionaries(_top_keys, _values, max_size=10))
 def test_random_documents_only_raise_space_file_error(write_space: WriteSpace, doc: dict) -> None:
     path = write_space(yaml.safe_dump(doc))
-    try:
+    with contextlib.suppress(SpaceFileError):
         load_space(path)
-    except SpaceFileError:
-        pass
 
 
 _base = yaml.safe_load(TINY_SPACE)
@@ -183,7 +309,9 @@ def _paths(node: object, prefix: tuple = ()) -> list[tuple]:
 _ALL_PATHS = _paths(_base)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(path=st.sampled_from(_ALL_PATHS), value=_values, delete=st.booleans())
 def test_mutated_valid_file_only_raises_space_file_error(
     write_space: WriteSpace, path: tuple, value: object, delete: bool
@@ -196,16 +324,14 @@ def test_mutated_valid_file_only_raises_space_file_error(
         del parent[path[-1]]
     else:
         parent[path[-1]] = value
-    try:
+    with contextlib.suppress(SpaceFileError):
         load_space(write_space(yaml.safe_dump(doc)))
-    except SpaceFileError:
-        pass
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(max_size=300))
 def test_random_text_only_raises_space_file_error(write_space: WriteSpace, text: str) -> None:
-    try:
+    with contextlib.suppress(SpaceFileError):
         load_space(write_space(text))
-    except SpaceFileError:
-        pass

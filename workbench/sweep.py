@@ -125,8 +125,12 @@ def static_sweep(
     jobs, records, prepared = [], [], []
     for cfg in configs:
         record = StaticRecord(
-            kernel=space.spec.name, arch=space.arch.sm, device=space.device.name, config=cfg,
-            label=config_label(cfg), ok=False,
+            kernel=space.spec.name,
+            arch=space.arch.sm,
+            device=space.device.name,
+            config=cfg,
+            label=config_label(cfg),
+            ok=False,
         )
         records.append(record)
         try:
@@ -180,7 +184,10 @@ def _inspect(space: Space, record: StaticRecord, result: CompileResult) -> None:
         record.threads_per_block = launch.threads_per_block
         record.dynamic_smem = launch.shared_bytes
         occ = theoretical_occupancy(
-            space.arch.cc, launch.threads_per_block, res.registers, res.smem,
+            space.arch.cc,
+            launch.threads_per_block,
+            res.registers,
+            res.smem,
             dynamic_shared_bytes=launch.shared_bytes,
         )
         record.occupancy = occ.occupancy

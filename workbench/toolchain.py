@@ -32,7 +32,9 @@ def find_tool(name: str) -> str:
     try:
         from cuda import pathfinder
     except ImportError as exc:  # pragma: no cover - a broken install
-        raise ToolchainError("cuda-pathfinder is not installed: pip install cuda-pathfinder") from exc
+        raise ToolchainError(
+            "cuda-pathfinder is not installed: pip install cuda-pathfinder"
+        ) from exc
     path = pathfinder.find_nvidia_binary_utility(name)
     if not path:
         wheel = TOOL_WHEELS.get(name, "the CUDA toolkit")
@@ -54,12 +56,14 @@ def cuda_include_dir() -> str:
     return path
 
 
-def nvrtc_module():  # noqa: ANN201 - the cuda.bindings module has no useful static type
+def nvrtc_module():
     """Import ``cuda.bindings.nvrtc`` and check that libnvrtc loads."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:
-        raise ToolchainError("cuda-bindings is not installed: pip install 'cuda-bindings>=13'") from exc
+        raise ToolchainError(
+            "cuda-bindings is not installed: pip install 'cuda-bindings>=13'"
+        ) from exc
     try:
         err, _major, _minor = nvrtc.nvrtcVersion()
     except Exception as exc:  # the shared library itself is missing: a RuntimeError subclass

@@ -167,7 +167,9 @@ def _kernel(
             param_bytes = rec.value
     shared = by_name.get(f".nv.shared.{name}")
     shared_bytes = shared.size if shared else 0
-    reserved_bytes = RESERVED_SHARED_BYTES if reserved and shared_bytes >= 1024 else 0
+    reserved_bytes = (
+        RESERVED_SHARED_BYTES if reserved and shared_bytes >= RESERVED_SHARED_BYTES else 0
+    )
     cmem0 = by_name.get(f".nv.constant0.{name}")
     text = by_name.get(f".text.{name}")
     return CubinKernel(

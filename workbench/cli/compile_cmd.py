@@ -37,25 +37,34 @@ MAX_TABLE_ROWS = 40
 
 ConfigOpt = Annotated[
     list[str] | None,
-    typer.Option("--config", "-c", help="One config as NAME=VALUE[,NAME=VALUE...] (repeatable: "
-                 "one config per option; unnamed parameters take their defaults).",
-                 show_default=False),
+    typer.Option(
+        "--config",
+        "-c",
+        help="One config as NAME=VALUE[,NAME=VALUE...] (repeatable: "
+        "one config per option; unnamed parameters take their defaults).",
+        show_default=False,
+    ),
 ]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every valid config of the space.")]
 SampleOpt = Annotated[
     int | None,
-    typer.Option("--sample", help="The default config plus N sampled valid configs.",
-                 show_default=False),
+    typer.Option(
+        "--sample", help="The default config plus N sampled valid configs.", show_default=False
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
-    typer.Option("--jobs", "-j", help="Compile processes (default: one per core).",
-                 show_default=False),
+    typer.Option(
+        "--jobs", "-j", help="Compile processes (default: one per core).", show_default=False
+    ),
 ]
 CacheOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help="Compile cache (default $WORKBENCH_CACHE_DIR or "
-                 "~/.cache/workbench/compile).", show_default=False),
+    typer.Option(
+        "--cache-dir",
+        help="Compile cache (default $WORKBENCH_CACHE_DIR or ~/.cache/workbench/compile).",
+        show_default=False,
+    ),
 ]
 
 
@@ -72,11 +81,15 @@ def compile_command(
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Compile even if cached.")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write records as JSON here.",
-                                                  show_default=False)] = None,
-    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write records as CSV here.",
-                                                 show_default=False)] = None,
-    show_log: Annotated[bool, typer.Option("--log", help="Print compile logs of failures.")] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write records as JSON here.", show_default=False)
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Write records as CSV here.", show_default=False)
+    ] = None,
+    show_log: Annotated[
+        bool, typer.Option("--log", help="Print compile logs of failures.")
+    ] = False,
 ) -> None:
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
@@ -87,8 +100,15 @@ def compile_command(
         records: list[StaticRecord] = []
         for target in arches:
             records += run_static_sweep(
-                spec, target, device=device, shape=shape, assignments=assignments,
-                all_configs=all_configs, sample=sample, seed=seed, jobs=jobs,
+                spec,
+                target,
+                device=device,
+                shape=shape,
+                assignments=assignments,
+                all_configs=all_configs,
+                sample=sample,
+                seed=seed,
+                jobs=jobs,
                 cache=None if no_cache else CompileCache(cache_dir),
             )
         print_records(records, show_log=show_log)
@@ -111,16 +131,26 @@ def run_static_sweep(
     cache: CompileCache | None = None,
 ) -> list[StaticRecord]:
     """Select configs and compile them for one arch, with a progress bar."""
-    sp = Space(spec, shape=parse_shape(shape, spec.default_shape), arch=target,
-               device=device_for(target, device))
-    configs = select_configs(sp, all_configs=all_configs, sample=sample,
-                             assignments=assignments, seed=seed)
-    columns = (TextColumn(f"compiling {escape(spec.name)} for {target.sm}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
+    sp = Space(
+        spec,
+        shape=parse_shape(shape, spec.default_shape),
+        arch=target,
+        device=device_for(target, device),
+    )
+    configs = select_configs(
+        sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
+    )
+    columns = (
+        TextColumn(f"compiling {escape(spec.name)} for {target.sm}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=len(configs))
-        return static_sweep(sp, configs, cache=cache, workers=jobs,
-                            on_compiled=lambda _r: progress.advance(task))
+        return static_sweep(
+            sp, configs, cache=cache, workers=jobs, on_compiled=lambda _r: progress.advance(task)
+        )
 
 
 def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) -> None:
@@ -132,28 +162,51 @@ def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) ->
         table.add_column("arch")
     for name in params:
         table.add_column(name, justify="right")
-    for col in ("regs", "smem", "stack", "spill st/ld", "occupancy", "SASS", "top opcodes",
-                "global memory ops", "compile", "lints"):
+    for col in (
+        "regs",
+        "smem",
+        "stack",
+        "spill st/ld",
+        "occupancy",
+        "SASS",
+        "top opcodes",
+        "global memory ops",
+        "compile",
+        "lints",
+    ):
         table.add_column(col, overflow="fold")
     for r in records[:MAX_TABLE_ROWS]:
         cells = [r.arch] if len(arches) > 1 else []
         cells += [escape(_show(r.config.get(name, ""))) for name in params]
         if not r.ok:
-            table.add_row(*cells, "", "", "", "", "", "", "", "", "[red]failed[/]",
-                          escape(r.error or ""))
+            table.add_row(
+                *cells, "", "", "", "", "", "", "", "", "[red]failed[/]", escape(r.error or "")
+            )
             continue
         smem = f"{r.static_smem}+{r.dynamic_smem}" if r.dynamic_smem else str(r.static_smem)
         occ = f"{r.occupancy:.0%} ({r.limiting_factor})" if r.occupancy is not None else "?"
         top = " ".join(f"{k}:{v}" for k, v in list(r.opcodes.items())[:4])
         when = "cached" if r.cached else f"{r.compile_seconds:.2f}s"
         lints = "; ".join(r.lints)
-        table.add_row(*cells, str(r.registers), smem, str(r.stack_frame),
-                      f"{r.spill_stores}/{r.spill_loads}", occ, str(r.sass_instructions), top,
-                      " ".join(r.global_memory_ops), when, f"[yellow]{escape(lints)}[/]" if lints else "")
+        table.add_row(
+            *cells,
+            str(r.registers),
+            smem,
+            str(r.stack_frame),
+            f"{r.spill_stores}/{r.spill_loads}",
+            occ,
+            str(r.sass_instructions),
+            top,
+            " ".join(r.global_memory_ops),
+            when,
+            f"[yellow]{escape(lints)}[/]" if lints else "",
+        )
     console.print(table)
     failed = sum(1 for r in records if not r.ok)
     more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
-    console.print(f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}")
+    console.print(
+        f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}"
+    )
     if show_log:
         for r in records:
             if not r.ok and r.log:
@@ -167,8 +220,9 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def write_records(records: Sequence[StaticRecord], json_out: Path | None, csv_out: Path | None
-                  ) -> None:
+def write_records(
+    records: Sequence[StaticRecord], json_out: Path | None, csv_out: Path | None
+) -> None:
     """JSON keeps everything; CSV flattens config values into ``cfg.NAME`` columns."""
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -42,12 +42,18 @@ def kernels(
                 rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
                 continue
             space = Space(spec)
-            rows.append({
-                "name": spec.name, "language": spec.language, "arches": list(spec.arches),
-                "parameters": len(spec.parameters), "points": space.cartesian_size,
-                "builtin": entry.builtin, "path": str(entry.path),
-                "description": spec.description.strip(),
-            })
+            rows.append(
+                {
+                    "name": spec.name,
+                    "language": spec.language,
+                    "arches": list(spec.arches),
+                    "parameters": len(spec.parameters),
+                    "points": space.cartesian_size,
+                    "builtin": entry.builtin,
+                    "path": str(entry.path),
+                    "description": spec.description.strip(),
+                }
+            )
         if as_json:
             console.print_json(json.dumps(rows))
             return
@@ -59,8 +65,12 @@ def kernels(
                 table.add_row(escape(r["name"]), "", "", "", "", "", f"[red]{escape(r['error'])}")
                 continue
             table.add_row(
-                escape(r["name"]), r["language"], " ".join(r["arches"]), str(r["parameters"]),
-                f"{r['points']:,}", "library" if r["builtin"] else escape(r["path"]),
+                escape(r["name"]),
+                r["language"],
+                " ".join(r["arches"]),
+                str(r["parameters"]),
+                f"{r['points']:,}",
+                "library" if r["builtin"] else escape(r["path"]),
                 escape(r["description"][:90]),
             )
         console.print(table)
@@ -76,33 +86,51 @@ def space(
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     why: Annotated[
         list[str] | None,
-        typer.Option("--why", help="Explain whether a config is valid: NAME=VALUE (repeatable; "
-                     "unnamed parameters take their defaults).", show_default=False),
+        typer.Option(
+            "--why",
+            help="Explain whether a config is valid: NAME=VALUE (repeatable; "
+            "unnamed parameters take their defaults).",
+            show_default=False,
+        ),
     ] = None,
     count: Annotated[
         bool | None,
-        typer.Option("--count/--no-count", help="Count valid configs (default: when the space "
-                     f"has at most {AUTO_COUNT_LIMIT:,} points).", show_default=False),
+        typer.Option(
+            "--count/--no-count",
+            help="Count valid configs (default: when the space "
+            f"has at most {AUTO_COUNT_LIMIT:,} points).",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
         target = resolve_arches(spec, arch)[0]
-        sp = Space(spec, shape=parse_shape(shape, spec.default_shape), arch=target,
-                   device=device_for(target, device))
+        sp = Space(
+            spec,
+            shape=parse_shape(shape, spec.default_shape),
+            arch=target,
+            device=device_for(target, device),
+        )
         console.print(f"[bold]{escape(spec.name)}[/]  {escape(str(spec.path))}")
         if spec.description:
             console.print(escape(spec.description.strip()))
-        console.print(f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
-                      f"device {sp.device.name}; shape {sp.shape}")
+        console.print(
+            f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
+            f"device {sp.device.name}; shape {sp.shape}"
+        )
         params = Table(title="parameters")
         for col in ("name", "role", "values", "default", "description"):
             params.add_column(col, overflow="fold")
         for p in spec.parameters:
-            params.add_row(p.name, p.role.value + (f":{p.option}" if p.option else ""),
-                           escape(", ".join(map(str, p.values))), escape(str(p.default)),
-                           escape(p.description))
+            params.add_row(
+                p.name,
+                p.role.value + (f":{p.option}" if p.option else ""),
+                escape(", ".join(map(str, p.values))),
+                escape(str(p.default)),
+                escape(p.description),
+            )
         console.print(params)
         for c in spec.constraints:
             console.print(f"  constraint: {escape(c.describe())}")

@@ -40,8 +40,10 @@ def tune(
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
     all_configs: AllOpt = False,
-    sample: Annotated[int, typer.Option(help="Configs to compile besides the default when "
-                                        "there is nothing to run.")] = NO_GPU_SAMPLE,
+    sample: Annotated[
+        int,
+        typer.Option(help="Configs to compile besides the default when there is nothing to run."),
+    ] = NO_GPU_SAMPLE,
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
@@ -57,19 +59,32 @@ def tune(
         targets = resolve_arches(spec, arch)
         gpu = probe_gpu()
         if gpu.available:
-            console.print(f"GPU: {escape(gpu.name)} (sm_{gpu.cc}). The CUDA runner is not part of "
-                          "this version yet: running the compile stage only.")
+            console.print(
+                f"GPU: {escape(gpu.name)} (sm_{gpu.cc}). The CUDA runner is not part of "
+                "this version yet: running the compile stage only."
+            )
         else:
-            console.print(f"[bold]No CUDA GPU here[/] ({escape(gpu.reason)}): nothing can be "
-                          "timed on this machine, so this runs the stages that need no GPU.")
-        console.print(f"{escape(spec.name)}: compiling the default config"
-                      + ("" if all_configs else f" and {sample} sampled configs")
-                      + f" for {', '.join(t.sm for t in targets)} with NVRTC.")
+            console.print(
+                f"[bold]No CUDA GPU here[/] ({escape(gpu.reason)}): nothing can be "
+                "timed on this machine, so this runs the stages that need no GPU."
+            )
+        console.print(
+            f"{escape(spec.name)}: compiling the default config"
+            + ("" if all_configs else f" and {sample} sampled configs")
+            + f" for {', '.join(t.sm for t in targets)} with NVRTC."
+        )
         records = []
         for target in targets:
             records += run_static_sweep(
-                spec, target, device=device, shape=shape, all_configs=all_configs,
-                sample=sample, seed=seed, jobs=jobs, cache=CompileCache(cache_dir),
+                spec,
+                target,
+                device=device,
+                shape=shape,
+                all_configs=all_configs,
+                sample=sample,
+                seed=seed,
+                jobs=jobs,
+                cache=CompileCache(cache_dir),
             )
         print_records(records)
         console.print("To time and search configs, run on a machine with a CUDA GPU.")

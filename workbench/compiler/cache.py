@@ -7,6 +7,7 @@ writers of the same key are harmless (the loser's rename fails; both entries are
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -47,9 +48,17 @@ class CompileCache:
             ptx_path = entry / "kernel.ptx"
             ptx = ptx_path.read_text() if ptx_path.is_file() else None
             return CompileResult(
-                ok=meta["ok"], key=key, arch=meta["arch"], entry=meta["entry"], cubin=cubin,
-                ptx=ptx, log=meta["log"], lowered_names=meta["lowered_names"],
-                seconds=meta["seconds"], cached=True, toolchain=meta["toolchain"],
+                ok=meta["ok"],
+                key=key,
+                arch=meta["arch"],
+                entry=meta["entry"],
+                cubin=cubin,
+                ptx=ptx,
+                log=meta["log"],
+                lowered_names=meta["lowered_names"],
+                seconds=meta["seconds"],
+                cached=True,
+                toolchain=meta["toolchain"],
             )
         except (OSError, ValueError, KeyError, TypeError):
             shutil.rmtree(entry, ignore_errors=True)
@@ -68,15 +77,17 @@ class CompileCache:
             if result.ptx is not None:
                 (tmp / "kernel.ptx").write_text(result.ptx)
             meta = {
-                "ok": result.ok, "arch": result.arch, "entry": result.entry, "log": result.log,
-                "lowered_names": result.lowered_names, "seconds": result.seconds,
+                "ok": result.ok,
+                "arch": result.arch,
+                "entry": result.entry,
+                "log": result.log,
+                "lowered_names": result.lowered_names,
+                "seconds": result.seconds,
                 "toolchain": result.toolchain,
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-            try:
+            with contextlib.suppress(OSError):  # another process stored the same key first
                 tmp.rename(final)
-            except OSError:  # another process stored the same key first
-                pass
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

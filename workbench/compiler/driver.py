@@ -49,8 +49,9 @@ def _compile_uncached(job: CompileJob, key: str) -> CompileResult:
             out = assemble_ptx(job.source, job.options, filename=job.filename)
         else:
             exprs = (job.name_expression,) if job.name_expression else ()
-            out = compile_cuda(job.source, job.options, filename=job.filename,
-                               name_expressions=exprs)
+            out = compile_cuda(
+                job.source, job.options, filename=job.filename, name_expressions=exprs
+            )
     except ToolchainError:
         raise
     except CompileError as exc:
@@ -60,16 +61,30 @@ def _compile_uncached(job: CompileJob, key: str) -> CompileResult:
     if job.name_expression:
         entry = out.lowered_names.get(job.name_expression)
     return CompileResult(
-        ok=out.ok, key=key, arch=job.arch.sm, entry=entry if out.ok else None, cubin=out.cubin,
-        ptx=out.ptx, log=out.log, lowered_names=out.lowered_names, seconds=seconds,
+        ok=out.ok,
+        key=key,
+        arch=job.arch.sm,
+        entry=entry if out.ok else None,
+        cubin=out.cubin,
+        ptx=out.ptx,
+        log=out.log,
+        lowered_names=out.lowered_names,
+        seconds=seconds,
         toolchain=job.toolchain(),
     )
 
 
 def _failed(job: CompileJob, key: str, log: str, seconds: float = 0.0) -> CompileResult:
     return CompileResult(
-        ok=False, key=key, arch=job.arch.sm, entry=None, cubin=None, ptx=None, log=log,
-        seconds=seconds, toolchain=job.toolchain(),
+        ok=False,
+        key=key,
+        arch=job.arch.sm,
+        entry=None,
+        cubin=None,
+        ptx=None,
+        log=log,
+        seconds=seconds,
+        toolchain=job.toolchain(),
     )
 
 

@@ -98,8 +98,12 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     )
     if spec.language == "ptx":
         return CompileJob(
-            "ptx", substitute_ptx(text, text_values, spec.source.name), spec.source.name,
-            options, None, spec.entry_kernel,
+            "ptx",
+            substitute_ptx(text, text_values, spec.source.name),
+            spec.source.name,
+            options,
+            None,
+            spec.entry_kernel,
         )
     name_expr = None
     if spec.entry_template is not None:

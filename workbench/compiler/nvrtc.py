@@ -76,7 +76,7 @@ def compile_cuda(
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _log(nvrtc, prog) -> str:  # noqa: ANN001 - cuda.bindings handles
+def _log(nvrtc, prog) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
         return ""
@@ -85,7 +85,7 @@ def _log(nvrtc, prog) -> str:  # noqa: ANN001 - cuda.bindings handles
     return buf.rstrip(b"\0").decode(errors="replace")
 
 
-def _check(nvrtc, err, what: str) -> None:  # noqa: ANN001
+def _check(nvrtc, err, what: str) -> None:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, message = nvrtc.nvrtcGetErrorString(err)
         raise CompileError(f"{what} failed: {message.decode()}")

@@ -54,7 +54,9 @@ def work_counts(space: Space, config: Mapping[str, Value]) -> tuple[float, float
     """
     try:
         env = space.env(config)
-        return float(space.spec.work.flops.evaluate(env)), float(space.spec.work.bytes.evaluate(env))
+        return float(space.spec.work.flops.evaluate(env)), float(
+            space.spec.work.bytes.evaluate(env)
+        )
     except (ExpressionError, TypeError, ValueError) as exc:
         raise ConfigError(f"{space.spec.name}: work model: {exc}") from exc
 

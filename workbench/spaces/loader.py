@@ -157,7 +157,9 @@ class _Builder:
         shape_names = list(m.shapes.default)
         clash = set(param_names) & set(shape_names)
         if clash:
-            raise self.err(("shapes", "default"), f"names used both as parameter and shape: {clash}")
+            raise self.err(
+                ("shapes", "default"), f"names used both as parameter and shape: {clash}"
+            )
         base = set(param_names) | set(shape_names) | DEVICE_NAMES | ARCH_NAMES
         base |= {f"shape.{s}" for s in shape_names}
         derived: list[tuple[str, Expression]] = []
@@ -205,7 +207,11 @@ class _Builder:
         )
 
     def _inside_project(
-        self, key: tuple[str | int, ...], rel: str, *, must_be_file: bool = False,
+        self,
+        key: tuple[str | int, ...],
+        rel: str,
+        *,
+        must_be_file: bool = False,
         must_be_dir: bool = False,
     ) -> Path:
         target = (self.path.parent / rel).resolve()
@@ -284,7 +290,8 @@ class _Builder:
         unknown = expr.unknown_names(set(known))
         if unknown:
             raise self.err(
-                key, f"`{expr.text}` uses unknown name(s) {', '.join(unknown)}; known: "
+                key,
+                f"`{expr.text}` uses unknown name(s) {', '.join(unknown)}; known: "
                 f"parameters, shape variables, derived names, device.* and arch.*",
             )
         return expr
@@ -314,8 +321,9 @@ class _Builder:
             grid=self._dims(("geometry", "grid"), g.grid, known),
             block=self._dims(("geometry", "block"), g.block, known),
             shared_bytes=self._expr(("geometry", "shared_bytes"), g.shared_bytes, known),
-            cluster=None if g.cluster is None else self._dims(("geometry", "cluster"), g.cluster,
-                                                              known),
+            cluster=None
+            if g.cluster is None
+            else self._dims(("geometry", "cluster"), g.cluster, known),
         )
 
     def _shape_sets(self, names: list[str]) -> dict[str, tuple[dict[str, int], ...]]:
@@ -343,12 +351,24 @@ class _Builder:
         for name, b in self.m.inputs.items():
             key = ("inputs", name)
             if _all_zeros(b):
-                raise self.err(key, "inputs must not be all zeros: a zero input hides wrong kernels")
+                raise self.err(
+                    key, "inputs must not be all zeros: a zero input hides wrong kernels"
+                )
             if b.distribution is schema.Distribution.UNIFORM and b.high <= b.low:
                 raise self.err(key, "uniform needs low < high")
             shape = tuple(self._expr((*key, "shape", i), s, known) for i, s in enumerate(b.shape))
-            inputs.append(InputSpec(name, b.dtype, shape, b.distribution, float(b.low),
-                                    float(b.high), float(b.mean), float(b.std)))
+            inputs.append(
+                InputSpec(
+                    name,
+                    b.dtype,
+                    shape,
+                    b.distribution,
+                    float(b.low),
+                    float(b.high),
+                    float(b.mean),
+                    float(b.std),
+                )
+            )
         outputs = []
         for name, o in self.m.outputs.items():
             if name in self.m.inputs:
@@ -372,7 +392,9 @@ class _Builder:
                 args.append(ScalarArg(value, a.dtype, a.name))
         missing = [o for o in self.m.outputs if o not in args]
         if missing:
-            raise self.err(("args",), f"output(s) {', '.join(missing)} are not passed to the kernel")
+            raise self.err(
+                ("args",), f"output(s) {', '.join(missing)} are not passed to the kernel"
+            )
         return tuple(args)
 
     def _reference(self, known: set[str]) -> Reference | None:
@@ -385,7 +407,9 @@ class _Builder:
         if r.file is not None:
             if not r.function:
                 raise self.err(key, "reference.file needs reference.function")
-            target = f"{self._inside_project((*key, 'file'), r.file, must_be_file=True)}:{r.function}"
+            target = (
+                f"{self._inside_project((*key, 'file'), r.file, must_be_file=True)}:{r.function}"
+            )
         else:
             if r.function is not None:
                 raise self.err((*key, "function"), "reference.python already names the function")

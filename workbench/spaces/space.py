@@ -199,7 +199,9 @@ class Space:
             if not sep:
                 raise ConfigError(f"{item!r}: expected NAME=VALUE")
             if name not in self.names:
-                raise ConfigError(f"unknown parameter {name!r}; parameters: {', '.join(self.names)}")
+                raise ConfigError(
+                    f"unknown parameter {name!r}; parameters: {', '.join(self.names)}"
+                )
             config[name] = _match_value(self.spec.parameter(name).values, name, text.strip())
         return config
 
