@@ -165,3 +165,11 @@ def test_builtin_reduce_space() -> None:
     launch = launch_geometry(space, spec.default_config())
     # n = 2^24, tile = 256 * 8 = 2048 -> 8192 tiles; capped at 132 SMs * 4
     assert launch.grid == (528, 1, 1) and launch.block == (256, 1, 1)
+
+
+@pytest.mark.parametrize("kernel", ["reduce", "stream_scale"])
+def test_builtin_defaults_are_valid_on_every_declared_arch(kernel: str) -> None:
+    spec = load_kernel(kernel)
+    for arch in spec.arches:
+        space = Space(spec, arch=Arch.parse(arch))
+        assert space.explain(spec.default_config()) == [], arch

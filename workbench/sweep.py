@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass, field
 
 from workbench.analysis import (
     AnalysisError,
-    disassemble,
     histogram,
     kernel_resources,
     lint,
+    parse_sass,
     theoretical_occupancy,
 )
+from workbench.analysis.sass import SassInstruction, disassembly_text
 from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_job
 from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
@@ -31,8 +32,6 @@ from workbench.spaces.model import Config
 GLOBAL_MEMORY_OPCODES = frozenset(
     {"LDG", "STG", "LDGSTS", "ATOMG", "RED", "REDG", "UTMALDG", "UTMASTG", "UBLKCP"}
 )
-#: How many opcodes of the histogram a record keeps in its summary.
-TOP_OPCODES = 8
 
 
 @dataclass
@@ -59,6 +58,7 @@ class StaticRecord:
     active_blocks: int | None = None
     limiting_factor: str | None = None
     sass_instructions: int | None = None
+    #: SASS histogram of base opcodes, most frequent first (NOP padding excluded)
     opcodes: dict[str, int] = field(default_factory=dict)
     #: distinct global-memory opcodes with their modifiers: where cache hints show up
     global_memory_ops: list[str] = field(default_factory=list)
@@ -140,11 +140,29 @@ def static_sweep(
             record.error = str(exc)
     results = compile_jobs(jobs, cache, workers=workers, on_result=on_compiled)
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        list(pool.map(lambda pair: _inspect(space, *pair), zip(prepared, results, strict=True)))
+        pairs = zip(prepared, results, strict=True)
+        list(pool.map(lambda pair: _inspect(space, *pair, cache), pairs))
     return records
 
 
-def _inspect(space: Space, record: StaticRecord, result: CompileResult) -> None:
+def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list[SassInstruction]]:
+    """SASS per kernel of a compiled binary, disassembled once per cache entry.
+
+    Raises:
+        AnalysisError, ToolchainError: the binary cannot be disassembled.
+    """
+    assert result.cubin is not None
+    text = cache.get_artifact(result.key, "sass.txt") if cache is not None else None
+    if text is None:
+        text = disassembly_text(result.cubin)
+        if cache is not None:
+            cache.put_artifact(result.key, "sass.txt", text)
+    return parse_sass(text)
+
+
+def _inspect(
+    space: Space, record: StaticRecord, result: CompileResult, cache: CompileCache | None
+) -> None:
     """Fill ``record`` from a compile result: resources, occupancy, SASS, lints."""
     record.compile_seconds = result.seconds
     record.cached = result.cached
@@ -155,7 +173,7 @@ def _inspect(space: Space, record: StaticRecord, result: CompileResult) -> None:
     record.entry = result.entry
     try:
         resources = kernel_resources(result.cubin, result.log)
-        sass = disassemble(result.cubin)
+        sass = sass_of(result, cache)
     except AnalysisError as exc:
         record.error = f"cannot inspect the binary: {exc}"
         return
@@ -172,7 +190,7 @@ def _inspect(space: Space, record: StaticRecord, result: CompileResult) -> None:
     record.spill_loads = res.spill_loads
     counts = histogram(i for i in instructions if i.base != "NOP")  # NOPs are alignment padding
     record.sass_instructions = sum(counts.values())
-    record.opcodes = dict(counts.most_common(TOP_OPCODES))
+    record.opcodes = dict(counts.most_common())
     record.global_memory_ops = sorted(
         {i.opcode for i in instructions if i.base in GLOBAL_MEMORY_OPCODES}
     )

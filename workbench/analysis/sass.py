@@ -20,7 +20,7 @@ import re
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workbench.analysis.errors import CubinError, SassError
@@ -177,13 +177,25 @@ def _parse_instruction(offset: int, body: str) -> SassInstruction | None:
 def disassemble(cubin: bytes) -> dict[str, list[SassInstruction]]:
     """SASS of every function in a cubin, keyed by (mangled) name.
 
+    Each disassembler run costs most of a second of CPU (tool start-up): callers that look at
+    the same binary again should keep :func:`disassembly_text` (the compile cache does).
+
+    Raises:
+        CubinError, ToolchainError, SassError: as :func:`disassembly_text`.
+    """
+    return parse_sass(disassembly_text(cubin))
+
+
+def disassembly_text(cubin: bytes) -> str:
+    """The disassembler's text for a cubin.
+
     Runs ``nvdisasm -c``; if it is missing or fails, ``cuobjdump -sass``.
 
     Args:
         cubin: the ELF image.
 
     Returns:
-        Instructions per function, in address order.
+        The SASS listing (parse it with :func:`parse_sass`).
 
     Raises:
         CubinError: the bytes are not an ELF image.
@@ -212,7 +224,7 @@ def disassemble(cubin: bytes) -> dict[str, list[SassInstruction]]:
                 failures.append(f"{tool}: {exc}")
                 continue
             if proc.returncode == 0:
-                return parse_sass(proc.stdout)
+                return proc.stdout
             failures.append(f"{tool} exited {proc.returncode}: {proc.stderr.strip()[:500]}")
     if missing and not failures:
         raise ToolchainError("; ".join(missing))
@@ -220,36 +232,81 @@ def disassemble(cubin: bytes) -> dict[str, list[SassInstruction]]:
 
 
 def histogram(instructions: Iterable[SassInstruction]) -> Counter[str]:
-    """Count of base opcodes (``LDG``, ``HMMA``) in a list of instructions."""
+    """Count base opcodes.
+
+    Args:
+        instructions: one kernel's SASS.
+
+    Returns:
+        ``Counter`` of base opcodes (``LDG``, ``HMMA``).
+    """
     return Counter(i.base for i in instructions)
 
 
 def full_histogram(instructions: Iterable[SassInstruction]) -> Counter[str]:
-    """Count of full opcodes with modifiers (``LDG.E.128``, ``HMMA.16816.F32``)."""
+    """Count full opcodes with their modifiers.
+
+    Args:
+        instructions: one kernel's SASS.
+
+    Returns:
+        ``Counter`` of full opcodes (``LDG.E.128``, ``HMMA.16816.F32``).
+    """
     return Counter(i.opcode for i in instructions)
 
 
 def category_histogram(instructions: Iterable[SassInstruction]) -> Counter[str]:
-    """Count of instructions per :func:`category`."""
+    """Count instructions per category.
+
+    Args:
+        instructions: one kernel's SASS.
+
+    Returns:
+        ``Counter`` keyed by the names in :data:`CATEGORIES`.
+    """
     return Counter(i.category for i in instructions)
 
 
-def has_opcode(instructions: Iterable[SassInstruction], prefix: str) -> bool:
-    """Whether any instruction's full opcode starts with ``prefix``.
-
-    ``"IMMA"`` matches ``IMMA.16832.S8.S8``; ``"LDG.E.EF"`` matches ``LDG.E.EF.128``. A prefix
-    ends at a dot boundary: ``"HMMA"`` does not match ``HMMA2``-style longer names.
-    """
-    return bool(find_opcode(instructions, prefix))
-
-
 def find_opcode(instructions: Iterable[SassInstruction], prefix: str) -> list[SassInstruction]:
-    """Instructions whose full opcode equals ``prefix`` or starts with ``prefix + "."``."""
+    """Instructions whose full opcode is ``prefix`` or extends it by modifiers.
+
+    A prefix ends at a dot boundary and is case-insensitive: ``"IMMA"`` matches
+    ``IMMA.16832.S8.S8``, ``"LDG.E.EF"`` matches ``LDG.E.EF.128``, ``"HMMA"`` does not match
+    ``HMMA2``.
+
+    Args:
+        instructions: one kernel's SASS.
+        prefix: opcode with or without modifiers.
+
+    Returns:
+        The matching instructions, in order.
+    """
     want = prefix.upper().rstrip(".")
     return [i for i in instructions if i.opcode == want or i.opcode.startswith(want + ".")]
 
 
-def streaming_loads(instructions: Sequence[SassInstruction]) -> list[SassInstruction]:
-    """Global loads with the evict-first hint (``ld.global.cs`` / ``L1::evict_first``:
-    ``LDG.E.EF``)."""
+def has_opcode(instructions: Iterable[SassInstruction], prefix: str) -> bool:
+    """Whether any instruction matches ``prefix`` as :func:`find_opcode` does.
+
+    Args:
+        instructions: one kernel's SASS.
+        prefix: ``"IMMA"``, ``"HGMMA"``, ``"SHFL"``, ``"LDG.E.EF"`` (streaming load)...
+
+    Returns:
+        True when at least one instruction matches.
+    """
+    return bool(find_opcode(instructions, prefix))
+
+
+def streaming_loads(instructions: Iterable[SassInstruction]) -> list[SassInstruction]:
+    """Global loads with the evict-first hint.
+
+    ``ld.global.cs`` and ``ld.global.L1::evict_first`` both become ``LDG.E.EF`` (sm_80, sm_90).
+
+    Args:
+        instructions: one kernel's SASS.
+
+    Returns:
+        The ``LDG`` instructions carrying the ``EF`` modifier.
+    """
     return [i for i in instructions if i.base == "LDG" and "EF" in i.opcode.split(".")[1:]]

@@ -91,5 +91,28 @@ class CompileCache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def get_artifact(self, key: str, name: str) -> str | None:
+        """A derived text stored beside an entry (``sass.txt``), or None."""
+        try:
+            return (self._dir(key) / _artifact_name(name)).read_text()
+        except OSError:
+            return None
+
+    def put_artifact(self, key: str, name: str, text: str) -> None:
+        """Store a derived text beside an existing entry (atomically; no entry: no-op)."""
+        entry = self._dir(key)
+        if not entry.is_dir():
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, entry / _artifact_name(name))
+
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _artifact_name(name: str) -> str:
+    if not name.replace(".", "").replace("_", "").isalnum() or name.startswith("."):
+        raise ValueError(f"bad artifact name {name!r}")
+    return "artifact-" + name

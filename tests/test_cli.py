@@ -1,0 +1,157 @@
+"""The command line: useful output, JSON/CSV files, and bad input as one line with exit 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+
+runner = CliRunner()
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_help_at_every_level() -> None:
+    code, out = run("--help")
+    assert code == 0
+    for command in ("kernels", "space", "compile", "tune"):
+        assert command in out
+        code, sub = run(command, "--help")
+        assert code == 0 and "Usage" in sub
+
+
+def test_kernels_lists_the_library_and_user_spaces(project: Path) -> None:
+    code, out = run("kernels", "--json")
+    assert code == 0
+    names = {row["name"] for row in json.loads(out)}
+    assert {"reduce", "stream_scale"} <= names
+    code, out = run("kernels", "--json", "--spaces", str(project / "spaces"))
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["tiny"]["builtin"] is False and rows["reduce"]["builtin"] is True
+    code, out = run("kernels", env={"WORKBENCH_SPACES": str(project / "spaces")})
+    assert code == 0 and "tiny" in out
+
+
+def test_space_shows_size_count_sample_and_why() -> None:
+    code, out = run("space", "reduce", "--sample", "3")
+    assert code == 0
+    assert "cartesian size: 2,250" in out and "valid configs:" in out
+    assert out.count("sample:") == 3
+    code, out = run("space", "reduce", "--why", "ITEMS=2", "--why", "VEC=4")
+    assert code == 1
+    assert "invalid" in out and "ITEMS % VEC == 0" in out
+    code, out = run("space", "reduce", "--why", "ITEMS=8")
+    assert code == 0 and "valid" in out
+
+
+def test_space_by_path_with_shape(project: Path) -> None:
+    code, out = run("space", str(project / "spaces" / "tiny.yaml"), "--shape", "n=64")
+    assert code == 0 and "'n': 64" in out
+
+
+def test_compile_writes_json_and_csv(tmp_path: Path) -> None:
+    code, out = run(
+        "compile",
+        "stream_scale",
+        "--arch",
+        "sm_90",
+        "-c",
+        "HINT=cs,STORE=cs",
+        "-c",
+        "HINT=nc",
+        "--json",
+        str(tmp_path / "r.json"),
+        "--csv",
+        str(tmp_path / "r.csv"),
+    )
+    assert code == 0, out
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert [r["config"]["HINT"] for r in records] == ["cs", "nc"]
+    assert all(r["ok"] and r["registers"] > 0 for r in records)
+    assert any("EF" in op for op in records[0]["global_memory_ops"])  # ld.global.cs: evict-first
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert rows[0]["cfg.HINT"] == "cs" and rows[1]["cfg.HINT"] == "nc"
+
+
+def test_compile_all_for_every_declared_arch(tmp_path: Path) -> None:
+    code, out = run(
+        "compile",
+        "stream_scale",
+        "--arch",
+        "all",
+        "-c",
+        "HINT=lu",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
+    assert code == 0, out
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert [r["arch"] for r in records] == ["sm_80", "sm_89", "sm_90"]
+
+
+def test_compile_failure_is_reported_with_exit_1(project: Path) -> None:
+    (project / "kernels" / "axpy.cu").write_text("not CUDA at all;\n")
+    code, out = run("compile", str(project / "spaces" / "tiny.yaml"), "--log")
+    assert code == 1
+    assert "failed" in out and "error" in out
+
+
+def test_tune_without_gpu_runs_the_compile_stage() -> None:
+    code, out = run("tune", "reduce", "--sample", "2")
+    assert code == 0, out
+    assert "No CUDA GPU here" in out
+    assert "3 configs, 3 compiled, 0 failed" in out
+
+
+BAD_INPUT = [
+    (["space", "no_such_kernel"], "unknown kernel 'no_such_kernel'"),
+    (["compile", "reduce", "--arch", "sm_75"], "not among them"),
+    (["compile", "reduce", "--arch", "banana"], "not a CUDA architecture"),
+    (["compile", "reduce", "-c", "BLOCK=100"], "not in its domain"),
+    (["compile", "reduce", "-c", "ITEMS=2,VEC=4"], "ITEMS % VEC == 0"),
+    (["space", "reduce", "--shape", "m=3"], "expected NAME=INT"),
+    (["space", "reduce", "--device", "voodoo5"], "unknown device"),
+    (["kernels", "--spaces", "/nonexistent/dir"], "does not exist"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_malformed_space_file_names_file_line_and_key(write_space) -> None:
+    from conftest import TINY_SPACE
+
+    path = write_space(TINY_SPACE.replace("BLOCK * SCALE <= 512", "BLOCK * BK <= 512"))
+    code, out = run("space", str(path))
+    assert code == 2
+    assert f"{path}:" in out.replace("\n", "") and "[constraints[0].expr]" in out
+    assert "BK" in out
+
+
+def test_console_script_has_no_traceback_on_bad_input() -> None:
+    exe = Path(sys.executable).with_name("workbench")
+    proc = subprocess.run([str(exe), "space", "nope"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stderr.strip().startswith("error:")
