@@ -113,3 +113,19 @@ def test_expect_sass_lint_fires_when_opcode_is_missing(project: Path, cache: Com
     space80 = Space(spec, arch=Arch.parse("sm_80"))
     (record80,) = static_sweep(space80, [spec.default_config()], cache=cache)
     assert not any("IMMA" in lint for lint in record80.lints)
+
+
+@pytest.mark.parametrize(
+    "assignment,message",
+    [("ITEMS=2,VEC=4", "ITEMS: a whole number of VEC-wide loads")],
+)
+def test_kernel_preconditions_back_up_the_constraints(assignment: str, message: str) -> None:
+    """A config the space rejects also fails to compile, with the kernel's static_assert."""
+    from workbench.compiler import compile_job, make_job
+
+    spec = load_kernel("reduce")
+    space = Space(spec, arch=Arch.parse("sm_90"))
+    config = space.parse_config(assignment.split(","))
+    assert space.explain(config)  # the space rejects it ...
+    result = compile_job(make_job(space, config))  # ... and so does the compiler
+    assert not result.ok and message in result.log
