@@ -197,3 +197,20 @@ def test_missing_nvrtc_is_a_toolchain_error(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(nvrtc, "nvrtcVersion", missing)
     with pytest.raises(ToolchainError, match="nvidia-cuda-nvrtc"):
         toolchain.nvrtc_module()
+
+
+def test_text_defines_also_define_a_flag_macro(project: Path) -> None:
+    src = project / "kernels" / "axpy.cu"
+    src.write_text(
+        "#if !MODE_fast && !MODE_safe\n#error no mode\n#endif\n"
+        + src.read_text().replace("SCALE * x[i]", "(MODE_fast ? 2 : 1) * SCALE * x[i]")
+    )
+    space_file = project / "spaces" / "tiny.yaml"
+    space_file.write_text(
+        space_file.read_text().replace("  WAVES:", "  MODE: {values: [fast, safe]}\n  WAVES:")
+    )
+    spec = load_space(space_file)
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    job = make_job(space, {**spec.default_config(), "MODE": "safe"})
+    assert ("MODE", "safe") in job.options.defines and ("MODE_safe", "1") in job.options.defines
+    assert compile_job(job).ok

@@ -335,3 +335,36 @@ def test_mutated_valid_file_only_raises_space_file_error(
 def test_random_text_only_raises_space_file_error(write_space: WriteSpace, text: str) -> None:
     with contextlib.suppress(SpaceFileError):
         load_space(write_space(text))
+
+
+def test_output_dtype_may_depend_on_the_config(write_space: WriteSpace) -> None:
+    from workbench.errors import ConfigError
+    from workbench.spaces.schema import DType
+
+    text = edit(
+        "y: {dtype: float32, shape: [n], init: 1}",
+        "y: {dtype: \"'float16' if SCALE == 1 else 'float32'\", shape: [n], init: 1}",
+    )
+    spec = load_space(write_space(text))
+    (y,) = spec.outputs
+    assert y.dtype_for({"SCALE": 1}) is DType.FLOAT16
+    assert y.dtype_for({"SCALE": 2}) is DType.FLOAT32
+    bad = load_space(
+        write_space(
+            edit(
+                "y: {dtype: float32, shape: [n], init: 1}",
+                "y: {dtype: \"'float17'\", shape: [n], init: 1}",
+            )
+        )
+    )
+    with pytest.raises(ConfigError, match="float17"):
+        bad.outputs[0].dtype_for({})
+    with pytest.raises(SpaceFileError, match="unknown name"):
+        load_space(
+            write_space(
+                edit(
+                    "y: {dtype: float32, shape: [n], init: 1}",
+                    "y: {dtype: \"'float16' if NOPE else 'float32'\", shape: [n], init: 1}",
+                )
+            )
+        )

@@ -26,6 +26,7 @@ from workbench.toolchain import Arch, nvrtc_version, tool_version
 KEY_SCHEMA_VERSION = 1
 PTX_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEMPLATE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -87,6 +88,10 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
         value = config[p.name]
         if p.role is Role.DEFINE:
             defines[p.name] = value
+            if isinstance(value, str) and IDENTIFIER.fullmatch(value):
+                # `#if PATH_wgmma` works where `#if PATH == wgmma` cannot: text values also
+                # define NAME_value=1
+                defines[f"{p.name}_{value}"] = 1
         elif p.role is Role.OPTION:
             assert p.option is not None
             knobs[p.option] = value

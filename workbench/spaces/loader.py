@@ -377,7 +377,13 @@ class _Builder:
                 self._expr(("outputs", name, "shape", i), s, known) for i, s in enumerate(o.shape)
             )
             init = None if o.init is None else float(o.init)
-            outputs.append(OutputSpec(name, o.dtype, shape, init))
+            dtype = o.dtype
+            if not isinstance(dtype, schema.DType):
+                try:
+                    dtype = schema.DType(dtype)
+                except ValueError:
+                    dtype = self._expr(("outputs", name, "dtype"), dtype, known)
+            outputs.append(OutputSpec(name, dtype, shape, init, o.scratch))
         return tuple(inputs), tuple(outputs)
 
     def _args(self, known: set[str], buffers: set[str]) -> tuple[str | ScalarArg, ...]:

@@ -65,12 +65,36 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """An output buffer; poisoned before each launch unless ``init`` is given."""
+    """An output buffer; poisoned before each launch unless ``init`` is given.
+
+    ``dtype`` is fixed, or an expression of the config naming a dtype (see :meth:`dtype_for`);
+    a ``scratch`` buffer is zeroed before each launch and not compared with the reference.
+    """
 
     name: str
-    dtype: DType
+    dtype: DType | Expression
     shape: tuple[Expression, ...]
     init: float | None
+    scratch: bool = False
+
+    def dtype_for(self, env: Mapping[str, object]) -> DType:
+        """The dtype for one config.
+
+        Raises:
+            ConfigError: the expression fails or names no dtype.
+        """
+        if isinstance(self.dtype, DType):
+            return self.dtype
+        from workbench.errors import ConfigError, ExpressionError
+
+        try:
+            value = self.dtype.evaluate(env)
+            return DType(value)
+        except (ExpressionError, ValueError) as exc:
+            names = ", ".join(d.value for d in DType)
+            raise ConfigError(
+                f"output {self.name}: dtype `{self.dtype.text}` gave {exc}; expected one of {names}"
+            ) from exc
 
 
 @dataclass(frozen=True)

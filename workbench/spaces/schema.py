@@ -98,10 +98,15 @@ class InputModel(_Strict):
 
 
 class OutputModel(_Strict):
-    dtype: DType
+    #: a dtype name, or an expression giving one per config (``"'int32' if EPI == 'raw' else
+    #: 'float16'"``)
+    dtype: DType | StrictStr
     shape: list[ExprText] = Field(..., min_length=1, max_length=8)
     #: ``init: 0`` for outputs that accumulate (atomics); otherwise the buffer is poisoned.
     init: StrictInt | StrictFloat | None = None
+    #: scratch buffers (split-K workspaces, semaphores) are zeroed before every launch and
+    #: never compared with the reference
+    scratch: StrictBool = False
     description: StrictStr = ""
 
 
