@@ -203,7 +203,8 @@ def test_text_defines_also_define_a_flag_macro(project: Path) -> None:
     src = project / "kernels" / "axpy.cu"
     src.write_text(
         "#if !MODE_fast && !MODE_safe\n#error no mode\n#endif\n"
-        + src.read_text().replace("SCALE * x[i]", "(MODE_fast ? 2 : 1) * SCALE * x[i]")
+        "#if MODE_fast\n#define FACTOR 2\n#else\n#define FACTOR 1\n#endif\n"
+        + src.read_text().replace("SCALE * x[i]", "FACTOR * SCALE * x[i]")
     )
     space_file = project / "spaces" / "tiny.yaml"
     space_file.write_text(
