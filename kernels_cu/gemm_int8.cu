@@ -1,0 +1,26 @@
+// gemm_int8: C[M, N] = A[M, K] . B[N, K]^T with int8 inputs and int32 accumulation.
+//
+// Both operands are K-major ("TN"): A is row-major [M, K], B is row-major [N, K] (the layout of
+// a linear layer's weight). Output: raw int32 (EPI=raw), or W8A8 dequantisation with per-token
+// row scales and per-channel column scales to fp16/bf16/fp32 (EPI=w8a8).
+//
+// One entry point, three implementations chosen by PATH:
+//   mma    tensor cores through mma.sync.m16n8k32.s8 (sm_80+), cp.async multistage pipeline
+//   wgmma  Hopper warpgroup MMA (wgmma.mma_async s8, sm_90a only)
+//   dp4a   CUDA cores through __dp4a (any arch), for comparison and pre-tensor-core GPUs
+//
+// Signature (the same for every path):
+//   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K)
+// workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1).
+// Alignment: A, B rows start on 16-byte boundaries, i.e. K % 16 == 0.
+#include "gemm_common.cuh"
+
+#if PATH_mma
+#include "gemm_int8_mma.cuh"
+#elif PATH_wgmma
+#include "gemm_int8_wgmma.cuh"
+#elif PATH_dp4a
+#include "gemm_int8_dp4a.cuh"
+#else
+#error "PATH must be mma, wgmma or dp4a"
+#endif
