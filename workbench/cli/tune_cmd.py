@@ -1,92 +1,404 @@
-"""``workbench tune``: the main command. Without a GPU it runs the stages that need none."""
+"""``workbench tune``: find the fastest correct config (live on a GPU, or from a recording)."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
 
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
     DeviceOpt,
-    KernelArg,
-    ShapeOpt,
     SpacesOpt,
     cli_errors,
     console,
+    err_console,
+    parse_shape,
 )
-from workbench.cli.compile_cmd import (
-    AllOpt,
-    CacheOpt,
-    JobsOpt,
-    print_records,
-    run_static_sweep,
-)
+from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, print_records, run_static_sweep
 from workbench.compiler import CompileCache
+from workbench.devices import device_for
+from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
-from workbench.spaces import load_kernel
+from workbench.runners.base import TrialOutcome
+from workbench.runners.recordings import load_recording
+from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.session import (
+    TunePlan,
+    plan_replay_file,
+    plan_space_replay,
+    recording_for_shape,
+    shipped_recordings,
+)
+from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
+from workbench.spaces import Space, config_label, load_kernel
+from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import resolve_arches
+from workbench.store import Store
 
 #: Sampled configs compiled by the no-GPU path besides the default (seconds, not minutes).
 NO_GPU_SAMPLE = 8
+DEFAULT_BUDGET = 100
 
 
 def tune(
-    kernel: KernelArg,
+    kernel: Annotated[
+        str | None,
+        typer.Argument(
+            help="A kernel name or space file; optional with --replay (then the recorded space "
+            "is tuned).",
+            show_default=False,
+        ),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            help="Answer every evaluation from this recording (Kernel Tuner cache, T4 "
+            "or workbench recording) instead of a GPU.",
+            show_default=False,
+        ),
+    ] = None,
     spaces: SpacesOpt = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option("--shape", help="Problem size NAME=VALUE (repeatable).", show_default=False),
+    ] = None,
+    shapes: Annotated[
+        str | None,
+        typer.Option(
+            "--shapes",
+            help="A named shape set of the space (tunes each shape).",
+            show_default=False,
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help=f"Unique configs to evaluate, failed ones included (default "
+            f"{DEFAULT_BUDGET} unless --time or --patience is given).",
+            show_default=False,
+        ),
+    ] = None,
+    seconds: Annotated[
+        float | None,
+        typer.Option("--time", help="Wall-time budget in seconds.", show_default=False),
+    ] = None,
+    patience: Annotated[
+        int | None,
+        typer.Option(
+            "--patience", help="Stop after N evaluations without improvement.", show_default=False
+        ),
+    ] = None,
+    sampler: Annotated[
+        str, typer.Option("--sampler", help="Search strategy: " + ", ".join(SAMPLERS) + ".")
+    ] = DEFAULT_SAMPLER,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampler.")] = 0,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
-    shape: ShapeOpt = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite).",
+            show_default=False,
+        ),
+    ] = None,
+    enqueue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--enqueue",
+            help="Configs to evaluate first: 'default' (the space's default, the "
+            "default behaviour), 'none', or NAME=VALUE,... (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
+    ] = False,
     all_configs: AllOpt = False,
     sample: Annotated[
         int,
-        typer.Option(help="Configs to compile besides the default when there is nothing to run."),
+        typer.Option(help="Without a GPU or recording: configs to compile besides the default."),
     ] = NO_GPU_SAMPLE,
-    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
 ) -> None:
-    """Tune a kernel: find its fastest correct config on the GPU at hand.
+    """Tune a kernel: search its space for the fastest correct config.
 
-    Today this runs the compile stage: every selected config is compiled for the target arch
-    and inspected (registers, shared memory, spills, occupancy, SASS, lints). Exit status: 0 when
-    the stage ran, 1 when no config compiled, 2 on bad input.
+    Measurements come from the GPU, from --replay FILE, or (no GPU) from a recording the
+    library ships for the kernel, with a banner naming the device and date. Without a GPU and
+    without a recording, the compile stage runs instead (registers, shared memory, spills,
+    SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 130 interrupted.
     """
+    out = err_console if as_json else console
     with cli_errors():
-        spec = load_kernel(kernel, spaces or [])
-        targets = resolve_arches(spec, arch)
-        gpu = probe_gpu()
-        if gpu.available:
-            console.print(
-                f"GPU: {escape(gpu.name)} (sm_{gpu.cc}). The CUDA runner is not part of "
-                "this version yet: running the compile stage only."
-            )
-        else:
-            console.print(
-                f"[bold]No CUDA GPU here[/] ({escape(gpu.reason)}): nothing can be "
-                "timed on this machine, so this runs the stages that need no GPU."
-            )
-        console.print(
-            f"{escape(spec.name)}: compiling the default config"
-            + ("" if all_configs else f" and {sample} sampled configs")
-            + f" for {', '.join(t.sm for t in targets)} with NVRTC."
+        if kernel is None and replay is None:
+            raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
+        the_budget = Budget(
+            evaluations=budget if budget is not None or seconds or patience else DEFAULT_BUDGET,
+            seconds=seconds,
+            patience=patience,
         )
-        records = []
-        for target in targets:
-            records += run_static_sweep(
-                spec,
-                target,
-                device=device,
-                shape=shape,
-                all_configs=all_configs,
-                sample=sample,
-                seed=seed,
-                jobs=jobs,
-                cache=CompileCache(cache_dir),
-            )
-        print_records(records)
-        console.print("To time and search configs, run on a machine with a CUDA GPU.")
-        if not any(r.ok for r in records):
+        store = Store(_storage_url(storage))
+        plans: list[TunePlan]
+        if kernel is None:
+            plans = [plan_replay_file(store, replay)]  # type: ignore[arg-type]
+        else:
+            spec = load_kernel(kernel, spaces or [])
+            target = resolve_arches(spec, arch)[0]
+            spaces_ = _spaces(spec, target, device, shape, shapes)
+            if replay is not None:
+                recording = load_recording(replay)
+                plans = [plan_space_replay(store, sp, recording) for sp in spaces_]
+            else:
+                gpu = probe_gpu()
+                if gpu.available:
+                    from workbench.search.live import plan_live
+
+                    plans = [plan_live(store, sp, CompileCache(cache_dir)) for sp in spaces_]
+                else:
+                    plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out)
+                    if not plans:
+                        _compile_stage(
+                            spec,
+                            target,
+                            device,
+                            shape,
+                            all_configs,
+                            sample,
+                            seed,
+                            jobs,
+                            cache_dir,
+                            out,
+                        )
+                        return
+        results = []
+        for plan in plans:
+            if plan.banner:
+                out.print(Panel(escape(plan.banner), style="bold yellow"))
+            queue = _enqueue(plan, enqueue)
+            results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
+        summaries = [_summary(p, r, store.url) for p, r in zip(plans, results, strict=True)]
+        for plan, result in zip(plans, results, strict=True):
+            _print_result(plan, result, store.url, out)
+        if as_json:
+            doc = summaries[0] if len(summaries) == 1 else {"results": summaries}
+            sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        if any(r.stop is StopReason.INTERRUPTED for r in results):
+            raise typer.Exit(130)
+        if not any(r.best for r in results):
             raise typer.Exit(EXIT_FAILED)
+
+
+def _storage_url(storage: str | None) -> str | None:
+    if storage is None or "://" in storage:
+        return storage
+    return f"sqlite:///{Path(storage).absolute()}"
+
+
+def _spaces(
+    spec: SpaceSpec, target: object, device: str | None, shape: list[str] | None, shapes: str | None
+) -> list[Space]:
+    dev = device_for(target, device)  # type: ignore[arg-type]
+    if shapes is not None:
+        if shapes not in spec.shape_sets and shapes != "default":
+            known = ", ".join(["default", *spec.shape_sets])
+            raise ConfigError(f"{spec.name} has no shape set {shapes!r}; sets: {known}")
+        chosen = list(spec.shapes(shapes))
+    else:
+        chosen = [parse_shape(shape, spec.default_shape)]
+    return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]  # type: ignore[arg-type]
+
+
+def _plans_without_gpu(
+    store: Store, spec: SpaceSpec, spaces_: list[Space], reason: str, out: object
+) -> list[TunePlan]:
+    out.print(
+        f"[bold]No CUDA GPU here[/] ({escape(reason)}): nothing can be timed on this "  # type: ignore[attr-defined]
+        "machine."
+    )
+    recordings = shipped_recordings(spec)
+    plans = []
+    for sp in spaces_:
+        recording = recording_for_shape(recordings, sp.shape)
+        if recording is not None:
+            plans.append(plan_space_replay(store, sp, recording))
+    if plans:
+        out.print(f"Replaying the library's recording of {escape(spec.name)} instead.")  # type: ignore[attr-defined]
+    return plans
+
+
+def _compile_stage(
+    spec: SpaceSpec,
+    target: object,
+    device: str | None,
+    shape: list[str] | None,
+    all_configs: bool,
+    sample: int,
+    seed: int,
+    jobs: int | None,
+    cache_dir: Path | None,
+    out: object,
+) -> None:
+    out.print(
+        f"No recording of {escape(spec.name)} ships with the library either: running the "  # type: ignore[attr-defined]
+        f"compile stage: the default config"
+        + ("" if all_configs else f" and {sample} sampled configs")
+        + f" for {target} with NVRTC."
+    )
+    records = run_static_sweep(
+        spec,
+        target,
+        device=device,
+        shape=shape,  # type: ignore[arg-type]
+        all_configs=all_configs,
+        sample=sample,
+        seed=seed,
+        jobs=jobs,
+        cache=CompileCache(cache_dir),
+    )
+    print_records(records)
+    out.print(
+        "To tune: run on a machine with a CUDA GPU, or replay measurements with "  # type: ignore[attr-defined]
+        "--replay FILE (e.g. a Kernel Tuner cache file)."
+    )
+    if not any(r.ok for r in records):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _enqueue(plan: TunePlan, items: list[str] | None) -> list[dict]:
+    items = items or ["default"]
+    queue: list[dict] = []
+    for item in items:
+        if item == "none":
+            return []
+        if item == "default":
+            queue += plan.problem.defaults()
+            continue
+        space = getattr(plan.problem, "space", None)
+        if space is None:
+            raise ConfigError("--enqueue NAME=VALUE needs a kernel's space, not a bare recording")
+        queue.append(space.parse_config(item.split(",")))
+    return queue
+
+
+def _run(
+    plan: TunePlan,
+    store: Store,
+    budget: Budget,
+    sampler: str,
+    seed: int,
+    queue: list[dict],
+    out: object,
+) -> TuneResult:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    total = budget.evaluations
+    label = f"{plan.problem.kernel} [{plan.problem.shape_label}]"
+    columns = [
+        TextColumn(escape(label)),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}"),
+    ]
+    with Progress(*columns, console=out, transient=False) as progress:  # type: ignore[arg-type]
+        task = progress.add_task("tune", total=total, best="")
+
+        def on_evaluation(stored, best) -> None:
+            progress.update(task, completed=len(tuner.history), best=_best_text(plan, best))
+
+        tuner = Tuner(
+            plan.problem,
+            plan.runner,
+            store,
+            plan.study,
+            environment_id=plan.environment_id,
+            sampler=sampler,
+            seed=seed,
+            enqueue=queue,
+            on_evaluation=on_evaluation,
+            command=" ".join(sys.argv),
+        )
+        progress.update(task, completed=0)
+        return tuner.run(budget)
+
+
+def _best_text(plan: TunePlan, best: object) -> str:
+    if best is None:
+        return "best: -"
+    m = best.measurement  # type: ignore[attr-defined]
+    text = f"best {m.value:.4g} ms"
+    if plan.throughput is not None:
+        rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
+        if rate is not None:
+            text += f" ({rate:,.1f} {plan.unit})"
+    return text
+
+
+def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
+    best = result.best
+    doc = {
+        "kernel": plan.problem.kernel,
+        "shape": plan.problem.shape_label,
+        "study": result.study.name,
+        "device": plan.runner.device.name,
+        "replayed_from": plan.runner.replay_source,
+        "objective": {"name": plan.runner.objective.name, "unit": plan.runner.objective.unit},
+        "best_config": best.config if best else None,
+        "best_value": best.measurement.value if best else None,
+        "evaluations": result.evaluations,
+        "new_evaluations": result.new_evaluations,
+        "failed": sum(1 for e in result.history if e.measurement.outcome.failed),
+        "stop": result.stop.value,
+        "store": url,
+    }
+    if plan.recorded_optimum is not None:
+        doc["recorded_optimum"] = plan.recorded_optimum
+    if best and plan.throughput is not None:
+        doc["throughput"] = {
+            "value": plan.throughput(best.config, best.measurement.value),
+            "unit": plan.unit,
+        }
+    return doc
+
+
+def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
+    table = Table(
+        title=f"top configs: {escape(plan.problem.kernel)} "
+        f"[{escape(plan.problem.shape_label)}] on "
+        f"{escape(plan.runner.device.name)}"
+    )
+    table.add_column("#", justify="right")
+    table.add_column("config", overflow="fold")
+    table.add_column(
+        f"{plan.runner.objective.name} ({plan.runner.objective.unit})", justify="right"
+    )
+    if plan.throughput is not None:
+        table.add_column(plan.unit or "", justify="right")
+    for i, e in enumerate(result.top(10), 1):
+        cells = [str(i), escape(config_label(e.config)), f"{e.measurement.value:.5g}"]
+        if plan.throughput is not None:
+            rate = plan.throughput(e.config, e.measurement.value)  # type: ignore[arg-type]
+            cells.append("" if rate is None else f"{rate:,.1f}")
+        table.add_row(*cells)
+    out.print(table)  # type: ignore[attr-defined]
+    failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)
+    line = (
+        f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
+        f"failed); stopped: {result.stop.value}."
+    )
+    if plan.recorded_optimum is not None and result.best is not None:
+        gap = result.best.measurement.value / plan.recorded_optimum  # type: ignore[operator]
+        line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
+    out.print(line)  # type: ignore[attr-defined]
+    out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]

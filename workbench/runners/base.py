@@ -1,0 +1,131 @@
+"""What a runner is: something that turns one configuration into a verified measurement.
+
+Two runners pass the same contract: :class:`~workbench.runners.cuda.CudaRunner` compiles,
+verifies and times on a GPU; :class:`~workbench.runners.replay.ReplayRunner` answers from a
+recording made elsewhere (and says where). The search, the store and the reports only see
+:class:`Measurement` objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from workbench.spaces.model import Config
+
+
+class TrialOutcome(enum.Enum):
+    """How an evaluation ended. Only ``OK`` carries a value that can become "best"."""
+
+    OK = "ok"
+    WRONG = "wrong"  #: ran, but the output differs from the reference
+    COMPILE_FAILED = "compile_failed"
+    LAUNCH_FAILED = "launch_failed"  #: launch error, illegal address, worker crash
+    TIMEOUT = "timeout"  #: the kernel did not finish in time; the worker was restarted
+    INFEASIBLE = "infeasible"  #: rejected by a constraint (or absent from a recorded space)
+
+    @property
+    def failed(self) -> bool:
+        """An evaluation that ran (or tried to) and gave no usable value."""
+        return self not in (TrialOutcome.OK, TrialOutcome.INFEASIBLE)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Where a measurement comes from: the GPU and software that produced it."""
+
+    name: str
+    cc: int | None = None
+    uuid: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    toolkit: str | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+
+    def key(self) -> str:
+        """Device class for grouping results: timings of different GPUs never mix."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The result of evaluating one configuration.
+
+    ``value`` is the objective (milliseconds per launch, the median of ``samples``) when
+    ``outcome`` is OK. ``replayed_from`` names the recording when the number was not measured
+    by this process: a replayed value is never presented as measured here.
+    """
+
+    outcome: TrialOutcome
+    value: float | None = None
+    samples: tuple[float, ...] = ()
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reason: str = ""
+    sm_clock_mhz: tuple[float, ...] = ()
+    throttled: tuple[bool, ...] = ()
+    compile_seconds: float | None = None
+    verify_max_error: float | None = None
+    replayed_from: str | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.outcome is TrialOutcome.OK and self.value is None:
+            raise ValueError("an OK measurement needs a value")
+        if self.outcome is not TrialOutcome.OK and self.value is not None:
+            raise ValueError(f"a {self.outcome.value} measurement carries no value")
+
+    @classmethod
+    def failure(cls, outcome: TrialOutcome, reason: str, **kwargs: object) -> Measurement:
+        """A measurement that carries no value, and why."""
+        return cls(outcome=outcome, reason=reason, **kwargs)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What is minimised, in which unit (``time``, ``ms``)."""
+
+    name: str = "time"
+    unit: str = "ms"
+
+
+class Runner(ABC):
+    """Evaluates configurations of one problem (kernel, shape) on one device.
+
+    Runners are used by one thread at a time. ``evaluate`` never raises for a problem of the
+    configuration (compile error, crash, timeout, wrong result): it returns a failed
+    :class:`Measurement` with the reason. It raises only when the runner itself cannot go on
+    (no device, unreadable recording), as a :class:`~workbench.errors.WorkbenchError`.
+    """
+
+    objective: Objective = Objective()
+
+    @property
+    @abstractmethod
+    def device(self) -> DeviceInfo:
+        """The device the measurements come from (for replay: the recorded device)."""
+
+    @property
+    def replay_source(self) -> str | None:
+        """The recording this runner answers from, or None when it measures live."""
+        return None
+
+    @abstractmethod
+    def evaluate(self, config: Config) -> Measurement:
+        """Measure one configuration (valid in its space)."""
+
+    def evaluate_many(self, configs: Sequence[Config]) -> list[Measurement]:
+        """Measure several configurations (runners may overlap compiles with runs)."""
+        return [self.evaluate(c) for c in configs]
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release devices and worker processes."""
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,378 @@
+"""Recorded measurements: Kernel Tuner cache files, T4 files and the workbench's own recordings.
+
+A :class:`Recording` is a brute-forced (or sampled) space measured on one device: its
+parameters and their values, and per configuration an outcome and a value. It is what the
+replay runner answers from and what ``workbench record`` writes. Every reader refuses damaged
+input with a :class:`RecordingError` that names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
+from workbench.spaces.model import Config, Value
+
+FORMAT_NAME = "workbench-recording"
+FORMAT_VERSION = 1
+
+#: Kernel Tuner's failure markers, stored in place of the time.
+KT_FAILURES = {
+    "CompilationFailedConfig": TrialOutcome.COMPILE_FAILED,
+    "RuntimeFailedConfig": TrialOutcome.LAUNCH_FAILED,
+    "InvalidConfig": TrialOutcome.LAUNCH_FAILED,
+}
+#: T4 ("Open Autotuning Results" schema 1.0.0) invalidity values.
+T4_FAILURES = {
+    "compile": TrialOutcome.COMPILE_FAILED,
+    "runtime": TrialOutcome.LAUNCH_FAILED,
+    "correctness": TrialOutcome.WRONG,
+    "constraints": TrialOutcome.INFEASIBLE,
+}
+
+
+class RecordingError(WorkbenchError):
+    """A recording file cannot be read or is inconsistent."""
+
+    def __init__(self, path: Path | str, message: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class RecordedEntry:
+    """One recorded configuration."""
+
+    config: Config
+    outcome: TrialOutcome
+    value: float | None = None
+    samples: tuple[float, ...] = ()
+    reason: str = ""
+
+    def to_measurement(self, source: str) -> Measurement:
+        if self.outcome is TrialOutcome.OK:
+            return Measurement(
+                TrialOutcome.OK, value=self.value, samples=self.samples, replayed_from=source
+            )
+        return Measurement.failure(
+            self.outcome, self.reason or f"recorded as {self.outcome.value}", replayed_from=source
+        )
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recorded space on one device."""
+
+    path: Path
+    format: str  #: "kt-cache", "t4" or "workbench"
+    kernel: str
+    device: DeviceInfo
+    problem: str  #: the problem size as recorded ("[4096, 4096]", "M=1,N=4096,K=4096")
+    parameters: tuple[tuple[str, tuple[Value, ...]], ...]
+    objective: Objective
+    entries: Mapping[tuple[Value, ...], RecordedEntry]
+    date: str | None = None
+    arch: str | None = None
+    shape: Mapping[str, int] | None = None
+    space_sha256: str | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parameters)
+
+    @property
+    def source(self) -> str:
+        """How a replayed value is labelled: device and file."""
+        when = f", {self.date[:10]}" if self.date else ""
+        return f"{self.device.name} ({self.path.name}{when})"
+
+    def key(self, config: Mapping[str, Value]) -> tuple[Value, ...]:
+        return tuple(config[name] for name in self.parameter_names)
+
+    def lookup(self, config: Mapping[str, Value]) -> RecordedEntry | None:
+        return self.entries.get(self.key(config))
+
+    def optimum(self) -> RecordedEntry | None:
+        """The best OK entry (lowest value), or None when nothing succeeded."""
+        ok = [e for e in self.entries.values() if e.outcome is TrialOutcome.OK]
+        return min(ok, key=lambda e: e.value) if ok else None  # type: ignore[arg-type,return-value]
+
+    def cartesian_size(self) -> int:
+        return math.prod(len(values) for _, values in self.parameters)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read any supported recording (format detected from the content).
+
+    Raises:
+        RecordingError: unreadable, truncated, not JSON, unknown format, inconsistent entries.
+    """
+    path = Path(path)
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise RecordingError(path, "expected a JSON object at the top level")
+    if data.get("format") == FORMAT_NAME:
+        return _from_workbench(path, data)
+    if "cache" in data and "tune_params_keys" in data:
+        return _from_kt_cache(path, data)
+    if "schema_version" in data and "results" in data:
+        return _from_t4(path, data)
+    raise RecordingError(
+        path,
+        "unknown format: expected a Kernel Tuner cache file (cache, tune_params_keys), a T4 "
+        "file (schema_version, results) or a workbench recording",
+    )
+
+
+def _read_json(path: Path) -> object:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RecordingError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise RecordingError(path, f"corrupt or truncated gzip data ({exc})") from exc
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        pos = f" at byte {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise RecordingError(path, f"not valid JSON{pos} (truncated?): {exc}") from exc
+
+
+def _from_kt_cache(path: Path, data: dict) -> Recording:
+    keys = data.get("tune_params_keys")
+    params = data.get("tune_params")
+    cache = data.get("cache")
+    if not isinstance(keys, list) or not isinstance(params, dict) or not isinstance(cache, dict):
+        raise RecordingError(path, "tune_params_keys, tune_params and cache must be list/dict/dict")
+    missing = [k for k in keys if k not in params]
+    if missing:
+        raise RecordingError(path, f"tune_params lacks {missing}")
+    parameters = tuple((k, tuple(params[k])) for k in keys)
+    objective = Objective(str(data.get("objective") or "time"), "ms")
+    entries: dict[tuple[Value, ...], RecordedEntry] = {}
+    by_text = {k: {str(v): v for v in params[k]} for k in keys}
+    for text_key, record in cache.items():
+        parts = str(text_key).split(",")
+        if len(parts) != len(keys) or not isinstance(record, dict):
+            raise RecordingError(path, f"cache key {text_key!r} does not match tune_params_keys")
+        try:
+            values = tuple(by_text[k][p] for k, p in zip(keys, parts, strict=True))
+        except KeyError as exc:
+            raise RecordingError(
+                path, f"cache key {text_key!r}: value {exc} not in tune_params"
+            ) from None
+        config = dict(zip(keys, values, strict=True))
+        entries[values] = _kt_entry(path, text_key, config, record, objective.name)
+    device = DeviceInfo(name=str(data.get("device_name") or "unknown device"))
+    return Recording(
+        path=path,
+        format="kt-cache",
+        kernel=str(data.get("kernel_name") or path.stem),
+        device=device,
+        problem=json.dumps(data.get("problem_size")),
+        parameters=parameters,
+        objective=objective,
+        entries=entries,
+    )
+
+
+def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str) -> RecordedEntry:
+    value = record.get(objective, record.get("time"))
+    if isinstance(value, str):
+        outcome = KT_FAILURES.get(value)
+        if outcome is None:
+            raise RecordingError(path, f"cache[{key!r}]: unknown failure marker {value!r}")
+        return RecordedEntry(config, outcome, reason=f"recorded as {value}")
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, not a number")
+    times = record.get("times") or ()
+    samples = tuple(float(t) for t in times if isinstance(t, int | float))
+    return RecordedEntry(config, TrialOutcome.OK, float(value), samples)
+
+
+def _from_t4(path: Path, data: dict) -> Recording:
+    results = data.get("results")
+    if not isinstance(results, list) or not results:
+        raise RecordingError(path, "T4 file without results")
+    names: list[str] = []
+    seen: dict[str, list[Value]] = {}
+    entries: dict[tuple[Value, ...], RecordedEntry] = {}
+    objective_name = "time"
+    rows = []
+    for i, r in enumerate(results):
+        cfg = r.get("configuration") if isinstance(r, dict) else None
+        if not isinstance(cfg, dict):
+            raise RecordingError(path, f"results[{i}] has no configuration")
+        if not names:
+            names = list(cfg)
+        if list(cfg) != names:
+            raise RecordingError(path, f"results[{i}]: parameters differ from results[0]")
+        for k, v in cfg.items():
+            if v not in seen.setdefault(k, []):
+                seen[k].append(v)
+        rows.append((i, r, cfg))
+    for i, r, cfg in rows:
+        values = tuple(cfg[k] for k in names)
+        invalidity = r.get("invalidity", "correct")
+        if invalidity == "correct":
+            value = _t4_measurement(path, i, r, objective_name)
+            times = (r.get("times") or {}).get("runtimes") or ()
+            entries[values] = RecordedEntry(
+                dict(cfg), TrialOutcome.OK, value, tuple(float(t) for t in times)
+            )
+        else:
+            outcome = T4_FAILURES.get(invalidity)
+            if outcome is None:
+                raise RecordingError(path, f"results[{i}]: unknown invalidity {invalidity!r}")
+            entries[values] = RecordedEntry(dict(cfg), outcome, reason=f"recorded as {invalidity}")
+    parameters = tuple((k, tuple(_sorted_values(seen[k]))) for k in names)
+    meta = data.get("metadata") or {}
+    device = DeviceInfo(
+        name=str(
+            meta.get("device")
+            or meta.get("device_name")
+            or "unknown device (not stated in the T4 file)"
+        )
+    )
+    return Recording(
+        path=path,
+        format="t4",
+        kernel=str(meta.get("kernel") or path.stem),
+        device=device,
+        problem=str(meta.get("problem_size", "")),
+        parameters=parameters,
+        objective=Objective(objective_name, "ms"),
+        entries=entries,
+    )
+
+
+def _t4_measurement(path: Path, i: int, r: dict, name: str) -> float:
+    for m in r.get("measurements") or ():
+        if isinstance(m, dict) and m.get("name") == name:
+            value = m.get("value")
+            if isinstance(value, int | float) and math.isfinite(value):
+                return float(value)
+    raise RecordingError(path, f"results[{i}] is 'correct' but has no numeric {name!r} measurement")
+
+
+def _sorted_values(values: list[Value]) -> list[Value]:
+    try:
+        return sorted(values)  # type: ignore[type-var]
+    except TypeError:
+        return values
+
+
+def _from_workbench(path: Path, data: dict) -> Recording:
+    if data.get("version") != FORMAT_VERSION:
+        raise RecordingError(
+            path,
+            f"recording version {data.get('version')!r}; this workbench "
+            f"reads version {FORMAT_VERSION}",
+        )
+    try:
+        params = tuple((str(k), tuple(v)) for k, v in data["parameters"].items())
+        names = [k for k, _ in params]
+        entries: dict[tuple[Value, ...], RecordedEntry] = {}
+        for i, e in enumerate(data["entries"]):
+            config = {k: e["config"][k] for k in names}
+            outcome = TrialOutcome(e["outcome"])
+            value = e.get("value")
+            if (outcome is TrialOutcome.OK) != (value is not None):
+                raise RecordingError(
+                    path, f"entries[{i}]: outcome {outcome.value} with value {value!r}"
+                )
+            entries[tuple(config.values())] = RecordedEntry(
+                config,
+                outcome,
+                None if value is None else float(value),
+                tuple(float(s) for s in e.get("samples", ())),
+                str(e.get("reason", "")),
+            )
+        device = DeviceInfo(**data["device"])
+        objective = Objective(**data.get("objective", {}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordingError(
+            path, f"malformed workbench recording: {type(exc).__name__}: {exc}"
+        ) from exc
+    return Recording(
+        path=path,
+        format="workbench",
+        kernel=str(data.get("kernel")),
+        device=device,
+        problem=str(data.get("problem", "")),
+        parameters=params,
+        objective=objective,
+        entries=entries,
+        date=data.get("date"),
+        arch=data.get("arch"),
+        shape=data.get("shape"),
+        space_sha256=data.get("space_sha256"),
+        extra=data.get("extra", {}),
+    )
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+def write_recording(
+    path: str | Path,
+    *,
+    kernel: str,
+    device: DeviceInfo,
+    parameters: Sequence[tuple[str, Sequence[Value]]],
+    entries: Iterable[tuple[Config, Measurement]],
+    shape: Mapping[str, int] | None = None,
+    arch: str | None = None,
+    space_sha256: str | None = None,
+    objective: Objective | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> Path:
+    """Write a workbench recording (gzip when the name ends in ``.gz``)."""
+    path = Path(path)
+    rows = []
+    for config, m in entries:
+        row: dict[str, object] = {"config": dict(config), "outcome": m.outcome.value}
+        if m.value is not None:
+            row["value"] = m.value
+        if m.samples:
+            row["samples"] = list(m.samples)
+        if m.reason:
+            row["reason"] = m.reason
+        rows.append(row)
+    shape_text = ",".join(f"{k}={v}" for k, v in (shape or {}).items())
+    doc = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "kernel": kernel,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": asdict(device),
+        "arch": arch,
+        "shape": dict(shape or {}),
+        "problem": shape_text,
+        "space_sha256": space_sha256,
+        "objective": asdict(objective or Objective()),
+        "parameters": {name: list(values) for name, values in parameters},
+        "extra": dict(extra or {}),
+        "entries": rows,
+    }
+    blob = json.dumps(doc, indent=None, separators=(",", ":")).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(gzip.compress(blob, mtime=0) if path.suffix == ".gz" else blob)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,137 @@
+"""What a search explores: named parameter domains, a validity test, and the valid set.
+
+Two kinds of problem: a space file's :class:`Space` for one shape/arch/device, or the space
+recorded in a file (Kernel Tuner cache, T4, workbench recording), where a configuration is
+valid exactly when the recording holds it. Samplers see parameters as Optuna distributions:
+numeric domains as an ordered index (so that neighbours stay neighbours), the rest as
+categories.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from workbench.runners.recordings import Recording
+from workbench.spaces.model import Config, Value, config_label, shape_label
+from workbench.spaces.space import Space
+
+#: Spaces up to this many valid points are enumerated (for random/brute-force samplers and
+#: for escaping duplicate proposals); larger ones are sampled.
+ENUMERATE_LIMIT = 500_000
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter and its domain. Ordinal domains (all numbers) are searched by index."""
+
+    name: str
+    values: tuple[Value, ...]
+
+    @property
+    def ordinal(self) -> bool:
+        return all(isinstance(v, int | float) and not isinstance(v, bool) for v in self.values)
+
+    def distribution(self) -> BaseDistribution:
+        if self.ordinal and len(self.values) > 1:
+            return IntDistribution(0, len(self.values) - 1)
+        return CategoricalDistribution(self.values)
+
+    def encode(self, value: Value) -> Value:
+        if self.ordinal and len(self.values) > 1:
+            return self.values.index(value)
+        return value
+
+    def decode(self, raw: Value) -> Value:
+        if self.ordinal and len(self.values) > 1:
+            return self.values[int(raw)]  # type: ignore[arg-type]
+        return raw
+
+
+class Problem(ABC):
+    """A search problem: parameters, validity, and (when small enough) the valid set."""
+
+    kernel: str
+    shape_label: str
+    params: tuple[Param, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        return {p.name: p.distribution() for p in self.params}
+
+    def encode(self, config: Mapping[str, Value]) -> dict[str, Value]:
+        return {p.name: p.encode(config[p.name]) for p in self.params}
+
+    def decode(self, params: Mapping[str, Value]) -> Config:
+        return {p.name: p.decode(params[p.name]) for p in self.params}
+
+    def key(self, config: Mapping[str, Value]) -> str:
+        return config_label({n: config[n] for n in self.names})
+
+    @property
+    def cartesian_size(self) -> int:
+        return math.prod(len(p.values) for p in self.params)
+
+    @abstractmethod
+    def violations(self, config: Mapping[str, Value]) -> list[str]:
+        """Why ``config`` is not in the space (empty when it is)."""
+
+    @abstractmethod
+    def valid_configs(self) -> list[Config] | None:
+        """Every valid config, or None when the space is too large to enumerate."""
+
+    def defaults(self) -> list[Config]:
+        """Known-good configs to try first (the space's default, when it has one)."""
+        return []
+
+
+class SpaceProblem(Problem):
+    """A space file's configs for one shape, arch and device."""
+
+    def __init__(self, space: Space) -> None:
+        self.space = space
+        self.kernel = space.spec.name
+        self.shape_label = shape_label(space.shape)
+        self.params = tuple(Param(p.name, p.values) for p in space.spec.parameters)
+        self._valid: list[Config] | None = None
+
+    def violations(self, config: Mapping[str, Value]) -> list[str]:
+        return [v.message for v in self.space.explain(config)]
+
+    def valid_configs(self) -> list[Config] | None:
+        if self._valid is None and self.space.cartesian_size <= ENUMERATE_LIMIT:
+            self._valid = list(self.space.iter_valid())
+        return self._valid
+
+    def defaults(self) -> list[Config]:
+        default = self.space.spec.default_config()
+        return [default] if self.space.is_valid(default) else []
+
+
+class RecordingProblem(Problem):
+    """The space recorded in a file: valid means recorded (failed entries included)."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+        self.kernel = recording.kernel
+        self.shape_label = recording.problem or "recorded"
+        self.params = tuple(Param(n, v) for n, v in recording.parameters)
+        self._valid = [dict(e.config) for e in recording.entries.values()]
+
+    def violations(self, config: Mapping[str, Value]) -> list[str]:
+        return [] if self.recording.lookup(config) is not None else ["not in the recorded space"]
+
+    def valid_configs(self) -> list[Config]:
+        return self._valid
+
+
+def check_recording_matches(problem: Problem, names: Sequence[str]) -> list[str]:
+    """Parameters of ``problem`` that a recording lacks (replaying a kernel's own recording)."""
+    return [n for n in problem.names if n not in names]

@@ -1,0 +1,178 @@
+"""Set up a tune: which problem, which runner, which study, and what the user must be told.
+
+``workbench tune`` has three sources of measurements: a live GPU (the CUDA runner), a
+recording named with ``--replay FILE`` (any Kernel Tuner cache, T4 file or workbench
+recording), or, on a machine without a GPU, a recording the library ships for that kernel.
+Each plan says where its numbers come from (``banner``), and the store keeps it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.runners.base import Runner
+from workbench.runners.recordings import Recording, load_recording
+from workbench.runners.replay import ReplayRunner
+from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
+from workbench.spaces.launch import work_counts
+from workbench.spaces.model import Config, SpaceSpec, shape_label
+from workbench.spaces.registry import library_root
+from workbench.spaces.space import Space
+from workbench.store import Store, StudyInfo
+
+#: Where the library keeps recordings of its kernels (one directory per kernel).
+RECORDINGS_DIR = "tuning_spaces/recordings"
+
+Throughput = Callable[[Config, float], float | None]
+
+
+@dataclass
+class TunePlan:
+    """Everything one study of a tune needs."""
+
+    problem: Problem
+    runner: Runner
+    study: StudyInfo
+    environment_id: int
+    banner: str | None  #: shown first when numbers are replayed, not measured here
+    unit: str | None  #: throughput unit (TOPS, TFLOP/s, GB/s) when the space has a work model
+    throughput: Throughput | None
+    recorded_optimum: float | None = None
+
+
+def space_sha256(spec: SpaceSpec) -> str:
+    """Hash of the space file and its source (a changed kernel is a different space)."""
+    h = hashlib.sha256(spec.path.read_bytes())
+    h.update(spec.source.read_bytes())
+    return h.hexdigest()
+
+
+def replay_banner(recording: Recording) -> str:
+    when = f" on {recording.date[:10]}" if recording.date else ""
+    return (
+        f"REPLAY: every number below was measured on {recording.device.name}{when} and read "
+        f"from {recording.path}; nothing runs on this machine."
+    )
+
+
+def plan_replay_file(store: Store, path: Path | str) -> TunePlan:
+    """Tune the space recorded in a file (no space file involved)."""
+    recording = load_recording(path)
+    problem = RecordingProblem(recording)
+    runner = ReplayRunner(recording)
+    optimum = recording.optimum()
+    study = store.study(
+        kernel=recording.kernel,
+        shape_label=problem.shape_label,
+        device_key=recording.device.key(),
+        parameters=recording.parameters,
+        objective=recording.objective.name,
+        unit=recording.objective.unit,
+        replay_source=recording.source,
+        recorded_optimum=optimum.value if optimum else None,
+    )
+    env = store.environment(recording.device, replay_source=recording.source)
+    return TunePlan(
+        problem,
+        runner,
+        study,
+        env,
+        replay_banner(recording),
+        None,
+        None,
+        optimum.value if optimum else None,
+    )
+
+
+def plan_space_replay(store: Store, space: Space, recording: Recording) -> TunePlan:
+    """Tune a space file's space, answered from a recording of that kernel.
+
+    Raises:
+        WorkbenchError: the recording lacks parameters of the space.
+    """
+    missing = [p.name for p in space.spec.parameters if p.name not in recording.parameter_names]
+    if missing:
+        raise WorkbenchError(
+            f"{recording.path} does not record parameter(s) {', '.join(missing)} of "
+            f"{space.spec.name}: it is not a recording of this space"
+        )
+    if recording.shape and dict(recording.shape) != space.shape:
+        raise ConfigError(
+            f"{recording.path} was recorded for {shape_label(recording.shape)}, "
+            f"not {shape_label(space.shape)}"
+        )
+    problem = SpaceProblem(space)
+    optimum = recording.optimum()
+    study = _space_study(
+        store, space, recording.device.key(), recording.source, optimum.value if optimum else None
+    )
+    env = store.environment(recording.device, replay_source=recording.source)
+    unit, throughput = _throughput(space)
+    return TunePlan(
+        problem,
+        ReplayRunner(recording),
+        study,
+        env,
+        replay_banner(recording),
+        unit,
+        throughput,
+        optimum.value if optimum else None,
+    )
+
+
+def _space_study(
+    store: Store,
+    space: Space,
+    device_key: str,
+    replay_source: str | None,
+    recorded_optimum: float | None,
+) -> StudyInfo:
+    spec = space.spec
+    return store.study(
+        kernel=spec.name,
+        shape_label=shape_label(space.shape),
+        device_key=device_key,
+        parameters=[(p.name, p.values) for p in spec.parameters],
+        arch=space.arch.sm,
+        space_path=str(spec.path),
+        space_sha256=space_sha256(spec),
+        replay_source=replay_source,
+        recorded_optimum=recorded_optimum,
+        work={"flops": spec.work.flops.text, "bytes": spec.work.bytes.text, "unit": spec.work.unit},
+    )
+
+
+def _throughput(space: Space) -> tuple[str, Throughput]:
+    unit = space.spec.work.unit
+
+    def per_second(config: Config, ms: float) -> float | None:
+        try:
+            flops, nbytes = work_counts(space, config)
+        except ConfigError:
+            return None
+        amount = nbytes / 1e9 if unit == "GB/s" else flops / 1e12
+        return amount / (ms * 1e-3) if ms > 0 else None
+
+    return unit, per_second
+
+
+def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
+    """Recordings of ``spec``'s kernel that the library ships (readable ones only)."""
+    folder = library_root() / RECORDINGS_DIR / spec.name
+    out = []
+    for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
+        recording = load_recording(path)
+        if recording.kernel == spec.name:
+            out.append(recording)
+    return out
+
+
+def recording_for_shape(recordings: list[Recording], shape: Mapping[str, int]) -> Recording | None:
+    for r in recordings:
+        if r.shape and dict(r.shape) == dict(shape):
+            return r
+    return None

@@ -1,0 +1,272 @@
+"""The search loop: Optuna proposes, the runner measures, the store keeps, the budget decides.
+
+* A proposal outside the space is told to the sampler as a constraint violation (never run).
+* A proposal already evaluated in this study is answered from the store (never re-measured).
+* A failed evaluation (compile error, crash, timeout, wrong result) counts against the budget
+  and is told to the sampler as a constraint violation, so it learns to avoid the region.
+* Every evaluation is committed to the store before the next one starts; a re-run of the same
+  study resumes from what the store holds (the sampler is warm-started with it).
+* The budget counts unique evaluations (failed ones included); wall time and patience (no
+  improvement in N evaluations) can stop earlier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import optuna
+from optuna.trial import TrialState, create_trial
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import Measurement, Runner, TrialOutcome
+from workbench.search.problem import Problem
+from workbench.search.samplers import DEFAULT_SAMPLER, make_sampler
+from workbench.spaces.model import Config
+from workbench.store import Store, StoredEvaluation, StudyInfo
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+#: After this many proposals in a row that bring no new evaluation (repeats, infeasible
+#: points), the tuner evaluates an unvisited valid config chosen at random instead.
+MAX_STALLED_PROPOSALS = 25
+#: Constraint value told to the sampler for infeasible and failed points (feasible: <= 0).
+VIOLATION = 1.0
+
+
+class StopReason(enum.Enum):
+    BUDGET = "budget"  #: the evaluation budget is used
+    TIME = "time"  #: the wall-time budget is used
+    PATIENCE = "patience"  #: no improvement in the last N evaluations
+    EXHAUSTED = "exhausted"  #: every valid config is evaluated
+    INTERRUPTED = "interrupted"  #: Ctrl-C
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop; ``None`` means no limit of that kind (at least one must be set)."""
+
+    evaluations: int | None = None
+    seconds: float | None = None
+    patience: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluations is None and self.seconds is None and self.patience is None:
+            raise WorkbenchError("a budget needs --budget N, --time SECONDS or --patience N")
+        if self.evaluations is not None and self.evaluations < 0:
+            raise WorkbenchError("--budget must be >= 0")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}
+
+
+@dataclass
+class TuneResult:
+    """What a tune produced (everything is also in the store)."""
+
+    study: StudyInfo
+    run_id: int
+    stop: StopReason
+    evaluations: int  #: unique configs evaluated in the study, failed ones included
+    new_evaluations: int  #: ... of which by this run
+    proposals: int  #: sampler proposals in this run (repeats and infeasible included)
+    best: StoredEvaluation | None
+    history: list[StoredEvaluation] = field(default_factory=list)
+
+    def top(self, n: int = 10) -> list[StoredEvaluation]:
+        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
+        return sorted(ok, key=lambda e: e.measurement.value)[:n]  # type: ignore[arg-type,return-value]
+
+
+OnEvaluation = Callable[[StoredEvaluation, StoredEvaluation | None], None]
+
+
+class Tuner:
+    """Search one study: ``problem`` for validity, ``runner`` for measurements."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        runner: Runner,
+        store: Store,
+        study: StudyInfo,
+        *,
+        environment_id: int | None = None,
+        sampler: str = DEFAULT_SAMPLER,
+        seed: int | None = 0,
+        enqueue: Sequence[Config] = (),
+        on_evaluation: OnEvaluation | None = None,
+        command: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.runner = runner
+        self.store = store
+        self.study_info = study
+        self.environment_id = environment_id
+        self.sampler_name = sampler
+        self.seed = seed
+        self.enqueue = list(enqueue)
+        self.on_evaluation = on_evaluation
+        self.command = command
+        self.rng = random.Random(seed)
+        self.seen: dict[str, StoredEvaluation] = {}
+        self.history: list[StoredEvaluation] = []
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _visited(self, config: Config) -> bool:
+        return self.problem.key(config) in self.seen
+
+    def _best(self) -> StoredEvaluation | None:
+        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
+        return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
+
+    def _penalty(self) -> float:
+        values = [
+            e.measurement.value for e in self.history if e.measurement.outcome is TrialOutcome.OK
+        ]
+        return 2.0 * max(values) if values else 1.0  # type: ignore[type-var,operator]
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, m: Measurement) -> None:
+        if m.outcome is TrialOutcome.OK:
+            trial.set_constraint("feasible", 0.0)
+            study.tell(trial, m.value)
+        else:
+            trial.set_constraint("feasible", VIOLATION)
+            study.tell(trial, self._penalty())
+
+    def _warm_start(self, study: optuna.Study) -> None:
+        """Give the sampler every evaluation the store already holds for this study."""
+        dists = self.problem.distributions()
+        trials = []
+        for e in self.history:
+            try:
+                params = self.problem.encode(e.config)
+            except (KeyError, ValueError):
+                continue  # a config from an older version of the space
+            ok = e.measurement.outcome is TrialOutcome.OK
+            trials.append(
+                create_trial(
+                    params=params,
+                    distributions=dists,
+                    state=TrialState.COMPLETE,
+                    value=e.measurement.value if ok else self._penalty(),
+                    system_attrs={"constraints": [0.0 if ok else VIOLATION]},
+                )
+            )
+        study.add_trials(trials)
+
+    def _unvisited_valid(self) -> Config | None:
+        valid = self.problem.valid_configs()
+        if valid is not None:
+            left = [c for c in valid if not self._visited(c)]
+            return self.rng.choice(left) if left else None
+        for _ in range(10_000):  # large space: sample the cartesian product
+            config = {p.name: self.rng.choice(p.values) for p in self.problem.params}
+            if not self._visited(config) and not self.problem.violations(config):
+                return config
+        return None
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self, budget: Budget) -> TuneResult:
+        """Search until the budget is used, the space is exhausted, or Ctrl-C.
+
+        Raises:
+            StoreError: the store failed (what was committed stays).
+        """
+        self.history = self.store.evaluations(self.study_info)
+        self.seen = {self.problem.key(e.config): e for e in self.history}
+        run_id = self.store.start_run(
+            self.study_info,
+            self.environment_id,
+            sampler=self.sampler_name,
+            seed=self.seed,
+            budget=budget.as_dict(),
+            command=self.command,
+        )
+        sampler = make_sampler(self.sampler_name, self.problem, self._visited, self.seed)
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        self._warm_start(study)
+        for config in self.enqueue:
+            if not self._visited(config) and not self.problem.violations(config):
+                study.enqueue_trial(self.problem.encode(config), skip_if_exists=True)
+        dists = self.problem.distributions()
+        started = time.perf_counter()
+        new = proposals = stalled = 0
+        best = self._best()
+        since_best = 0
+        stop = StopReason.EXHAUSTED
+        status = "failed"  # unless the loop ends normally or by Ctrl-C
+        try:
+            while True:
+                if budget.evaluations is not None and len(self.history) >= budget.evaluations:
+                    stop = StopReason.BUDGET
+                    break
+                if budget.seconds is not None and time.perf_counter() - started >= budget.seconds:
+                    stop = StopReason.TIME
+                    break
+                if budget.patience is not None and new and since_best >= budget.patience:
+                    stop = StopReason.PATIENCE
+                    break
+                if stalled >= MAX_STALLED_PROPOSALS:
+                    config = self._unvisited_valid()
+                    if config is None:
+                        stop = StopReason.EXHAUSTED
+                        break
+                    study.enqueue_trial(self.problem.encode(config))
+                    stalled = 0
+                trial = study.ask(dists)
+                proposals += 1
+                config = self.problem.decode(trial.params)
+                key = self.problem.key(config)
+                if key in self.seen:
+                    self._tell(study, trial, self.seen[key].measurement)
+                    stalled += 1
+                    continue
+                if self.problem.violations(config):
+                    self._tell(study, trial, Measurement.failure(TrialOutcome.INFEASIBLE, ""))
+                    stalled += 1
+                    continue
+                m = self.runner.evaluate(config)
+                if m.outcome is TrialOutcome.INFEASIBLE:  # e.g. missing from a recording
+                    self._tell(study, trial, m)
+                    stalled += 1
+                    continue
+                elapsed = time.perf_counter() - started
+                seq = self.store.record(
+                    self.study_info, run_id, self.environment_id, config, m, elapsed_s=elapsed
+                )
+                stored = StoredEvaluation(seq, config, m, run_id, elapsed)
+                self.history.append(stored)
+                self.seen[key] = stored
+                self._tell(study, trial, m)
+                new += 1
+                stalled = 0
+                if m.outcome is TrialOutcome.OK and (
+                    best is None or m.value < best.measurement.value
+                ):  # type: ignore[operator]
+                    best = stored
+                    since_best = 0
+                else:
+                    since_best += 1
+                if self.on_evaluation is not None:
+                    self.on_evaluation(stored, best)
+            status = "finished"
+        except KeyboardInterrupt:
+            stop, status = StopReason.INTERRUPTED, "interrupted"
+        finally:
+            with contextlib.suppress(WorkbenchError):  # the store may be what failed
+                self.store.finish_run(run_id, status)
+        return TuneResult(
+            study=self.study_info,
+            run_id=run_id,
+            stop=stop,
+            evaluations=len(self.history),
+            new_evaluations=new,
+            proposals=proposals,
+            best=self._best(),
+            history=list(self.history),
+        )

@@ -1,0 +1,21 @@
+"""The store: studies, runs, configurations, measurements and raw samples (SQLAlchemy)."""
+
+from __future__ import annotations
+
+from workbench.store.store import (
+    Store,
+    StoredEvaluation,
+    StoreError,
+    StudyInfo,
+    default_store_url,
+    study_name,
+)
+
+__all__ = [
+    "Store",
+    "StoreError",
+    "StoredEvaluation",
+    "StudyInfo",
+    "default_store_url",
+    "study_name",
+]

@@ -1,0 +1,36 @@
+"""Schema migrations: one function per step from version N to N + 1.
+
+A store older than the oldest step this workbench knows is refused (intact) with a message;
+stores are never modified except by a complete, transactional migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.engine import Connection
+
+from workbench.store.models import SCHEMA_VERSION
+
+#: version -> function migrating a connection from that version to the next one
+STEPS: dict[int, Callable[[Connection], None]] = {}
+
+
+def migrate(conn: Connection, version: int) -> None:
+    """Bring a store from ``version`` to :data:`SCHEMA_VERSION` inside the caller's transaction.
+
+    Raises:
+        StoreError: no migration path from ``version``.
+    """
+    from workbench.store.store import StoreError
+
+    while version < SCHEMA_VERSION:
+        step = STEPS.get(version)
+        if step is None:
+            raise StoreError(
+                f"the store has schema version {version}; this workbench reads version "
+                f"{SCHEMA_VERSION} and has no migration from {version}: export it with the "
+                "workbench that wrote it, or start a new store (--storage)"
+            )
+        step(conn)
+        version += 1

@@ -1,0 +1,174 @@
+"""The store's schema (SQLAlchemy ORM): the same tables on SQLite and PostgreSQL.
+
+Bump :data:`SCHEMA_VERSION` with every change and add a step to
+:mod:`workbench.store.migrations`; a store from an older version is migrated on open, one from
+a newer version is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+SCHEMA_VERSION = 1
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    """Key/value facts about the store itself (``schema_version``)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Environment(Base):
+    """A machine state measurements come from: GPU, driver, toolkit, clocks, commit."""
+
+    __tablename__ = "environments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    gpu_name: Mapped[str] = mapped_column(String(200))
+    gpu_uuid: Mapped[str | None] = mapped_column(String(100))
+    cc: Mapped[int | None] = mapped_column(Integer)
+    driver: Mapped[str | None] = mapped_column(String(50))
+    cuda: Mapped[str | None] = mapped_column(String(50))
+    toolkit: Mapped[str | None] = mapped_column(String(50))
+    sm_clock_max_mhz: Mapped[int | None] = mapped_column(Integer)
+    memory_clock_mhz: Mapped[int | None] = mapped_column(Integer)
+    hostname: Mapped[str | None] = mapped_column(String(200))
+    git_commit: Mapped[str | None] = mapped_column(String(64))
+    git_dirty: Mapped[bool | None] = mapped_column(Boolean)
+    replay_source: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Study(Base):
+    """One search: a kernel (space), a problem shape, a device class."""
+
+    __tablename__ = "studies"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(400), unique=True)
+    kernel: Mapped[str] = mapped_column(String(200))
+    shape_label: Mapped[str] = mapped_column(String(200))
+    device_key: Mapped[str] = mapped_column(String(200))
+    arch: Mapped[str | None] = mapped_column(String(20))
+    space_path: Mapped[str | None] = mapped_column(Text)
+    space_sha256: Mapped[str | None] = mapped_column(String(64))
+    parameters: Mapped[list] = mapped_column(JSON)  #: [[name, [values...]], ...]
+    objective: Mapped[str] = mapped_column(String(50), default="time")
+    unit: Mapped[str] = mapped_column(String(20), default="ms")
+    replay_source: Mapped[str | None] = mapped_column(Text)
+    recorded_optimum: Mapped[float | None] = mapped_column(Float)
+    work: Mapped[dict | None] = mapped_column(JSON)  #: {"flops": x, "bytes": y, "unit": "GB/s"}
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    runs: Mapped[list[Run]] = relationship(back_populates="study")
+
+
+class Run(Base):
+    """One invocation of ``workbench tune`` (or record, or run) on a study."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
+    kind: Mapped[str] = mapped_column(String(20), default="tune")
+    label: Mapped[str | None] = mapped_column(String(200))
+    sampler: Mapped[str | None] = mapped_column(String(50))
+    seed: Mapped[int | None] = mapped_column(Integer)
+    budget: Mapped[dict | None] = mapped_column(JSON)
+    command: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    study: Mapped[Study] = relationship(back_populates="runs")
+
+
+class ConfigRow(Base):
+    """A configuration of a study's space (its parameter values, keyed by a stable label)."""
+
+    __tablename__ = "configs"
+    __table_args__ = (UniqueConstraint("study_id", "key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
+    key: Mapped[str] = mapped_column(String(1000))
+    params: Mapped[dict] = mapped_column(JSON)
+
+
+class Evaluation(Base):
+    """The measurement of one config in one study (answered from here on repeats)."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        UniqueConstraint("study_id", "config_id"),
+        Index("ix_evaluations_study_value", "study_id", "value"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
+    config_id: Mapped[int] = mapped_column(ForeignKey("configs.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
+    sequence: Mapped[int] = mapped_column(Integer)  #: 0, 1, 2... unique evaluations in the study
+    outcome: Mapped[str] = mapped_column(String(20))
+    value: Mapped[float | None] = mapped_column(Float)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    compile_seconds: Mapped[float | None] = mapped_column(Float)
+    verify_max_error: Mapped[float | None] = mapped_column(Float)
+    replayed_from: Mapped[str | None] = mapped_column(Text)
+    metrics: Mapped[dict | None] = mapped_column(JSON)
+    elapsed_s: Mapped[float | None] = mapped_column(Float)  #: wall time since the run started
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Sample(Base):
+    """One raw timing sample of an evaluation (every sample is kept)."""
+
+    __tablename__ = "samples"
+    evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluations.id"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+    sm_clock_mhz: Mapped[float | None] = mapped_column(Float)
+    throttled: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class CompileRecord(Base):
+    """What the compiler said about a config: resources and the log (failures included)."""
+
+    __tablename__ = "compile_results"
+    __table_args__ = (UniqueConstraint("config_id", "arch"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    config_id: Mapped[int] = mapped_column(ForeignKey("configs.id"))
+    arch: Mapped[str] = mapped_column(String(20))
+    cache_key: Mapped[str | None] = mapped_column(String(64))
+    ok: Mapped[bool] = mapped_column(Boolean)
+    registers: Mapped[int | None] = mapped_column(Integer)
+    static_smem: Mapped[int | None] = mapped_column(Integer)
+    stack_frame: Mapped[int | None] = mapped_column(Integer)
+    spill_stores: Mapped[int | None] = mapped_column(Integer)
+    spill_loads: Mapped[int | None] = mapped_column(Integer)
+    occupancy: Mapped[float | None] = mapped_column(Float)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    log: Mapped[str] = mapped_column(Text, default="")

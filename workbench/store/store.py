@@ -1,0 +1,456 @@
+"""The store: every study, run, configuration, measurement and raw sample, in one database.
+
+An embedded SQLite file (WAL) by default; any SQLAlchemy URL works (``postgresql://...``).
+Every :meth:`Store.record` commits before it returns, so a crash or Ctrl-C loses nothing that
+finished. Reports and exports read from here only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.spaces.model import Config, Value, config_label
+from workbench.store import models
+from workbench.store.models import (
+    SCHEMA_VERSION,
+    ConfigRow,
+    Environment,
+    Evaluation,
+    Meta,
+    Run,
+    Sample,
+    Study,
+    utcnow,
+)
+
+STORE_ENV = "WORKBENCH_STORE"
+DEFAULT_STORE = Path(".workbench") / "store.sqlite"
+
+
+class StoreError(WorkbenchError):
+    """The store cannot be opened, is locked, damaged, or from a newer workbench."""
+
+
+def default_store_url() -> str:
+    """``$WORKBENCH_STORE`` (a URL or a path), else ``.workbench/store.sqlite`` here."""
+    value = os.environ.get(STORE_ENV) or str(DEFAULT_STORE)
+    return value if "://" in value else f"sqlite:///{Path(value).absolute()}"
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """A study as the tuner and the reports see it."""
+
+    id: int
+    name: str
+    kernel: str
+    shape_label: str
+    device_key: str
+    arch: str | None
+    parameters: tuple[tuple[str, tuple[Value, ...]], ...]
+    objective: str
+    unit: str
+    replay_source: str | None
+    recorded_optimum: float | None
+    work: Mapping[str, object] | None
+
+
+@dataclass(frozen=True)
+class StoredEvaluation:
+    """An evaluation read back from the store."""
+
+    sequence: int
+    config: Config
+    measurement: Measurement
+    run_id: int
+    elapsed_s: float | None
+
+
+class Store:
+    """Open (creating or migrating) the store at ``url``.
+
+    Raises:
+        StoreError: the database cannot be opened, is not a workbench store, is damaged, or was
+            written by a newer workbench.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_store_url()
+        try:
+            self.engine = _make_engine(self.url)
+            self._session = sessionmaker(self.engine, expire_on_commit=False)
+            self._prepare()
+        except StoreError:
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the store {self._shown_url}: {_explain(exc)}") from exc
+
+    @property
+    def _shown_url(self) -> str:
+        return self.url.split("@")[-1] if "@" in self.url else self.url  # hide passwords
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits on success; database errors become :class:`StoreError`."""
+        s = self._session()
+        try:
+            yield s
+            s.commit()
+        except (OperationalError, DatabaseError) as exc:
+            s.rollback()
+            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+        finally:
+            s.close()
+
+    # -- schema --------------------------------------------------------------------------
+    def _prepare(self) -> None:
+        from workbench.store.migrations import migrate
+
+        with self.engine.begin() as conn:
+            tables = set(self.engine.dialect.get_table_names(conn))
+            if tables and "meta" not in tables:
+                raise StoreError(
+                    f"{self._shown_url} is a database, but not a workbench store "
+                    f"(tables: {', '.join(sorted(tables))})"
+                )
+            version = None
+            if "meta" in tables:
+                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+                version = int(row[0]) if row else None
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self._shown_url} has schema version {version}, newer than this workbench's "
+                    f"{SCHEMA_VERSION}: upgrade the workbench"
+                )
+            if version is not None and version < SCHEMA_VERSION:
+                migrate(conn, version)
+            models.Base.metadata.create_all(conn)
+            if version is None:
+                conn.execute(
+                    Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                )
+            conn.execute(
+                Meta.__table__.update()
+                .where(Meta.key == "schema_version")
+                .values(value=str(SCHEMA_VERSION))
+            )
+
+    # -- environments, studies, runs -----------------------------------------------------
+    def environment(
+        self,
+        device: DeviceInfo,
+        *,
+        replay_source: str | None = None,
+        git_commit: str | None = None,
+        git_dirty: bool | None = None,
+    ) -> int:
+        """The id of this environment (created on first use)."""
+        fields = {
+            **asdict(device),
+            "replay_source": replay_source,
+            "git_commit": git_commit,
+            "git_dirty": git_dirty,
+            "hostname": socket.gethostname(),
+        }
+        fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        with self.session() as s:
+            found = s.scalar(select(Environment.id).where(Environment.fingerprint == fingerprint))
+            if found is not None:
+                return found
+            env = Environment(
+                fingerprint=fingerprint,
+                gpu_name=device.name,
+                gpu_uuid=device.uuid,
+                cc=device.cc,
+                driver=device.driver,
+                cuda=device.cuda,
+                toolkit=device.toolkit,
+                sm_clock_max_mhz=device.sm_clock_max_mhz,
+                memory_clock_mhz=device.memory_clock_mhz,
+                hostname=fields["hostname"],
+                git_commit=git_commit,
+                git_dirty=git_dirty,
+                replay_source=replay_source,
+            )
+            s.add(env)
+            s.flush()
+            return env.id
+
+    def study(
+        self,
+        *,
+        kernel: str,
+        shape_label: str,
+        device_key: str,
+        parameters: Sequence[tuple[str, Sequence[Value]]],
+        arch: str | None = None,
+        space_path: str | None = None,
+        space_sha256: str | None = None,
+        objective: str = "time",
+        unit: str = "ms",
+        replay_source: str | None = None,
+        recorded_optimum: float | None = None,
+        work: Mapping[str, object] | None = None,
+        name: str | None = None,
+    ) -> StudyInfo:
+        """Get or create the study for (kernel, shape, device).
+
+        Raises:
+            StoreError: a study of that name exists with different parameters.
+        """
+        name = name or study_name(kernel, shape_label, device_key)
+        params = [[n, list(v)] for n, v in parameters]
+        with self.session() as s:
+            row = s.scalar(select(Study).where(Study.name == name))
+            if row is None:
+                row = Study(
+                    name=name,
+                    kernel=kernel,
+                    shape_label=shape_label,
+                    device_key=device_key,
+                    arch=arch,
+                    space_path=space_path,
+                    space_sha256=space_sha256,
+                    parameters=params,
+                    objective=objective,
+                    unit=unit,
+                    replay_source=replay_source,
+                    recorded_optimum=recorded_optimum,
+                    work=dict(work) if work else None,
+                )
+                s.add(row)
+                s.flush()
+            elif [p[0] for p in row.parameters] != [p[0] for p in params]:
+                raise StoreError(
+                    f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
+                    f"the space now has {[p[0] for p in params]}: use --study to start a new one"
+                )
+            return _study_info(row)
+
+    def studies(self) -> list[StudyInfo]:
+        with self.session() as s:
+            return [_study_info(r) for r in s.scalars(select(Study).order_by(Study.id))]
+
+    def start_run(
+        self,
+        study: StudyInfo,
+        environment_id: int | None,
+        *,
+        kind: str = "tune",
+        sampler: str | None = None,
+        seed: int | None = None,
+        budget: Mapping[str, object] | None = None,
+        command: str | None = None,
+        label: str | None = None,
+    ) -> int:
+        with self.session() as s:
+            run = Run(
+                study_id=study.id,
+                environment_id=environment_id,
+                kind=kind,
+                sampler=sampler,
+                seed=seed,
+                budget=dict(budget) if budget else None,
+                command=command,
+                label=label,
+            )
+            s.add(run)
+            s.flush()
+            return run.id
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        with self.session() as s:
+            run = s.get(Run, run_id)
+            if run is not None:
+                run.status = status
+                run.finished_at = utcnow()
+
+    # -- evaluations ---------------------------------------------------------------------
+    def record(
+        self,
+        study: StudyInfo,
+        run_id: int,
+        environment_id: int | None,
+        config: Config,
+        m: Measurement,
+        *,
+        elapsed_s: float | None = None,
+    ) -> int:
+        """Store one evaluation with its samples and commit; returns its sequence number.
+
+        Raises:
+            StoreError: the config already has an evaluation in this study, or the database
+                failed.
+        """
+        key = config_label(config)
+        with self.session() as s:
+            cfg_id = s.scalar(
+                select(ConfigRow.id).where(ConfigRow.study_id == study.id, ConfigRow.key == key)
+            )
+            if cfg_id is None:
+                row = ConfigRow(study_id=study.id, key=key, params=dict(config))
+                s.add(row)
+                s.flush()
+                cfg_id = row.id
+            elif s.scalar(
+                select(Evaluation.id).where(
+                    Evaluation.study_id == study.id, Evaluation.config_id == cfg_id
+                )
+            ):
+                raise StoreError(f"{study.name}: {key} is already evaluated")
+            sequence = (
+                s.scalar(select(func.count(Evaluation.id)).where(Evaluation.study_id == study.id))
+                or 0
+            )
+            ev = Evaluation(
+                study_id=study.id,
+                config_id=cfg_id,
+                run_id=run_id,
+                environment_id=environment_id,
+                sequence=sequence,
+                outcome=m.outcome.value,
+                value=m.value,
+                ci_low=m.ci_low,
+                ci_high=m.ci_high,
+                n_samples=len(m.samples),
+                reason=m.reason,
+                compile_seconds=m.compile_seconds,
+                verify_max_error=m.verify_max_error,
+                replayed_from=m.replayed_from,
+                metrics=dict(m.metrics) or None,
+                elapsed_s=elapsed_s,
+            )
+            s.add(ev)
+            s.flush()
+            if m.samples:
+                clocks = m.sm_clock_mhz or (None,) * len(m.samples)
+                throttled = m.throttled or (None,) * len(m.samples)
+                s.execute(
+                    Sample.__table__.insert(),
+                    [
+                        {
+                            "evaluation_id": ev.id,
+                            "idx": i,
+                            "value": v,
+                            "sm_clock_mhz": c,
+                            "throttled": t,
+                        }
+                        for i, (v, c, t) in enumerate(
+                            zip(m.samples, clocks, throttled, strict=False)
+                        )
+                    ],
+                )
+            return sequence
+
+    def evaluations(
+        self, study: StudyInfo, *, with_samples: bool = False
+    ) -> list[StoredEvaluation]:
+        """Every evaluation of a study, in the order they were made."""
+        with self.session() as s:
+            rows = s.execute(
+                select(Evaluation, ConfigRow.params)
+                .join(ConfigRow, ConfigRow.id == Evaluation.config_id)
+                .where(Evaluation.study_id == study.id)
+                .order_by(Evaluation.sequence)
+            ).all()
+            samples: dict[int, list[float]] = {}
+            if with_samples and rows:
+                for ev_id, value in s.execute(
+                    select(Sample.evaluation_id, Sample.value)
+                    .join(Evaluation, Evaluation.id == Sample.evaluation_id)
+                    .where(Evaluation.study_id == study.id)
+                    .order_by(Sample.evaluation_id, Sample.idx)
+                ):
+                    samples.setdefault(ev_id, []).append(value)
+            return [_stored(ev, params, samples.get(ev.id, ())) for ev, params in rows]
+
+    def count_evaluations(self, study: StudyInfo) -> int:
+        with self.session() as s:
+            return (
+                s.scalar(select(func.count(Evaluation.id)).where(Evaluation.study_id == study.id))
+                or 0
+            )
+
+
+def study_name(kernel: str, shape_label: str, device_key: str) -> str:
+    """The default study name: one study per (kernel, shape, device)."""
+    return f"{kernel} | {shape_label} | {device_key}"
+
+
+def _stored(ev: Evaluation, params: dict, samples: Sequence[float]) -> StoredEvaluation:
+    outcome = TrialOutcome(ev.outcome)
+    m = Measurement(
+        outcome=outcome,
+        value=ev.value,
+        samples=tuple(samples),
+        ci_low=ev.ci_low,
+        ci_high=ev.ci_high,
+        reason=ev.reason,
+        compile_seconds=ev.compile_seconds,
+        verify_max_error=ev.verify_max_error,
+        replayed_from=ev.replayed_from,
+        metrics=ev.metrics or {},
+    )
+    return StoredEvaluation(ev.sequence, dict(params), m, ev.run_id, ev.elapsed_s)
+
+
+def _study_info(row: Study) -> StudyInfo:
+    return StudyInfo(
+        id=row.id,
+        name=row.name,
+        kernel=row.kernel,
+        shape_label=row.shape_label,
+        device_key=row.device_key,
+        arch=row.arch,
+        parameters=tuple((n, tuple(v)) for n, v in row.parameters),
+        objective=row.objective,
+        unit=row.unit,
+        replay_source=row.replay_source,
+        recorded_optimum=row.recorded_optimum,
+        work=row.work,
+    )
+
+
+def _make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split(":///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 10})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _explain(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    if "locked" in text:
+        return f"{text} (another process holds a write lock; for parallel workers use PostgreSQL)"
+    if "file is not a database" in text or "malformed" in text:
+        return f"{text} (the file is damaged or not a SQLite database)"
+    return text
