@@ -20,12 +20,8 @@ from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.spaces.launch import work_counts
 from workbench.spaces.model import Config, SpaceSpec, shape_label
-from workbench.spaces.registry import library_root
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
-
-#: Where the library keeps recordings of its kernels (one directory per kernel).
-RECORDINGS_DIR = "tuning_spaces/recordings"
 
 Throughput = Callable[[Config, float], float | None]
 
@@ -161,8 +157,13 @@ def _throughput(space: Space) -> tuple[str, Throughput]:
 
 
 def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
-    """Recordings of ``spec``'s kernel that the library ships (readable ones only)."""
-    folder = library_root() / RECORDINGS_DIR / spec.name
+    """Recordings of ``spec``'s kernel kept beside its space file, in
+    ``recordings/<kernel>/`` (the library's are in ``tuning_spaces/recordings/``).
+
+    Raises:
+        RecordingError: a recording there is damaged (it is not silently skipped).
+    """
+    folder = spec.path.parent / "recordings" / spec.name
     out = []
     for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
         recording = load_recording(path)

@@ -88,10 +88,10 @@ class Store:
             written by a newer workbench.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, lock_timeout_s: float = 10.0) -> None:
         self.url = url or default_store_url()
         try:
-            self.engine = _make_engine(self.url)
+            self.engine = _make_engine(self.url, lock_timeout_s)
             self._session = sessionmaker(self.engine, expire_on_commit=False)
             self._prepare()
         except StoreError:
@@ -428,12 +428,13 @@ def _study_info(row: Study) -> StudyInfo:
     )
 
 
-def _make_engine(url: str) -> Engine:
+def _make_engine(url: str, lock_timeout_s: float) -> Engine:
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 10})
+        # wait this long for another writer's lock before failing with "database is locked"
+        engine = create_engine(url, connect_args={"timeout": lock_timeout_s})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:

@@ -1,0 +1,158 @@
+"""``workbench tune`` end to end on recorded data (no GPU here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.runners.recordings import write_recording
+from workbench.spaces import Space, load_space
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_replay_a_kernel_tuner_cache_with_json() -> None:
+    code, out, err = invoke(
+        "tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "30", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)  # stdout holds the JSON alone
+    assert doc["evaluations"] == 30
+    assert doc["objective"] == {"name": "time", "unit": "ms"}
+    assert doc["best_value"] >= doc["recorded_optimum"] > 0
+    assert set(doc["best_config"]) == {"block_size_x", "tile_size", "between_method", "use_method"}
+    assert "RTX 3090" in doc["replayed_from"]
+    assert "REPLAY" in err  # the banner goes to stderr with --json
+
+
+def test_rerun_resumes_the_same_study() -> None:
+    path = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    invoke("tune", "--replay", path, "--budget", "10", "--json")
+    code, out, _ = invoke("tune", "--replay", path, "--budget", "25", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["evaluations"] == 25 and doc["new_evaluations"] == 15
+
+
+def test_replay_t4_file_table_output() -> None:
+    code, out, _ = invoke(
+        "tune",
+        "--replay",
+        str(CACHES / "convolution_milo_A100_T4.json.gz"),
+        "--budget",
+        "20",
+        "--sampler",
+        "random",
+    )
+    assert code == 0
+    assert "REPLAY" in out and "top configs" in out and "20 configs evaluated" in out
+
+
+def recording_of(space: Space, path: Path) -> Path:
+    """A workbench recording of a space (values made up from the config: a test fixture)."""
+    entries = [
+        (
+            c,
+            Measurement(
+                TrialOutcome.OK, value=1.0 + c["BLOCK"] / 1000 + c["SCALE"] + c["WAVES"] / 100
+            ),
+        )
+        for c in space.iter_valid()
+    ]
+    params = [(p.name, p.values) for p in space.spec.parameters]
+    return write_recording(
+        path,
+        kernel=space.spec.name,
+        device=DeviceInfo("Test GPU"),
+        parameters=params,
+        entries=entries,
+        shape=space.shape,
+    )
+
+
+def test_kernel_with_its_own_recording(project: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    rec = recording_of(Space(spec), project / "rec.json")
+    code, out, err = invoke(
+        "tune", str(spec.path), "--replay", str(rec), "--budget", "50", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["best_config"] == {"BLOCK": 32, "SCALE": 1, "WAVES": 1}
+    assert doc["evaluations"] == 22  # the whole valid space: stop "exhausted"
+    assert doc["stop"] == "exhausted"
+    assert doc["throughput"]["unit"] == "GB/s"
+
+
+def test_without_gpu_a_recording_beside_the_space_is_replayed(project: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    recording_of(Space(spec), project / "spaces" / "recordings" / "tiny" / "test-gpu.json.gz")
+    code, out, err = invoke("tune", "tiny", "--spaces", str(project / "spaces"), "--budget", "5")
+    assert code == 0, err
+    assert "No CUDA GPU here" in out and "REPLAY" in out and "Test GPU" in out
+
+
+def test_without_gpu_or_recording_the_compile_stage_runs() -> None:
+    code, out, _ = invoke("tune", "reduce", "--sample", "1")
+    assert code == 0
+    assert "compile stage" in out and "2 configs, 2 compiled" in out and "--replay" in out
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["tune"], "name a kernel"),
+        (["tune", "--replay", "/no/such/file.json"], "cannot read"),
+        (
+            ["tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "0"],
+            "at least 1",
+        ),
+        (
+            ["tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--sampler", "magic"],
+            "unknown sampler",
+        ),
+        (
+            ["tune", "reduce", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz")],
+            "not a recording of this space",
+        ),
+        (["tune", "reduce", "--shapes", "nope"], "no shape set"),
+    ],
+)
+def test_bad_tune_input(args: list[str], message: str) -> None:
+    code, out, err = invoke(*args)
+    assert code == 2
+    assert message in out + err
+    assert "Traceback" not in out + err
+
+
+def test_every_config_failing_exits_1(tmp_path: Path) -> None:
+    entries = [
+        ({"a": a}, Measurement.failure(TrialOutcome.LAUNCH_FAILED, "illegal address"))
+        for a in (1, 2)
+    ]
+    path = write_recording(
+        tmp_path / "bad.json",
+        kernel="bad",
+        device=DeviceInfo("GPU"),
+        parameters=[("a", [1, 2])],
+        entries=entries,
+    )
+    code, out, _ = invoke("tune", "--replay", str(path), "--budget", "5")
+    assert code == 1
+    assert "2 configs evaluated" in out and "2 failed" in out

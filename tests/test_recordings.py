@@ -1,0 +1,138 @@
+"""Reading recorded spaces: Kernel Tuner caches, T4 files, workbench recordings; damaged input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.runners.recordings import RecordingError, load_recording, write_recording
+from workbench.runners.replay import ReplayRunner
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+KT_FILES = sorted(p for p in CACHES.glob("*.json*") if "_T4" not in p.name)
+
+
+@pytest.mark.parametrize("path", KT_FILES, ids=lambda p: p.name)
+def test_every_kernel_tuner_cache_loads(path: Path) -> None:
+    rec = load_recording(path)
+    raw = json.loads(
+        gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    )
+    assert rec.format == "kt-cache"
+    assert rec.device.name == raw["device_name"]
+    assert rec.parameter_names == tuple(raw["tune_params_keys"])
+    assert len(rec.entries) == len(raw["cache"])
+    ok = [v["time"] for v in raw["cache"].values() if not isinstance(v["time"], str)]
+    assert rec.optimum().value == min(ok)
+    assert sum(e.outcome is TrialOutcome.OK for e in rec.entries.values()) == len(ok)
+
+
+def test_t4_and_kt_versions_of_the_same_data_agree() -> None:
+    kt = load_recording(CACHES / "convolution_milo_A100.json.gz")
+    t4 = load_recording(CACHES / "convolution_milo_A100_T4.json.gz")
+    assert t4.format == "t4"
+    assert set(t4.parameter_names) == set(kt.parameter_names)
+    assert len(t4.entries) == len(kt.entries)
+    assert t4.optimum().value == pytest.approx(kt.optimum().value)
+    assert t4.optimum().config == kt.optimum().config
+    failed = {
+        o: sum(e.outcome is o for e in kt.entries.values())
+        for o in (TrialOutcome.COMPILE_FAILED, TrialOutcome.LAUNCH_FAILED)
+    }
+    assert failed == {TrialOutcome.COMPILE_FAILED: 6, TrialOutcome.LAUNCH_FAILED: 155}
+    assert {o: sum(e.outcome is o for e in t4.entries.values()) for o in failed} == failed
+
+
+def test_replay_runner_answers_with_its_source() -> None:
+    rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
+    runner = ReplayRunner(rec)
+    best = rec.optimum()
+    m = runner.evaluate(best.config)
+    assert m.outcome is TrialOutcome.OK and m.value == best.value and m.samples
+    assert "RTX 3090" in m.replayed_from and "pnpoly_RTX_3090.json.gz" in m.replayed_from
+    failed = next(e for e in rec.entries.values() if e.outcome is not TrialOutcome.OK)
+    assert runner.evaluate(failed.config).outcome is TrialOutcome.LAUNCH_FAILED
+    absent = {**best.config, "block_size_x": 99999}
+    assert runner.evaluate(absent).outcome is TrialOutcome.INFEASIBLE
+
+
+def test_workbench_recording_round_trip(tmp_path: Path) -> None:
+    device = DeviceInfo("NVIDIA H200", cc=90, driver="580.1")
+    entries = [
+        ({"A": 1, "B": "x"}, Measurement(TrialOutcome.OK, value=0.5, samples=(0.5, 0.51))),
+        ({"A": 2, "B": "x"}, Measurement.failure(TrialOutcome.WRONG, "mismatch at 3")),
+    ]
+    path = write_recording(
+        tmp_path / "r.json.gz",
+        kernel="k",
+        device=device,
+        parameters=[("A", [1, 2]), ("B", ["x"])],
+        entries=entries,
+        shape={"n": 8},
+        arch="sm_90",
+    )
+    rec = load_recording(path)
+    assert rec.format == "workbench" and rec.device == device and rec.shape == {"n": 8}
+    assert rec.lookup({"A": 1, "B": "x"}).samples == (0.5, 0.51)
+    assert rec.lookup({"A": 2, "B": "x"}).reason == "mismatch at 3"
+    assert rec.date is not None and rec.arch == "sm_90"
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda p: p.write_bytes(b""), "not valid JSON"),
+        (lambda p: p.write_bytes(b"\x1f\x8b\x08\x00garbage"), "gzip"),
+        (lambda p: p.write_text('{"cache": {'), "truncated"),
+        (lambda p: p.write_text("[1, 2]"), "JSON object"),
+        (lambda p: p.write_text('{"hello": 1}'), "unknown format"),
+        (
+            lambda p: p.write_text(
+                json.dumps(
+                    {
+                        "tune_params_keys": ["a"],
+                        "tune_params": {"a": [1]},
+                        "cache": {"1,2": {"time": 1.0}},
+                    }
+                )
+            ),
+            "does not match",
+        ),
+        (
+            lambda p: p.write_text(
+                json.dumps(
+                    {
+                        "tune_params_keys": ["a"],
+                        "tune_params": {"a": [1]},
+                        "cache": {"1": {"time": "Exploded"}},
+                    }
+                )
+            ),
+            "unknown failure",
+        ),
+        (
+            lambda p: p.write_text(json.dumps({"format": "workbench-recording", "version": 99})),
+            "version 99",
+        ),
+    ],
+)
+def test_damaged_recordings_are_refused(tmp_path: Path, make, message: str) -> None:  # noqa: ANN001
+    path = tmp_path / "bad.json"
+    make(path)
+    with pytest.raises(RecordingError, match=message) as info:
+        load_recording(path)
+    assert str(path) in str(info.value)
+
+
+def test_truncated_gzip_of_a_real_cache(tmp_path: Path) -> None:
+    data = (CACHES / "pnpoly_RTX_3090.json.gz").read_bytes()
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RecordingError, match="gzip"):
+        load_recording(path)
+    with pytest.raises(RecordingError, match="cannot read"):
+        load_recording(tmp_path / "missing.json")

@@ -1,0 +1,115 @@
+"""The store: round trips, one evaluation per config, schema versions, damage, locks."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.store import Store, StoreError
+
+
+def url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def fill(store: Store) -> tuple:
+    study = store.study(
+        kernel="k", shape_label="n=8", device_key="H200", parameters=[("A", [1, 2, 3])]
+    )
+    env = store.environment(DeviceInfo("H200", cc=90, driver="580"))
+    run = store.start_run(study, env, sampler="tpe", seed=0)
+    return study, env, run
+
+
+def test_round_trip_with_samples(tmp_path: Path) -> None:
+    store = Store(url(tmp_path / "s.sqlite"))
+    study, env, run = fill(store)
+    m = Measurement(
+        TrialOutcome.OK,
+        value=1.5,
+        samples=(1.4, 1.5, 1.6),
+        ci_low=1.4,
+        ci_high=1.6,
+        sm_clock_mhz=(1980.0, 1980.0, 1500.0),
+        throttled=(False, False, True),
+    )
+    assert store.record(study, run, env, {"A": 1}, m, elapsed_s=0.1) == 0
+    assert (
+        store.record(study, run, env, {"A": 2}, Measurement.failure(TrialOutcome.TIMEOUT, "hung"))
+        == 1
+    )
+    again = Store(url(tmp_path / "s.sqlite"))  # a new process would see the same
+    (s2,) = again.studies()
+    evs = again.evaluations(s2, with_samples=True)
+    assert [e.config for e in evs] == [{"A": 1}, {"A": 2}]
+    assert evs[0].measurement.samples == (1.4, 1.5, 1.6) and evs[0].measurement.value == 1.5
+    assert (
+        evs[1].measurement.outcome is TrialOutcome.TIMEOUT and evs[1].measurement.reason == "hung"
+    )
+    assert store.environment(DeviceInfo("H200", cc=90, driver="580")) == env
+
+
+def test_a_config_is_evaluated_once_per_study(tmp_path: Path) -> None:
+    store = Store(url(tmp_path / "s.sqlite"))
+    study, env, run = fill(store)
+    store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
+    with pytest.raises(StoreError, match="already evaluated"):
+        store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=2.0))
+    assert store.count_evaluations(study) == 1
+
+
+def test_study_with_other_parameters_is_refused(tmp_path: Path) -> None:
+    store = Store(url(tmp_path / "s.sqlite"))
+    fill(store)
+    with pytest.raises(StoreError, match="exists with parameters"):
+        store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=[("B", [1])])
+
+
+def test_older_and_newer_schemas(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    fill(store)
+    store.close()
+    for version, message in [(0, "no migration from 0"), (99, "newer than this workbench")]:
+        con = sqlite3.connect(path)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+        con.commit()
+        con.close()
+        with pytest.raises(StoreError, match=message):
+            Store(url(path))
+        con = sqlite3.connect(path)  # refused, and left intact
+        assert con.execute("SELECT count(*) FROM studies").fetchone() == (1,)
+        con.close()
+
+
+def test_foreign_and_damaged_files(tmp_path: Path) -> None:
+    foreign = tmp_path / "other.sqlite"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE accounts (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="not a workbench store"):
+        Store(url(foreign))
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a database|damaged"):
+        Store(url(junk))
+
+
+def test_locked_database_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path), lock_timeout_s=0.2)
+    study, env, run = fill(store)
+    blocker = sqlite3.connect(path, timeout=0.1)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
+    finally:
+        blocker.rollback()
+        blocker.close()
+    store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
+    assert store.count_evaluations(study) == 1

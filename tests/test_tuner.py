@@ -1,0 +1,216 @@
+"""The search loop on recorded spaces: budgets, repeats, failures, interruption, resume."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
+from workbench.runners.recordings import Recording, load_recording, write_recording
+from workbench.runners.replay import ReplayRunner
+from workbench.search.problem import RecordingProblem
+from workbench.search.tuner import Budget, StopReason, Tuner
+from workbench.spaces.model import Config
+from workbench.store import Store
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
+
+
+class CountingRunner(Runner):
+    """Replays a recording, counts real evaluations, and can be told to break at call k."""
+
+    def __init__(self, recording: Recording, interrupt_at: int | None = None) -> None:
+        self.inner = ReplayRunner(recording)
+        self.calls: list[Config] = []
+        self.interrupt_at = interrupt_at
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.inner.device
+
+    def evaluate(self, config: Config) -> Measurement:
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.calls.append(dict(config))
+        return self.inner.evaluate(config)
+
+
+def tune(
+    store_path: Path,
+    recording: Recording,
+    budget: Budget,
+    *,
+    sampler: str = "tpe",
+    seed: int = 0,
+    runner: Runner | None = None,
+):  # noqa: ANN201
+    store = Store(f"sqlite:///{store_path}")
+    problem = RecordingProblem(recording)
+    study = store.study(
+        kernel=recording.kernel,
+        shape_label=problem.shape_label,
+        device_key=recording.device.key(),
+        parameters=recording.parameters,
+    )
+    runner = runner or CountingRunner(recording)
+    return Tuner(problem, runner, store, study, sampler=sampler, seed=seed).run(budget), runner
+
+
+@pytest.fixture(scope="module")
+def pnpoly() -> Recording:
+    return load_recording(PNPOLY)
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "brute"])
+def test_budget_counts_unique_evaluations(tmp_path: Path, pnpoly: Recording, sampler: str) -> None:
+    result, runner = tune(tmp_path / "s.sqlite", pnpoly, Budget(evaluations=40), sampler=sampler)
+    assert result.stop is StopReason.BUDGET
+    assert result.evaluations == result.new_evaluations == 40
+    keys = [json.dumps(c, sort_keys=True) for c in runner.calls]
+    assert len(keys) == len(set(keys)) == 40  # nothing measured twice
+    assert result.best is not None
+    assert result.best.measurement.value == min(
+        e.measurement.value for e in result.history if e.measurement.outcome is TrialOutcome.OK
+    )
+
+
+def test_brute_force_follows_domain_order_and_exhausts(tmp_path: Path) -> None:
+    entries = [
+        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=float(10 - a - b)))
+        for a in (1, 2)
+        for b in (1, 2, 3)
+    ]
+    path = write_recording(
+        tmp_path / "tiny.json",
+        kernel="tiny",
+        device=DeviceInfo("GPU"),
+        parameters=[("a", [1, 2]), ("b", [1, 2, 3])],
+        entries=entries,
+    )
+    result, runner = tune(
+        tmp_path / "s.sqlite", load_recording(path), Budget(evaluations=50), sampler="brute"
+    )
+    assert result.stop is StopReason.EXHAUSTED and result.evaluations == 6
+    assert runner.calls == [c for c, _ in entries]
+    assert result.best.config == {"a": 2, "b": 3}
+
+
+def test_failed_configs_count_and_never_win(tmp_path: Path, pnpoly: Recording) -> None:
+    result, _ = tune(
+        tmp_path / "s.sqlite", pnpoly, Budget(evaluations=400), sampler="random", seed=3
+    )
+    failed = [e for e in result.history if e.measurement.outcome.failed]
+    assert failed, "pnpoly has 318 failed configs out of 4092: a 400 sample meets some"
+    assert result.evaluations == 400
+    assert result.best.measurement.outcome is TrialOutcome.OK
+
+
+def test_interrupt_then_resume_loses_nothing(tmp_path: Path, pnpoly: Recording) -> None:
+    store_path = tmp_path / "s.sqlite"
+    first, runner = tune(
+        store_path, pnpoly, Budget(evaluations=30), runner=CountingRunner(pnpoly, interrupt_at=12)
+    )
+    assert first.stop is StopReason.INTERRUPTED and first.evaluations == 12
+    second, runner2 = tune(store_path, pnpoly, Budget(evaluations=30))
+    assert second.evaluations == 30 and second.new_evaluations == 18
+    before = {json.dumps(c, sort_keys=True) for c in runner.calls}
+    after = {json.dumps(c, sort_keys=True) for c in runner2.calls}
+    assert not before & after  # resumed: nothing re-measured
+    con = sqlite3.connect(store_path)
+    assert con.execute("SELECT count(*) FROM evaluations").fetchone() == (30,)
+    statuses = [r[0] for r in con.execute("SELECT status FROM runs ORDER BY id")]
+    assert statuses == ["interrupted", "finished"]
+
+
+def test_patience_and_time_budgets(tmp_path: Path, pnpoly: Recording) -> None:
+    result, _ = tune(tmp_path / "a.sqlite", pnpoly, Budget(patience=5), sampler="brute")
+    assert result.stop is StopReason.PATIENCE
+    ok = [e.measurement.value for e in result.history if e.measurement.outcome is TrialOutcome.OK]
+    best_at = ok.index(min(ok))
+    assert len(ok) - 1 - best_at <= 5
+    start = time.perf_counter()
+    result, _ = tune(tmp_path / "b.sqlite", pnpoly, Budget(seconds=0.5), sampler="random")
+    assert result.stop is StopReason.TIME and time.perf_counter() - start < 5
+
+
+def test_a_space_where_everything_fails(tmp_path: Path) -> None:
+    entries = [
+        ({"a": a}, Measurement.failure(TrialOutcome.COMPILE_FAILED, "boom")) for a in (1, 2, 3)
+    ]
+    path = write_recording(
+        tmp_path / "bad.json",
+        kernel="bad",
+        device=DeviceInfo("GPU"),
+        parameters=[("a", [1, 2, 3])],
+        entries=entries,
+    )
+    result, _ = tune(tmp_path / "s.sqlite", load_recording(path), Budget(evaluations=10))
+    assert result.best is None and result.evaluations == 3
+    assert result.stop is StopReason.EXHAUSTED
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"evaluations": 0}, {"seconds": -1}, {"patience": 0}])
+def test_bad_budgets(kwargs: dict) -> None:
+    with pytest.raises(WorkbenchError):
+        Budget(**kwargs)
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from workbench.runners.recordings import load_recording
+    from workbench.runners.replay import ReplayRunner
+    from workbench.search.problem import RecordingProblem
+    from workbench.search.tuner import Budget, Tuner
+    from workbench.store import Store
+
+    class Slow(ReplayRunner):
+        def evaluate(self, config):
+            time.sleep(0.02)
+            return super().evaluate(config)
+
+    rec = load_recording(sys.argv[1])
+    store = Store("sqlite:///" + sys.argv[2])
+    problem = RecordingProblem(rec)
+    study = store.study(kernel=rec.kernel, shape_label=problem.shape_label,
+                        device_key=rec.device.key(), parameters=rec.parameters)
+    print("ready", flush=True)
+    Tuner(problem, Slow(rec), store, study, sampler="random").run(Budget(evaluations=int(sys.argv[3])))
+""")
+
+
+def test_kill_9_mid_run_leaves_an_intact_store_that_resumes(
+    tmp_path: Path, pnpoly: Recording
+) -> None:
+    script = tmp_path / "tune.py"
+    script.write_text(KILL_SCRIPT)
+    store_path = tmp_path / "s.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(PNPOLY), str(store_path), "100000"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(2.0)
+    proc.kill()
+    proc.wait()
+    con = sqlite3.connect(store_path)
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    done = con.execute("SELECT count(*) FROM evaluations").fetchone()[0]
+    con.close()
+    assert done > 5
+    result, runner = tune(
+        store_path, pnpoly, Budget(evaluations=done + 20), sampler="random", seed=1
+    )
+    assert result.evaluations == done + 20 and len(runner.calls) == 20
+    con = sqlite3.connect(store_path)
+    distinct = con.execute("SELECT count(DISTINCT config_id) FROM evaluations").fetchone()[0]
+    assert distinct == done + 20
