@@ -95,7 +95,7 @@ def test_foreign_and_damaged_files(tmp_path: Path) -> None:
         Store(url(foreign))
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match="not a database|damaged"):
+    with pytest.raises(StoreError, match=r"not a database|damaged"):
         Store(url(junk))
 
 

@@ -52,7 +52,7 @@ def tune(
     sampler: str = "tpe",
     seed: int = 0,
     runner: Runner | None = None,
-):  # noqa: ANN201
+):
     store = Store(f"sqlite:///{store_path}")
     problem = RecordingProblem(recording)
     study = store.study(
@@ -183,7 +183,8 @@ KILL_SCRIPT = textwrap.dedent("""
     study = store.study(kernel=rec.kernel, shape_label=problem.shape_label,
                         device_key=rec.device.key(), parameters=rec.parameters)
     print("ready", flush=True)
-    Tuner(problem, Slow(rec), store, study, sampler="random").run(Budget(evaluations=int(sys.argv[3])))
+    budget = Budget(evaluations=int(sys.argv[3]))
+    Tuner(problem, Slow(rec), store, study, sampler="random").run(budget)
 """)
 
 
