@@ -43,9 +43,11 @@ def test_round_trip_with_samples(tmp_path: Path) -> None:
     )
     again = Store(url(tmp_path / "s.sqlite"))  # a new process would see the same
     (s2,) = again.studies()
-    evs = again.evaluations(s2, with_samples=True)
+    evs = again.evaluations(s2)
     assert [e.config for e in evs] == [{"A": 1}, {"A": 2}]
     assert evs[0].measurement.samples == (1.4, 1.5, 1.6) and evs[0].measurement.value == 1.5
+    assert evs[0].measurement.throttled == (False, False, True)
+    assert [e.sequence for e in evs] == [0, 1]
     assert (
         evs[1].measurement.outcome is TrialOutcome.TIMEOUT and evs[1].measurement.reason == "hung"
     )

@@ -213,5 +213,5 @@ def test_kill_9_mid_run_leaves_an_intact_store_that_resumes(
     )
     assert result.evaluations == done + 20 and len(runner.calls) == 20
     con = sqlite3.connect(store_path)
-    distinct = con.execute("SELECT count(DISTINCT config_id) FROM evaluations").fetchone()[0]
+    distinct = con.execute("SELECT count(DISTINCT config_key) FROM evaluations").fetchone()[0]
     assert distinct == done + 20

@@ -104,36 +104,32 @@ class Run(Base):
     study: Mapped[Study] = relationship(back_populates="runs")
 
 
-class ConfigRow(Base):
-    """A configuration of a study's space (its parameter values, keyed by a stable label)."""
-
-    __tablename__ = "configs"
-    __table_args__ = (UniqueConstraint("study_id", "key"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
-    key: Mapped[str] = mapped_column(String(1000))
-    params: Mapped[dict] = mapped_column(JSON)
-
-
 class Evaluation(Base):
-    """The measurement of one config in one study (answered from here on repeats)."""
+    """The measurement of one config in one study (answered from here on repeats).
+
+    Raw samples are kept whole, as JSON arrays beside the summary: one row per evaluation
+    keeps the per-trial write to a single insert.
+    """
 
     __tablename__ = "evaluations"
     __table_args__ = (
-        UniqueConstraint("study_id", "config_id"),
+        UniqueConstraint("study_id", "config_key"),
         Index("ix_evaluations_study_value", "study_id", "value"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
-    config_id: Mapped[int] = mapped_column(ForeignKey("configs.id"))
+    config_key: Mapped[str] = mapped_column(String(1000))  #: ``BLOCK=256,ITEMS=4``
+    params: Mapped[dict] = mapped_column(JSON)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
     environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
-    sequence: Mapped[int] = mapped_column(Integer)  #: 0, 1, 2... unique evaluations in the study
     outcome: Mapped[str] = mapped_column(String(20))
     value: Mapped[float | None] = mapped_column(Float)
     ci_low: Mapped[float | None] = mapped_column(Float)
     ci_high: Mapped[float | None] = mapped_column(Float)
     n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    samples: Mapped[list | None] = mapped_column(JSON)  #: every timing sample (ms)
+    sm_clock_mhz: Mapped[list | None] = mapped_column(JSON)  #: SM clock per sample
+    throttled: Mapped[list | None] = mapped_column(JSON)  #: throttling flag per sample
     reason: Mapped[str] = mapped_column(Text, default="")
     compile_seconds: Mapped[float | None] = mapped_column(Float)
     verify_max_error: Mapped[float | None] = mapped_column(Float)
@@ -143,24 +139,14 @@ class Evaluation(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Sample(Base):
-    """One raw timing sample of an evaluation (every sample is kept)."""
-
-    __tablename__ = "samples"
-    evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluations.id"), primary_key=True)
-    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
-    value: Mapped[float] = mapped_column(Float)
-    sm_clock_mhz: Mapped[float | None] = mapped_column(Float)
-    throttled: Mapped[bool | None] = mapped_column(Boolean)
-
-
 class CompileRecord(Base):
     """What the compiler said about a config: resources and the log (failures included)."""
 
     __tablename__ = "compile_results"
-    __table_args__ = (UniqueConstraint("config_id", "arch"),)
+    __table_args__ = (UniqueConstraint("study_id", "config_key", "arch"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    config_id: Mapped[int] = mapped_column(ForeignKey("configs.id"))
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"))
+    config_key: Mapped[str] = mapped_column(String(1000))
     arch: Mapped[str] = mapped_column(String(20))
     cache_key: Mapped[str | None] = mapped_column(String(64))
     ok: Mapped[bool] = mapped_column(Boolean)

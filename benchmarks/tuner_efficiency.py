@@ -1,0 +1,272 @@
+"""Search efficiency on recorded spaces: the workbench's samplers against Kernel Tuner's strategies.
+
+For each recorded space (any Kernel Tuner cache file or T4 file), each sampler of ours and each
+Kernel Tuner strategy (``simulation_mode``, same file) searches with budgets of unique
+evaluations, repeated with different seeds. Scores follow the autotuning methodology
+(FACTS.md): ``P(t) = (S(t) - B(t)) / (f_opt - B(t))``, where ``S(t)`` is the mean best value
+found after ``t`` unique evaluations, ``B(t)`` the exact expected best of random search without
+replacement after ``t`` evaluations, and ``f_opt`` the recorded optimum: random search scores 0,
+finding the optimum scores 1.
+
+Equal footing: both tools search the same space, the configurations the file holds, failed
+ones included (a failed configuration costs one evaluation and yields no value; Kernel Tuner's
+own ``tune_cache`` would drop failed configurations from its space, so this script passes a
+restriction that keeps them). A run that finds no valid value scores with the worst recorded
+value.
+
+    python benchmarks/tuner_efficiency.py ../shared/datasets/tuning-caches/*.json.gz \\
+        --budgets 50,100,200 --repeats 10 --json benchmarks/out/tuner_efficiency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.runners.base import TrialOutcome
+from workbench.runners.recordings import Recording, load_recording
+from workbench.runners.replay import ReplayRunner
+from workbench.search.problem import RecordingProblem
+from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.tuner import Budget, Tuner
+from workbench.store import Store
+
+#: Kernel Tuner strategies compared by default: every single-objective strategy that needs no
+#: extra package (skopt needs scikit-optimize, pyatf_strategies needs pyATF; nsga2/nsga3 are
+#: multi-objective; brute_force is not a search).
+KT_STRATEGIES = (
+    "random_sample", "genetic_algorithm", "greedy_ils", "greedy_mls", "ordered_greedy_mls", "mls",
+    "dual_annealing", "simulated_annealing", "diff_evo", "pso", "firefly_algorithm",
+    "basinhopping", "minimize", "bayes_opt", "hybrid_vndx", "adaptive_tabu_greywolf",
+)
+#: Our samplers compared by default (gp needs PyTorch; brute is not a search).
+WB_SAMPLERS = tuple(s for s in SAMPLERS if s not in ("gp", "brute"))
+
+
+@dataclass(frozen=True)
+class Space:
+    """A recorded space prepared for scoring."""
+
+    name: str
+    path: Path
+    recording: Recording
+    values: np.ndarray  #: objective of every recorded config, +inf for failed ones
+    f_opt: float
+    worst: float
+
+    def random_baseline(self, t: int) -> float:
+        """Exact expected best value of ``t`` random draws without replacement."""
+        n = len(self.values)
+        t = min(t, n)
+        vals = np.sort(np.where(np.isfinite(self.values), self.values, self.worst))
+        k = np.arange(1, n + 1)
+        # P(min is the k-th smallest) = C(n - k, t - 1) / C(n, t)
+        with np.errstate(invalid="ignore"):
+            logp = (_lcomb(n - k, t - 1) - _lcomb(n, t))
+        p = np.where(n - k >= t - 1, np.exp(logp), 0.0)
+        return float(np.sum(p * vals) / np.sum(p))
+
+    def score(self, best: float, t: int) -> float:
+        b = self.random_baseline(t)
+        if math.isclose(b, self.f_opt):
+            return 1.0 if math.isclose(best, self.f_opt) else 0.0  # degenerate: budget >= space
+        return (b - best) / (b - self.f_opt)
+
+
+def _lcomb(n: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
+    n = np.asarray(n, dtype=float)
+    k = np.asarray(k, dtype=float)
+    from scipy.special import gammaln
+
+    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
+
+
+def load_space(path: Path) -> Space:
+    rec = load_recording(path)
+    values = np.array([e.value if e.outcome is TrialOutcome.OK else np.inf
+                       for e in rec.entries.values()], dtype=float)
+    finite = values[np.isfinite(values)]
+    return Space(path.name.split(".json")[0], path, rec, values, float(finite.min()),
+                 float(finite.max()))
+
+
+# ---- runs: each returns the objective of every unique evaluation in order (None: failed) ----
+
+
+def run_workbench(space: Space, sampler: str, budget: int, seed: int) -> list[float | None]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{tmp}/s.sqlite")
+        problem = RecordingProblem(space.recording)
+        study = store.study(kernel=space.name, shape_label="recorded", device_key="replay",
+                            parameters=space.recording.parameters)
+        result = Tuner(problem, ReplayRunner(space.recording), store, study, sampler=sampler,
+                       seed=seed).run(Budget(evaluations=budget))
+        store.close()
+    return [e.measurement.value for e in result.history]
+
+
+def run_kernel_tuner(space: Space, strategy: str, budget: int, seed: int,
+                     plain_cache: Path) -> list[float | None]:
+    import kernel_tuner
+
+    rec = space.recording
+    keys = list(rec.parameter_names)
+    recorded = set(rec.entries)
+
+    def in_recording(p: dict) -> bool:
+        return tuple(p[k] for k in keys) in recorded
+
+    raw = json.loads(plain_cache.read_text())
+    size = raw["problem_size"]
+    size = tuple(size) if isinstance(size, list) else (size,)
+    random.seed(seed)  # Kernel Tuner ignores its seed argument: seed the generators it uses
+    np.random.seed(seed)
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache = Path(tmp) / "cache.json"
+        cache.write_bytes(plain_cache.read_bytes())
+        results, _env = kernel_tuner.tune_kernel(
+            raw["kernel_name"], "", size, [], raw["tune_params"], cache=str(cache),
+            restrictions=in_recording, simulation_mode=True, strategy=strategy,
+            strategy_options={"max_fevals": budget}, quiet=True, objective="time",
+        )
+    trace: list[float | None] = []
+    seen: set[tuple] = set()
+    for r in results:
+        if not r:
+            continue
+        key = tuple(r[k] for k in keys)
+        if key in seen:
+            continue
+        seen.add(key)
+        value = r.get("time")
+        ok = "__error__" not in r and isinstance(value, int | float)
+        trace.append(float(value) if ok else None)
+    return trace[:budget]
+
+
+def best_after(trace: Sequence[float | None], t: int, worst: float) -> float:
+    values = [v for v in trace[:t] if v is not None]
+    return min(values) if values else worst
+
+
+def evals_to_within(trace: Sequence[float | None], f_opt: float, frac: float) -> int | None:
+    best = math.inf
+    for i, v in enumerate(trace, 1):
+        if v is not None and v < best:
+            best = v
+        if best <= f_opt * (1 + frac):
+            return i
+    return None
+
+
+def median_or_none(values: list[int | None]) -> float | None:
+    as_float = [math.inf if v is None else float(v) for v in values]
+    m = statistics.median(as_float)
+    return None if math.isinf(m) else m
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("caches", nargs="+", type=Path)
+    parser.add_argument("--budgets", default="50,100,200")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--samplers", default=",".join(WB_SAMPLERS))
+    parser.add_argument("--kt-strategies", default=",".join(KT_STRATEGIES))
+    parser.add_argument("--tools", default="workbench,kernel_tuner")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    budgets = sorted(int(b) for b in args.budgets.split(","))
+    tools = args.tools.split(",")
+    records: list[dict] = []
+    started = time.perf_counter()
+    for path in args.caches:
+        space = load_space(path)
+        print(f"\n{space.name}: {len(space.values)} recorded configs on "
+              f"{space.recording.device.name}, optimum {space.f_opt:.5g}", flush=True)
+        plain = None
+        if "kernel_tuner" in tools and space.recording.format == "kt-cache":
+            tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+            raw = path.read_bytes()
+            tmp.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+            tmp.close()
+            plain = Path(tmp.name)
+        runs: list[tuple[str, str, bool]] = []
+        if "workbench" in tools:
+            runs += [("workbench", s, False) for s in args.samplers.split(",") if s]
+        if plain is not None:
+            runs += [("kernel_tuner", s, True) for s in args.kt_strategies.split(",") if s]
+        for tool, strategy, per_budget in runs:
+            traces: dict[int, list[list[float | None]]] = {b: [] for b in budgets}
+            t0 = time.perf_counter()
+            for rep in range(args.repeats):
+                if per_budget:  # Kernel Tuner strategies plan with max_fevals: one run per budget
+                    for b in budgets:
+                        traces[b].append(run_kernel_tuner(space, strategy, b, rep, plain))
+                else:  # our samplers do not look at the budget: prefixes of one run
+                    trace = run_workbench(space, strategy, budgets[-1], rep)
+                    for b in budgets:
+                        traces[b].append(trace[:b])
+            for b in budgets:
+                bests = [best_after(tr, b, space.worst) for tr in traces[b]]
+                record = {
+                    "space": space.name, "tool": tool, "strategy": strategy, "budget": b,
+                    "repeats": args.repeats,
+                    "score": space.score(statistics.fmean(bests), b),
+                    "mean_best": statistics.fmean(bests),
+                    "evals_to_within_5pct": median_or_none(
+                        [evals_to_within(tr, space.f_opt, 0.05) for tr in traces[b]]),
+                    "evals_to_within_1pct": median_or_none(
+                        [evals_to_within(tr, space.f_opt, 0.01) for tr in traces[b]]),
+                }
+                records.append(record)
+            line = "  ".join(f"{r['score']:6.3f}" for r in records[-len(budgets):])
+            print(f"  {tool:<13}{strategy:<24}{line}   ({time.perf_counter() - t0:.1f}s)",
+                  flush=True)
+        if plain is not None:
+            os.unlink(plain)
+    print_table(records, budgets)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "benchmark": "tuner_efficiency",
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+            "python": sys.version.split()[0], "default_sampler": DEFAULT_SAMPLER,
+            "seconds": time.perf_counter() - started, "records": records,
+        }, indent=1))
+        print(f"wrote {args.json}")
+
+
+def print_table(records: list[dict], budgets: list[int]) -> None:
+    """Mean score over spaces per (tool, strategy) and budget, best first."""
+    by: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in records:
+        by.setdefault((r["tool"], r["strategy"]), {}).setdefault(r["budget"], []).append(r["score"])
+    rows = sorted(by.items(), key=lambda kv: -statistics.fmean(
+        statistics.fmean(v) for v in kv[1].values()))
+    print("\nmean score over spaces (1 = optimum found, 0 = random search)")
+    print(f"{'tool':<14}{'strategy':<24}" + "".join(f"{'t=' + str(b):>9}" for b in budgets))
+    for (tool, strategy), per_budget in rows:
+        cells = "".join(f"{statistics.fmean(per_budget[b]):9.3f}" for b in budgets)
+        print(f"{tool:<14}{strategy:<24}{cells}")
+
+
+if __name__ == "__main__":
+    main()
