@@ -36,16 +36,16 @@ def test_round_trip_with_samples(tmp_path: Path) -> None:
         sm_clock_mhz=(1980.0, 1980.0, 1500.0),
         throttled=(False, False, True),
     )
-    assert store.record(study, run, env, {"A": 1}, m, elapsed_s=0.1) == 0
-    assert (
-        store.record(study, run, env, {"A": 2}, Measurement.failure(TrialOutcome.TIMEOUT, "hung"))
-        == 1
-    )
+    first = store.record(study, run, env, {"A": 1}, m, elapsed_s=0.1)
+    timeout = Measurement.failure(TrialOutcome.TIMEOUT, "hung")
+    assert store.record(study, run, env, {"A": 2}, timeout) > first
     again = Store(url(tmp_path / "s.sqlite"))  # a new process would see the same
     (s2,) = again.studies()
     evs = again.evaluations(s2)
     assert [e.config for e in evs] == [{"A": 1}, {"A": 2}]
     assert evs[0].measurement.samples == (1.4, 1.5, 1.6) and evs[0].measurement.value == 1.5
+    assert evs[0].measurement.throttled == (False, False, True)
+    assert [e.sequence for e in evs] == [0, 1]
     assert evs[0].measurement.throttled == (False, False, True)
     assert [e.sequence for e in evs] == [0, 1]
     assert (
