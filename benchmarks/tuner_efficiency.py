@@ -202,11 +202,11 @@ def main() -> None:
               f"{space.recording.device.name}, optimum {space.f_opt:.5g}", flush=True)
         plain = None
         if "kernel_tuner" in tools and space.recording.format == "kt-cache":
-            tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+            fd, name = tempfile.mkstemp(suffix=".json")
             raw = path.read_bytes()
-            tmp.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-            tmp.close()
-            plain = Path(tmp.name)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+            plain = Path(name)
         runs: list[tuple[str, str, bool]] = []
         if "workbench" in tools:
             runs += [("workbench", s, False) for s in args.samplers.split(",") if s]

@@ -1,0 +1,431 @@
+"""Host-side buffers of one problem: random inputs, output initial contents, scalar arguments,
+and the kernel's argument list, all from the space file's ``inputs``/``outputs``/``args``.
+
+Inputs depend only on (space, shape, seed), never on the config, so they are drawn once per
+shape and every config of a search sees the same data. Outputs are poisoned before a launch
+(NaN for floats, a fixed bit pattern for integers) so that an element the kernel never wrote
+cannot pass for a result; ``init:`` outputs (accumulators) start from their value, ``scratch``
+outputs from zero. Nothing here touches a GPU.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from workbench.devices import arch_namespace
+from workbench.errors import ConfigError, ExpressionError
+from workbench.expressions import Expression
+from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, Value
+from workbench.spaces.schema import Distribution, DType
+from workbench.spaces.space import Space
+
+#: Host dtype of each space-file dtype (ml_dtypes for the formats numpy lacks).
+DTYPES: Mapping[DType, np.dtype] = {
+    DType.INT8: np.dtype(np.int8),
+    DType.UINT8: np.dtype(np.uint8),
+    DType.INT16: np.dtype(np.int16),
+    DType.INT32: np.dtype(np.int32),
+    DType.UINT32: np.dtype(np.uint32),
+    DType.INT64: np.dtype(np.int64),
+    DType.FLOAT16: np.dtype(np.float16),
+    DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    DType.FLOAT32: np.dtype(np.float32),
+    DType.FLOAT64: np.dtype(np.float64),
+    DType.FLOAT8_E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
+}
+FLOAT_DTYPES = frozenset(
+    {
+        DType.FLOAT16,
+        DType.BFLOAT16,
+        DType.FLOAT32,
+        DType.FLOAT64,
+        DType.FLOAT8_E4M3,
+        DType.FLOAT8_E5M2,
+    }
+)
+#: Poison byte of float outputs: all-ones is a NaN in every float format above (e4m3fn's only
+#: NaN is S.1111.111) with the sign bit set, so it differs from the canonical NaN a GPU computes
+#: (0x7FFFFFFF for fp32, 0x7FFF for fp16) and "never written" stays distinguishable.
+FLOAT_POISON_BYTE = 0xFF
+#: Poison byte of integer outputs: 0xA5A5A5A5 (-1515870811 as int32) is no count, index or
+#: small sum. Only elements that also differ from the reference are reported as untouched.
+INT_POISON_BYTE = 0xA5
+#: By-value argument types of ``args`` entries.
+SCALAR_DTYPES: Mapping[str, np.dtype] = {
+    name: np.dtype(name) for name in ("int32", "int64", "uint32", "float32", "float64")
+}
+#: Each kernel argument gets an 8-byte slot: every by-value type here is at most 8 bytes and
+#: 8-byte slots keep each one aligned.
+ARG_SLOT_BYTES = 8
+#: Draws before giving up on an input that keeps coming out all zeros.
+ZERO_REDRAWS = 8
+
+
+def numpy_dtype(dtype: DType) -> np.dtype:
+    """The host dtype of a space-file dtype."""
+    return DTYPES[dtype]
+
+
+def is_float(dtype: DType) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+# -- inputs --------------------------------------------------------------------------------
+def make_inputs(space: Space, seed: int) -> dict[str, np.ndarray]:
+    """Random inputs for ``space``'s shape: one independent stream per input name.
+
+    Raises:
+        ConfigError: an input's shape uses a parameter or fails to evaluate, or its
+            distribution gives only zeros in its dtype.
+    """
+    env = _shape_env(space)
+    config_names = set(space.spec.parameter_names) | {name for name, _ in space.spec.derived}
+    out: dict[str, np.ndarray] = {}
+    for spec in space.spec.inputs:
+        for expr in spec.shape:
+            used = sorted(expr.names & config_names)
+            if used:
+                raise ConfigError(
+                    f"input {spec.name}: shape `{expr.text}` uses {', '.join(used)}; inputs "
+                    "must depend on the problem shape only (they are drawn once per shape)"
+                )
+        shape = eval_shape(spec.shape, env, f"input {spec.name}")
+        rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
+        out[spec.name] = draw_input(spec, shape, rng)
+    return out
+
+
+def draw_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """One input array, never all zeros.
+
+    ``randint`` draws integers from ``low`` up to but excluding ``high`` (numpy's convention,
+    as the space loader reads it); integer dtypes round and clip a float distribution into
+    their range; narrow float formats clip to their largest finite value instead of
+    overflowing to inf/NaN.
+
+    Raises:
+        ConfigError: ``ZERO_REDRAWS`` draws in a row came out all zeros.
+    """
+    for _ in range(ZERO_REDRAWS):
+        arr = _cast(_draw(spec, shape, rng), spec.dtype)
+        if (arr != 0).any():
+            return arr
+    raise ConfigError(
+        f"input {spec.name}: the {spec.distribution.value} distribution gives only zeros in "
+        f"{spec.dtype.value}; widen it (inputs must never be all zeros)"
+    )
+
+
+_INTS = tuple(d for d in DType if d not in FLOAT_DTYPES)
+
+
+def _draw(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    # draw narrow floats in float32: half the memory of float64 for a 2**28-element input
+    work = np.float64 if spec.dtype in (DType.FLOAT64, *_INTS) else np.float32
+    if spec.distribution is Distribution.RANDINT:
+        low, high = math.ceil(spec.low), math.ceil(spec.high)
+        if high <= low:
+            raise ConfigError(f"input {spec.name}: no integer in [{spec.low}, {spec.high})")
+        return rng.integers(low, high, size=shape, dtype=np.int64)
+    if spec.distribution is Distribution.NORMAL:
+        values = rng.standard_normal(size=shape, dtype=work)
+        values *= spec.std
+        values += spec.mean
+        return values
+    values = rng.random(size=shape, dtype=work)
+    values *= spec.high - spec.low
+    values += spec.low
+    return values
+
+
+def _cast(values: np.ndarray, dtype: DType) -> np.ndarray:
+    target = numpy_dtype(dtype)
+    if not is_float(dtype):
+        info = np.iinfo(target)
+        if values.dtype.kind == "f":
+            values = np.rint(values)
+        return np.clip(values, info.min, info.max).astype(target)
+    if dtype not in (DType.FLOAT32, DType.FLOAT64):
+        limit = float(ml_dtypes.finfo(target).max)
+        values = np.clip(values, -limit, limit)
+    return values.astype(target)
+
+
+# -- outputs -------------------------------------------------------------------------------
+class OutputRole(enum.Enum):
+    """How an output starts before a launch."""
+
+    POISONED = "poisoned"  #: NaN / bit pattern; compared with the reference
+    INITIALIZED = "initialized"  #: the space file's ``init:`` value (accumulators); compared
+    SCRATCH = "scratch"  #: zeroed before every launch; never compared
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The initial content of a buffer: one element's bytes, repeated.
+
+    ``word_size``/``word`` give the shortest repeating unit (1, 2, 4 or 8 bytes), so that a
+    device can set it with one memset of that width (cuMemsetD8/D16/D32).
+    """
+
+    pattern: bytes
+
+    @property
+    def word_size(self) -> int:
+        for size in (1, 2, 4):
+            unit = self.pattern[:size]
+            if len(self.pattern) % size == 0 and unit * (len(self.pattern) // size) == (
+                self.pattern
+            ):
+                return size
+        return len(self.pattern)
+
+    @property
+    def word(self) -> int:
+        """The repeating unit as an unsigned little-endian integer."""
+        return int.from_bytes(self.pattern[: self.word_size], "little")
+
+    def host(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """A host array of ``shape`` holding this fill."""
+        count = math.prod(shape)
+        unit = np.frombuffer(self.pattern, dtype=np.uint8)
+        return np.tile(unit, count).view(dtype).reshape(shape)
+
+
+@dataclass(frozen=True)
+class OutputBuffer:
+    """One output of one config: dtype, shape, role and initial content."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    role: OutputRole
+    fill: Fill
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return numpy_dtype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.np_dtype.itemsize
+
+    @property
+    def compared(self) -> bool:
+        """Whether the reference checks this output."""
+        return self.role is not OutputRole.SCRATCH
+
+    @property
+    def reset_each_launch(self) -> bool:
+        """Whether timed launches restore it first (accumulators, semaphores, workspaces)."""
+        return self.role is not OutputRole.POISONED
+
+    def initial(self) -> np.ndarray:
+        """The host array the buffer holds before a launch."""
+        return self.fill.host(self.np_dtype, self.shape)
+
+
+def poison_pattern(dtype: DType) -> bytes:
+    """One element of poison: NaN for float formats, ``INT_POISON_BYTE``s for integers."""
+    byte = FLOAT_POISON_BYTE if is_float(dtype) else INT_POISON_BYTE
+    return bytes([byte]) * numpy_dtype(dtype).itemsize
+
+
+def output_buffers(space: Space, config: Mapping[str, Value]) -> tuple[OutputBuffer, ...]:
+    """The outputs of ``config``: shapes and dtypes evaluated, roles and fills decided.
+
+    Raises:
+        ConfigError: a shape or dtype expression fails, or an ``init`` value does not fit.
+    """
+    env = _config_env(space, config)
+    return tuple(_output(spec, env) for spec in space.spec.outputs)
+
+
+def _output(spec: OutputSpec, env: Mapping[str, object]) -> OutputBuffer:
+    dtype = spec.dtype_for(env)
+    shape = eval_shape(spec.shape, env, f"output {spec.name}")
+    if spec.scratch:
+        role, pattern = OutputRole.SCRATCH, bytes(numpy_dtype(dtype).itemsize)
+    elif spec.init is not None:
+        role, pattern = OutputRole.INITIALIZED, _init_pattern(spec.name, spec.init, dtype)
+    else:
+        role, pattern = OutputRole.POISONED, poison_pattern(dtype)
+    return OutputBuffer(spec.name, dtype, shape, role, Fill(pattern))
+
+
+def _init_pattern(name: str, value: float, dtype: DType) -> bytes:
+    target = numpy_dtype(dtype)
+    if not is_float(dtype):
+        info = np.iinfo(target)
+        if not float(value).is_integer() or not info.min <= value <= info.max:
+            raise ConfigError(f"output {name}: init {value} is not a {dtype.value} value")
+        return np.array(int(value), dtype=target).tobytes()
+    return np.array(value, dtype=np.float64).astype(target).tobytes()
+
+
+# -- scalar arguments and the argument list ------------------------------------------------
+@dataclass(frozen=True)
+class BufferArg:
+    """A kernel argument that is the device address of an input or output buffer."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ScalarValue:
+    """A by-value kernel argument, already converted to its C type's value."""
+
+    dtype: str  #: int32, int64, uint32, float32 or float64
+    value: int | float
+    name: str | None = None
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return SCALAR_DTYPES[self.dtype]
+
+
+KernelArg = BufferArg | ScalarValue
+
+
+def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelArg, ...]:
+    """The kernel's arguments in ``args`` order: buffers by name, scalars evaluated and typed.
+
+    Raises:
+        ConfigError: a scalar expression fails or its value does not fit its type.
+    """
+    env = _config_env(space, config)
+    out: list[KernelArg] = []
+    for i, arg in enumerate(space.spec.args):
+        if isinstance(arg, ScalarArg):
+            where = f"args[{i}]" + (f" ({arg.name})" if arg.name else "")
+            value = _evaluate(arg.value, env, where)
+            out.append(ScalarValue(arg.dtype, typed_scalar(value, arg.dtype, where), arg.name))
+        else:
+            out.append(BufferArg(arg))
+    return tuple(out)
+
+
+def named_scalars(args: Sequence[KernelArg]) -> dict[str, int | float]:
+    """The named scalar arguments, as the reference sees them (``call.scalars``)."""
+    return {a.name: a.value for a in args if isinstance(a, ScalarValue) and a.name}
+
+
+def typed_scalar(value: object, dtype: str, where: str = "scalar") -> int | float:
+    """``value`` as the C type ``dtype`` holds it (float32 rounding applied).
+
+    Raises:
+        ConfigError: not a number, not an integer for an integer type, or out of range.
+    """
+    target = SCALAR_DTYPES[dtype]
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {value!r} is not a number")
+    if target.kind in "iu":
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ConfigError(f"{where}: {value!r} is not an integer ({dtype})")
+            value = int(value)
+        info = np.iinfo(target)
+        if not info.min <= value <= info.max:
+            raise ConfigError(f"{where}: {value} does not fit in {dtype}")
+        return value
+    if not math.isfinite(value) or abs(value) > float(np.finfo(target).max):
+        raise ConfigError(f"{where}: {value!r} is not a finite {dtype}")
+    return float(target.type(value))
+
+
+@dataclass(frozen=True, eq=False)
+class ArgPack:
+    """Kernel arguments laid out for ``cuLaunchKernel``'s ``kernelParams``: ``pointers`` is the
+    ``void**`` array, each entry the address of the argument's value inside ``storage``.
+
+    Keep the pack alive until the launch call has returned (the driver copies the values).
+    """
+
+    storage: np.ndarray
+    pointers: np.ndarray
+    sizes: tuple[int, ...]
+
+    @property
+    def address(self) -> int:
+        """The ``void**`` to pass as ``kernelParams`` (0 for a kernel without arguments)."""
+        return int(self.pointers.ctypes.data) if len(self.sizes) else 0
+
+
+def pack_arguments(values: Sequence[tuple[np.dtype, int | float]]) -> ArgPack:
+    """Lay out ``(dtype, value)`` pairs; a device pointer is ``(uint64, address)``.
+
+    Raises:
+        ValueError: a type wider than ``ARG_SLOT_BYTES``.
+    """
+    storage = np.zeros(max(1, len(values)) * ARG_SLOT_BYTES, dtype=np.uint8)
+    sizes = []
+    for i, (dtype, value) in enumerate(values):
+        dt = np.dtype(dtype)
+        if dt.itemsize > ARG_SLOT_BYTES:
+            raise ValueError(f"argument {i}: {dt} is wider than {ARG_SLOT_BYTES} bytes")
+        raw = np.array(value, dtype=dt).tobytes()
+        storage[i * ARG_SLOT_BYTES : i * ARG_SLOT_BYTES + len(raw)] = np.frombuffer(
+            raw, dtype=np.uint8
+        )
+        sizes.append(dt.itemsize)
+    base = int(storage.ctypes.data)
+    pointers = np.array(
+        [base + i * ARG_SLOT_BYTES for i in range(len(values))] or [0], dtype=np.uint64
+    )
+    return ArgPack(storage, pointers, tuple(sizes))
+
+
+# -- expressions ---------------------------------------------------------------------------
+def eval_shape(
+    exprs: Sequence[Expression], env: Mapping[str, object], where: str
+) -> tuple[int, ...]:
+    """Evaluate a buffer shape: every dimension a positive integer.
+
+    Raises:
+        ConfigError: an expression fails or gives something else.
+    """
+    dims = []
+    for expr in exprs:
+        value = _evaluate(expr, env, where)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: shape `{expr.text}` gave {value!r}, not a size >= 1")
+        dims.append(value)
+    return tuple(dims)
+
+
+def _evaluate(expr: Expression, env: Mapping[str, object], where: str) -> object:
+    try:
+        return expr.evaluate(env)
+    except ExpressionError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _config_env(space: Space, config: Mapping[str, Value]) -> dict[str, object]:
+    try:
+        return space.env(config)
+    except ExpressionError as exc:
+        raise ConfigError(f"{space.spec.name}: {exc}") from exc
+
+
+def _shape_env(space: Space) -> dict[str, object]:
+    """Names an input shape may use: the problem shape, ``device.*`` and ``arch.*``."""
+    env: dict[str, object] = {**space.device.namespace(), **arch_namespace(space.arch)}
+    for name, size in space.shape.items():
+        env[name] = env[f"shape.{name}"] = size
+    return env

@@ -1,0 +1,282 @@
+"""The executor inside the CUDA worker process: owns the context, runs what the parent asks.
+
+Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per shape (from ``.npy``
+files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
+for verification, ``TimeKernel`` to warm up and take samples until the stopping rule is
+satisfied, with an L2 flush before each sample (one event pair per sample) and the SM clock
+read after it. Every config's launches sit inside an NVTX range ``kernel/config`` in the
+``workbench`` domain, so ``ncu --nvtx --nvtx-include "workbench@reduce/BLOCK=256,.../"`` and
+nsys can pick them out.
+
+Progress is reported between stages and at most every ``HEARTBEAT_S`` while timing: the parent
+kills the worker when it hears nothing for its per-launch timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.runners.buffers import BufferArg, OutputBuffer, pack_arguments
+from workbench.runners.cuda.driver import (
+    DeviceBuffer,
+    DeviceProperties,
+    Gpu,
+    Kernel,
+    L2Flush,
+)
+from workbench.runners.cuda.nvml import ClockReader
+from workbench.runners.protocol import (
+    InputsLoaded,
+    KernelJob,
+    LoadInputs,
+    OutputFiles,
+    RunOnce,
+    TimeKernel,
+    Timing,
+    write_raw,
+)
+from workbench.runners.supervisor import Progress
+from workbench.runners.timing import is_throttled
+
+#: Loaded modules kept per worker (a search revisits configs; a module is a few hundred KB).
+MODULE_CACHE = 32
+#: Longest gap between progress reports while warming up or timing (s).
+HEARTBEAT_S = 0.25
+#: NVTX domain of every range the worker opens.
+NVTX_DOMAIN = "workbench"
+
+
+class NvtxRanges:
+    """NVTX push/pop ranges in the ``workbench`` domain, or nothing without the package."""
+
+    def __init__(self) -> None:
+        try:
+            import nvtx
+        except ImportError:
+            self._nvtx: Any = None
+            self.note = "no NVTX: the nvtx package is not installed (no ranges for ncu/nsys)"
+        else:
+            self._nvtx = nvtx
+            self.note = ""
+
+    @contextlib.contextmanager
+    def range(self, name: str) -> Iterator[None]:
+        if self._nvtx is None:
+            yield
+            return
+        self._nvtx.push_range(message=name, domain=NVTX_DOMAIN)
+        try:
+            yield
+        finally:
+            self._nvtx.pop_range(domain=NVTX_DOMAIN)
+
+
+class Heartbeat:
+    """Reports progress at stage changes and at most every ``HEARTBEAT_S`` within a stage."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self._last = 0.0
+        self._stage = ""
+
+    def __call__(self, stage: str, detail: str = "") -> None:
+        now = time.monotonic()
+        if stage != self._stage or now - self._last >= HEARTBEAT_S:
+            self.progress(f"{stage} {detail}".strip())
+            self._stage, self._last = stage, now
+
+
+class CudaExecutor:
+    """Owns the primary context of one GPU and answers the runner's requests.
+
+    Args:
+        ordinal: CUDA device ordinal.
+
+    Raises:
+        CudaError: no driver or device, or the context cannot be set up.
+    """
+
+    def __init__(self, ordinal: int = 0) -> None:
+        self.gpu = Gpu(ordinal)
+        self.props: DeviceProperties = self.gpu.properties()
+        self.clocks, self.clock_note = ClockReader.open(self.props.uuid)
+        self.ranges = NvtxRanges()
+        self.flusher = L2Flush(self.gpu, self.props.limits["l2_bytes"])
+        self.inputs: dict[str, DeviceBuffer] = {}
+        self.inputs_key: str | None = None
+        self.outputs: dict[str, DeviceBuffer] = {}
+        self.kernels: OrderedDict[str, Kernel] = OrderedDict()
+
+    def info(self) -> Mapping[str, Any]:
+        p, clocks = self.props, self.clocks
+        return {
+            "device": {
+                "name": p.name,
+                "cc": p.cc,
+                "uuid": p.uuid,
+                "driver": clocks.driver_version if clocks else None,
+                "cuda": p.cuda,
+                "sm_clock_max_mhz": _int(clocks.max_sm_clock_mhz if clocks else None)
+                or p.sm_clock_max_mhz,
+                "memory_clock_mhz": _int(clocks.max_memory_clock_mhz if clocks else None)
+                or p.memory_clock_mhz,
+            },
+            "cc": p.cc,
+            "limits": dict(p.limits),
+            "notes": [n for n in (self.clock_note, self.ranges.note) if n],
+        }
+
+    def handle(self, request: Any, progress: Progress) -> Any:
+        if isinstance(request, LoadInputs):
+            return self._load_inputs(request, progress)
+        if isinstance(request, RunOnce):
+            return self._run_once(request, progress)
+        if isinstance(request, TimeKernel):
+            return self._time(request, progress)
+        raise TypeError(f"the CUDA worker does not handle {type(request).__name__}")
+
+    # -- inputs --------------------------------------------------------------------------
+    def _load_inputs(self, request: LoadInputs, progress: Progress) -> InputsLoaded:
+        start = time.perf_counter()
+        for buf in self.inputs.values():
+            self.gpu.free(buf)
+        self.inputs, self.inputs_key = {}, None
+        total = 0
+        for f in request.files:
+            progress(f"loading input {f.name}")
+            host = np.load(f.path, mmap_mode="r", allow_pickle=False)
+            buf = self.gpu.alloc(f.nbytes)
+            self.inputs[f.name] = buf
+            self.gpu.upload(buf, host)
+            total += f.nbytes
+        self.inputs_key = request.key
+        return InputsLoaded(request.key, total, time.perf_counter() - start)
+
+    # -- one config ----------------------------------------------------------------------
+    def _kernel(self, job: KernelJob) -> Kernel:
+        kernel = self.kernels.get(job.module_key)
+        if kernel is None:
+            kernel = self.gpu.load(job.cubin, job.entry)
+            self.kernels[job.module_key] = kernel
+            while len(self.kernels) > MODULE_CACHE:
+                _, old = self.kernels.popitem(last=False)
+                self.gpu.unload(old)
+        else:
+            self.kernels.move_to_end(job.module_key)
+        self.gpu.prepare(kernel, job.launch)
+        return kernel
+
+    def _output(self, out: OutputBuffer) -> DeviceBuffer:
+        buf = self.outputs.get(out.name)
+        if buf is None or buf.nbytes < out.nbytes:
+            if buf is not None:
+                self.gpu.free(buf)
+            buf = self.outputs[out.name] = self.gpu.alloc(out.nbytes)
+        return DeviceBuffer(buf.ptr, out.nbytes)
+
+    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list]:
+        progress("loading module")
+        kernel = self._kernel(job)
+        outputs = [(o, self._output(o)) for o in job.outputs]
+        buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
+        values = []
+        for arg in job.args:
+            if isinstance(arg, BufferArg):
+                if arg.name not in buffers:
+                    raise _NotLoaded(f"buffer {arg.name} is not loaded (inputs: {self.inputs_key})")
+                values.append((np.dtype(np.uint64), buffers[arg.name].ptr))
+            else:
+                values.append((arg.np_dtype, arg.value))
+        return kernel, pack_arguments(values), outputs
+
+    def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
+        job = request.job
+        kernel, args, outputs = self._prepare(job, progress)
+        with self.ranges.range(job.label):
+            progress("filling outputs")
+            for out, buf in outputs:
+                self.gpu.fill(buf, out.fill)
+            progress("launch")
+            start = time.perf_counter()
+            self.gpu.launch(kernel, job.launch, args)
+            self.gpu.synchronize()
+            seconds = time.perf_counter() - start
+        progress("copying outputs back")
+        paths = {}
+        for out, buf in outputs:
+            host = np.empty(out.nbytes, dtype=np.uint8)
+            self.gpu.download(buf, host)
+            path = Path(request.out_dir) / f"{out.name}.npy"
+            write_raw(path, host)
+            paths[out.name] = str(path)
+        return OutputFiles(paths, seconds)
+
+    def _time(self, request: TimeKernel, progress: Progress) -> Timing:
+        job, opts = request.job, request.options
+        kernel, args, outputs = self._prepare(job, progress)
+        resets = [(o, b) for o, b in outputs if o.reset_each_launch]
+        beat = Heartbeat(progress)
+        start = time.perf_counter()
+        with self.ranges.range(job.label):
+            warmups = 0
+            while warmups < opts.warmup_min_launches or time.perf_counter() - start < opts.warmup_s:
+                for out, buf in resets:
+                    self.gpu.fill(buf, out.fill)
+                self.gpu.launch(kernel, job.launch, args)
+                self.gpu.synchronize()
+                warmups += 1
+                beat("warm-up", f"launch {warmups}")
+            rule = opts.rule.clone()
+            rule.reset()
+            max_clock = self.clocks.max_sm_clock_mhz if self.clocks else None
+            samples: list[float] = []
+            clocks: list[float | None] = []
+            flags: list[bool] = []
+            while not rule.done():
+                for out, buf in resets:
+                    self.gpu.fill(buf, out.fill)
+                if opts.flush_l2:
+                    self.flusher.flush()
+                samples.append(self.gpu.timed_launch(kernel, job.launch, args))
+                clocks.append(self.clocks.sm_clock_mhz() if self.clocks else None)
+                flags.append(is_throttled(clocks[-1], max_clock, opts.throttle_fraction))
+                rule.add(samples[-1], throttled=flags[-1])
+                beat("timing", f"sample {len(samples)}")
+        assert rule.stop_reason is not None
+        return Timing(
+            samples_ms=tuple(samples),
+            sm_clock_mhz=tuple(clocks) if self.clocks else (),
+            throttled=tuple(flags),
+            max_sm_clock_mhz=max_clock,
+            stop_reason=rule.stop_reason,
+            warmup_launches=warmups,
+            seconds=time.perf_counter() - start,
+            clock_note=self.clock_note,
+        )
+
+    def close(self) -> None:
+        for kernel in self.kernels.values():
+            self.gpu.unload(kernel)
+        for buf in (*self.inputs.values(), *self.outputs.values()):
+            self.gpu.free(buf)
+        self.flusher.close()
+        if self.clocks:
+            self.clocks.close()
+        self.gpu.close()
+
+
+class _NotLoaded(RuntimeError):
+    """A request names a buffer the worker does not hold (a protocol bug, not the kernel's)."""
+
+    recoverable = True
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)

@@ -1,0 +1,113 @@
+"""The requests a kernel-running worker answers, and how arrays travel to and from it.
+
+Plain data only: the parent decides everything (binary, geometry, arguments, output fills,
+timing options) so that the worker's job is to execute. Arrays never go through the pipe:
+the parent writes the inputs once per shape as ``.npy`` files of raw bytes in a temporary
+directory, and the worker writes outputs back the same way (raw bytes, because ``np.save``
+cannot round-trip the ml_dtypes formats: bfloat16 comes back as void, float8_e5m2 not at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.runners.buffers import KernelArg, OutputBuffer
+from workbench.runners.timing import StopReason, TimingOptions
+from workbench.spaces.launch import Launch
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input array as raw bytes in an ``.npy`` file."""
+
+    name: str
+    path: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class LoadInputs:
+    """Replace the worker's inputs with these (once per shape, and after every restart)."""
+
+    key: str  #: shape and seed, to recognise the set
+    files: tuple[InputFile, ...]
+
+
+@dataclass(frozen=True)
+class InputsLoaded:
+    key: str
+    nbytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class KernelJob:
+    """One configuration, ready to launch."""
+
+    label: str  #: ``kernel/config_label``: the NVTX range around its launches
+    module_key: str  #: the compile key: one loaded module per key
+    cubin: bytes
+    entry: str  #: the (mangled) symbol to launch
+    launch: Launch
+    args: tuple[KernelArg, ...]
+    outputs: tuple[OutputBuffer, ...]
+
+
+@dataclass(frozen=True)
+class RunOnce:
+    """Fill the outputs, launch once, and write every output to ``out_dir/NAME.npy``."""
+
+    job: KernelJob
+    out_dir: str
+
+
+@dataclass(frozen=True)
+class OutputFiles:
+    paths: Mapping[str, str]
+    seconds: float  #: wall time of the launch and its synchronisation
+
+
+@dataclass(frozen=True)
+class TimeKernel:
+    """Warm up, then take samples until the stopping rule says done."""
+
+    job: KernelJob
+    options: TimingOptions
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The samples of one configuration, as measured."""
+
+    samples_ms: tuple[float, ...]
+    sm_clock_mhz: tuple[float | None, ...]  #: per sample; None where it could not be read
+    throttled: tuple[bool, ...]
+    max_sm_clock_mhz: float | None
+    stop_reason: StopReason
+    warmup_launches: int
+    seconds: float  #: wall time of warm-up and sampling
+    clock_note: str = ""  #: why no clock was read ("" when it was)
+
+
+def write_raw(path: Path | str, array: np.ndarray) -> int:
+    """Write ``array``'s bytes as a flat uint8 ``.npy`` file; returns the byte count."""
+    raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    np.save(path, raw, allow_pickle=False)
+    return int(raw.nbytes)
+
+
+def read_raw(path: Path | str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Read a file written by :func:`write_raw` back as ``dtype`` and ``shape`` (memory-mapped).
+
+    Raises:
+        ValueError: the file holds another number of bytes.
+    """
+    raw = np.load(path, mmap_mode="r", allow_pickle=False)
+    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if raw.dtype != np.uint8 or raw.size != expected:
+        raise ValueError(f"{path}: {raw.size} bytes of {raw.dtype}; expected {expected} bytes")
+    return raw.view(dtype).reshape(shape)

@@ -1,0 +1,381 @@
+"""The parent side of running kernels in a worker: compile, verify, time, and survive faults.
+
+:class:`WorkerRunner` turns a configuration into a :class:`~workbench.runners.base.Measurement`:
+it checks the config against the space, compiles through the cache, builds the launch (geometry,
+arguments, output fills), has the worker launch it once on poisoned outputs and compares the
+outputs with the reference (first run of each config only; a wrong config stays wrong), then
+has the worker time it. Everything that can go wrong with one config becomes a failed
+measurement with its reason; the worker is restarted after a crash, a hang or a lost context,
+and the next config runs as if nothing happened.
+
+The executor in the worker is a parameter: :class:`~workbench.runners.cuda.CudaRunner` plugs
+in the CUDA executor, and the tests plug in executors that crash, hang or lie on purpose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
+from workbench.devices import DeviceSpec
+from workbench.errors import ArchError, CompileError, ConfigError, ToolchainError, WorkbenchError
+from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
+from workbench.runners.buffers import kernel_arguments, make_inputs, named_scalars, output_buffers
+from workbench.runners.protocol import (
+    InputFile,
+    KernelJob,
+    LoadInputs,
+    OutputFiles,
+    RunOnce,
+    TimeKernel,
+    Timing,
+    read_raw,
+    write_raw,
+)
+from workbench.runners.reference import ExpectedOutputs
+from workbench.runners.supervisor import (
+    Executor,
+    Supervisor,
+    WorkerFault,
+    WorkerStartError,
+    WorkerTimeout,
+)
+from workbench.runners.timing import TimingOptions, TimingSummary, summarize
+from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
+from workbench.spaces.launch import launch_geometry, work_counts
+from workbench.spaces.model import Config, config_label, shape_label
+from workbench.spaces.space import Space
+from workbench.toolchain import Arch, nvrtc_version
+
+#: Longest silence of the worker during a launch, its synchronisation or a timing sample (s).
+LAUNCH_TIMEOUT_S = 10.0
+#: Longest the worker may take to start (CUDA context, L2 flush buffer) or to load inputs.
+STARTUP_TIMEOUT_S = 120.0
+
+
+class WorkerRunner(Runner):
+    """Evaluates configurations of ``space`` with an executor in a supervised worker process.
+
+    Args:
+        space: the space (its shape, arch and device preset).
+        cache: compile cache (None: compile every time).
+        executor_factory: picklable callable building the executor inside the worker.
+        shape: the problem shape, when not the space's own.
+        seed: seed of the random inputs (inputs depend on shape and seed only).
+        timing: warm-up, L2 flush, stopping rule and throttling options.
+        launch_timeout_s: the longest the worker may be silent during a launch or a sample
+            before it is killed and the config recorded as TIMEOUT.
+        startup_timeout_s: the longest the worker may take to start or load inputs.
+        verify: compare each new config with the reference (needs one in the space).
+        workdir: where the temporary directory for input/output files goes.
+
+    Raises:
+        WorkbenchError: no reference while ``verify``; the worker cannot start; the space's
+            arch cannot run on the worker's device; inputs cannot be drawn.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        cache: CompileCache | None = None,
+        *,
+        executor_factory: Callable[[], Executor],
+        shape: Mapping[str, int] | None = None,
+        seed: int = 0,
+        timing: TimingOptions | None = None,
+        launch_timeout_s: float = LAUNCH_TIMEOUT_S,
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        verify: bool = True,
+        workdir: Path | str | None = None,
+    ) -> None:
+        if shape is not None and dict(shape) != space.shape:
+            space = Space(space.spec, shape=shape, arch=space.arch, device=space.device)
+        if verify and space.spec.reference is None:
+            raise WorkbenchError(
+                f"{space.spec.name}: the space file has no reference, so no config can be "
+                "verified; add one (reference: {python: module:function, ...}) or pass verify=False"
+            )
+        self.space = space
+        self.cache = cache
+        self.seed = seed
+        self.timing = timing or TimingOptions()
+        self.launch_timeout_s = launch_timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.verdicts: dict[str, Verdict] = {}
+        self._supervisor = Supervisor(
+            executor_factory, startup_timeout_s=startup_timeout_s, name=f"wb-{space.spec.name}"
+        )
+        self._tmp = Path(tempfile.mkdtemp(prefix="workbench-run-", dir=workdir))
+        self._inputs_generation = 0
+        try:
+            info = self._supervisor.info
+            self._device = device_info(info)
+            self.notes: tuple[str, ...] = tuple(info.get("notes", ()))
+            self.space = self._live_space(info)
+            self.inputs = make_inputs(self.space, seed)
+            self._input_files = self._write_inputs()
+            reference = self.space.spec.reference
+            self._expected = (
+                ExpectedOutputs(reference.target, self.inputs, self.space.shape)
+                if verify and reference is not None
+                else None
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    # -- Runner --------------------------------------------------------------------------
+    @property
+    def device(self) -> DeviceInfo:
+        return self._device
+
+    @property
+    def restarts(self) -> int:
+        """How many times the worker was restarted after a fault."""
+        return self._supervisor.restarts
+
+    def evaluate(self, config: Config) -> Measurement:
+        config = dict(config)
+        problems = self.space.explain(config)
+        if problems:
+            return Measurement.failure(
+                TrialOutcome.INFEASIBLE, "; ".join(p.message for p in problems)
+            )
+        compiled = self._compile(config)
+        if isinstance(compiled, Measurement):
+            return compiled
+        extra: dict[str, Any] = {"compile_seconds": compiled.seconds}
+        try:
+            job = self._job(config, compiled)
+        except ConfigError as exc:
+            return Measurement.failure(TrialOutcome.INFEASIBLE, str(exc), **extra)
+        label = config_label(config)
+        try:
+            verdict = self.verdicts.get(label)
+            if verdict is None and self._expected is not None:
+                verdict = self.verdicts[label] = self._verify(config, job)
+            if verdict is not None:
+                extra["verify_max_error"] = verdict.max_abs_error
+                if not verdict.ok:
+                    return Measurement.failure(TrialOutcome.WRONG, verdict.reason, **extra)
+            timing = self._request(TimeKernel(job, self.timing), self.launch_timeout_s, "timing")
+        except WorkerStartError:
+            raise
+        except WorkerFault as fault:
+            return fault_measurement(fault, job.label, **extra)
+        return self._measurement(config, timing, extra)
+
+    def close(self) -> None:
+        self._supervisor.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # -- stages --------------------------------------------------------------------------
+    def _compile(self, config: Config) -> CompileResult | Measurement:
+        try:
+            result = compile_job(make_job(self.space, config), self.cache)
+        except ToolchainError:
+            raise
+        except CompileError as exc:
+            return Measurement.failure(TrialOutcome.COMPILE_FAILED, str(exc))
+        if not result.ok or result.cubin is None or not result.entry:
+            log = result.log.strip() or "no binary or no entry symbol"
+            return Measurement.failure(
+                TrialOutcome.COMPILE_FAILED, log, compile_seconds=result.seconds
+            )
+        return result
+
+    def _job(self, config: Config, compiled: CompileResult) -> KernelJob:
+        assert compiled.cubin is not None and compiled.entry is not None
+        return KernelJob(
+            label=f"{self.space.spec.name}/{config_label(config)}",
+            module_key=compiled.key,
+            cubin=compiled.cubin,
+            entry=compiled.entry,
+            launch=launch_geometry(self.space, config),
+            args=kernel_arguments(self.space, config),
+            outputs=output_buffers(self.space, config),
+        )
+
+    def _verify(self, config: Config, job: KernelJob) -> Verdict:
+        out_dir = self._tmp / "outputs"
+        out_dir.mkdir(exist_ok=True)
+        reply: OutputFiles = self._request(
+            RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch"
+        )
+        try:
+            got = {o.name: read_raw(reply.paths[o.name], o.np_dtype, o.shape) for o in job.outputs}
+            assert self._expected is not None and self.space.spec.reference is not None
+            expected = self._expected.get(config, named_scalars(job.args), job.outputs)
+            tolerance = tolerance_for(self.space.spec.reference, self.space.env(config))
+            return verify_outputs(got, expected, job.outputs, tolerance)
+        finally:  # the arrays are memory-mapped: unlinking keeps them readable until dropped
+            for path in reply.paths.values():
+                Path(path).unlink(missing_ok=True)
+
+    def _request(self, request: object, timeout_s: float, stage: str) -> Any:
+        """Send ``request`` to a worker that holds this runner's inputs."""
+        if self._inputs_generation != self._supervisor.generation or not self._supervisor.alive:
+            self._supervisor.start()
+            generation = self._supervisor.generation
+            try:
+                self._supervisor.call(
+                    LoadInputs(self._inputs_key, self._input_files),
+                    self.startup_timeout_s,
+                    "loading inputs",
+                )
+            except WorkerFault as fault:
+                raise WorkbenchError(f"cannot load the inputs into the worker: {fault}") from fault
+            self._inputs_generation = generation
+        return self._supervisor.call(request, timeout_s, stage)
+
+    def _measurement(self, config: Config, timing: Timing, extra: dict[str, Any]) -> Measurement:
+        summary = summarize(timing.samples_ms, timing.throttled, level=self.timing.ci_level)
+        metrics = {
+            "mean_ms": summary.mean,
+            "stdev_ms": summary.stdev,
+            "rel_stderr": summary.rel_stderr,
+            "ci_coverage": summary.ci_coverage,
+            "samples_used": float(summary.n_used),
+            "samples_throttled": float(sum(summary.throttled)),
+            "warmup_launches": float(timing.warmup_launches),
+            "timing_seconds": timing.seconds,
+        }
+        metrics.update(throughput(self.space, config, summary.median))
+        clocks = tuple(float("nan") if c is None else float(c) for c in timing.sm_clock_mhz)
+        return Measurement(
+            outcome=TrialOutcome.OK,
+            value=summary.median,
+            samples=summary.samples,
+            ci_low=summary.ci_low,
+            ci_high=summary.ci_high,
+            reason=timing_note(summary, timing, self.notes),
+            sm_clock_mhz=clocks,
+            throttled=summary.throttled,
+            metrics=metrics,
+            **extra,
+        )
+
+    # -- setup ---------------------------------------------------------------------------
+    @property
+    def _inputs_key(self) -> str:
+        return f"{shape_label(self.space.shape)};seed={self.seed}"
+
+    def _write_inputs(self) -> tuple[InputFile, ...]:
+        files = []
+        for name, array in self.inputs.items():
+            path = self._tmp / f"input-{name}.npy"
+            files.append(InputFile(name, str(path), write_raw(path, array)))
+        return tuple(files)
+
+    def _live_space(self, info: Mapping[str, Any]) -> Space:
+        """The space on the worker's real device: its limits, and an arch that runs there.
+
+        Raises:
+            ArchError: the space's arch does not run on the device.
+        """
+        cc = info.get("cc")
+        if isinstance(cc, int) and not cubin_runs_on(self.space.arch, cc):
+            raise ArchError(
+                f"{self.space.spec.name}: the space compiles for {self.space.arch.sm}, which "
+                f"does not run on {self._device.name} (sm_{cc}); choose an arch with the "
+                "GPU's major version and a minor version no higher than its own"
+            )
+        limits = info.get("limits")
+        if not limits:
+            return self.space
+        device = live_device(self.space.device, self._device.name, limits)
+        if device == self.space.device:
+            return self.space
+        return Space(self.space.spec, shape=self.space.shape, arch=self.space.arch, device=device)
+
+
+def cubin_runs_on(arch: Arch, device_cc: int) -> bool:
+    """Whether a CUBIN for ``arch`` loads on a device of compute capability ``device_cc``.
+
+    A CUBIN runs on its own major version with an equal or higher minor version; an
+    arch-specific target (``sm_90a``) runs only on exactly its compute capability.
+    """
+    major, minor = divmod(device_cc, 10)
+    if arch.suffix == "a":
+        return arch.cc == device_cc
+    return arch.major == major and minor >= arch.minor
+
+
+_PEAKS = ("peak_int8_tops", "peak_fp8_tflops", "peak_fp16_tflops", "peak_fp32_tflops")
+
+
+def live_device(preset: DeviceSpec, gpu_name: str, limits: Mapping[str, int]) -> DeviceSpec:
+    """``preset`` with the limits the driver reported for the real GPU.
+
+    The preset's datasheet peaks are kept when its model number appears in ``gpu_name``
+    (``H200`` in ``NVIDIA H200``) and zeroed (unknown) otherwise.
+    """
+    fields = {f.name for f in dataclasses.fields(DeviceSpec)}
+    changes: dict[str, Any] = {k: int(v) for k, v in limits.items() if k in fields}
+    models = [t for t in re.split(r"[\s\-]+", preset.name) if any(c.isdigit() for c in t)]
+    same_model = any(m.lower() in gpu_name.lower() for m in models)
+    if not same_model:
+        changes.update({k: 0.0 for k in _PEAKS})
+        changes["dram_bandwidth_gbs"] = 0.0
+    updated = dataclasses.replace(preset, **changes)
+    if updated == preset:
+        return preset
+    source = f"driver limits of {gpu_name}; " + (
+        f"peaks: {preset.source} ({preset.name})" if same_model else "peaks unknown"
+    )
+    return dataclasses.replace(updated, name=gpu_name or preset.name, source=source)
+
+
+def device_info(info: Mapping[str, Any]) -> DeviceInfo:
+    """The worker's ``info["device"]`` as a DeviceInfo (unknown keys ignored)."""
+    raw = dict(info.get("device") or {})
+    fields = {f.name for f in dataclasses.fields(DeviceInfo)}
+    kwargs = {k: v for k, v in raw.items() if k in fields}
+    kwargs.setdefault("name", "unknown device")
+    if kwargs.get("toolkit") is None:
+        try:
+            kwargs["toolkit"] = f"nvrtc {nvrtc_version()}"
+        except ToolchainError:
+            kwargs["toolkit"] = None
+    return DeviceInfo(**kwargs)
+
+
+def fault_measurement(fault: WorkerFault, label: str, **extra: Any) -> Measurement:
+    """A worker fault as a failed measurement: TIMEOUT for a hang, LAUNCH_FAILED otherwise."""
+    hung = isinstance(fault, WorkerTimeout)
+    outcome = TrialOutcome.TIMEOUT if hung else TrialOutcome.LAUNCH_FAILED
+    stage = f" during {fault.stage}" if fault.stage and fault.stage not in str(fault) else ""
+    restarted = "; the worker was restarted" if fault.restarted else ""
+    return Measurement.failure(outcome, f"{fault}{stage} [{label}]{restarted}", **extra)
+
+
+def throughput(space: Space, config: Config, median_ms: float) -> dict[str, float]:
+    """Achieved rates at the median time, from the space's work model ({} when it fails)."""
+    try:
+        ops, nbytes = work_counts(space, config)
+    except ConfigError:
+        return {}
+    if median_ms <= 0:
+        return {}
+    seconds = median_ms * 1e-3
+    return {"gb_per_s": nbytes / seconds / 1e9, "tera_ops_per_s": ops / seconds / 1e12}
+
+
+def timing_note(summary: TimingSummary, timing: Timing, notes: tuple[str, ...]) -> str:
+    """How the samples were taken, for an OK measurement's ``reason``."""
+    parts = [
+        f"median of {summary.n_used} samples ({timing.stop_reason.value}, rel. stderr "
+        f"{100 * summary.rel_stderr:.2f} %, {100 * summary.ci_coverage:.1f} % CI)"
+    ]
+    if any(summary.throttled):
+        parts.append(f"{sum(summary.throttled)} throttled samples left out")
+    if summary.all_throttled:
+        parts.append("every sample was throttled: the median includes them")
+    parts.extend(n for n in notes if n)
+    return "; ".join(parts)
