@@ -155,3 +155,14 @@ def test_console_script_has_no_traceback_on_bad_input() -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stderr.strip().startswith("error:")
+
+
+@pytest.mark.parametrize("args", [["run", "reduce"], ["record", "reduce", "-o", "/tmp/r.json"]])
+def test_gpu_commands_say_there_is_no_gpu(args: list[str]) -> None:
+    from workbench.gpu import probe_gpu
+
+    if probe_gpu().available:
+        pytest.skip("a GPU is present")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "no CUDA GPU" in result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workbench.cli import compile_cmd, space_cmds, tune_cmd
+from workbench.cli import compile_cmd, run_cmds, space_cmds, tune_cmd
 
 app = typer.Typer(
     name="workbench",
@@ -20,6 +20,8 @@ app.command("kernels")(space_cmds.kernels)
 app.command("space")(space_cmds.space)
 app.command("compile")(compile_cmd.compile_command)
 app.command("tune")(tune_cmd.tune)
+app.command("run")(run_cmds.run)
+app.command("record")(run_cmds.record)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -103,11 +103,11 @@ def plan_space_replay(store: Store, space: Space, recording: Recording) -> TuneP
         )
     problem = SpaceProblem(space)
     optimum = recording.optimum()
-    study = _space_study(
+    study = space_study(
         store, space, recording.device.key(), recording.source, optimum.value if optimum else None
     )
     env = store.environment(recording.device, replay_source=recording.source)
-    unit, throughput = _throughput(space)
+    unit, throughput = throughput_of(space)
     return TunePlan(
         problem,
         ReplayRunner(recording),
@@ -120,7 +120,7 @@ def plan_space_replay(store: Store, space: Space, recording: Recording) -> TuneP
     )
 
 
-def _space_study(
+def space_study(
     store: Store,
     space: Space,
     device_key: str,
@@ -142,7 +142,7 @@ def _space_study(
     )
 
 
-def _throughput(space: Space) -> tuple[str, Throughput]:
+def throughput_of(space: Space) -> tuple[str, Throughput]:
     unit = space.spec.work.unit
 
     def per_second(config: Config, ms: float) -> float | None:

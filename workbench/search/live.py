@@ -1,0 +1,25 @@
+"""Set up a tune that measures on the local GPU (the CUDA runner)."""
+
+from __future__ import annotations
+
+from workbench.compiler import CompileCache
+from workbench.gitinfo import repo_state
+from workbench.runners.cuda.runner import CudaRunner
+from workbench.search.problem import SpaceProblem
+from workbench.search.session import TunePlan, space_study, throughput_of
+from workbench.spaces.space import Space
+from workbench.store import Store
+
+
+def plan_live(store: Store, space: Space, cache: CompileCache, *, seed: int = 0) -> TunePlan:
+    """A plan whose evaluations compile, verify and time on GPU 0.
+
+    Raises:
+        NoGpuError, WorkbenchError: no GPU, or the runner cannot start.
+    """
+    runner = CudaRunner(space, cache, seed=seed)
+    git = repo_state(space.spec.source)
+    env = store.environment(runner.device, git_commit=git.commit, git_dirty=git.dirty)
+    study = space_study(store, space, runner.device.key(), None, None)
+    unit, throughput = throughput_of(space)
+    return TunePlan(SpaceProblem(space), runner, study, env, None, unit, throughput)
