@@ -77,3 +77,71 @@ __device__ __forceinline__ TileCoord tile_of_block(int block, int tiles_m, int t
   const int in_group = block % per_group;
   return TileCoord{first_m + in_group % rows, in_group / rows};
 }
+
+// ---- Output stores ---------------------------------------------------------------------------
+// Two outputs of the same row as one vector: int2 / __half2 / __nv_bfloat162 / float2.
+#if OUT_int32
+using OutPair = int2;
+#elif OUT_float16
+using OutPair = __half2;
+#elif OUT_bfloat16
+using OutPair = __nv_bfloat162;
+#else
+using OutPair = float2;
+#endif
+
+// C[m, n] and C[m, n + 1] through the epilogue, for an even n. One 2-element vector store when
+// both columns exist and the pair is aligned (N even), else element by element. Callers guard
+// m < M; the column guard is here.
+__device__ __forceinline__ void store_out_pair(OutT* __restrict__ C, int N, int m, int n, i32 acc0,
+                                               i32 acc1, const float* __restrict__ row_scale,
+                                               const float* __restrict__ col_scale) {
+  OutT* row = C + static_cast<i64>(m) * N;
+  if (N % 2 == 0 && n + 1 < N) {
+    OutPair pair;
+    pair.x = epilogue(acc0, m, n, row_scale, col_scale);
+    pair.y = epilogue(acc1, m, n + 1, row_scale, col_scale);
+    *reinterpret_cast<OutPair*>(row + n) = pair;
+  } else {
+    if (n < N) row[n] = epilogue(acc0, m, n, row_scale, col_scale);
+    if (n + 1 < N) row[n + 1] = epilogue(acc1, m, n + 1, row_scale, col_scale);
+  }
+}
+
+// ---- Split-K through a workspace -------------------------------------------------------------
+// With SPLIT_K > 1, blockIdx.z picks a slice of the K range, and the slices of one output tile
+// meet in the int32 workspace (zeroed before the first launch):
+//   workspace[0, M*N)                             partial sums, row-major like C
+//   workspace[M*N, M*N + tiles_m*tiles_n)          one arrival counter per output tile
+// Every slice adds its partial sums (splitk_add), then counts its arrival (splitk_arrive). The
+// slice that arrives last reads the totals (splitk_take), applies the epilogue and writes C. It
+// leaves zeros behind (sums and counter), so the next launch needs no memset. Blocks are 1-D.
+
+// Add one partial sum (atomics resolve in L2; the return value is unused: a RED instruction).
+__device__ __forceinline__ void splitk_add(i32* workspace, int N, int m, int n, i32 partial) {
+  atomicAdd(workspace + static_cast<i64>(m) * N + n, partial);
+}
+
+// Count this slice's arrival at output tile `tile`; true, in every thread of the block, for the
+// slice that arrives last. Call after all of the block's splitk_add calls, from all threads.
+__device__ __forceinline__ bool splitk_arrive(i32* workspace, int M, int N, int tile, int slices) {
+  __threadfence();  // this thread's partial sums are visible GPU-wide before the arrival counts
+  __syncthreads();  // every thread of the block has added and fenced
+  int last = 0;
+  if (threadIdx.x == 0) {
+    i32* counter = workspace + static_cast<i64>(M) * N + tile;
+    last = atomicAdd(counter, 1) == slices - 1;
+    if (last) *counter = 0;  // every slice has arrived: reset for the next launch
+  }
+  last = __syncthreads_or(last);  // broadcast thread 0's answer
+  if (last) __threadfence();      // the other slices' sums are seen after their arrival
+  return last;
+}
+
+// In the last slice: the total for C[m, n], read from L2 (never a stale L1 line), and zeroed.
+__device__ __forceinline__ i32 splitk_take(i32* workspace, int N, int m, int n) {
+  i32* p = workspace + static_cast<i64>(m) * N + n;
+  const i32 total = __ldcg(p);
+  __stcg(p, 0);
+  return total;
+}
