@@ -102,7 +102,8 @@ def lint(
         and not has_opcode(instructions, "QMMA")
         and has_opcode(instructions, "HMMA")
     ):
-        unpacks = len(find_opcode(instructions, "F2FP"))
+        # F2FP also packs the epilogue's outputs (F2FP.BF16.F32.PACK_AB): count unpacks only
+        unpacks = sum("UNPACK" in i.opcode for i in find_opcode(instructions, "F2FP"))
         found.append(
             Lint(
                 kernel,
