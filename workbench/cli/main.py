@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from workbench.cli import compile_cmd, run_cmds, space_cmds, tune_cmd
+from workbench.cli import compile_cmd, run_cmds, space_cmds, store_cmds, tune_cmd
 
 app = typer.Typer(
     name="workbench",
@@ -22,6 +22,7 @@ app.command("compile")(compile_cmd.compile_command)
 app.command("tune")(tune_cmd.tune)
 app.command("run")(run_cmds.run)
 app.command("record")(run_cmds.record)
+app.add_typer(store_cmds.app, name="store")
 
 
 if __name__ == "__main__":  # pragma: no cover

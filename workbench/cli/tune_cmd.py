@@ -23,6 +23,7 @@ from workbench.cli.common import (
     parse_shape,
 )
 from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, print_records, run_static_sweep
+from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError
@@ -149,7 +150,7 @@ def tune(
             seconds=seconds,
             patience=patience,
         )
-        store = Store(_storage_url(storage))
+        store = open_store(storage)
         plans: list[TunePlan]
         if kernel is None:
             plans = [plan_replay_file(store, replay)]  # type: ignore[arg-type]
@@ -198,12 +199,6 @@ def tune(
             raise typer.Exit(130)
         if not any(r.best for r in results):
             raise typer.Exit(EXIT_FAILED)
-
-
-def _storage_url(storage: str | None) -> str | None:
-    if storage is None or "://" in storage:
-        return storage
-    return f"sqlite:///{Path(storage).absolute()}"
 
 
 def _spaces(

@@ -300,39 +300,40 @@ class Store:
             StoreError: the config already has an evaluation in this study, or the database
                 failed.
         """
-        key = config_label(config)
+        row = _row(study.id, run_id, environment_id, config, m, elapsed_s, utcnow())
         try:
             with self.engine.begin() as conn:
-                ev_id = conn.execute(
-                    _INSERT_EVALUATION,
-                    {
-                        "study_id": study.id,
-                        "config_key": key,
-                        "params": dict(config),
-                        "run_id": run_id,
-                        "environment_id": environment_id,
-                        "outcome": m.outcome.value,
-                        "value": m.value,
-                        "ci_low": m.ci_low,
-                        "ci_high": m.ci_high,
-                        "n_samples": len(m.samples),
-                        "samples": list(m.samples) or None,
-                        "sm_clock_mhz": list(m.sm_clock_mhz) or None,
-                        "throttled": list(m.throttled) or None,
-                        "reason": m.reason,
-                        "compile_seconds": m.compile_seconds,
-                        "verify_max_error": m.verify_max_error,
-                        "replayed_from": m.replayed_from,
-                        "metrics": dict(m.metrics) or None,
-                        "elapsed_s": elapsed_s,
-                        "created_at": utcnow(),
-                    },
-                ).inserted_primary_key[0]
+                return int(conn.execute(_INSERT_EVALUATION, row).inserted_primary_key[0])
         except IntegrityError:
-            raise StoreError(f"{study.name}: {key} is already evaluated") from None
+            raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
         except (OperationalError, DatabaseError) as exc:
             raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
-        return int(ev_id)
+
+    def record_many(
+        self,
+        study: StudyInfo,
+        run_id: int,
+        environment_id: int | None,
+        items: Sequence[tuple[Config, Measurement, float | None]],
+    ) -> int:
+        """Store several evaluations in one transaction (imports); returns how many.
+
+        Raises:
+            StoreError: one of the configs is already evaluated (nothing is stored), or the
+                database failed.
+        """
+        now = utcnow()
+        rows = [_row(study.id, run_id, environment_id, c, m, e, now) for c, m, e in items]
+        try:
+            if rows:
+                with self.engine.begin() as conn:
+                    conn.execute(_INSERT_EVALUATION, rows)
+            return len(rows)
+        except IntegrityError:
+            keys = ", ".join(r["config_key"] for r in rows[:3])
+            raise StoreError(f"{study.name}: already evaluated (among {keys})") from None
+        except (OperationalError, DatabaseError) as exc:
+            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
 
     def evaluations(self, study: StudyInfo, *, with_samples: bool = True) -> list[StoredEvaluation]:
         """Every evaluation of a study, in the order they were committed."""
@@ -351,6 +352,39 @@ class Store:
 
 
 _INSERT_EVALUATION = Evaluation.__table__.insert()
+
+
+def _row(
+    study_id: int,
+    run_id: int,
+    environment_id: int | None,
+    config: Config,
+    m: Measurement,
+    elapsed_s: float | None,
+    now: object,
+) -> dict[str, object]:
+    return {
+        "study_id": study_id,
+        "config_key": config_label(config),
+        "params": dict(config),
+        "run_id": run_id,
+        "environment_id": environment_id,
+        "outcome": m.outcome.value,
+        "value": m.value,
+        "ci_low": m.ci_low,
+        "ci_high": m.ci_high,
+        "n_samples": len(m.samples),
+        "samples": list(m.samples) or None,
+        "sm_clock_mhz": list(m.sm_clock_mhz) or None,
+        "throttled": list(m.throttled) or None,
+        "reason": m.reason,
+        "compile_seconds": m.compile_seconds,
+        "verify_max_error": m.verify_max_error,
+        "replayed_from": m.replayed_from,
+        "metrics": dict(m.metrics) or None,
+        "elapsed_s": elapsed_s,
+        "created_at": now,
+    }
 
 
 def study_name(kernel: str, shape_label: str, device_key: str) -> str:

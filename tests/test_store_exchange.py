@@ -1,0 +1,52 @@
+"""Exports (DataFrame, CSV, Parquet, Kernel Tuner cache) and imports of recorded spaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+from workbench.runners.base import TrialOutcome
+from workbench.runners.recordings import load_recording
+from workbench.store import Store
+from workbench.store.exchange import export_kt_cache, export_table, import_recording, to_dataframe
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
+
+
+def test_import_export_round_trip(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    study, added = import_recording(store, PNPOLY)
+    original = load_recording(PNPOLY)
+    assert added == len(original.entries) == 4092
+    assert import_recording(store, PNPOLY)[1] == 0  # idempotent
+    df = to_dataframe(store, study)
+    assert len(df) == 4092
+    assert {"block_size_x", "tile_size", "outcome", "value"} <= set(df.columns)
+    assert (df["outcome"] == "launch_failed").sum() == 318
+    assert df["value"].min() == original.optimum().value
+    back = load_recording(export_kt_cache(store, study, tmp_path / "kt.json"))
+    assert back.format == "kt-cache" and len(back.entries) == 4092
+    assert back.optimum().config == original.optimum().config
+    failed = [e for e in back.entries.values() if e.outcome is not TrialOutcome.OK]
+    assert len(failed) == 318
+    csv = pd.read_csv(export_table(store, study, tmp_path / "t.csv"))
+    parquet = pd.read_parquet(export_table(store, study, tmp_path / "t.parquet"))
+    assert len(csv) == len(parquet) == 4092
+
+
+def test_store_cli(tmp_path: Path) -> None:
+    runner = CliRunner()
+    db = str(tmp_path / "s.sqlite")
+    result = runner.invoke(app, ["store", "import", str(PNPOLY), "--storage", db])
+    assert result.exit_code == 0 and "4092 evaluations imported" in result.output
+    result = runner.invoke(app, ["store", "list", "--storage", db])
+    assert "cn_pnpoly" in result.output and "4092" in result.output
+    out = tmp_path / "x.csv"
+    result = runner.invoke(app, ["store", "export", "pnpoly", "-o", str(out), "--storage", db])
+    assert result.exit_code == 0 and out.exists()
+    result = runner.invoke(app, ["store", "export", "nothing", "-o", str(out), "--storage", db])
+    assert result.exit_code == 2 and "no study matches" in result.output

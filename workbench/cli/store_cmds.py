@@ -1,0 +1,124 @@
+"""``workbench store``: list studies, export results, import recorded spaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from workbench.cli.common import cli_errors, console
+from workbench.errors import ConfigError
+from workbench.runners.base import TrialOutcome
+from workbench.store import Store, StudyInfo
+from workbench.store.exchange import export_kt_cache, export_table, import_recording
+
+app = typer.Typer(
+    help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
+)
+
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite).",
+        show_default=False,
+    ),
+]
+
+
+def open_store(storage: str | None) -> Store:
+    if storage is not None and "://" not in storage:
+        storage = f"sqlite:///{Path(storage).absolute()}"
+    return Store(storage)
+
+
+def find_study(store: Store, name: str) -> StudyInfo:
+    """A study by exact name, by id, or by a unique part of its name.
+
+    Raises:
+        ConfigError: no study or several match.
+    """
+    studies = store.studies()
+    for s in studies:
+        if s.name == name or str(s.id) == name:
+            return s
+    matches = [s for s in studies if name in s.name]
+    if len(matches) == 1:
+        return matches[0]
+    known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
+    what = "several studies match" if matches else "no study matches"
+    raise ConfigError(f"{what} {name!r}; studies: {known}")
+
+
+@app.command("list")
+def list_studies(storage: StorageOpt = None) -> None:
+    """Every study: kernel, shape, device, evaluations, best value, source."""
+    with cli_errors():
+        store = open_store(storage)
+        table = Table(title=f"studies in {escape(store.url)}")
+        for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
+            table.add_column(col, overflow="fold")
+        for s in store.studies():
+            evs = store.evaluations(s, with_samples=False)
+            ok = [e.measurement.value for e in evs if e.measurement.outcome is TrialOutcome.OK]
+            failed = sum(1 for e in evs if e.measurement.outcome.failed)
+            best = f"{min(ok):.5g} {s.unit}" if ok else "-"
+            table.add_row(
+                str(s.id),
+                escape(s.kernel),
+                escape(s.shape_label),
+                escape(s.device_key),
+                str(len(evs)),
+                str(failed),
+                best,
+                escape(s.replay_source or "measured"),
+            )
+        console.print(table)
+
+
+@app.command("export")
+def export(
+    study: Annotated[str, typer.Argument(help="Study name, id, or a unique part of the name.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="File to write: .csv, .parquet, or .json with --format kt-cache."
+        ),
+    ],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (CSV/Parquet by suffix) or kt-cache (a Kernel Tuner cache file).",
+        ),
+    ] = "table",
+    storage: StorageOpt = None,
+) -> None:
+    """Export a study's evaluations."""
+    with cli_errors():
+        store = open_store(storage)
+        info = find_study(store, study)
+        if fmt == "kt-cache":
+            path = export_kt_cache(store, info, out)
+        elif fmt == "table":
+            path = export_table(store, info, out)
+        else:
+            raise ConfigError(f"--format {fmt!r}: expected table or kt-cache")
+        console.print(f"wrote {escape(str(path))}")
+
+
+@app.command("import")
+def import_(
+    recording: Annotated[
+        Path, typer.Argument(help="A Kernel Tuner cache, T4 file or workbench recording.")
+    ],
+    storage: StorageOpt = None,
+) -> None:
+    """Import a recorded space as a study (entries already there are skipped)."""
+    with cli_errors():
+        store = open_store(storage)
+        info, added = import_recording(store, recording)
+        console.print(f"study {escape(info.name)!r}: {added} evaluations imported")

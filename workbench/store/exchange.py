@@ -1,0 +1,144 @@
+"""Getting results out of the store and recorded spaces into it.
+
+Exports: a pandas DataFrame (one row per evaluation, one column per parameter), CSV, Parquet,
+and the Kernel Tuner cache format (so Kernel Tuner can replay what the workbench measured).
+Imports: any recording :func:`~workbench.runners.recordings.load_recording` reads (Kernel
+Tuner caches, T4 files, workbench recordings) becomes a study of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.runners.base import TrialOutcome
+from workbench.runners.recordings import load_recording
+from workbench.store.store import Store, StudyInfo
+
+#: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
+KT_MARKERS = {
+    TrialOutcome.COMPILE_FAILED: "CompilationFailedConfig",
+    TrialOutcome.LAUNCH_FAILED: "RuntimeFailedConfig",
+    TrialOutcome.TIMEOUT: "RuntimeFailedConfig",
+    TrialOutcome.WRONG: "RuntimeFailedConfig",
+    TrialOutcome.INFEASIBLE: "InvalidConfig",
+}
+
+
+def to_dataframe(store: Store, study: StudyInfo) -> pd.DataFrame:
+    """One row per evaluation, in the order they were made."""
+    rows = []
+    for e in store.evaluations(study):
+        m = e.measurement
+        rows.append(
+            {
+                "sequence": e.sequence,
+                **e.config,
+                "outcome": m.outcome.value,
+                "value": m.value,
+                "ci_low": m.ci_low,
+                "ci_high": m.ci_high,
+                "n_samples": len(m.samples),
+                "reason": m.reason,
+                "replayed_from": m.replayed_from,
+                "elapsed_s": e.elapsed_s,
+                "run_id": e.run_id,
+            }
+        )
+    columns = [
+        "sequence",
+        *(name for name, _ in study.parameters),
+        "outcome",
+        "value",
+        "ci_low",
+        "ci_high",
+        "n_samples",
+        "reason",
+        "replayed_from",
+        "elapsed_s",
+        "run_id",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def export_table(store: Store, study: StudyInfo, path: Path) -> Path:
+    """CSV or Parquet by the file's suffix."""
+    df = to_dataframe(store, study)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    else:
+        df.to_csv(path, index=False)
+    return path
+
+
+def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
+    """A Kernel Tuner cache file of the study's evaluations (readable by ``tune_cache``)."""
+    keys = [name for name, _ in study.parameters]
+    cache: dict[str, dict] = {}
+    for e in store.evaluations(study):
+        m = e.measurement
+        entry: dict[str, object] = dict(e.config)
+        if m.outcome is TrialOutcome.OK:
+            entry["time"] = m.value
+            entry["times"] = list(m.samples)
+        else:
+            entry["time"] = KT_MARKERS[m.outcome]
+        entry.update(
+            {
+                "compile_time": 1e3 * (m.compile_seconds or 0.0),
+                "verification_time": 0,
+                "benchmark_time": 0,
+                "strategy_time": 0,
+                "framework_time": 0,
+            }
+        )
+        cache[",".join(str(e.config[k]) for k in keys)] = entry
+    doc = {
+        "device_name": study.device_key,
+        "kernel_name": study.kernel,
+        "problem_size": study.shape_label,
+        "tune_params_keys": keys,
+        "tune_params": {name: list(values) for name, values in study.parameters},
+        "objective": study.objective,
+        "cache": cache,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def import_recording(store: Store, path: Path) -> tuple[StudyInfo, int]:
+    """Store every entry of a recording as a study of its own; returns (study, new entries).
+
+    Entries already in the study are skipped, so importing twice adds nothing.
+    """
+    recording = load_recording(path)
+    optimum = recording.optimum()
+    study = store.study(
+        kernel=recording.kernel,
+        shape_label=recording.problem or "recorded",
+        device_key=recording.device.key(),
+        parameters=recording.parameters,
+        objective=recording.objective.name,
+        unit=recording.objective.unit,
+        replay_source=recording.source,
+        recorded_optimum=optimum.value if optimum else None,
+        arch=recording.arch,
+    )
+    env = store.environment(recording.device, replay_source=recording.source)
+    run = store.start_run(study, env, kind="import", command=f"import {path}")
+    known = {
+        tuple(e.config[k] for k in recording.parameter_names)
+        for e in store.evaluations(study, with_samples=False)
+    }
+    items = [
+        (e.config, e.to_measurement(recording.source), None)
+        for key, e in recording.entries.items()
+        if key not in known
+    ]
+    added = store.record_many(study, run, env, items)
+    store.finish_run(run, "finished")
+    return study, added
