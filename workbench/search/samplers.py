@@ -102,14 +102,28 @@ def _brute(problem: Problem, is_visited: IsVisited, seed: int | None) -> BaseSam
     return ValidSetSampler(problem, is_visited, shuffle=False, seed=seed)
 
 
+def _portfolio(problem: Problem, is_visited: IsVisited, seed: int | None) -> BaseSampler:
+    from workbench.search.portfolio import PortfolioSampler
+
+    valid = problem.valid_configs()
+    if valid is None:  # too large to enumerate: TPE with constraints instead
+        return _tpe(problem, is_visited, seed)
+    return PortfolioSampler(problem, valid, seed=seed)
+
+
 SAMPLERS: dict[str, tuple[SamplerFactory, str]] = {
+    "portfolio": (
+        _portfolio,
+        "bandit over random, model (TPE-like), crossover and coordinate "
+        "moves on the valid set (TPE when the space is too large to enumerate)",
+    ),
     "tpe": (_tpe, "Optuna TPE (multivariate), constraints learned from infeasible/failed points"),
     "gp": (_gp, "Optuna Gaussian-process sampler with constraints"),
     "random": (_random, "uniform over valid configs, without replacement"),
     "brute": (_brute, "every valid config, in domain order"),
 }
 
-DEFAULT_SAMPLER = "tpe"
+DEFAULT_SAMPLER = "portfolio"
 
 
 def make_sampler(

@@ -198,6 +198,8 @@ class Tuner:
             if not self._visited(config) and not self.problem.violations(config):
                 study.enqueue_trial(self.problem.encode(config), skip_if_exists=True)
         dists = self.problem.distributions()
+        valid = self.problem.valid_configs()
+        n_valid = len(valid) if valid is not None else None
         started = time.perf_counter()
         new = proposals = stalled = 0
         best = self._best()
@@ -214,6 +216,9 @@ class Tuner:
                     break
                 if budget.patience is not None and new and since_best >= budget.patience:
                     stop = StopReason.PATIENCE
+                    break
+                if n_valid is not None and len(self.seen) >= n_valid:
+                    stop = StopReason.EXHAUSTED
                     break
                 if stalled >= MAX_STALLED_PROPOSALS:
                     config = self._unvisited_valid()
