@@ -31,10 +31,15 @@ using OutT = float;
 #error "OUT must be int32, float16, bfloat16 or float32"
 #endif
 
+// (preprocessor checks: OUT_int32 is only defined, to 1, when OUT=int32)
 #if EPI_raw
-static_assert(OUT_int32, "EPI=raw writes the int32 accumulators: OUT must be int32");
+#if !OUT_int32
+#error "EPI=raw writes the int32 accumulators: OUT must be int32"
+#endif
 #elif EPI_w8a8
-static_assert(!OUT_int32, "EPI=w8a8 dequantises: OUT must be float16, bfloat16 or float32");
+#if OUT_int32
+#error "EPI=w8a8 dequantises: OUT must be float16, bfloat16 or float32"
+#endif
 #else
 #error "EPI must be raw or w8a8"
 #endif
@@ -77,6 +82,19 @@ __device__ __forceinline__ TileCoord tile_of_block(int block, int tiles_m, int t
   const int in_group = block % per_group;
   return TileCoord{first_m + in_group % rows, in_group / rows};
 }
+
+// Opt-in dynamic shared memory per block of the target arch (CUDA Programming Guide, compute
+// capabilities): what a kernel's static_assert can check at compile time. The space files
+// check the device's own limit (device.max_smem_per_block).
+#if defined(__CUDA_ARCH__)
+constexpr int ARCH_MAX_SMEM_PER_BLOCK = __CUDA_ARCH__ >= 1200                         ? 99 * 1024
+                                        : __CUDA_ARCH__ >= 900                          ? 227 * 1024
+                                        : __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870 ? 163 * 1024
+                                        : __CUDA_ARCH__ >= 800                          ? 99 * 1024
+                                        : __CUDA_ARCH__ >= 750                          ? 64 * 1024
+                                        : __CUDA_ARCH__ >= 700                          ? 96 * 1024
+                                                                                        : 48 * 1024;
+#endif
 
 // ---- Output stores ---------------------------------------------------------------------------
 // Two outputs of the same row as one vector: int2 / __half2 / __nv_bfloat162 / float2.

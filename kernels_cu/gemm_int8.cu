@@ -11,7 +11,9 @@
 //
 // Signature (the same for every path):
 //   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K)
-// workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1).
+// workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1): M*N partial
+// sums and one counter per output tile, M*N + cdiv(M, BM)*cdiv(N, BN) ints; the kernel leaves it
+// zeroed again (see gemm_common.cuh).
 // Alignment: A, B rows start on 16-byte boundaries, i.e. K % 16 == 0.
 #include "gemm_common.cuh"
 

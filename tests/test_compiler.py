@@ -38,7 +38,7 @@ def test_sampled_configs_compile(kernel: str, arch: str, cache_dir: Path) -> Non
         assert result.entry is not None and result.entry.encode() in result.cubin
         assert "Used" in result.log and "registers" in result.log  # -Xptxas -v
         if kernel == "reduce":
-            assert result.entry.startswith("_Z10reduce_sum")
+            assert result.entry.startswith("_Z10reduce_all")
             assert job.name_expression and result.lowered_names[job.name_expression] == result.entry
 
 
@@ -46,7 +46,9 @@ def test_template_and_define_roles() -> None:
     spec = load_kernel("reduce")
     space = Space(spec, arch=Arch.parse("sm_90"))
     job = make_job(space, {**spec.default_config(), "BLOCK": 128, "dlcm": "cg"})
-    assert job.name_expression == "reduce_sum<128, 8, 4, 1>"
+    assert job.name_expression == (
+        "reduce_all<float, Op::sum, Finish::atomic, Hint::plain, 128, 8, 4, 1>"
+    )
     assert "-dlcm=cg" in job.options.to_nvrtc_flags()
     # launch-only knobs do not change the binary
     other = make_job(

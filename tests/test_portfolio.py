@@ -17,7 +17,7 @@ from workbench.store import Store
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 
 
-def run(tmp: Path, rec, sampler: str, budget: int, seed: int):  # noqa: ANN001, ANN201
+def run(tmp: Path, rec, sampler: str, budget: int, seed: int):
     store = Store(f"sqlite:///{tmp}/{sampler}-{seed}.sqlite")
     problem = RecordingProblem(rec)
     study = store.study(kernel=rec.kernel, shape_label="x", device_key="d",
@@ -27,7 +27,7 @@ def run(tmp: Path, rec, sampler: str, budget: int, seed: int):  # noqa: ANN001, 
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def synthetic(tmp_path_factory: pytest.TempPathFactory):
     """A 3-parameter space with an interaction and a failing region (values from a formula)."""
     entries = []
     for a in range(12):
@@ -48,7 +48,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     return load_recording(path)
 
 
-def test_proposals_are_valid_and_never_repeat(tmp_path: Path, synthetic) -> None:  # noqa: ANN001
+def test_proposals_are_valid_and_never_repeat(tmp_path: Path, synthetic) -> None:
     result = run(tmp_path, synthetic, "portfolio", 1000, seed=0)
     assert result.stop is StopReason.EXHAUSTED
     assert result.evaluations == len(synthetic.entries)
@@ -56,7 +56,7 @@ def test_proposals_are_valid_and_never_repeat(tmp_path: Path, synthetic) -> None
     assert result.best.measurement.value == 1.0
 
 
-def test_same_seed_same_search(tmp_path: Path, synthetic) -> None:  # noqa: ANN001
+def test_same_seed_same_search(tmp_path: Path, synthetic) -> None:
     a = run(tmp_path / "a", synthetic, "portfolio", 40, seed=5)
     b = run(tmp_path / "b", synthetic, "portfolio", 40, seed=5)
     assert [e.config for e in a.history] == [e.config for e in b.history]

@@ -120,7 +120,7 @@ def test_workbench_recording_round_trip(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_damaged_recordings_are_refused(tmp_path: Path, make, message: str) -> None:  # noqa: ANN001
+def test_damaged_recordings_are_refused(tmp_path: Path, make, message: str) -> None:
     path = tmp_path / "bad.json"
     make(path)
     with pytest.raises(RecordingError, match=message) as info:
