@@ -1,0 +1,45 @@
+"""Reference for ``kernels_cu/divergence.cu``: four cases of an integer hash, chosen per element.
+
+``y = f_c(x)`` with ``c = x & 3``; ``f_c`` is :data:`ROUNDS` ``[c]`` rounds of :func:`mix` with
+the case's constant :data:`KEYS` ``[c]``. All arithmetic is uint32 (modulo 2**32): exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.references import ReferenceCall
+
+#: Rounds and constants of the four cases, as in divergence.cu.
+ROUNDS = (1, 4, 16, 64)
+KEYS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35, 0x27D4EB2F)
+
+
+def hash_cases(call: ReferenceCall) -> dict[str, np.ndarray]:
+    """``y`` for the ``x`` input (the same for every variant: they compute one function)."""
+    return {"y": apply_cases(call.inputs["x"])}
+
+
+def apply_cases(x: np.ndarray) -> np.ndarray:
+    """``f_{x & 3}(x)`` element-wise on a uint32 (or int32, same bits) array."""
+    words = np.ascontiguousarray(x).view(np.uint32).reshape(-1)
+    out = np.empty_like(words)
+    cases = words & np.uint32(3)
+    for c, (rounds, key) in enumerate(zip(ROUNDS, KEYS, strict=True)):
+        sel = cases == c
+        h = words[sel].copy()
+        for _ in range(rounds):
+            h = mix(h, key)
+        out[sel] = h
+    return out.reshape(x.shape)
+
+
+def mix(h: np.ndarray, key: int) -> np.ndarray:
+    """One round of the lowbias32 integer hash after adding ``key`` (uint32, wrapping)."""
+    h = h + np.uint32(key)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x7FEB352D)
+    h ^= h >> np.uint32(15)
+    h *= np.uint32(0x846CA68B)
+    h ^= h >> np.uint32(16)
+    return h
