@@ -156,3 +156,27 @@ def test_every_config_failing_exits_1(tmp_path: Path) -> None:
     code, out, _ = invoke("tune", "--replay", str(path), "--budget", "5")
     assert code == 1
     assert "2 configs evaluated" in out and "2 failed" in out
+
+
+def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
+    path = project / "spaces" / "tiny.yaml"
+    path.write_text(
+        path.read_text().replace(
+            "SCALE: {values: [1, 2, 3], default: 2}",
+            "SCALE: {values: [1, 2, 3], default: 2, tunable: false}",
+        )
+    )
+    spec = load_space(path)
+    rec = recording_of(Space(spec), project / "rec.json")
+    code, out, err = invoke("tune", str(path), "--replay", str(rec), "--budget", "50", "--json")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["best_config"]["SCALE"] == 2 and doc["evaluations"] == 8  # 4 BLOCK x 2 WAVES
+    assert "[SCALE=2]" in doc["study"]
+    code, out, err = invoke(
+        "tune", str(path), "--replay", str(rec), "--budget", "50", "--json", "--set", "SCALE=3"
+    )
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["best_config"]["SCALE"] == 3 and "[SCALE=3]" in doc["study"]
+    assert doc["evaluations"] == 6  # BLOCK=256 with SCALE=3 breaks the constraint

@@ -122,6 +122,16 @@ def tune(
             show_default=False,
         ),
     ] = None,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Fix a parameter for the whole search, NAME=VALUE (repeatable); problem "
+            "variants (tunable: false in the space, e.g. a reduction's OP) are fixed to their "
+            "default unless set here.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
@@ -158,17 +168,21 @@ def tune(
             spec = load_kernel(kernel, spaces or [])
             target = resolve_arches(spec, arch)[0]
             spaces_ = _spaces(spec, target, device, shape, shapes)
+            pinned = _pinned(spaces_[0], pin)
             if replay is not None:
                 recording = load_recording(replay)
-                plans = [plan_space_replay(store, sp, recording) for sp in spaces_]
+                plans = [plan_space_replay(store, sp, recording, pinned) for sp in spaces_]
             else:
                 gpu = probe_gpu()
                 if gpu.available:
                     from workbench.search.live import plan_live
 
-                    plans = [plan_live(store, sp, CompileCache(cache_dir)) for sp in spaces_]
+                    plans = [
+                        plan_live(store, sp, CompileCache(cache_dir), pinned=pinned)
+                        for sp in spaces_
+                    ]
                 else:
-                    plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out)
+                    plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out, pinned)
                     if not plans:
                         _compile_stage(
                             spec,
@@ -215,8 +229,22 @@ def _spaces(
     return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]  # type: ignore[arg-type]
 
 
+def _pinned(space: Space, items: list[str] | None) -> dict:
+    """``--set NAME=VALUE`` values, typed by the parameter's domain."""
+    if not items:
+        return {}
+    full = space.parse_config(items)
+    names = [item.partition("=")[0].strip() for item in items]
+    return {n: full[n] for n in names}
+
+
 def _plans_without_gpu(
-    store: Store, spec: SpaceSpec, spaces_: list[Space], reason: str, out: object
+    store: Store,
+    spec: SpaceSpec,
+    spaces_: list[Space],
+    reason: str,
+    out: object,
+    pinned: dict | None = None,
 ) -> list[TunePlan]:
     out.print(
         f"[bold]No CUDA GPU here[/] ({escape(reason)}): nothing can be timed on this "  # type: ignore[attr-defined]
@@ -227,7 +255,7 @@ def _plans_without_gpu(
     for sp in spaces_:
         recording = recording_for_shape(recordings, sp.shape)
         if recording is not None:
-            plans.append(plan_space_replay(store, sp, recording))
+            plans.append(plan_space_replay(store, sp, recording, pinned))
     if plans:
         out.print(f"Replaying the library's recording of {escape(spec.name)} instead.")  # type: ignore[attr-defined]
     return plans

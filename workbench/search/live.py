@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from workbench.compiler import CompileCache
 from workbench.gitinfo import repo_state
 from workbench.runners.cuda.runner import CudaRunner
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import TunePlan, space_study, throughput_of
+from workbench.spaces.model import Value
 from workbench.spaces.space import Space
 from workbench.store import Store
 
 
-def plan_live(store: Store, space: Space, cache: CompileCache, *, seed: int = 0) -> TunePlan:
+def plan_live(
+    store: Store,
+    space: Space,
+    cache: CompileCache,
+    *,
+    seed: int = 0,
+    pinned: Mapping[str, Value] | None = None,
+) -> TunePlan:
     """A plan whose evaluations compile, verify and time on GPU 0.
 
     Raises:
@@ -20,6 +30,7 @@ def plan_live(store: Store, space: Space, cache: CompileCache, *, seed: int = 0)
     runner = CudaRunner(space, cache, seed=seed)
     git = repo_state(space.spec.source)
     env = store.environment(runner.device, git_commit=git.commit, git_dirty=git.dirty)
-    study = space_study(store, space, runner.device.key(), None, None)
+    problem = SpaceProblem(space, pinned)
+    study = space_study(store, space, problem.kernel, runner.device.key(), None, None)
     unit, throughput = throughput_of(space)
-    return TunePlan(SpaceProblem(space), runner, study, env, None, unit, throughput)
+    return TunePlan(problem, runner, study, env, None, unit, throughput)

@@ -10,12 +10,14 @@ categories.
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
+from workbench.errors import ConfigError
 from workbench.runners.recordings import Recording
 from workbench.spaces.model import Config, Value, config_label, shape_label
 from workbench.spaces.space import Space
@@ -23,6 +25,8 @@ from workbench.spaces.space import Space
 #: Spaces up to this many valid points are enumerated (for random/brute-force samplers and
 #: for escaping duplicate proposals); larger ones are sampled.
 ENUMERATE_LIMIT = 500_000
+#: ... provided the enumeration (a pruned walk of the product) ends within this time.
+ENUMERATE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -93,25 +97,52 @@ class Problem(ABC):
 
 
 class SpaceProblem(Problem):
-    """A space file's configs for one shape, arch and device."""
+    """A space file's configs for one shape, arch and device.
 
-    def __init__(self, space: Space) -> None:
+    Parameters marked ``tunable: false`` (problem variants) are pinned: to ``pinned[name]``
+    when given, else to their default; the kernel label names the pinned values.
+    """
+
+    def __init__(self, space: Space, pinned: Mapping[str, Value] | None = None) -> None:
         self.space = space
-        self.kernel = space.spec.name
+        pinned = dict(pinned or {})
+        unknown = [n for n in pinned if n not in space.spec.parameter_names]
+        if unknown:
+            raise ConfigError(f"{space.spec.name} has no parameter(s) {', '.join(unknown)}")
+        for p in space.spec.parameters:
+            if not p.tunable:
+                pinned.setdefault(p.name, p.default)
+        self.pinned = pinned
+        variant = ",".join(f"{k}={v}" for k, v in pinned.items())
+        self.kernel = space.spec.name + (f"[{variant}]" if variant else "")
         self.shape_label = shape_label(space.shape)
-        self.params = tuple(Param(p.name, p.values) for p in space.spec.parameters)
+        self.params = tuple(
+            Param(p.name, (pinned[p.name],) if p.name in pinned else p.values)
+            for p in space.spec.parameters
+        )
         self._valid: list[Config] | None = None
+        self._too_large = False
 
     def violations(self, config: Mapping[str, Value]) -> list[str]:
-        return [v.message for v in self.space.explain(config)]
+        out = [f"{n} is pinned to {v!r}" for n, v in self.pinned.items() if config.get(n) != v]
+        return out + [v.message for v in self.space.explain(config)]
 
     def valid_configs(self) -> list[Config] | None:
-        if self._valid is None and self.space.cartesian_size <= ENUMERATE_LIMIT:
-            self._valid = list(self.space.iter_valid())
+        if self._valid is None and not self._too_large:
+            found: list[Config] = []
+            start = time.perf_counter()
+            for i, c in enumerate(self.space.iter_valid()):
+                if all(c[n] == v for n, v in self.pinned.items()):
+                    found.append(c)
+                too_slow = i % 1000 == 0 and time.perf_counter() - start > ENUMERATE_SECONDS
+                if len(found) > ENUMERATE_LIMIT or too_slow:
+                    self._too_large = True
+                    return None
+            self._valid = found
         return self._valid
 
     def defaults(self) -> list[Config]:
-        default = self.space.spec.default_config()
+        default = {**self.space.spec.default_config(), **self.pinned}
         return [default] if self.space.is_valid(default) else []
 
 

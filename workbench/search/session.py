@@ -84,7 +84,9 @@ def plan_replay_file(store: Store, path: Path | str) -> TunePlan:
     )
 
 
-def plan_space_replay(store: Store, space: Space, recording: Recording) -> TunePlan:
+def plan_space_replay(
+    store: Store, space: Space, recording: Recording, pinned: Mapping[str, object] | None = None
+) -> TunePlan:
     """Tune a space file's space, answered from a recording of that kernel.
 
     Raises:
@@ -101,10 +103,15 @@ def plan_space_replay(store: Store, space: Space, recording: Recording) -> TuneP
             f"{recording.path} was recorded for {shape_label(recording.shape)}, "
             f"not {shape_label(space.shape)}"
         )
-    problem = SpaceProblem(space)
+    problem = SpaceProblem(space, pinned)  # type: ignore[arg-type]
     optimum = recording.optimum()
     study = space_study(
-        store, space, recording.device.key(), recording.source, optimum.value if optimum else None
+        store,
+        space,
+        problem.kernel,
+        recording.device.key(),
+        recording.source,
+        optimum.value if optimum else None,
     )
     env = store.environment(recording.device, replay_source=recording.source)
     unit, throughput = throughput_of(space)
@@ -123,13 +130,14 @@ def plan_space_replay(store: Store, space: Space, recording: Recording) -> TuneP
 def space_study(
     store: Store,
     space: Space,
+    kernel: str,
     device_key: str,
     replay_source: str | None,
     recorded_optimum: float | None,
 ) -> StudyInfo:
     spec = space.spec
     return store.study(
-        kernel=spec.name,
+        kernel=kernel,
         shape_label=shape_label(space.shape),
         device_key=device_key,
         parameters=[(p.name, p.values) for p in spec.parameters],

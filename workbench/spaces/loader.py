@@ -251,7 +251,7 @@ class _Builder:
         if role in (schema.Role.DEFINE, schema.Role.TEMPLATE) and language == "ptx":
             raise self.err((*key, "role"), f"role {role.value!r} needs a CUDA C++ source")
         line = self.doc.line_of(key)
-        return Parameter(name, values, default, role, p.option, p.description, line)
+        return Parameter(name, values, default, role, p.option, p.description, line, p.tunable)
 
     def _default_role(self, name: str, language: str) -> schema.Role:
         if language == "ptx":

@@ -25,6 +25,7 @@ class Parameter:
     option: str | None = None
     description: str = ""
     line: int | None = None
+    tunable: bool = True
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ class ParameterModel(_Strict):
     default: Scalar | None = None
     role: Role | None = None
     option: StrictStr | None = None
+    #: false for a problem variant (the reduction's operator, an output type): a search keeps
+    #: it at its default (or at the value given with ``tune --set``) instead of tuning it
+    tunable: StrictBool = True
     description: StrictStr = ""
 
 
