@@ -20,10 +20,12 @@ CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-c
 def run(tmp: Path, rec, sampler: str, budget: int, seed: int):
     store = Store(f"sqlite:///{tmp}/{sampler}-{seed}.sqlite")
     problem = RecordingProblem(rec)
-    study = store.study(kernel=rec.kernel, shape_label="x", device_key="d",
-                        parameters=rec.parameters)
-    return Tuner(problem, ReplayRunner(rec), store, study, sampler=sampler,
-                 seed=seed).run(Budget(evaluations=budget))
+    study = store.study(
+        kernel=rec.kernel, shape_label="x", device_key="d", parameters=rec.parameters
+    )
+    return Tuner(problem, ReplayRunner(rec), store, study, sampler=sampler, seed=seed).run(
+        Budget(evaluations=budget)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +43,13 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory):
                     bonus = 0.0 if (c == "y") == (b >= 7) else 3.0
                     m = Measurement(TrialOutcome.OK, value=1.0 + abs(a - 9) + abs(b - 8) + bonus)
                 entries.append(({"a": a, "b": b, "c": c}, m))
-    path = write_recording(tmp_path_factory.mktemp("rec") / "syn.json", kernel="syn",
-                           device=DeviceInfo("GPU"),
-                           parameters=[("a", list(range(12))), ("b", list(range(10))),
-                                       ("c", ["x", "y", "z"])], entries=entries)
+    path = write_recording(
+        tmp_path_factory.mktemp("rec") / "syn.json",
+        kernel="syn",
+        device=DeviceInfo("GPU"),
+        parameters=[("a", list(range(12))), ("b", list(range(10))), ("c", ["x", "y", "z"])],
+        entries=entries,
+    )
     return load_recording(path)
 
 
