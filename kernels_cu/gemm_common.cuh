@@ -135,7 +135,7 @@ __device__ __forceinline__ void store_out_pair(OutT* __restrict__ C, int N, int 
 // slice that arrives last reads the totals (splitk_take), applies the epilogue and writes C. It
 // leaves zeros behind (sums and counter), so the next launch needs no memset. Blocks are 1-D.
 
-// Add one partial sum (atomics resolve in L2; the return value is unused: a RED instruction).
+// Add one partial sum (the atomic resolves in L2; ptxas 13 emits ATOMG.E.ADD for it).
 __device__ __forceinline__ void splitk_add(i32* workspace, int N, int m, int n, i32 partial) {
   atomicAdd(workspace + static_cast<i64>(m) * N + n, partial);
 }
