@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler, RandomSampler
-from optuna.study import Study
-from optuna.trial import FrozenTrial, TrialState
 
+from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.problem import Problem
+from workbench.search.proposers import Proposer
 from workbench.spaces.model import Config
+from workbench.store import StoredEvaluation
 
 MOVES = ("random", "model", "crossover", "line")
 #: Random configs before the moves start (a model needs a few points).
@@ -48,7 +46,7 @@ TEMPERATURE = 1.0
 PRIOR = 1.0
 
 
-class PortfolioSampler(BaseSampler):
+class PortfolioProposer(Proposer):
     """Bandit over search moves on the enumerated valid set (see the module docstring)."""
 
     def __init__(
@@ -59,28 +57,27 @@ class PortfolioSampler(BaseSampler):
         seed: int | None = None,
         n_startup: int = N_STARTUP,
     ) -> None:
-        self.problem = problem
+        super().__init__(problem)
         self.rng = np.random.default_rng(seed)
         self.n_startup = n_startup
         params = problem.params
         self.cards = np.array([len(p.values) for p in params])
         self.ordinal = [p.ordinal for p in params]
-        index = [{v: i for i, v in enumerate(p.values)} for p in params]
-        self.X = np.array(
-            [[index[j][c[p.name]] for j, p in enumerate(params)] for c in configs], dtype=np.int32
-        ).reshape(len(configs), len(params))
+        self._index = [{v: i for i, v in enumerate(p.values)} for p in params]
+        self.X = np.array([self._encode(c) for c in configs], dtype=np.int32).reshape(
+            len(configs), len(params)
+        )
         self.row_of = {tuple(r): i for i, r in enumerate(self.X.tolist())}
         self.visited = np.zeros(len(configs), dtype=bool)
         self.values = np.full(len(configs), np.nan)  # objective; +inf for failed configs
-        self.seen_trials: set[int] = set()
-        self.move_of: dict[int, str] = {}  # trial number -> move that proposed it
+        self.n_visited = 0
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
         self.best = math.inf
+        self._last_move: str | None = None
         self._smoothing = [
             self._kernel(int(k)) if o else None
             for k, o in zip(self.cards, self.ordinal, strict=True)
         ]
-        self._fallback = RandomSampler(seed=seed)
 
     # -- bookkeeping -----------------------------------------------------------------------
     @staticmethod
@@ -90,37 +87,36 @@ class PortfolioSampler(BaseSampler):
         w = np.exp(-0.5 * (idx[:, None] - idx[None, :]) ** 2)
         return w / w.sum(axis=1, keepdims=True)
 
-    def _row(self, params: dict[str, Any]) -> int | None:
+    def _encode(self, config: Config) -> list[int]:
+        return [self._index[j][config[p.name]] for j, p in enumerate(self.problem.params)]
+
+    def _row(self, config: Config) -> int | None:
         try:
-            key = tuple(
-                self._index(j, p, params[p.name]) for j, p in enumerate(self.problem.params)
-            )
-        except (KeyError, ValueError):
+            return self.row_of.get(tuple(self._encode(config)))
+        except KeyError:
             return None
-        return self.row_of.get(key)
 
-    def _index(self, j: int, param: Any, raw: Any) -> int:
-        value = param.decode(raw)
-        return param.values.index(value)
+    def _record(self, config: Config, m: Measurement, move: str | None) -> None:
+        row = self._row(config)
+        if row is None or self.visited[row]:
+            return
+        ok = m.outcome is TrialOutcome.OK and m.value is not None
+        value = float(m.value) if ok else math.inf  # type: ignore[arg-type]
+        self.visited[row] = True
+        self.n_visited += 1
+        self.values[row] = value
+        if move is not None:
+            self.history.append((move, 1.0 if value < self.best else 0.0))
+        self.best = min(self.best, value)
 
-    def _absorb(self, study: Study) -> None:
-        """Take in trials finished since the last call (values, failures, move rewards)."""
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if t.number in self.seen_trials:
-                continue
-            self.seen_trials.add(t.number)
-            row = self._row(t.params)
-            if row is None:
-                continue
-            feasible = all(v <= 0 for v in t.constraints.values())
-            value = float(t.value) if feasible and t.value is not None else math.inf
-            first = not self.visited[row]
-            self.visited[row] = True
-            self.values[row] = value
-            move = self.move_of.pop(t.number, None)
-            if move is not None and first:
-                self.history.append((move, 1.0 if value < self.best else 0.0))
-            self.best = min(self.best, value)
+    def start(self, history: Sequence[StoredEvaluation]) -> None:
+        for e in history:
+            self._record(e.config, e.measurement, None)
+
+    def observe(self, config: Config, m: Measurement) -> None:
+        move, self._last_move = self._last_move, None
+        if m.outcome is not TrialOutcome.INFEASIBLE:
+            self._record(config, m, move)
 
     # -- moves -----------------------------------------------------------------------------
     def _log_ratio_tables(self) -> list[np.ndarray]:
@@ -221,17 +217,9 @@ class PortfolioSampler(BaseSampler):
 
         return max(MOVES, key=lambda m: (ucb(m), self.rng.random()))
 
-    # -- the Optuna sampler interface -----------------------------------------------------
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self.problem.distributions()
-
-    def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        self._absorb(study)
-        if int(self.visited.sum()) < self.n_startup:
+    # -- the proposer interface ------------------------------------------------------------
+    def propose(self) -> Config | None:
+        if self.n_visited < self.n_startup:
             move, row = "random", self._random()
         else:
             move = self._choose_move()
@@ -239,19 +227,9 @@ class PortfolioSampler(BaseSampler):
             if row is None:
                 move, row = "random", self._random()
         if row is None:
-            return {}  # every valid config visited: the tuner stops
-        self.move_of[trial.number] = move
-        config = {p.name: p.values[self.X[row, j]] for j, p in enumerate(self.problem.params)}
-        return self.problem.encode(config)
-
-    def sample_independent(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+            return None  # every valid config visited
+        self._last_move = move
+        return {p.name: p.values[self.X[row, j]] for j, p in enumerate(self.problem.params)}
 
     def move_counts(self) -> dict[str, int]:
         """How often each move was used (for reports)."""

@@ -19,23 +19,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import optuna
-from optuna.trial import TrialState, create_trial
-
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
 from workbench.search.problem import Problem
-from workbench.search.samplers import DEFAULT_SAMPLER, make_sampler
+from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
 from workbench.spaces.model import Config
 from workbench.store import Store, StoredEvaluation, StudyInfo
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 #: After this many proposals in a row that bring no new evaluation (repeats, infeasible
 #: points), the tuner evaluates an unvisited valid config chosen at random instead.
 MAX_STALLED_PROPOSALS = 25
-#: Constraint value told to the sampler for infeasible and failed points (feasible: <= 0).
-VIOLATION = 1.0
+#: What the proposer is told about a proposal outside the space.
+INFEASIBLE = Measurement.failure(TrialOutcome.INFEASIBLE, "outside the space")
 
 
 class StopReason(enum.Enum):
@@ -128,41 +123,6 @@ class Tuner:
         ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
         return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
 
-    def _penalty(self) -> float:
-        values = [
-            e.measurement.value for e in self.history if e.measurement.outcome is TrialOutcome.OK
-        ]
-        return 2.0 * max(values) if values else 1.0  # type: ignore[type-var,operator]
-
-    def _tell(self, study: optuna.Study, trial: optuna.Trial, m: Measurement) -> None:
-        if m.outcome is TrialOutcome.OK:
-            trial.set_constraint("feasible", 0.0)
-            study.tell(trial, m.value)
-        else:
-            trial.set_constraint("feasible", VIOLATION)
-            study.tell(trial, self._penalty())
-
-    def _warm_start(self, study: optuna.Study) -> None:
-        """Give the sampler every evaluation the store already holds for this study."""
-        dists = self.problem.distributions()
-        trials = []
-        for e in self.history:
-            try:
-                params = self.problem.encode(e.config)
-            except (KeyError, ValueError):
-                continue  # a config from an older version of the space
-            ok = e.measurement.outcome is TrialOutcome.OK
-            trials.append(
-                create_trial(
-                    params=params,
-                    distributions=dists,
-                    state=TrialState.COMPLETE,
-                    value=e.measurement.value if ok else self._penalty(),
-                    system_attrs={"constraints": [0.0 if ok else VIOLATION]},
-                )
-            )
-        study.add_trials(trials)
-
     def _unvisited_valid(self) -> Config | None:
         valid = self.problem.valid_configs()
         if valid is not None:
@@ -191,13 +151,11 @@ class Tuner:
             budget=budget.as_dict(),
             command=self.command,
         )
-        sampler = make_sampler(self.sampler_name, self.problem, self._visited, self.seed)
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        self._warm_start(study)
+        proposer = make_proposer(self.sampler_name, self.problem, self.seed)
+        proposer.start(self.history)
         for config in self.enqueue:
             if not self._visited(config) and not self.problem.violations(config):
-                study.enqueue_trial(self.problem.encode(config), skip_if_exists=True)
-        dists = self.problem.distributions()
+                proposer.enqueue(config)
         valid = self.problem.valid_configs()
         n_valid = len(valid) if valid is not None else None
         started = time.perf_counter()
@@ -220,43 +178,41 @@ class Tuner:
                 if n_valid is not None and len(self.seen) >= n_valid:
                     stop = StopReason.EXHAUSTED
                     break
-                if stalled >= MAX_STALLED_PROPOSALS:
+                config = proposer.next() if stalled < MAX_STALLED_PROPOSALS else None
+                if config is None:  # the strategy is stuck or done: an unvisited valid config
                     config = self._unvisited_valid()
                     if config is None:
                         stop = StopReason.EXHAUSTED
                         break
-                    study.enqueue_trial(self.problem.encode(config))
                     stalled = 0
-                trial = study.ask(dists)
                 proposals += 1
-                config = self.problem.decode(trial.params)
                 key = self.problem.key(config)
                 if key in self.seen:
-                    self._tell(study, trial, self.seen[key].measurement)
+                    proposer.observe(config, self.seen[key].measurement)
                     stalled += 1
                     continue
                 if self.problem.violations(config):
-                    self._tell(study, trial, Measurement.failure(TrialOutcome.INFEASIBLE, ""))
+                    proposer.observe(config, INFEASIBLE)
                     stalled += 1
                     continue
                 m = self.runner.evaluate(config)
                 if m.outcome is TrialOutcome.INFEASIBLE:  # e.g. missing from a recording
-                    self._tell(study, trial, m)
+                    proposer.observe(config, m)
                     stalled += 1
                     continue
                 elapsed = time.perf_counter() - started
-                seq = self.store.record(
+                self.store.record(
                     self.study_info, run_id, self.environment_id, config, m, elapsed_s=elapsed
                 )
-                stored = StoredEvaluation(seq, config, m, run_id, elapsed)
+                stored = StoredEvaluation(len(self.history), config, m, run_id, elapsed)
                 self.history.append(stored)
                 self.seen[key] = stored
-                self._tell(study, trial, m)
+                proposer.observe(config, m)
                 new += 1
                 stalled = 0
                 if m.outcome is TrialOutcome.OK and (
-                    best is None or m.value < best.measurement.value
-                ):  # type: ignore[operator]
+                    best is None or m.value < best.measurement.value  # type: ignore[operator]
+                ):
                     best = stored
                     since_best = 0
                 else:

@@ -7,6 +7,7 @@ finished. Reports and exports read from here only.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -88,6 +89,7 @@ class Store:
 
     def __init__(self, url: str | None = None, *, lock_timeout_s: float = 10.0) -> None:
         self.url = url or default_store_url()
+        self._raw = None  # DB-API connection for the per-trial insert on SQLite
         try:
             self.engine = _make_engine(self.url, lock_timeout_s)
             self._session = sessionmaker(self.engine, expire_on_commit=False)
@@ -102,6 +104,9 @@ class Store:
         return self.url.split("@")[-1] if "@" in self.url else self.url  # hide passwords
 
     def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
         self.engine.dispose()
 
     @contextmanager
@@ -301,12 +306,34 @@ class Store:
                 failed.
         """
         row = _row(study.id, run_id, environment_id, config, m, elapsed_s, utcnow())
+        if self.engine.dialect.name == "sqlite":
+            return self._record_sqlite(study, row)
         try:
             with self.engine.begin() as conn:
                 return int(conn.execute(_INSERT_EVALUATION, row).inserted_primary_key[0])
         except IntegrityError:
             raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
         except (OperationalError, DatabaseError) as exc:
+            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+
+    def _record_sqlite(self, study: StudyInfo, row: dict[str, object]) -> int:
+        """The per-trial insert on SQLite through the DB-API connection (SQLAlchemy's statement
+        handling cost about as much as the commit): same columns, same encodings."""
+        import sqlite3
+
+        if self._raw is None:
+            self._raw = self.engine.raw_connection()
+        values = [_SQLITE_ENCODE.get(col, _same)(row[col]) for col in _COLUMNS]
+        try:
+            cur = self._raw.cursor()
+            cur.execute(_SQLITE_INSERT, values)
+            self._raw.commit()
+            return int(cur.lastrowid)
+        except sqlite3.IntegrityError:
+            self._raw.rollback()
+            raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
+        except sqlite3.DatabaseError as exc:
+            self._raw.rollback()
             raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
 
     def record_many(
@@ -352,6 +379,52 @@ class Store:
 
 
 _INSERT_EVALUATION = Evaluation.__table__.insert()
+
+
+_COLUMNS = (
+    "study_id",
+    "config_key",
+    "params",
+    "run_id",
+    "environment_id",
+    "outcome",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n_samples",
+    "samples",
+    "sm_clock_mhz",
+    "throttled",
+    "reason",
+    "compile_seconds",
+    "verify_max_error",
+    "replayed_from",
+    "metrics",
+    "elapsed_s",
+    "created_at",
+)
+_SQLITE_INSERT = (
+    f"INSERT INTO evaluations ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+)
+
+
+def _same(value: object) -> object:
+    return value
+
+
+def _json_or_null(value: object) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+#: How SQLAlchemy's JSON and DateTime types store values on SQLite (read back by SQLAlchemy).
+_SQLITE_ENCODE = {
+    "params": _json_or_null,
+    "samples": _json_or_null,
+    "sm_clock_mhz": _json_or_null,
+    "throttled": _json_or_null,
+    "metrics": _json_or_null,
+    "created_at": lambda t: t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
+}
 
 
 def _row(
