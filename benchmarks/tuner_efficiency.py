@@ -51,9 +51,22 @@ from workbench.store import Store
 #: extra package (skopt needs scikit-optimize, pyatf_strategies needs pyATF; nsga2/nsga3 are
 #: multi-objective; brute_force is not a search).
 KT_STRATEGIES = (
-    "random_sample", "genetic_algorithm", "greedy_ils", "greedy_mls", "ordered_greedy_mls", "mls",
-    "dual_annealing", "simulated_annealing", "diff_evo", "pso", "firefly_algorithm",
-    "basinhopping", "minimize", "bayes_opt", "hybrid_vndx", "adaptive_tabu_greywolf",
+    "random_sample",
+    "genetic_algorithm",
+    "greedy_ils",
+    "greedy_mls",
+    "ordered_greedy_mls",
+    "mls",
+    "dual_annealing",
+    "simulated_annealing",
+    "diff_evo",
+    "pso",
+    "firefly_algorithm",
+    "basinhopping",
+    "minimize",
+    "bayes_opt",
+    "hybrid_vndx",
+    "adaptive_tabu_greywolf",
 )
 #: Our samplers compared by default (gp needs PyTorch; brute is not a search).
 WB_SAMPLERS = tuple(s for s in SAMPLERS if s not in ("gp", "brute"))
@@ -78,7 +91,7 @@ class Space:
         k = np.arange(1, n + 1)
         # P(min is the k-th smallest) = C(n - k, t - 1) / C(n, t)
         with np.errstate(invalid="ignore"):
-            logp = (_lcomb(n - k, t - 1) - _lcomb(n, t))
+            logp = _lcomb(n - k, t - 1) - _lcomb(n, t)
         p = np.where(n - k >= t - 1, np.exp(logp), 0.0)
         return float(np.sum(p * vals) / np.sum(p))
 
@@ -99,11 +112,14 @@ def _lcomb(n: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
 
 def load_space(path: Path) -> Space:
     rec = load_recording(path)
-    values = np.array([e.value if e.outcome is TrialOutcome.OK else np.inf
-                       for e in rec.entries.values()], dtype=float)
+    values = np.array(
+        [e.value if e.outcome is TrialOutcome.OK else np.inf for e in rec.entries.values()],
+        dtype=float,
+    )
     finite = values[np.isfinite(values)]
-    return Space(path.name.split(".json")[0], path, rec, values, float(finite.min()),
-                 float(finite.max()))
+    return Space(
+        path.name.split(".json")[0], path, rec, values, float(finite.min()), float(finite.max())
+    )
 
 
 # ---- runs: each returns the objective of every unique evaluation in order (None: failed) ----
@@ -113,16 +129,22 @@ def run_workbench(space: Space, sampler: str, budget: int, seed: int) -> list[fl
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/s.sqlite")
         problem = RecordingProblem(space.recording)
-        study = store.study(kernel=space.name, shape_label="recorded", device_key="replay",
-                            parameters=space.recording.parameters)
-        result = Tuner(problem, ReplayRunner(space.recording), store, study, sampler=sampler,
-                       seed=seed).run(Budget(evaluations=budget))
+        study = store.study(
+            kernel=space.name,
+            shape_label="recorded",
+            device_key="replay",
+            parameters=space.recording.parameters,
+        )
+        result = Tuner(
+            problem, ReplayRunner(space.recording), store, study, sampler=sampler, seed=seed
+        ).run(Budget(evaluations=budget))
         store.close()
     return [e.measurement.value for e in result.history]
 
 
-def run_kernel_tuner(space: Space, strategy: str, budget: int, seed: int,
-                     plain_cache: Path) -> list[float | None]:
+def run_kernel_tuner(
+    space: Space, strategy: str, budget: int, seed: int, plain_cache: Path
+) -> list[float | None]:
     import kernel_tuner
 
     rec = space.recording
@@ -142,9 +164,18 @@ def run_kernel_tuner(space: Space, strategy: str, budget: int, seed: int,
         cache = Path(tmp) / "cache.json"
         cache.write_bytes(plain_cache.read_bytes())
         results, _env = kernel_tuner.tune_kernel(
-            raw["kernel_name"], "", size, [], raw["tune_params"], cache=str(cache),
-            restrictions=in_recording, simulation_mode=True, strategy=strategy,
-            strategy_options={"max_fevals": budget}, quiet=True, objective="time",
+            raw["kernel_name"],
+            "",
+            size,
+            [],
+            raw["tune_params"],
+            cache=str(cache),
+            restrictions=in_recording,
+            simulation_mode=True,
+            strategy=strategy,
+            strategy_options={"max_fevals": budget},
+            quiet=True,
+            objective="time",
         )
     trace: list[float | None] = []
     seen: set[tuple] = set()
@@ -198,8 +229,11 @@ def main() -> None:
     started = time.perf_counter()
     for path in args.caches:
         space = load_space(path)
-        print(f"\n{space.name}: {len(space.values)} recorded configs on "
-              f"{space.recording.device.name}, optimum {space.f_opt:.5g}", flush=True)
+        print(
+            f"\n{space.name}: {len(space.values)} recorded configs on "
+            f"{space.recording.device.name}, optimum {space.f_opt:.5g}",
+            flush=True,
+        )
         plain = None
         if "kernel_tuner" in tools and space.recording.format == "kt-cache":
             fd, name = tempfile.mkstemp(suffix=".json")
@@ -226,31 +260,44 @@ def main() -> None:
             for b in budgets:
                 bests = [best_after(tr, b, space.worst) for tr in traces[b]]
                 record = {
-                    "space": space.name, "tool": tool, "strategy": strategy, "budget": b,
+                    "space": space.name,
+                    "tool": tool,
+                    "strategy": strategy,
+                    "budget": b,
                     "repeats": args.repeats,
                     "score": space.score(statistics.fmean(bests), b),
                     "mean_best": statistics.fmean(bests),
                     "evals_to_within_5pct": median_or_none(
-                        [evals_to_within(tr, space.f_opt, 0.05) for tr in traces[b]]),
+                        [evals_to_within(tr, space.f_opt, 0.05) for tr in traces[b]]
+                    ),
                     "evals_to_within_1pct": median_or_none(
-                        [evals_to_within(tr, space.f_opt, 0.01) for tr in traces[b]]),
+                        [evals_to_within(tr, space.f_opt, 0.01) for tr in traces[b]]
+                    ),
                 }
                 records.append(record)
-            line = "  ".join(f"{r['score']:6.3f}" for r in records[-len(budgets):])
-            print(f"  {tool:<13}{strategy:<24}{line}   ({time.perf_counter() - t0:.1f}s)",
-                  flush=True)
+            line = "  ".join(f"{r['score']:6.3f}" for r in records[-len(budgets) :])
+            print(
+                f"  {tool:<13}{strategy:<24}{line}   ({time.perf_counter() - t0:.1f}s)", flush=True
+            )
         if plain is not None:
             os.unlink(plain)
     print_table(records, budgets)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "benchmark": "tuner_efficiency",
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-            "python": sys.version.split()[0], "default_sampler": DEFAULT_SAMPLER,
-            "seconds": time.perf_counter() - started, "records": records,
-        }, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "tuner_efficiency",
+                    "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                    "python": sys.version.split()[0],
+                    "default_sampler": DEFAULT_SAMPLER,
+                    "seconds": time.perf_counter() - started,
+                    "records": records,
+                },
+                indent=1,
+            )
+        )
         print(f"wrote {args.json}")
 
 
@@ -259,8 +306,9 @@ def print_table(records: list[dict], budgets: list[int]) -> None:
     by: dict[tuple[str, str], dict[int, list[float]]] = {}
     for r in records:
         by.setdefault((r["tool"], r["strategy"]), {}).setdefault(r["budget"], []).append(r["score"])
-    rows = sorted(by.items(), key=lambda kv: -statistics.fmean(
-        statistics.fmean(v) for v in kv[1].values()))
+    rows = sorted(
+        by.items(), key=lambda kv: -statistics.fmean(statistics.fmean(v) for v in kv[1].values())
+    )
     print("\nmean score over spaces (1 = optimum found, 0 = random search)")
     print(f"{'tool':<14}{'strategy':<24}" + "".join(f"{'t=' + str(b):>9}" for b in budgets))
     for (tool, strategy), per_budget in rows:

@@ -37,8 +37,13 @@ from workbench.search.tuner import Budget, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store
 
-DEFAULT_CACHE = (Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
-                 / "gemm_RTX_3090.json.gz")
+DEFAULT_CACHE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "datasets"
+    / "tuning-caches"
+    / "gemm_RTX_3090.json.gz"
+)
 
 
 class TimedReplay(Runner):
@@ -67,10 +72,21 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/store.sqlite")
         problem = RecordingProblem(recording)
-        study = store.study(kernel=recording.kernel, shape_label=problem.shape_label,
-                            device_key=recording.device.key(), parameters=recording.parameters)
-        tuner = Tuner(problem, runner, store, study, sampler=sampler, seed=seed,
-                      on_evaluation=lambda *_: stamps.append(time.perf_counter()))
+        study = store.study(
+            kernel=recording.kernel,
+            shape_label=problem.shape_label,
+            device_key=recording.device.key(),
+            parameters=recording.parameters,
+        )
+        tuner = Tuner(
+            problem,
+            runner,
+            store,
+            study,
+            sampler=sampler,
+            seed=seed,
+            on_evaluation=lambda *_: stamps.append(time.perf_counter()),
+        )
         start = time.perf_counter()
         result = tuner.run(Budget(evaluations=trials))
         total = time.perf_counter() - start
@@ -80,9 +96,12 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
     inside = np.array(runner.inside[: len(gaps)])
     per_trial_ms = (gaps - inside) * 1e3
     return {
-        "evaluations": result.evaluations, "proposals": result.proposals,
-        "median_ms": float(np.median(per_trial_ms)), "mean_ms": float(np.mean(per_trial_ms)),
-        "p90_ms": float(np.percentile(per_trial_ms, 90)), "total_s": total,
+        "evaluations": result.evaluations,
+        "proposals": result.proposals,
+        "median_ms": float(np.median(per_trial_ms)),
+        "mean_ms": float(np.mean(per_trial_ms)),
+        "p90_ms": float(np.percentile(per_trial_ms, 90)),
+        "total_s": total,
     }
 
 
@@ -95,6 +114,10 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
     recorded = {tuple(v[k] for k in keys) for v in raw["cache"].values()}
     size = raw["problem_size"]
     size = tuple(size) if isinstance(size, list) else (size,)
+
+    def in_recording(p: dict) -> bool:  # a def, not a lambda: Kernel Tuner parses lambdas' source
+        return tuple(p[k] for k in keys) in recorded
+
     random.seed(seed)
     np.random.seed(seed)
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -103,14 +126,26 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
         path.write_text(json.dumps(raw))
         start = time.perf_counter()
         results, _ = kernel_tuner.tune_kernel(
-            raw["kernel_name"], "", size, [], raw["tune_params"], cache=str(path),
-            restrictions=lambda p: tuple(p[k] for k in keys) in recorded, simulation_mode=True,
-            strategy=strategy, strategy_options={"max_fevals": trials}, quiet=True,
+            raw["kernel_name"],
+            "",
+            size,
+            [],
+            raw["tune_params"],
+            cache=str(path),
+            restrictions=in_recording,
+            simulation_mode=True,
+            strategy=strategy,
+            strategy_options={"max_fevals": trials},
+            quiet=True,
         )
         total = time.perf_counter() - start
     per = [r.get("framework_time", 0.0) + r.get("strategy_time", 0.0) for r in results if r]
-    return {"median_ms": float(np.median(per)), "mean_ms": float(np.mean(per)),
-            "configs": len(per), "total_s": total}
+    return {
+        "median_ms": float(np.median(per)),
+        "mean_ms": float(np.mean(per)),
+        "configs": len(per),
+        "total_s": total,
+    }
 
 
 def main() -> None:
@@ -125,27 +160,42 @@ def main() -> None:
     ours = workbench_overhead(args.cache, args.trials, args.sampler, args.seed)
     print(f"{args.cache.name}: {args.trials} unique evaluations")
     print(f"{'':<34}{'median ms':>11}{'mean ms':>10}{'total s':>9}")
-    print(f"{'workbench (' + args.sampler + ', SQLite store)':<34}{ours['median_ms']:>11.3f}"
-          f"{ours['mean_ms']:>10.3f}{ours['total_s']:>9.1f}")
+    print(
+        f"{'workbench (' + args.sampler + ', SQLite store)':<34}{ours['median_ms']:>11.3f}"
+        f"{ours['mean_ms']:>10.3f}{ours['total_s']:>9.1f}"
+    )
     theirs = None
     try:
         theirs = kernel_tuner_overhead(args.cache, args.trials, args.kt_strategy, args.seed)
-        print(f"{'kernel_tuner (' + args.kt_strategy + ')':<34}{theirs['median_ms']:>11.3f}"
-              f"{theirs['mean_ms']:>10.3f}{theirs['total_s']:>9.1f}")
-        print(f"ratio of medians (Kernel Tuner / workbench): "
-              f"{theirs['median_ms'] / ours['median_ms']:.1f}x")
+        print(
+            f"{'kernel_tuner (' + args.kt_strategy + ')':<34}{theirs['median_ms']:>11.3f}"
+            f"{theirs['mean_ms']:>10.3f}{theirs['total_s']:>9.1f}"
+        )
+        print(
+            f"ratio of medians (Kernel Tuner / workbench): "
+            f"{theirs['median_ms'] / ours['median_ms']:.1f}x"
+        )
     except ImportError:
         print("kernel_tuner is not installed: pip install kernel-tuner")
     print(f"goal: workbench median < 2 ms: {'met' if ours['median_ms'] < 2 else 'NOT met'}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "benchmark": "tuner_overhead", "cache": args.cache.name, "trials": args.trials,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-        "workbench": {"sampler": args.sampler, **ours},
-        "kernel_tuner": None if theirs is None else {"strategy": args.kt_strategy, **theirs},
-        "median_of_per_trial": statistics.median([ours["median_ms"]]),
-    }, indent=1))
+    args.json.write_text(
+        json.dumps(
+            {
+                "benchmark": "tuner_overhead",
+                "cache": args.cache.name,
+                "trials": args.trials,
+                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                "workbench": {"sampler": args.sampler, **ours},
+                "kernel_tuner": None
+                if theirs is None
+                else {"strategy": args.kt_strategy, **theirs},
+                "median_of_per_trial": statistics.median([ours["median_ms"]]),
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {args.json}")
 
 
