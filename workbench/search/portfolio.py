@@ -205,27 +205,34 @@ class PortfolioProposer(Proposer):
         s = self._scores(cand, self._log_ratio_tables())
         return int(cand[self.rng.choice(np.flatnonzero(s == s.max()))])
 
-    def _choose_move(self) -> str:
+    def _ranked_moves(self) -> list[str]:
+        """Moves by UCB1 score over the recent window, best first (ties in random order)."""
         recent = self.history[-WINDOW:]
         total = len(recent) + 1
+        sums = dict.fromkeys(MOVES, 0.0)
+        counts = dict.fromkeys(MOVES, 0)
+        for move, reward in recent:
+            sums[move] += reward
+            counts[move] += 1
 
         def ucb(move: str) -> float:
-            rewards = [r for m, r in recent if m == move]
-            if not rewards:
+            n = counts[move]
+            if not n:
                 return math.inf
-            return float(np.mean(rewards)) + EXPLORATION * math.sqrt(math.log(total) / len(rewards))
+            return sums[move] / n + EXPLORATION * math.sqrt(math.log(total) / n)
 
-        return max(MOVES, key=lambda m: (ucb(m), self.rng.random()))
+        return sorted(MOVES, key=lambda m: (ucb(m), self.rng.random()), reverse=True)
 
     # -- the proposer interface ------------------------------------------------------------
     def propose(self) -> Config | None:
+        move, row = "random", None
         if self.n_visited < self.n_startup:
-            move, row = "random", self._random()
+            row = self._random()
         else:
-            move = self._choose_move()
-            row = getattr(self, "_" + move)()
-            if row is None:
-                move, row = "random", self._random()
+            for move in self._ranked_moves():  # a move with nothing to offer passes its turn
+                row = getattr(self, "_" + move)()
+                if row is not None:
+                    break
         if row is None:
             return None  # every valid config visited
         self._last_move = move
