@@ -180,3 +180,22 @@ def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
     assert code == 0, err
     assert doc["best_config"]["SCALE"] == 3 and "[SCALE=3]" in doc["study"]
     assert doc["evaluations"] == 6  # BLOCK=256 with SCALE=3 breaks the constraint
+
+
+def test_gp_sampler_without_torch_says_what_to_install() -> None:
+    try:
+        import torch  # noqa: F401
+
+        pytest.skip("PyTorch is installed")
+    except ImportError:
+        pass
+    code, out, err = invoke(
+        "tune",
+        "--replay",
+        str(CACHES / "pnpoly_RTX_3090.json.gz"),
+        "--sampler",
+        "gp",
+        "--budget",
+        "5",
+    )
+    assert code == 2 and "workbench[gp]" in out + err
