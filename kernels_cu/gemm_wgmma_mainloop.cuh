@@ -26,12 +26,13 @@
 #include "gemm_smem_tiles.cuh"
 #include "wgmma_sm90.cuh"
 
-// Shared memory of one pipeline stage: the A tile (TM rows) then the B tile (TN rows), TK bytes
-// of K each. (Template parameters are named TM, TN, ... because BM, BN, ... are the knob macros.)
-template <int TM, int TN, int TK>
+// Shared memory of one pipeline stage: the A tile (TILE_M rows) then the B tile (TILE_N rows),
+// TILE_K bytes of K each. (Template parameters are named TILE_M, TILE_N, ... because BM, BN, TM,
+// TN are knob macros.)
+template <int TILE_M, int TILE_N, int TILE_K>
 struct WgmmaStage {
-  static constexpr u32 A_BYTES = TM * TK;
-  static constexpr u32 B_BYTES = TN * TK;
+  static constexpr u32 A_BYTES = TILE_M * TILE_K;
+  static constexpr u32 B_BYTES = TILE_N * TILE_K;
   static constexpr u32 BYTES = A_BYTES + B_BYTES;
 };
 
@@ -43,24 +44,25 @@ __device__ __forceinline__ u64 kslice_desc(u32 tile, int kk) {
   return smem_desc<SW>(tile + u32(kk * 32 / SW) * (ROWS * SW) + u32(kk * 32 % SW));
 }
 
-// Run the main loop for the TM x TN block tile at rows [m0, m0 + TM) of A and [n0, n0 + TN) of B,
-// TK bytes of K per k-tile, NSTAGES slots, SW-byte swizzle, NTHREADS = 2 * TM threads.
+// Run the main loop for the TILE_M x TILE_N block tile at rows [m0, m0 + TILE_M) of A and
+// [n0, n0 + TILE_N) of B, TILE_K bytes of K per k-tile, NSTAGES slots, SW-byte swizzle, NTHREADS = 2 * TILE_M threads.
 // `consume(a_tile, b_tile)` issues the wgmma of one k-tile for this thread's warpgroup (A tile
 // already offset to the warpgroup's 64 rows) and commits them. `smem` is 1024-byte aligned.
-template <int TM, int TN, int TK, int NSTAGES, int SW, int NTHREADS, class Consume>
+template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES, int SW, int NTHREADS, class Consume>
 __device__ __forceinline__ void wgmma_mainloop(const u8* __restrict__ A, const u8* __restrict__ B,
                                                int M, int N, int K, int m0, int n0, u32 smem,
                                                Consume&& consume) {
   static_assert(NSTAGES >= 3, "NSTAGES: one slot being multiplied, one finishing, one loading");
-  using Stage = WgmmaStage<TM, TN, TK>;
+  using Stage = WgmmaStage<TILE_M, TILE_N, TILE_K>;
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
-  const int k_tiles = (K + TK - 1) / TK;
+  const int k_tiles = (K + TILE_K - 1) / TILE_K;
 
   auto load_stage = [&](int kt) {
     const u32 stage = smem + (kt % NSTAGES) * Stage::BYTES;
-    load_tile_async<TM, TK, SW, NTHREADS>(stage, A, m0, M, kt * TK, K, tid);
-    load_tile_async<TN, TK, SW, NTHREADS>(stage + Stage::A_BYTES, B, n0, N, kt * TK, K, tid);
+    load_tile_async<TILE_M, TILE_K, SW, NTHREADS>(stage, A, m0, M, kt * TILE_K, K, tid);
+    load_tile_async<TILE_N, TILE_K, SW, NTHREADS>(stage + Stage::A_BYTES, B, n0, N, kt * TILE_K, K,
+                                                  tid);
   };
 
   // ---- prologue: k-tiles 0 .. NSTAGES - 3 in flight --------------------------------------------

@@ -294,3 +294,12 @@ def test_disassemble_rejects_non_elf() -> None:
 )
 def test_category(opcode: str, expected: str) -> None:
     assert category(opcode) == expected
+
+
+def test_find_opcode_ignores_case_of_shape_modifiers() -> None:
+    """nvdisasm writes wgmma shapes in lower case (IGMMA.64x256x32.S8.S8): a prefix written
+    either way matches, and a prefix that stops inside a modifier does not."""
+    igmma = SassInstruction(0, "", "IGMMA.64x256x32.S8.S8", "IGMMA", "gdesc[UR4], RZ", "")
+    assert find_opcode([igmma], "IGMMA.64x256x32.S8.S8") == [igmma]
+    assert find_opcode([igmma], "igmma.64X256X32") == [igmma]
+    assert find_opcode([igmma], "IGMMA.64x256") == []

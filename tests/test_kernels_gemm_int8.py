@@ -2,16 +2,16 @@
 
 The kernels cannot run here; what can be checked without a GPU is checked: the references
 against independent integer arithmetic, that the space's constraints leave only points that
-compile without spills on every declared arch (a fixed sample), that every static_assert in the
-kernels fires for a point its constraint rejects, and that the binaries contain the instructions
-each path is about (IMMA.16832.S8.S8, LDGSTS, LDSM for mma.sync; IDP.4A.S8.S8 for dp4a).
+compile without spills on every declared arch (a fixed sample, with the Hopper wgmma path on
+sm_90a), that every static_assert in the kernels fires for a point its constraint rejects, and
+that the binaries contain the instructions each path is about (IMMA.16832.S8.S8, LDGSTS, LDSM for
+mma.sync; IGMMA.64xBNx32.S8.S8 for wgmma; IDP.4A.S8.S8 for dp4a).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
-import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,16 +29,28 @@ from workbench.references.gemm import (
     int8_gemm_exact,
     w8a8_dequantize,
 )
+from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.launch import launch_geometry, work_counts
-from workbench.spaces.model import Config
-from workbench.sweep import sass_of, select_configs, static_sweep
+from workbench.spaces.model import Config, SpaceSpec
+from workbench.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
-ARCHES = ["sm_80", "sm_89", "sm_90"]
+ARCHES = ["sm_80", "sm_89", "sm_90", "sm_90a"]
 ROOT = Path(__file__).resolve().parents[1]
-#: configs per arch compiled (no disassembly) by the "every point compiles" test: 3 x 18 >= 50
-SAMPLE_PER_ARCH = 18
+#: the development space of the wgmma path (its knobs, constraints and default were merged)
+WGMMA_DEV_SPACE = ROOT / "tests" / "data" / "gemm_int8_wgmma.yaml"
+#: the knobs of each path; the others are pinned to their defaults on that path
+_BLOCK_KNOBS = ("BM", "BN", "BK", "GROUP_M")
+PATH_KNOBS = {
+    "mma": (*_BLOCK_KNOBS, "WM", "WN", "STAGES", "SMEM_LAYOUT", "UNROLL", "SPLIT_K", "MIN_BLOCKS"),
+    "dp4a": (*_BLOCK_KNOBS, "TM", "TN", "VEC", "UNROLL", "SPLIT_K", "MIN_BLOCKS"),
+    "wgmma": (*_BLOCK_KNOBS, "STAGES", "SWIZZLE"),
+}
+WGMMA_KNOBS = PATH_KNOBS["wgmma"]
+#: valid configs per path and arch compiled (no disassembly) by the "every point compiles" test,
+#: besides the defaults: 4 arches x (7 + 6) + 6 wgmma >= 50 (a wgmma compile takes 1-2 s)
+SAMPLE_PER_PATH = {"mma": 7, "dp4a": 6, "wgmma": 6}
 
 Sampled = dict[str, list[tuple[Config, CompileResult]]]
 
@@ -141,6 +153,46 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
     return CompileCache(tmp_path_factory.mktemp("gemm-cache"))
 
 
+def wgmma_default(spec: SpaceSpec) -> Config:
+    """The wgmma path's default (that of its development space): 2 warpgroups, 128 x 256 x 128,
+    4 stages, 128-byte swizzle; every other knob at the space default."""
+    return dict(spec.default_config(), PATH="wgmma", BM=128, BN=256, BK=128)
+
+
+def _wgmma_knobs(config: Config) -> tuple[object, ...]:
+    return tuple(config[n] for n in WGMMA_KNOBS)
+
+
+def path_sample(space: Space, path: str, n: int, seed: int) -> list[Config]:
+    """``n`` distinct valid configs of one path, uniformly at random: its own knobs drawn from
+    their domains, the pinned ones at their defaults (a uniform sample of the whole space is
+    slow to draw, about 0.1% of the cartesian product is valid, and rarely reaches wgmma)."""
+    spec, rng = space.spec, random.Random(seed)
+    domains = {k: spec.parameter(k).values for k in PATH_KNOBS[path]}
+    found: list[Config] = []
+    for _ in range(100_000):
+        config = dict(spec.default_config(), PATH=path)
+        config.update({k: rng.choice(v) for k, v in domains.items()})
+        if config not in found and space.is_valid(config):
+            found.append(config)
+            if len(found) == n:
+                return found
+    raise AssertionError(f"only {len(found)} valid {path} configs found")
+
+
+def wgmma_points(space: Space) -> list[Config]:
+    """Every valid PATH=wgmma point of ``space`` (its other knobs are pinned to one value)."""
+    spec = space.spec
+    out = []
+    for values in itertools.product(*(spec.parameter(n).values for n in WGMMA_KNOBS)):
+        config = dict(
+            spec.default_config(), PATH="wgmma", **dict(zip(WGMMA_KNOBS, values, strict=True))
+        )
+        if space.is_valid(config):
+            out.append(config)
+    return out
+
+
 def test_every_constraint_says_why() -> None:
     for name in ("gemm_int8", "gemm_w8a8"):
         for c in load_kernel(name).constraints:
@@ -157,12 +209,62 @@ def test_w8a8_space_is_gemm_int8_with_another_epilogue() -> None:
     }
     assert [c.expr.text for c in raw.constraints] == [c.expr.text for c in w8a8.constraints]
     assert [(n, e.text) for n, e in raw.derived] == [(n, e.text) for n, e in w8a8.derived]
-    assert raw.geometry == w8a8.geometry
+    assert raw.geometry == w8a8.geometry and raw.arches == w8a8.arches
     assert raw.default_shape == w8a8.default_shape and raw.shape_sets == w8a8.shape_sets
-    assert w8a8.parameter("EPI").values == ("w8a8",) and w8a8.parameter("OUT").values == (
-        "float16",
-    )
+    assert [(e.opcodes, e.when.text) for e in raw.expect_sass] == [
+        (e.opcodes, e.when.text) for e in w8a8.expect_sass
+    ]
+    assert w8a8.parameter("EPI").values == ("w8a8",)
     assert raw.parameter("EPI").values == ("raw",) and raw.parameter("OUT").values == ("int32",)
+    # the output type is a problem variant: a search keeps it at float16 unless told otherwise
+    out = w8a8.parameter("OUT")
+    assert out.values == ("float16", "bfloat16", "float32") and out.default == "float16"
+    assert not out.tunable
+    problem = SpaceProblem(Space(w8a8, arch=Arch.parse("sm_90")))
+    assert problem.pinned == {"OUT": "float16"}
+    assert SpaceProblem(Space(w8a8, arch=Arch.parse("sm_90")), {"OUT": "float32"}).pinned == {
+        "OUT": "float32"
+    }
+
+
+def test_spaces_declare_the_three_paths() -> None:
+    for name in ("gemm_int8", "gemm_w8a8"):
+        spec = load_kernel(name)
+        assert list(spec.arches) == ARCHES
+        assert spec.parameter("PATH").values == ("mma", "dp4a", "wgmma")
+        whens = {e.when.text: e.opcodes for e in spec.expect_sass}
+        assert whens["PATH == 'wgmma'"] == ("IGMMA",)
+        # the default (mma) is valid on every declared arch, the wgmma default on sm_90a only
+        for arch in ARCHES:
+            space = Space(spec, arch=Arch.parse(arch))
+            assert space.is_valid(spec.default_config()), arch
+            assert space.is_valid(wgmma_default(spec)) == (arch == "sm_90a"), arch
+
+
+def test_wgmma_slice_matches_the_development_space() -> None:
+    """On their common domain the merged space's PATH=wgmma points are exactly the valid points
+    of the wgmma development space (same constraints, same register and shared-memory limits),
+    with its default among them; every knob the wgmma path ignores is pinned to one value."""
+    dev = load_space(WGMMA_DEV_SPACE)
+    spec = load_kernel("gemm_int8")
+    arch = Arch.parse("sm_90a")
+    dev_space, space = Space(dev, arch=arch), Space(spec, arch=arch)
+    merged = wgmma_points(space)
+    assert len(merged) > 1000
+    assert wgmma_default(spec) in merged
+    assert {k: dev.default_config()[k] for k in WGMMA_KNOBS} == {
+        k: wgmma_default(spec)[k] for k in WGMMA_KNOBS
+    }
+    common = {n: set(dev.parameter(n).values) & set(spec.parameter(n).values) for n in WGMMA_KNOBS}
+    assert all(len(v) >= 2 for v in common.values()), common
+    in_common = [c for c in merged if all(c[n] in common[n] for n in WGMMA_KNOBS)]
+    dev_valid = [c for c in dev_space.iter_valid() if all(c[n] in common[n] for n in WGMMA_KNOBS)]
+    assert sorted(map(_wgmma_knobs, in_common)) == sorted(map(_wgmma_knobs, dev_valid))
+    # the ignored knobs take one value each: no two wgmma points give the same binary
+    ignored = [p.name for p in spec.parameters if p.name not in (*WGMMA_KNOBS, "PATH")]
+    assert {tuple(c[n] for n in ignored) for c in merged} == {
+        tuple(spec.default_config()[n] for n in ignored)
+    }
 
 
 def test_default_launch_and_work_model() -> None:
@@ -197,7 +299,7 @@ def test_constraints_reject_with_reasons() -> None:
     space = Space(spec, arch=Arch.parse("sm_90"))
     d = spec.default_config()
     cases: list[tuple[Mapping[str, object], str]] = [
-        ({"PATH": "dp4a", "WM": 32}, "only exist in the mma path"),
+        ({"PATH": "dp4a", "WM": 32}, "only exist in the mma and wgmma paths"),
         ({"TM": 4}, "only exist in the dp4a path"),
         ({"VEC": 8}, "cp.async.cg"),
         ({"BM": 32}, "BM % WM == 0"),
@@ -221,6 +323,39 @@ def test_constraints_reject_with_reasons() -> None:
     assert space.is_valid(big)
     sm89 = Space(spec, arch=Arch.parse("sm_89"))
     assert any("shared memory" in r for r in _reasons(sm89, big))
+    # one-warp blocks with 128-byte k-tiles: 24 copies per thread per stage spill on ptxas 13
+    one_warp = dict(d, BM=64, BN=32, BK=128, WM=64, WN=32)
+    assert any("16-byte copies" in r for r in _reasons(space, one_warp))
+    # SWIZZLE is a wgmma knob
+    assert any("only exists in the wgmma path" in r for r in _reasons(space, dict(d, SWIZZLE=64)))
+
+
+def test_wgmma_constraints_reject_with_reasons() -> None:
+    spec = load_kernel("gemm_int8")
+    space = Space(spec, arch=Arch.parse("sm_90a"))
+    wg = wgmma_default(spec)
+    assert space.is_valid(wg)
+    sm90 = Space(spec, arch=Arch.parse("sm_90"))
+    assert any("sm_90a" in r for r in _reasons(sm90, wg))
+    cases: list[tuple[Mapping[str, object], str]] = [
+        ({"BM": 32}, "64 rows of the block tile"),
+        ({"BK": 64}, "whole swizzle atoms"),  # 64 bytes of K, 128-byte swizzle
+        ({"STAGES": 2}, "at least one being loaded"),
+        ({"SPLIT_K": 2}, "no split-K"),
+        ({"UNROLL": 4}, "not wgmma knobs"),
+        ({"WM": 32}, "not wgmma knobs"),
+        ({"TM": 4}, "only exist in the dp4a path"),
+        ({"VEC": 8}, "cp.async.cg"),
+        ({"BM": 256, "BN": 256, "STAGES": 3}, "spill"),  # 128 accumulators, 128 registers
+        ({"STAGES": 6}, "shared memory"),  # 6 x 48 KB + 1 KB > 227 KB
+    ]
+    for change, reason in cases:
+        config = dict(wg, **change)
+        assert any(reason in r for r in _reasons(space, config)), (change, _reasons(space, config))
+    # 64 rows x 256 columns per warpgroup and 4 stages of 128 + 256 rows x 128 bytes
+    launch = launch_geometry(space, wg)
+    assert launch.grid == (32 * 16, 1, 1) and launch.block == (256, 1, 1)
+    assert launch.shared_bytes == 4 * 384 * 128 + 1024
 
 
 def test_random_points_compile_or_are_rejected_with_a_reason() -> None:
@@ -241,17 +376,19 @@ def test_random_points_compile_or_are_rejected_with_a_reason() -> None:
 
 @pytest.fixture(scope="module")
 def sampled(cache: CompileCache) -> Sampled:
-    """Per arch: the default, the dp4a default, and a fixed-seed sample of valid configs,
-    compiled (no disassembly)."""
+    """Per arch: the default, the dp4a default, and a fixed-seed sample of valid configs of each
+    path (wgmma: sm_90a only, with its default), compiled (no disassembly)."""
     spec = load_kernel("gemm_int8")
     out: Sampled = {}
     for i, arch in enumerate(ARCHES):
         space = Space(spec, arch=Arch.parse(arch))
-        configs = select_configs(space, sample=SAMPLE_PER_ARCH, seed=100 + i)
-        dp4a = dict(spec.default_config(), PATH="dp4a")
-        assert space.is_valid(dp4a)
-        if dp4a not in configs:
-            configs.append(dp4a)
+        configs = [spec.default_config(), dict(spec.default_config(), PATH="dp4a")]
+        if arch == "sm_90a":
+            configs.append(wgmma_default(spec))
+        for path, n in SAMPLE_PER_PATH.items():
+            if path != "wgmma" or arch == "sm_90a":
+                configs += [c for c in path_sample(space, path, n, 100 + i) if c not in configs]
+        assert all(space.is_valid(c) for c in configs)
         results = compile_jobs([make_job(space, c) for c in configs], cache)
         out[arch] = list(zip(configs, results, strict=True))
     return out
@@ -260,8 +397,9 @@ def sampled(cache: CompileCache) -> Sampled:
 @pytest.mark.parametrize("arch", ARCHES)
 def test_sampled_configs_compile_without_spills(arch: str, sampled: Sampled) -> None:
     pairs = sampled[arch]
-    assert len(pairs) >= SAMPLE_PER_ARCH
-    assert {"mma", "dp4a"} <= {c["PATH"] for c, _ in pairs}
+    assert len(pairs) >= 12
+    paths = {c["PATH"] for c, _ in pairs}
+    assert paths == ({"mma", "dp4a", "wgmma"} if arch == "sm_90a" else {"mma", "dp4a"})
     for config, result in pairs:
         assert result.ok, (config, result.log[-2000:])
         res = kernel_resources(result.cubin, result.log)[result.entry]
@@ -286,7 +424,7 @@ def test_defaults_issue_tensor_core_and_dp4a_instructions(arch: str, cache: Comp
     sm, sd = _sass(space, mma, cache), _sass(space, dp4a, cache)
     # 128 x 128 x 64 tile, 4 warps of 64 x 64, BK/32 = 2 k-steps unrolled: 2 * 4 * 8 mma.sync
     assert len(find_opcode(sm, "IMMA.16832.S8.S8")) == 64 == rm.opcodes["IMMA"]
-    assert not has_opcode(sm, "IDP")
+    assert not has_opcode(sm, "IDP") and not has_opcode(sm, "IGMMA")
     # cp.async.cg 16 bytes, its commit/wait, ldmatrix.x4: 4 for A and 4 for B per k-step
     assert has_opcode(sm, "LDGSTS.E.BYPASS.128") and has_opcode(sm, "DEPBAR")
     assert len(find_opcode(sm, "LDSM.16.M88.4")) == 16 == rm.opcodes["LDSM"]
@@ -296,6 +434,27 @@ def test_defaults_issue_tensor_core_and_dp4a_instructions(arch: str, cache: Comp
     assert len(find_opcode(sd, "IDP.4A.S8.S8")) == 128
     assert not has_opcode(sd, "IMMA") and not has_opcode(sd, "LDGSTS")
     assert rd.dynamic_smem == 2 * 16 * (128 + 128 + 8) * 4
+
+
+def test_wgmma_default_issues_warpgroup_mma(cache: CompileCache) -> None:
+    """The Hopper path on sm_90a: one IGMMA.64x256x32 per 32 bytes of K, pipelined (ptxas does
+    not serialize it), fed by cp.async; no mma.sync, no spills."""
+    spec = load_kernel("gemm_int8")
+    space = Space(spec, arch=Arch.parse("sm_90a"))
+    wg = wgmma_default(spec)
+    (r,) = static_sweep(space, [wg], cache=cache)
+    assert r.ok, r.error
+    assert r.lints == [], r.lints  # expect_sass (IGMMA) satisfied, no spills, no local memory
+    assert r.spill_stores == 0 and r.stack_frame == 0
+    assert "serialized" not in r.log
+    assert r.threads_per_block == 256 and r.dynamic_smem == 4 * 384 * 128 + 1024
+    assert r.registers is not None and r.registers <= 255
+    sass = _sass(space, wg, cache)
+    # BK / 32 = 4 wgmma per k-tile, all 64 x 256 x 32, s8 x s8
+    assert len(find_opcode(sass, "IGMMA.64x256x32.S8.S8")) == 4 == r.opcodes["IGMMA"]
+    assert has_opcode(sass, "WARPGROUP.ARRIVE") and has_opcode(sass, "WARPGROUP.DEPBAR.LE")
+    assert has_opcode(sass, "LDGSTS.E.BYPASS.128")
+    assert not has_opcode(sass, "IMMA") and not has_opcode(sass, "IDP")
 
 
 def _sass(space: Space, config: Config, cache: CompileCache) -> list[SassInstruction]:
@@ -342,6 +501,14 @@ def test_split_k_reduces_through_atomics(cache: CompileCache) -> None:
         ("sm_90", {"PATH": "dp4a", "BK": 32, "UNROLL": 16}, "(BK/4) % UNROLL == 0"),
         ("sm_90", {"EPI": "w8a8"}, "EPI=w8a8 dequantises"),
         ("sm_90", {"OUT": "float16"}, "EPI=raw writes the int32 accumulators"),
+        # the wgmma path (from its default: 128 x 256 x 128, 4 stages, 128-byte swizzle)
+        ("sm_90", {"PATH": "wgmma"}, "needs the architecture-specific target sm_90a"),
+        ("sm_90a", {"PATH": "wgmma", "BM": 32}, "BM: 64 rows per warpgroup"),
+        ("sm_90a", {"PATH": "wgmma", "BK": 64}, "BK: whole swizzle atoms"),
+        ("sm_90a", {"PATH": "wgmma", "STAGES": 2}, "STAGES: one slot multiplied"),
+        ("sm_90a", {"PATH": "wgmma", "SPLIT_K": 2}, "SPLIT_K: this path runs the whole K range"),
+        # outside the domain
+        ("sm_90a", {"PATH": "wgmma", "BN": 40}, "BN: a legal N of wgmma s8"),
     ],
 )
 def test_kernel_preconditions_back_up_the_constraints(
@@ -349,7 +516,8 @@ def test_kernel_preconditions_back_up_the_constraints(
 ) -> None:
     spec = load_kernel("gemm_int8")
     space = Space(spec, arch=Arch.parse(arch))
-    config = dict(spec.default_config(), **change)
+    start = wgmma_default(spec) if change.get("PATH") == "wgmma" else spec.default_config()
+    config = dict(start, **change)
     assert space.explain(config), f"{change} should be rejected by the space"
     (result,) = compile_jobs([make_job(space, config)], cache)
     assert not result.ok
@@ -360,27 +528,18 @@ def test_kernel_preconditions_back_up_the_constraints(
 # W8A8: the three output types
 
 
-@pytest.fixture(scope="module")
-def w8a8_all_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the project's kernels and gemm_w8a8.yaml with OUT: [float16, bfloat16, float32]."""
-    root = tmp_path_factory.mktemp("w8a8-project")
-    (root / "pyproject.toml").write_text("[project]\nname = 'w8a8-copy'\n")
-    shutil.copytree(ROOT / "kernels_cu", root / "kernels_cu")
-    (root / "tuning_spaces").mkdir()
-    text = (ROOT / "tuning_spaces" / "gemm_w8a8.yaml").read_text()
-    text, n = re.subn(r"values: \[float16\]", "values: [float16, bfloat16, float32]", text)
-    assert n == 1
-    path = root / "tuning_spaces" / "gemm_w8a8.yaml"
-    path.write_text(text)
-    return path
-
-
-def test_w8a8_compiles_for_every_output_type(w8a8_all_outputs: Path, cache: CompileCache) -> None:
-    spec = load_space(w8a8_all_outputs)
-    space = Space(spec, arch=Arch.parse("sm_90"))
-    # the epilogue is shared code: every type on the mma path, one on the dp4a path
-    configs = [dict(spec.default_config(), OUT=out) for out in ("float16", "bfloat16", "float32")]
-    configs.append(dict(spec.default_config(), PATH="dp4a", OUT="bfloat16"))
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_w8a8_compiles_for_every_output_type(arch: str, cache: CompileCache) -> None:
+    spec = load_kernel("gemm_w8a8")
+    space = Space(spec, arch=Arch.parse(arch))
+    if arch == "sm_90":
+        # the epilogue is shared code: every type on the mma path, one on the dp4a path
+        configs = [
+            dict(spec.default_config(), OUT=out) for out in ("float16", "bfloat16", "float32")
+        ]
+        configs.append(dict(spec.default_config(), PATH="dp4a", OUT="bfloat16"))
+    else:  # and on the wgmma path, from its accumulator layout
+        configs = [dict(wgmma_default(spec), OUT=out) for out in ("bfloat16", "float32")]
     assert all(space.is_valid(c) for c in configs)
     records = static_sweep(space, configs, cache=cache)
     pack = {"float16": "F2FP.F16.F32.PACK_AB", "bfloat16": "F2FP.BF16.F32.PACK_AB"}

@@ -282,7 +282,9 @@ def find_opcode(instructions: Iterable[SassInstruction], prefix: str) -> list[Sa
         The matching instructions, in order.
     """
     want = prefix.upper().rstrip(".")
-    return [i for i in instructions if i.opcode == want or i.opcode.startswith(want + ".")]
+    return [
+        i for i in instructions if (op := i.opcode.upper()) == want or op.startswith(want + ".")
+    ]
 
 
 def has_opcode(instructions: Iterable[SassInstruction], prefix: str) -> bool:
