@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from workbench.cli import compile_cmd, run_cmds, space_cmds, store_cmds, tune_cmd
+from workbench.cli import compile_cmd, profile_cmds, run_cmds, space_cmds, store_cmds, tune_cmd
+from workbench.cli.regress_cmds import app as regress_app
 
 app = typer.Typer(
     name="workbench",
@@ -22,7 +23,9 @@ app.command("compile")(compile_cmd.compile_command)
 app.command("tune")(tune_cmd.tune)
 app.command("run")(run_cmds.run)
 app.command("record")(run_cmds.record)
+app.command("profile")(profile_cmds.profile)
 app.add_typer(store_cmds.app, name="store")
+app.add_typer(regress_app, name="regress")
 
 
 if __name__ == "__main__":  # pragma: no cover

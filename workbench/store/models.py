@@ -158,3 +158,84 @@ class CompileRecord(Base):
     occupancy: Mapped[float | None] = mapped_column(Float)
     seconds: Mapped[float | None] = mapped_column(Float)
     log: Mapped[str] = mapped_column(Text, default="")
+
+
+class Profile(Base):
+    """Hardware-counter metrics of one kernel launch (``workbench profile``), or the
+    event-timing fallback when Nsight Compute could not read counters.
+
+    ``metrics`` maps full Nsight Compute metric names to numbers (None where the report held
+    NaN); ``missing`` lists the names the set asked for and the profile lacks. Added without a
+    schema-version bump: a new table needs no migration (``create_all`` adds it to an older
+    store, and an older workbench ignores it).
+    """
+
+    __tablename__ = "profiles"
+    __table_args__ = (Index("ix_profiles_kernel_config", "kernel", "config_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id"))
+    kernel: Mapped[str] = mapped_column(String(200))  #: workbench kernel, or the report's name
+    config_key: Mapped[str | None] = mapped_column(String(1000))
+    params: Mapped[dict | None] = mapped_column(JSON)
+    shape_label: Mapped[str | None] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(20))  #: ncu, import, event-timing
+    source_file: Mapped[str | None] = mapped_column(Text)
+    source_sha256: Mapped[str | None] = mapped_column(String(64))
+    report_index: Mapped[int | None] = mapped_column(Integer)  #: kernel position in the report
+    function_name: Mapped[str | None] = mapped_column(Text)
+    demangled_name: Mapped[str | None] = mapped_column(Text)
+    mangled_name: Mapped[str | None] = mapped_column(Text)
+    device: Mapped[str | None] = mapped_column(String(200))
+    chip: Mapped[str | None] = mapped_column(String(20))
+    cc: Mapped[int | None] = mapped_column(Integer)
+    metric_set: Mapped[str] = mapped_column(String(20))
+    metrics: Mapped[dict] = mapped_column(JSON)
+    strings: Mapped[dict | None] = mapped_column(JSON)
+    missing: Mapped[list | None] = mapped_column(JSON)
+    notes: Mapped[list | None] = mapped_column(JSON)
+    command: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RegressRun(Base):
+    """One ``workbench regress record``: a kernel's tracked configs measured (or replayed) once.
+
+    Owned by :mod:`workbench.regress`; ``replayed_from`` names the recording when the samples
+    were not measured by that command. Added without a schema-version bump: new tables need no
+    migration (``create_all`` adds them to an older store).
+    """
+
+    __tablename__ = "regress_runs"
+    __table_args__ = (Index("ix_regress_runs_kernel", "kernel", "created_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel: Mapped[str] = mapped_column(String(200))
+    label: Mapped[str | None] = mapped_column(String(200))
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
+    shape_set: Mapped[str | None] = mapped_column(String(200))
+    replayed_from: Mapped[str | None] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RegressMeasurement(Base):
+    """One config on one shape in a regression run, with every raw sample and SM clock."""
+
+    __tablename__ = "regress_measurements"
+    __table_args__ = (UniqueConstraint("run_id", "shape_label", "config_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("regress_runs.id"))
+    shape_label: Mapped[str] = mapped_column(String(200))
+    shape: Mapped[dict | None] = mapped_column(JSON)
+    config_key: Mapped[str] = mapped_column(String(1000))
+    params: Mapped[dict] = mapped_column(JSON)
+    origin: Mapped[str] = mapped_column(String(20))  #: why it was measured: best, default, ...
+    outcome: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    median: Mapped[float | None] = mapped_column(Float)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    n_samples: Mapped[int] = mapped_column(Integer, default=0)
+    samples: Mapped[list | None] = mapped_column(JSON)  #: every timing sample (ms)
+    sm_clock_mhz: Mapped[list | None] = mapped_column(JSON)  #: SM clock per sample
+    throttled: Mapped[list | None] = mapped_column(JSON)  #: throttling flag per sample
+    replayed_from: Mapped[str | None] = mapped_column(Text)

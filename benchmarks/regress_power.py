@@ -1,0 +1,269 @@
+"""Power of the regression rule: false-positive and detection rates vs shift size and noise.
+
+Real GPU timing noise: every trial takes one recorded config of the Kernel Tuner caches in
+``../shared/datasets/tuning-caches`` (32 repeated measurements of a real kernel on a real GPU),
+rescales its deviations from the median to the noise level under test, a relative standard
+deviation (the shape of the real distribution, skew, outliers and modes, is kept), and draws
+a baseline run and a candidate run of ``--samples`` samples by resampling; the candidate is
+``1 + shift`` times slower.
+
+Rules compared, on the same draws:
+
+- ``ours``: :mod:`workbench.regress.rule` (Mann-Whitney U p < 0.002, the ratio's whole 95 %
+  bootstrap interval beyond 2 %, the ratio beyond ``exp(3 * history noise)``; no clocks);
+- ``plain 5%``: the median ratio >= 1.05, as many dashboards do; ``plain 2%``: >= 1.02;
+- ``plain X% (=FPR)``: a plain median threshold set, per setting, so that its false-positive
+  rate there matches ours (an oracle: it needs the null distribution of that noise level;
+  at least 1/trials);
+- ``plain X% (all)``: the single plain threshold whose false-positive rate is at most ours at
+  every setting of the scenario: the plain rule at equal false-positive rate, as a dashboard
+  would have to set it without knowing each kernel's noise.
+
+Scenario A has independent runs (the samples of one run are all the noise there is). Scenario
+B adds run-to-run drift (every run is scaled by ``exp(N(0, drift))``, as clock and thermal
+state do) and gives our rule the history noise of 10 earlier runs, as ``regress check`` does;
+``ours, no history`` shows what the history adds.
+
+    python benchmarks/regress_power.py [--trials 400] [--samples 32] [--seed 0] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
+from workbench.regress.rule import Verdict, compare_samples, history_noise
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+FILES = (
+    "convolution_milo_A100.json.gz",
+    "convolution_milo_A4000.json.gz",
+    "dedispersion_milo_A100.json.gz",
+    "gemm_RTX_3090.json.gz",
+)
+SHIFTS = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.10)
+NOISE_LEVELS = (0.005, 0.01, 0.02, 0.03, 0.05)
+DRIFTS = (0.005, 0.01, 0.02)
+HISTORY_RUNS = 10
+#: Detection rate that counts as "detects this shift".
+POWER = 0.95
+
+Rule = Callable[[np.ndarray, np.ndarray, float | None], bool]
+
+
+@dataclass
+class Cell:
+    """Slower-verdict counts of each rule at one (noise, shift), and the null ratios."""
+
+    hits: dict[str, int]
+    trials: int
+    ratios: list[float]  #: median ratios of every trial (for the matched plain threshold)
+
+
+def ours(base: np.ndarray, cand: np.ndarray, history: float | None) -> bool:
+    return compare_samples(base, cand, history=history).verdict is Verdict.SLOWER
+
+
+def ours_no_history(base: np.ndarray, cand: np.ndarray, history: float | None) -> bool:
+    return compare_samples(base, cand).verdict is Verdict.SLOWER
+
+
+def plain(threshold: float) -> Rule:
+    def rule(base: np.ndarray, cand: np.ndarray, history: float | None) -> bool:
+        return float(np.median(cand) / np.median(base)) >= 1.0 + threshold
+
+    return rule
+
+
+def run_cell(
+    sets: Sequence[SampleSet],
+    rules: dict[str, Rule],
+    *,
+    noise: float,
+    shift: float,
+    drift: float,
+    trials: int,
+    samples: int,
+    history_runs: int,
+    rng: np.random.Generator,
+) -> Cell:
+    """Apply every rule to ``trials`` (baseline, candidate) pairs drawn at one setting."""
+    from workbench.regress.noise import with_noise
+
+    hits = dict.fromkeys(rules, 0)
+    ratios = []
+    for _ in range(trials):
+        real = sets[int(rng.integers(len(sets)))].samples
+        scaled = with_noise(real / np.median(real), noise)
+
+        def run(factor: float = 1.0, real: np.ndarray = scaled) -> np.ndarray:
+            level = float(np.exp(rng.normal(0.0, drift))) if drift else 1.0
+            return draw_run(real, rng, n=samples, factor=factor * level)
+
+        history = None
+        if drift:
+            earlier = [float(np.median(run())) for _ in range(history_runs)]
+        base, cand = run(), run(1.0 + shift)
+        if drift:
+            history = history_noise([*earlier, float(np.median(base))])
+        ratios.append(float(np.median(cand) / np.median(base)))
+        for name, rule in rules.items():
+            hits[name] += rule(base, cand, history)
+    return Cell(hits, trials, ratios)
+
+
+def matched_threshold(null_ratios: Sequence[float], fpr: float, trials: int) -> float:
+    """The plain threshold whose false-positive rate on ``null_ratios`` is at most ``fpr``
+    (at least one trial's worth: the largest null ratio when ``fpr`` is 0)."""
+    allowed = max(fpr, 1.0 / trials)
+    return float(np.quantile(null_ratios, 1.0 - allowed, method="higher")) - 1.0 + 1e-12
+
+
+def scenario(
+    sets: Sequence[SampleSet],
+    rules: dict[str, Rule],
+    settings: Sequence[tuple[float, float]],
+    trials: int,
+    samples: int,
+    seed: int,
+    history_runs: int = HISTORY_RUNS,
+) -> list[dict[str, object]]:
+    """Rates per setting (noise, drift): FPR and detection per shift for every rule, plus
+    ``plain @ours`` and the median ratios of every trial (``ratios``, for a uniform threshold)."""
+    rows = []
+    for noise, drift in settings:
+        rng = np.random.default_rng(seed)
+        cells = {
+            shift: run_cell(
+                sets,
+                rules,
+                noise=noise,
+                shift=shift,
+                drift=drift,
+                trials=trials,
+                samples=samples,
+                history_runs=history_runs,
+                rng=rng,
+            )
+            for shift in SHIFTS
+        }
+        rates = {
+            name: {shift: cells[shift].hits[name] / trials for shift in SHIFTS} for name in rules
+        }
+        fpr = rates["ours"][0.0]
+        t = matched_threshold(cells[0.0].ratios, fpr, trials)
+        rates["plain @ours"] = plain_rates({s: c.ratios for s, c in cells.items()}, t)
+        rows.append(
+            {
+                "noise": noise,
+                "drift": drift,
+                "matched_threshold": t,
+                "rates": rates,
+                "ratios": {s: c.ratios for s, c in cells.items()},
+            }
+        )
+    return rows
+
+
+def plain_rates(ratios: dict[float, list[float]], threshold: float) -> dict[float, float]:
+    """Slower-verdict rate of a plain median threshold at every shift."""
+    return {s: float(np.mean([r >= 1.0 + threshold for r in rs])) for s, rs in ratios.items()}
+
+
+def add_uniform(rows: list[dict[str, object]]) -> float:
+    """Add ``plain uniform``: the smallest single threshold whose false-positive rate is at
+    most ours at every setting (the plain rule at equal FPR, without knowing the noise)."""
+    t = max(float(row["matched_threshold"]) for row in rows)  # type: ignore[arg-type]
+    for row in rows:
+        row["rates"]["plain uniform"] = plain_rates(row["ratios"], t)  # type: ignore[index]
+        row["uniform_threshold"] = t
+    return t
+
+
+def smallest_detected(rates: dict[float, float]) -> str:
+    found = [s for s in SHIFTS if s > 0 and rates[s] >= POWER]
+    return f"{100 * found[0]:g}%" if found else f">{100 * SHIFTS[-1]:g}%"
+
+
+def print_table(title: str, rows: list[dict[str, object]]) -> None:
+    print(f"\n{title}")
+    shifts = " ".join(f"{100 * s:>6g}%" for s in SHIFTS[1:])
+    print(
+        f"{'noise':>6} {'drift':>6} {'rule':<18} {'FPR':>6} | detection at shift {shifts}"
+        f" | smallest shift detected >= {POWER:.0%}"
+    )
+    for row in rows:
+        rates: dict[str, dict[float, float]] = row["rates"]  # type: ignore[assignment]
+        for name, r in rates.items():
+            label = name
+            if name == "plain @ours":
+                label = f"plain {100 * row['matched_threshold']:.1f}% (=FPR)"  # type: ignore[operator]
+            elif name == "plain uniform":
+                label = f"plain {100 * row['uniform_threshold']:.1f}% (all)"  # type: ignore[operator]
+            det = " ".join(f"{100 * r[s]:>6.1f}%" for s in SHIFTS[1:])
+            print(
+                f"{100 * row['noise']:>5g}% {100 * row['drift']:>5g}% {label:<18} "  # type: ignore[operator]
+                f"{100 * r[0.0]:>5.1f}% |                    {det} | {smallest_detected(r)}"
+            )
+        print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=400, help="trials per (setting, shift)")
+    parser.add_argument("--samples", type=int, default=32, help="samples per run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the rates here")
+    parser.add_argument("--history", type=int, default=HISTORY_RUNS, help="earlier runs (B)")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    sets = [
+        s
+        for s in load_sample_sets([CACHES / f for f in FILES], 32)
+        if relative_spread(s.samples) > 0
+    ]
+    print(
+        f"{len(sets)} recorded configs with >= 32 samples from {len(FILES)} caches "
+        f"({time.perf_counter() - start:.1f} s to load); {args.trials} trials per cell, "
+        f"{args.samples} samples per run"
+    )
+    plain_rules: dict[str, Rule] = {"plain 5%": plain(0.05), "plain 2%": plain(0.02)}
+    a = scenario(
+        sets,
+        {"ours": ours, **plain_rules},
+        [(n, 0.0) for n in NOISE_LEVELS],
+        args.trials,
+        args.samples,
+        args.seed,
+    )
+    add_uniform(a)
+    print_table("A. independent runs (noise = relative standard deviation of the samples)", a)
+    b = scenario(
+        sets,
+        {"ours": ours, "ours, no history": ours_no_history, **plain_rules},
+        [(0.01, d) for d in DRIFTS],
+        args.trials,
+        args.samples,
+        args.seed,
+        args.history,
+    )
+    add_uniform(b)
+    print_table(f"B. 1% noise plus run-to-run drift; our rule sees {args.history} earlier runs", b)
+    print(f"total {time.perf_counter() - start:.0f} s")
+    if args.json:
+        for row in (*a, *b):
+            row.pop("ratios")
+        doc = {"trials": args.trials, "samples": args.samples, "A": a, "B": b}
+        args.json.write_text(json.dumps(doc, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""``workbench regress`` end to end on replayed recordings with real GPU timing noise (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+from workbench.gpu import probe_gpu
+from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.runners.recordings import write_recording
+from workbench.spaces import Space, load_space
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
+
+
+@pytest.fixture(scope="module")
+def noise() -> list[SampleSet]:
+    """Real samples of configs with ~1 % noise (a convolution kernel on an A100)."""
+    path = CACHES / "convolution_milo_A100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    sets = load_sample_sets([path], min_samples=32)
+    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012][:50]
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def recording(
+    project: Path,
+    name: str,
+    noise: list[SampleSet],
+    *,
+    device: DeviceInfo = H200,
+    slower: float = 1.0,
+    seed: int = 0,
+) -> Path:
+    """A recording of the tiny space: every config's samples are a real config's samples,
+    resampled and scaled to a config-dependent median, times ``slower``."""
+    rng = np.random.default_rng(seed)
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))
+    entries = []
+    for i, c in enumerate(space.iter_valid()):
+        real = noise[i % len(noise)].samples
+        target = 1.0 + c["BLOCK"] / 1000 + c["SCALE"] + c["WAVES"] / 100
+        factor = target / float(np.median(real)) * slower
+        samples = draw_run(real, rng, n=64, factor=factor)
+        entries.append(
+            (
+                c,
+                Measurement(
+                    TrialOutcome.OK,
+                    value=float(np.median(samples)),
+                    samples=tuple(float(x) for x in samples),
+                ),
+            )
+        )
+    return write_recording(
+        project / name,
+        kernel="tiny",
+        device=device,
+        parameters=[(p.name, p.values) for p in space.spec.parameters],
+        entries=entries,
+        shape=space.shape,
+    )
+
+
+def record(project: Path, rec: Path, *extra: str) -> dict:
+    code, out, err = invoke(
+        "regress",
+        "record",
+        "tiny",
+        "--spaces",
+        str(project / "spaces"),
+        "--replay",
+        str(rec),
+        "--json",
+        *extra,
+    )
+    assert code == 0, err
+    return json.loads(out)
+
+
+def check_json(*extra: str) -> tuple[int, dict, str]:
+    code, out, err = invoke("regress", "check", "--json", *extra)
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+def test_identical_replays_are_the_same_and_exit_0(project: Path, noise: list[SampleSet]) -> None:
+    first = record(project, recording(project, "a.json", noise), "--label", "base")
+    assert first["replayed_from"] and "NVIDIA H200" in first["replayed_from"]
+    (m,) = first["measurements"]
+    assert m["origin"] == "default" and m["samples"] == 64  # no tune study yet: the default
+    record(project, recording(project, "b.json", noise, seed=1))
+    code, doc, _ = check_json()
+    assert code == 0
+    assert doc["exit_status"] == 0 and doc["regressions"] == 0
+    assert doc["baseline"]["label"] == "base" and doc["candidate"]["id"] == 2
+    (row,) = doc["rows"]
+    assert row["verdict"] == "same" and row["samples"] == [64, 64]
+    assert row["ci"][0] <= row["ratio"] <= row["ci"][1] and row["threshold"] >= 0.02
+    assert doc["rule"]["alpha"] == 0.002 and doc["rule"]["floor"] == 0.02
+
+
+def test_a_slowdown_after_a_driver_upgrade_exits_1_and_suggests_retuning(
+    project: Path, noise: list[SampleSet]
+) -> None:
+    code, out, err = invoke(
+        "tune",
+        "tiny",
+        "--spaces",
+        str(project / "spaces"),
+        "--replay",
+        str(recording(project, "a.json", noise)),
+        "--budget",
+        "30",
+    )
+    assert code == 0, err
+    base = record(project, project / "a.json", "--label", "base")
+    assert [(m["config"], m["origin"]) for m in base["measurements"]] == [
+        ("BLOCK=32,SCALE=1,WAVES=1", "best")  # the tune study's best
+    ]
+    upgraded = DeviceInfo(
+        name="NVIDIA H200", cc=90, driver="560.35.03", cuda="12.6", toolkit="nvrtc 13.0"
+    )
+    rec_b = recording(project, "b.json", noise, device=upgraded, slower=1.06, seed=1)
+    record(project, rec_b, "--label", "driver-560")
+    code, out, _ = invoke("regress", "check", "--baseline", "base", "--candidate", "driver-560")
+    assert code == 1
+    assert "slower" in out and "re-tune" in out.lower() and "560.35.03" in out
+    code, doc, _ = check_json("--baseline", "label:base")
+    assert code == 1 and doc["exit_status"] == 1 and doc["regressions"] == 1
+    (row,) = doc["rows"]
+    assert row["verdict"] == "slower" and row["ratio"] == pytest.approx(1.06, abs=0.015)
+    assert row["p_value"] < 0.002 and row["ci"][0] > 1.02
+    fields = {c["field"] for c in doc["environment_changes"]}
+    assert {"driver", "cuda"} <= fields
+    assert "workbench tune tiny" in doc["hint"]
+
+
+def test_previous_configs_are_kept_after_a_retune(project: Path, noise: list[SampleSet]) -> None:
+    rec = recording(project, "a.json", noise)
+    record(project, rec)  # no study: the default config
+    invoke(
+        "tune", "tiny", "--spaces", str(project / "spaces"), "--replay", str(rec), "--budget", "30"
+    )
+    second = record(project, rec)
+    origins = {m["config"]: m["origin"] for m in second["measurements"]}
+    assert origins == {"BLOCK=32,SCALE=1,WAVES=1": "best", "BLOCK=128,SCALE=2,WAVES=1": "previous"}
+    code, doc, _ = check_json()
+    verdicts = {r["config"]: (r["verdict"], r["note"]) for r in doc["rows"]}
+    assert code == 0
+    assert verdicts["BLOCK=128,SCALE=2,WAVES=1"][0] == "same"
+    assert verdicts["BLOCK=32,SCALE=1,WAVES=1"] == (
+        "not comparable",
+        "not measured in the baseline",
+    )
+
+
+def test_different_gpus_are_not_comparable_never_a_regression(
+    project: Path, noise: list[SampleSet]
+) -> None:
+    record(project, recording(project, "a.json", noise), "--label", "h200")
+    a100 = DeviceInfo(name="NVIDIA A100-PCIE-40GB", cc=80, driver="550.54.15")
+    record(project, recording(project, "b.json", noise, device=a100, slower=2.0))
+    code, doc, _ = check_json("--baseline", "h200")
+    assert code == 0 and doc["comparable"] is False
+    assert {r["verdict"] for r in doc["rows"]} == {"not comparable"}
+    assert "different GPUs" in doc["rows"][0]["note"]
+    assert "GPU changed" in doc["hint"]
+    # "previous" prefers a run on the same GPU, and there is none: it takes the other GPU's
+    code, doc, _ = check_json()
+    assert code == 0 and doc["baseline"]["label"] == "h200"
+
+
+def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
+    code, _, err = invoke("regress", "check")
+    assert code == 2 and "no regression run" in err
+    record(project, recording(project, "a.json", noise))
+    code, _, err = invoke("regress", "check")
+    assert code == 2 and "no baseline" in err and "first regression run" in err
+    code, out, err = invoke("regress", "check", "--missing-ok", "--json")
+    assert code == 0 and json.loads(out)["rows"] == [] and "no baseline" in err
+    for spec, message in (
+        ("99", "no regression run with id 99"),
+        ("label:nope", "labelled 'nope'"),
+        ("run:x", "expected previous"),
+    ):
+        code, _, err = invoke("regress", "check", "--baseline", spec)
+        assert code == 2 and message in err, err
+
+
+def test_a_corrupted_store_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "garbage.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    for args in (["check"], ["history", "tiny"], ["runs"]):
+        code, _, err = invoke("regress", *args, "--storage", str(bad))
+        assert code == 2 and "error:" in err and "not a database" in err
+
+
+def test_a_damaged_row_is_a_clear_error(
+    project: Path, noise: list[SampleSet], tmp_path: Path
+) -> None:
+    rec = recording(project, "a.json", noise)
+    record(project, rec)
+    record(project, rec)
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        db.execute("UPDATE regress_measurements SET samples = '[1.0, \"x\"' WHERE id = 2")
+    code, _, err = invoke("regress", "check")
+    assert code == 2 and "regress_measurements" in err and "damaged" in err
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        db.execute("UPDATE regress_measurements SET samples = '[1.0, \"x\"]' WHERE id = 2")
+    code, _, err = invoke("regress", "history", "tiny")
+    assert code == 2 and "samples is not a list of numbers" in err
+
+
+def test_a_broken_candidate_exits_1(project: Path, noise: list[SampleSet], tmp_path: Path) -> None:
+    rec = recording(project, "a.json", noise)
+    record(project, rec)
+    record(project, rec)
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        db.execute(
+            "UPDATE regress_measurements SET outcome = 'wrong', median = NULL, samples = NULL, "
+            "reason = 'max error 3.0' WHERE id = 2"
+        )
+    code, doc, _ = check_json()
+    assert code == 1 and doc["rows"][0]["verdict"] == "broken"
+    assert "max error 3.0" in doc["rows"][0]["note"]
+
+
+def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: Path) -> None:
+    for i in range(6):
+        record(
+            project, recording(project, f"r{i}.json", noise, slower=1.1 if i >= 3 else 1.0, seed=i)
+        )
+    out_html = tmp_path / "timeline.html"
+    code, out, err = invoke("regress", "history", "tiny", "--json", "--html", str(out_html))
+    assert code == 0, err
+    doc = json.loads(out)
+    (series,) = doc["series"]
+    assert len(series["runs"]) == 6 and series["gpu"] == "NVIDIA H200"
+    assert [c["index"] for c in series["change_points"]] == [3]
+    assert series["change_points"][0]["ratio"] == pytest.approx(1.1, abs=0.02)
+    page = out_html.read_text(encoding="utf-8")
+    assert "REPLAY" in page and "r3.json" in page  # replayed runs are labelled on the page
+    code, out, _ = invoke("regress", "history", "tiny")
+    assert code == 0 and "+10." in out
+    code, out, _ = invoke("regress", "runs", "tiny")
+    assert code == 0 and "replayed from" in out
+
+
+def test_a_bare_recording_is_recorded_as_replayed() -> None:
+    path = CACHES / "pnpoly_RTX_3090.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    code, out, err = invoke("regress", "record", "--replay", str(path), "--label", "kt", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kernel"] == "cn_pnpoly" and "RTX 3090" in doc["replayed_from"]
+    assert doc["measurements"][0]["origin"] == "recorded-best"
+    assert "REPLAY" in err
+
+
+@pytest.mark.skipif(probe_gpu().available, reason="this machine has a GPU")
+def test_live_record_without_a_gpu_is_an_error(project: Path) -> None:
+    code, _, err = invoke("regress", "record", "tiny", "--spaces", str(project / "spaces"))
+    assert code == 2 and "no CUDA GPU" in err and "--replay" in err
+
+
+def test_bad_record_input(project: Path) -> None:
+    code, _, err = invoke("regress", "record")
+    assert code == 2 and "name a kernel" in err
+    code, _, err = invoke(
+        "regress", "record", "tiny", "--spaces", str(project / "spaces"), "--shapes", "nope"
+    )
+    assert code == 2 and "no shape set" in err
+    code, _, err = invoke(
+        "regress", "record", "reduce", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz")
+    )
+    assert code == 2 and "not a recording of this space" in err

@@ -1,0 +1,181 @@
+"""Change points in a kernel's history, and the HTML timeline, on real GPU timing noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.regress.history import candidate_breaks, gather_history
+from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.regress.records import MeasurementRecord, RegressError, save_run
+from workbench.regress.timeline import draw_timeline, timeline_html, write_timeline
+from workbench.runners.base import DeviceInfo, TrialOutcome
+from workbench.store import Store
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
+NEW_DRIVER = DeviceInfo(
+    name="NVIDIA H200", cc=90, driver="560.35.03", cuda="12.6", toolkit="nvrtc 13.0"
+)
+
+
+@pytest.fixture(scope="module")
+def one_percent() -> list[SampleSet]:
+    """Configs of a convolution kernel on an A100 with ~1 % noise (relative stdev)."""
+    path = CACHES / "convolution_milo_A100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    sets = load_sample_sets([path], min_samples=32)
+    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+
+
+def record_series(
+    store: Store, runs: list[np.ndarray], env_ids: list[int], config: str = "BLOCK=128"
+) -> None:
+    for samples, env in zip(runs, env_ids, strict=True):
+        m = MeasurementRecord(
+            shape_label="n=1024",
+            config_key=config,
+            params={"BLOCK": 128},
+            origin="best",
+            outcome=TrialOutcome.OK,
+            median=float(np.median(samples)),
+            samples=tuple(float(x) for x in samples),
+        )
+        save_run(store, kernel="conv", environment_id=env, measurements=[m])
+
+
+def test_one_step_is_found_at_the_right_run_with_what_changed(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    rng = np.random.default_rng(0)
+    old = store.environment(H200, git_commit="a" * 40, git_dirty=False)
+    new = store.environment(NEW_DRIVER, git_commit="a" * 40, git_dirty=False)
+    s = one_percent[3].samples
+    runs = [draw_run(s, rng, factor=1.06 if i >= 12 else 1.0) for i in range(20)]
+    record_series(store, runs, [old] * 12 + [new] * 8)
+    (series,) = gather_history(store, "conv")
+    assert [c.index for c in series.change_points] == [12]
+    cp = series.change_points[0]
+    assert cp.ratio == pytest.approx(1.06, abs=0.01)
+    changed = {c.field: (c.before, c.after) for c in cp.changes}
+    assert changed["driver"] == ("550.54.15", "560.35.03")
+    assert changed["cuda"] == ("12.4", "12.6")
+    assert "commit" not in {c.name for c in cp.changes}
+    assert "slower" in cp.describe() and "driver 550.54.15 -> 560.35.03" in cp.describe()
+
+
+def test_steps_are_found_across_many_real_configs(one_percent: list[SampleSet]) -> None:
+    """A 5 % step after run 12 of 25, on 40 configs with ~1 % noise: found at run 12 (PELT),
+    and nothing else is found."""
+    from workbench.regress.history import change_points
+
+    rng = np.random.default_rng(1)
+    hits = 0
+    trials = 40
+    for _ in range(trials):
+        s = one_percent[int(rng.integers(len(one_percent)))].samples
+        runs = [draw_run(s, rng, factor=1.05 if i >= 12 else 1.0) for i in range(25)]
+        found = [c.index for c in change_points(_points(runs))]
+        hits += found == [12]
+    assert hits / trials >= 0.9, hits
+
+
+def test_flat_noisy_histories_have_no_change_point(one_percent: list[SampleSet]) -> None:
+    from workbench.regress.history import change_points
+
+    rng = np.random.default_rng(2)
+    found = 0
+    for _ in range(40):
+        s = one_percent[int(rng.integers(len(one_percent)))].samples
+        runs = [draw_run(s, rng) for _ in range(25)]
+        found += bool(change_points(_points(runs)))
+    assert found == 0
+
+
+def test_a_bimodal_kernel_jumping_between_modes_is_not_a_change() -> None:
+    """The median of a kernel with two clock states flips from run to run; the pooled samples
+    do not change, so PELT's candidates are not confirmed."""
+    from workbench.regress.history import change_points
+
+    rng = np.random.default_rng(3)
+    modes = np.concatenate([rng.normal(0.95, 0.003, 15), rng.normal(1.0, 0.003, 17)])
+    runs = [draw_run(modes, rng) for _ in range(30)]
+    medians = [float(np.median(r)) for r in runs]
+    assert max(medians) / min(medians) > 1.03  # the medians do jump
+    assert change_points(_points(runs)) == []
+
+
+def test_medians_without_samples_use_the_floor() -> None:
+    from workbench.regress.history import change_points
+
+    runs = [np.array([1.0])] * 6 + [np.array([1.01])] * 6
+    assert change_points(_points(runs, keep_samples=False)) == []
+    runs = [np.array([1.0])] * 6 + [np.array([1.10])] * 6
+    assert [c.index for c in change_points(_points(runs, keep_samples=False))] == [6]
+
+
+def test_short_histories_have_no_candidates() -> None:
+    assert candidate_breaks([1.0, 2.0, 1.0]) == []
+
+
+def test_history_of_an_unknown_kernel_is_an_error(store: Store) -> None:
+    with pytest.raises(RegressError, match="no regression run of nothing"):
+        gather_history(store, "nothing")
+
+
+def test_timeline_marks_change_points_and_links_environments(
+    store: Store, one_percent: list[SampleSet], tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(4)
+    old = store.environment(H200, git_commit="b" * 40, git_dirty=False)
+    new = store.environment(NEW_DRIVER, git_commit="b" * 40, git_dirty=True)
+    s = one_percent[0].samples
+    runs = [draw_run(s, rng, factor=1.08 if i >= 8 else 1.0) for i in range(14)]
+    record_series(store, runs, [old] * 8 + [new] * 6)
+    record_series(store, [draw_run(s, rng) for _ in range(14)], [old] * 14, config="BLOCK=256")
+    series = gather_history(store, "conv")
+    assert [len(s.change_points) for s in series] == [1, 0]
+
+    fig = draw_timeline(series, "conv")
+    assert len(fig.layout.shapes) == 1  # one dashed line
+    stars = [t for t in fig.data if t.marker.symbol == "star"]
+    assert len(stars) == 1 and "driver 550.54.15 -&gt; 560.35.03" in stars[0].hovertext[0]
+    assert f'href="#env-{new}"' in fig.layout.annotations[0].text
+
+    page = timeline_html(series, kernel="conv", store_url=store.url)
+    assert page.count("plotly.js v") == 1  # plotly.js inlined once
+    assert f"id='env-{new}'" in page and f"id='env-{old}'" in page
+    assert "(dirty)" in page and "REPLAY" not in page
+    path = write_timeline(tmp_path / "out" / "t.html", series, kernel="conv", store_url="x")
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def _points(runs: list[np.ndarray], keep_samples: bool = True) -> list:
+    import datetime as dt
+
+    from workbench.regress.history import Point
+    from workbench.regress.records import EnvironmentInfo, RunInfo
+
+    env = EnvironmentInfo(1, "GPU")
+    out = []
+    for i, x in enumerate(runs):
+        run = RunInfo(i, "k", None, dt.datetime(2026, 1, 1) + dt.timedelta(days=i), env, None, None)
+        m = MeasurementRecord(
+            "s",
+            "c",
+            {},
+            "best",
+            TrialOutcome.OK,
+            median=float(np.median(x)),
+            samples=tuple(x) if keep_samples else (),
+        )
+        out.append(Point(run, m))
+    return out

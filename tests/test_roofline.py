@@ -1,0 +1,204 @@
+"""Roofline math against hand-computed cases and against raw metrics of real A100 reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.devices import DEVICES
+from workbench.roofline import (
+    Ceiling,
+    CeilingFileError,
+    CeilingKind,
+    Ceilings,
+    CeilingSource,
+    achieved_from_metrics,
+    achieved_from_timing,
+    attainable,
+    bandwidth_fractions,
+    datasheet_ceilings,
+    measured_ceilings,
+    ncu_ceilings,
+    ridge_point,
+    roofline_points,
+)
+
+REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
+needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
+
+
+def _ceiling(name: str, value: float, source: CeilingSource = CeilingSource.DATASHEET) -> Ceiling:
+    kind = CeilingKind.MEMORY if name in ("dram", "l2", "l1") else CeilingKind.COMPUTE
+    return Ceiling(name, kind, value, source, "test")
+
+
+def test_ridge_point_attainable_and_bound_by_hand() -> None:
+    compute, memory = _ceiling("fp32", 20e12), _ceiling("dram", 2e12)
+    assert ridge_point(compute, memory) == 10.0  # 20 TFLOP/s / 2 TB/s
+    assert attainable(2.5, compute, memory) == 5e12  # 2.5 FLOP/B x 2 TB/s
+    assert attainable(40.0, compute, memory) == 20e12  # flat roof
+    assert attainable(10.0, compute, memory) == 20e12  # exactly at the ridge
+    # a kernel doing 1e9 FLOP on 4e8 bytes in 1 ms
+    achieved = achieved_from_timing(1e9, 4e8, 1e-3, "fp32")
+    assert achieved.ops_per_s == {"fp32": 1e12} and achieved.bytes_per_s == {"dram": 4e11}
+    assert achieved.intensity("fp32", "dram") == 2.5
+    (point,) = roofline_points(achieved, Ceilings([compute, memory]))
+    assert point.bound == "memory" and point.ridge == 10.0
+    assert point.attainable == 5e12 and point.fraction == pytest.approx(0.2)
+    assert bandwidth_fractions(achieved, Ceilings([memory])) == {"dram": pytest.approx(0.2)}
+
+
+def test_event_timing_refuses_a_zero_time() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        achieved_from_timing(1.0, 1.0, 0.0)
+
+
+def test_hierarchical_levels_and_precisions_from_synthetic_metrics() -> None:
+    m = {
+        "gpu__time_duration.sum": 2_000.0,  # 2 us
+        "smsp__cycles_elapsed.avg.per_second": 1.5e9,
+        "sm__cycles_elapsed.avg.per_second": 1.5e9,
+        "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed": 10.0,
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed": 20.0,
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed": 100.0,
+        "sm__ops_path_tensor_src_int8.sum.per_cycle_elapsed": 4096.0,
+        "sm__ops_path_tensor_src_fp16_dst_fp16.sum.per_cycle_elapsed": 100.0,
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum.per_cycle_elapsed": 300.0,
+        "dram__bytes.sum.per_second": 1e12,
+        "lts__t_bytes.sum.per_second": 3e12,
+        "l1tex__t_bytes.sum": 16e6,  # bytes over 2 us = 8e12 B/s
+    }
+    a = achieved_from_metrics(m)
+    assert a.duration_s == pytest.approx(2e-6)
+    assert a.ops_per_s["fp32"] == pytest.approx((10 + 20 + 2 * 100) * 1.5e9)
+    assert a.ops_per_s["tensor_int8"] == pytest.approx(4096 * 1.5e9)
+    assert a.ops_per_s["tensor_fp16"] == pytest.approx((100 + 300) * 1.5e9)  # Ampere: 2 paths
+    assert a.bytes_per_s == {"dram": 1e12, "l2": 3e12, "l1": pytest.approx(8e12)}
+    assert a.main_precision == "tensor_int8"
+    assert a.intensity("tensor_int8", "dram") == pytest.approx(4096 * 1.5e9 / 1e12)
+    assert "fp64" not in a.ops_per_s and any("dadd" in n for n in a.missing)
+
+
+def _kernel(file: str, name: str):  # type: ignore[no-untyped-def]
+    from workbench.profile.report import load_report
+
+    (k,) = [k for k in load_report(REPORTS / file).kernels if k.function_name == name][:1]
+    return k
+
+
+@needs_reports
+def test_a100_reference_gemm_recomputed_by_hand() -> None:
+    k = _kernel("panjd123_report-s8.ncu-rep", "ReferenceGemm_kernel")
+    v = k.value
+    seconds = v("gpu__time_duration.sum") * 1e-9
+    fp32 = (
+        v("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed")
+        + v("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed")
+        + 2 * v("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed")
+    ) * v("smsp__cycles_elapsed.avg.per_second")
+    a = achieved_from_metrics(k.metrics)
+    assert a.ops_per_s["fp32"] == pytest.approx(fp32)
+    assert fp32 == pytest.approx(3.494e11, rel=1e-3)  # 164.07 FFMA/cycle x 2 x 1.0648 GHz
+    # DRAM: the rate ncu reports equals the bytes moved over the duration
+    dram = v("dram__bytes.sum.per_second")
+    assert a.bytes_per_s["dram"] == dram
+    moved = v("dram__bytes_read.sum") + v("dram__bytes_write.sum")
+    assert dram == pytest.approx(moved / seconds, rel=1e-3)
+    # L2 from sectors (the report has no lts__t_bytes): 32 bytes a sector
+    assert a.bytes_per_s["l2"] == pytest.approx(v("lts__t_sectors.sum.per_second") * 32)
+    assert a.bytes_per_s["l2"] == pytest.approx(v("lts__t_sectors.sum") * 32 / seconds, rel=1e-3)
+    # physical sanity: below the A100's DRAM peak, by ncu's own peak and by the datasheet
+    peak = v("dram__bytes.sum.peak_sustained") * v("dram__cycles_elapsed.avg.per_second")
+    assert peak == pytest.approx(1.935e12, rel=0.01)  # A100 80GB PCIe: 1,935 GB/s
+    assert 0 < a.bytes_per_s["dram"] < peak
+    assert a.bytes_per_s["dram"] < DEVICES["a100"].dram_bandwidth_gbs * 1e9
+    # FP32 peak: 108 SMs x 64 lanes = 6912 FFMA/cycle, x 2 FLOP x the profiled clock
+    ceilings = Ceilings(ncu_ceilings(k.metrics))
+    fp32_roof = ceilings.best("fp32")
+    assert fp32_roof is not None and fp32_roof.source is CeilingSource.NCU
+    assert v("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained") == 6912
+    assert fp32_roof.value == pytest.approx(6912 * 2 * v("sm__cycles_elapsed.avg.per_second"))
+    assert fp32 < fp32_roof.value
+    # intensity and the bound: 127 FLOP per DRAM byte, right of the ridge (~7.6)
+    point = next(
+        p for p in roofline_points(a, ceilings) if (p.precision, p.level) == ("fp32", "dram")
+    )
+    assert point.intensity == pytest.approx(fp32 / dram)
+    assert point.ridge == pytest.approx(fp32_roof.value / peak)
+    assert point.bound == "compute" and 0 < point.fraction < 1
+
+
+@needs_reports
+def test_a100_fp64_tree_traversal_recomputed_by_hand() -> None:
+    k = _kernel("bwd29_profileMSDKT23.out.ncu-rep", "nodeByPoint5")
+    v = k.value
+    fp64 = (
+        v("smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed")
+        + v("smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed")
+        + 2 * v("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed")
+    ) * v("smsp__cycles_elapsed.avg.per_second")
+    a = achieved_from_metrics(k.metrics)
+    assert a.ops_per_s["fp64"] == pytest.approx(fp64) and a.main_precision == "fp64"
+    assert a.ops_per_s["fp32"] == 0.0
+    assert 0 < a.bytes_per_s["dram"] < DEVICES["a100"].dram_bandwidth_gbs * 1e9
+    assert a.bytes_per_s["l1"] > 0 and any("l1:" in n for n in a.notes)
+
+
+@needs_reports
+def test_the_nan_profile_gives_no_figures_and_no_ceilings() -> None:
+    k = _kernel("flyinglandlord_profile.ncu-rep", "flash_fwd_kernel")
+    a = achieved_from_metrics(k.metrics)
+    assert a.duration_s is None and not a.ops_per_s and not a.bytes_per_s
+    assert "gpu__time_duration.sum" in a.missing
+    assert ncu_ceilings(k.metrics) == ()  # peaks of 0 and NaN clocks are no roofs
+
+
+def test_datasheet_ceilings_of_the_h200() -> None:
+    by_name = {c.name: c for c in datasheet_ceilings(DEVICES["h200"])}
+    assert by_name["dram"].value == 4.8e12 and by_name["dram"].unit == "B/s"
+    assert by_name["tensor_int8"].value == 1979e12 and by_name["tensor_int8"].unit == "OP/s"
+    assert by_name["fp32"].value == 67e12
+    assert all(c.source is CeilingSource.DATASHEET for c in by_name.values())
+    assert "datasheet" in by_name["dram"].label and "H200" in by_name["dram"].label
+    # int8 ridge on the datasheet: 1979e12 / 4.8e12 = 412 operations per byte
+    assert ridge_point(by_name["tensor_int8"], by_name["dram"]) == pytest.approx(412.29, rel=1e-4)
+
+
+def _measured(tmp_path: Path, **over: object) -> Path:
+    doc: dict[str, object] = {
+        "date": "2026-01-01T00:00:00+00:00",
+        "gpu": "NVIDIA H200",
+        "copy": {"bytes": 4 << 30, "median_ms": 2.0, "gbs_read_plus_write": 4300.0},
+        "int8_matmul": {"n": 8192, "median_ms": 0.8, "tops": 1370.0, "via": "torch._int_mm"},
+        "fp16_matmul": {"n": 8192, "median_ms": 1.4, "tflops": 790.0, "via": "torch.matmul"},
+    }
+    doc.update(over)
+    path = tmp_path / "ceilings.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_measured_ceilings_win_over_the_datasheet(tmp_path: Path) -> None:
+    measured = measured_ceilings(_measured(tmp_path))
+    assert {c.name: c.value for c in measured} == {
+        "dram": 4.3e12,
+        "tensor_int8": 1.37e15,
+        "tensor_fp16": 7.9e14,
+    }
+    all_ceilings = Ceilings(datasheet_ceilings(DEVICES["h200"])).add(measured)
+    assert all_ceilings.best("dram").source is CeilingSource.MEASURED  # type: ignore[union-attr]
+    assert all_ceilings.best("fp32").source is CeilingSource.DATASHEET  # type: ignore[union-attr]
+    assert "torch._int_mm" in all_ceilings.best("tensor_int8").label  # type: ignore[union-attr]
+
+
+def test_bad_ceiling_files(tmp_path: Path) -> None:
+    with pytest.raises(CeilingFileError, match="cannot read"):
+        measured_ceilings(tmp_path / "absent.json")
+    with pytest.raises(CeilingFileError, match=r"\[copy.gbs_read_plus_write\]"):
+        measured_ceilings(_measured(tmp_path, copy={"gbs_read_plus_write": -1}))
+    path = tmp_path / "other.json"
+    path.write_text("{}")
+    with pytest.raises(CeilingFileError, match="no ceiling"):
+        measured_ceilings(path)

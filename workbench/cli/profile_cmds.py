@@ -1,0 +1,351 @@
+"""``workbench profile``: Nsight Compute metrics of one config (GPU), or of a report made
+elsewhere (``--import``, no GPU), into the store, with the roofline, divergence, memory-access
+and occupancy figures derived from them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from workbench.cli.common import (
+    ArchOpt,
+    DeviceOpt,
+    ShapeOpt,
+    SpacesOpt,
+    cli_errors,
+    console,
+    err_console,
+    parse_shape,
+)
+from workbench.cli.compile_cmd import CacheOpt
+from workbench.devices import device_for
+from workbench.errors import ConfigError
+from workbench.profile import importing, profiler
+from workbench.profile.errors import NcuUnavailable
+from workbench.profile.metrics import MetricSet
+from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
+from workbench.profile.storage import ProfileRecord, best_config, save_profile
+from workbench.profile.summary import Summary, summarize, to_json
+from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
+from workbench.spaces import Space, load_kernel
+from workbench.spaces.model import Config, shape_label
+from workbench.spaces.targets import resolve_arches
+from workbench.store import Store, StudyInfo
+from workbench.sweep import select_configs
+
+SetOpt = Annotated[
+    MetricSet,
+    typer.Option(
+        "--set",
+        help="Metrics to collect: roofline (DRAM/L2/L1 bytes, FP32/FP64/FP16 and tensor-core "
+        "work, peaks, clocks), divergence (threads per warp instruction, branch uniformity, "
+        "stalls), memory (sectors per request, bytes per sector, hit rates, bank conflicts), "
+        "occupancy, or full. Occupancy and launch metrics come with every set.",
+    ),
+]
+
+
+def profile(
+    kernel: Annotated[
+        str | None,
+        typer.Argument(
+            help="A kernel name or space file; with --import, the kernel the report's "
+            "launches belong to (optional).",
+            show_default=False,
+        ),
+    ] = None,
+    import_file: Annotated[
+        Path | None,
+        typer.Option("--import", help="Store the launches of a .ncu-rep made elsewhere."),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="'best' (the fastest correct config in the store) or NAME=VALUE[,...] "
+            "(unnamed parameters: defaults). Default: the space's default config.",
+            show_default=False,
+        ),
+    ] = None,
+    metric_set: SetOpt = MetricSet.FULL,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option("--metrics", help="More metric names, comma separated (repeatable)."),
+    ] = None,
+    select: Annotated[
+        str | None,
+        typer.Option(
+            "--kernel-name",
+            help="With --import: keep the launches whose mangled, demangled or short name "
+            "matches (a substring of the demangled name is enough).",
+            show_default=False,
+        ),
+    ] = None,
+    spaces: SpacesOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    shape: ShapeOpt = None,
+    storage: Annotated[
+        str | None,
+        typer.Option("--storage", help="Store URL or SQLite path.", show_default=False),
+    ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option("--study", help="With --config best: the study to take it from."),
+    ] = None,
+    ceilings_file: Annotated[
+        Path | None,
+        typer.Option("--ceilings", help="Measured ceilings (JSON of scripts/ceilings.py)."),
+    ] = None,
+    ncu: Annotated[Path | None, typer.Option("--ncu", help="The ncu executable.")] = None,
+    report_dir: Annotated[
+        Path, typer.Option("--report-dir", help="Where the .ncu-rep files go.")
+    ] = Path(".workbench/profiles"),
+    timeout: Annotated[float, typer.Option(help="Longest ncu run (s).")] = NCU_TIMEOUT_S,
+    launch_skip: Annotated[
+        int, typer.Option(help="Launches of the config to let pass before the profiled one.")
+    ] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    cache_dir: CacheOpt = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Check the metric names, compile, print the ncu command; run nothing."
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+) -> None:
+    """Profile one config with Nsight Compute (on a GPU; falls back to event timing when ncu
+    cannot read counters), or import a report (--import, no GPU), into the store."""
+    with cli_errors():
+        extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
+        ceilings = _extra_ceilings(ceilings_file)
+        wants_best = config is not None and config.strip().lower() == "best"
+        store = None if dry_run and not wants_best else Store(storage)
+        if import_file is not None:
+            space = _space(kernel, spaces, arch, device, shape) if kernel else None
+            cfg = _config(space, config, store, study) if space and config else None
+            _, records = importing.import_report(
+                import_file,
+                select=select,
+                kernel=space.spec.name if space else None,
+                config=cfg[0] if cfg else None,
+                shape=shape_label(space.shape) if space else None,
+                metric_set=metric_set,
+            )
+            if space is not None:
+                ceilings = ceilings.add(datasheet_ceilings(space.device))
+            study_id = cfg[1].id if cfg and cfg[1] else None
+            _emit([_store(store, r, study_id) for r in records], ceilings, as_json)
+            return
+        if kernel is None:
+            raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
+        space = _space(kernel, spaces, arch, device, shape)
+        cfg, chosen = _config(space, config, store, study)
+        request = profiler.ProfileRequest(
+            space=space,
+            config=cfg,
+            metric_set=metric_set,
+            extra_metrics=extra,
+            device_preset=device,
+            spaces=tuple(spaces or ()),
+            cache_dir=cache_dir,
+            seed=seed,
+            ncu=ncu,
+            report_dir=report_dir,
+            timeout_s=timeout,
+            launch_skip=launch_skip,
+        )
+        if dry_run:
+            _dry_run(request, as_json)
+            return
+        outcome = profiler.profile_config(request)
+        if outcome.fallback:
+            err_console.print(f"[yellow]no counters:[/] {escape(outcome.fallback)}")
+            err_console.print("falling back to the event-timing roofline (work model / time)")
+        ceilings = ceilings.add(datasheet_ceilings(space.device))
+        record = _store(store, outcome.record, chosen.id if chosen else None)
+        _emit([record], ceilings, as_json)
+
+
+def _space(
+    kernel: str,
+    spaces: list[Path] | None,
+    arch: str | None,
+    device: str | None,
+    shape: list[str] | None,
+) -> Space:
+    spec = load_kernel(kernel, spaces or [])
+    target = resolve_arches(spec, arch)[0]
+    return Space(
+        spec,
+        shape=parse_shape(shape, spec.default_shape),
+        arch=target,
+        device=device_for(target, device),
+    )
+
+
+def _config(
+    space: Space, config: str | None, store: Store | None, study: str | None
+) -> tuple[Config, StudyInfo | None]:
+    if config is not None and config.strip().lower() == "best":
+        assert store is not None
+        from workbench.gpu import probe_gpu
+
+        probe = probe_gpu()
+        best, chosen = best_config(
+            store,
+            space.spec.name,
+            shape_label(space.shape),
+            study,
+            probe.name if probe.available else None,
+        )
+        (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
+        return cfg, chosen
+    assignments = [config.split(",")] if config else [[]]
+    (cfg,) = select_configs(space, assignments=assignments)
+    return cfg, None
+
+
+def _extra_ceilings(path: Path | None) -> Ceilings:
+    return Ceilings(measured_ceilings(path)) if path is not None else Ceilings()
+
+
+def _store(store: Store | None, record: ProfileRecord, study_id: int | None) -> ProfileRecord:
+    if store is None:
+        return record
+    from dataclasses import replace
+
+    record = replace(record, study_id=study_id)
+    return replace(record, id=save_profile(store, record))
+
+
+def _dry_run(request: profiler.ProfileRequest, as_json: bool) -> None:
+    try:
+        ncu: Path | str = find_ncu(request.ncu)
+    except NcuUnavailable:
+        ncu = "ncu"
+    the_plan = profiler.plan(request, nvtx_available=profiler.nvtx_available())
+    command = the_plan.command(ncu)
+    if as_json:
+        doc = {
+            "chip": the_plan.chip,
+            "symbol": the_plan.symbol,
+            "metrics": list(the_plan.resolved.collect),
+            "skipped": list(the_plan.resolved.skipped),
+            "checked_by": the_plan.resolved.checked_by,
+            "report": str(the_plan.report),
+            "command": command,
+        }
+        console.print_json(json.dumps(doc))
+        return
+    r = the_plan.resolved
+    console.print(
+        f"{len(r.expected)} metrics of set {r.metric_set.value} checked against {r.checked_by}"
+    )
+    if r.skipped:
+        console.print(f"not on {the_plan.chip} (skipped): {escape(', '.join(r.skipped))}")
+    console.print(f"kernel symbol: {escape(the_plan.symbol)}")
+    console.print(escape(shlex.join(command)), soft_wrap=True)
+
+
+def _emit(records: list[ProfileRecord], ceilings: Ceilings, as_json: bool) -> None:
+    summaries = [summarize(r, ceilings) for r in records]
+    if as_json:
+        console.print_json(json.dumps({"profiles": [to_json(s) for s in summaries]}))
+        return
+    for s in summaries:
+        _print(s)
+
+
+def _si(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
+def _print(s: Summary) -> None:
+    r, a = s.record, s.achieved
+    where = f"{r.device or 'unknown GPU'}" + (f" ({r.chip})" if r.chip else "")
+    name = r.kernel + (f" {r.config_key}" if r.config_key else "")
+    stored = f", stored as profile #{r.id}" if r.id is not None else ""
+    console.print(f"[bold]{escape(name)}[/] on {escape(where)}: {r.source}{stored}")
+    if r.report_index is not None:
+        console.print(f"  launch #{r.report_index}: {escape((r.demangled_name or '')[:160])}")
+    console.print(f"  duration {_si(a.duration_s, 's')}")
+    for level, rate in a.bytes_per_s.items():
+        frac = s.bandwidth_fraction.get(level)
+        share = f" ({frac:.0%} of peak)" if frac is not None else ""
+        console.print(f"  {level}: {_si(rate, 'B/s')}{share}")
+    for p in s.points:
+        console.print(
+            f"  roofline {p.precision} @ {p.level}: {_num(p.intensity)} op/B, "
+            f"{_si(p.achieved, 'op/s')} = {p.fraction:.0%} of attainable, {p.bound}-bound "
+            f"(ridge {_num(p.ridge)} op/B)"
+        )
+    _print_counters(s)
+    if s.missing_by_set:
+        counts = ", ".join(f"{k} {len(v)}" for k, v in s.missing_by_set.items())
+        console.print(f"  metrics missing per set: {counts} (names: --json)")
+        wanted = s.missing_by_set.get(r.metric_set) or []
+        if wanted:
+            more = ", ..." if len(wanted) > 4 else ""
+            console.print(f"  missing for {r.metric_set}: {escape(', '.join(wanted[:4]))}{more}")
+    for note in (*r.notes, *a.notes, *s.notes):
+        console.print(f"  note: {escape(note)}")
+    for c in s.ceilings:
+        console.print(f"  ceiling {escape(c.label)}")
+
+
+def _int(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _print_counters(s: Summary) -> None:
+    d, m, o = s.divergence, s.memory, s.occupancy
+    if d is not None and d.threads_per_inst is not None:
+        flag = "; [red]flagged: fewer than 24 of 32 threads[/]" if d.flagged else ""
+        console.print(
+            f"  divergence: {_num(d.threads_per_inst)} threads/warp instruction "
+            f"({_num(d.pred_on_threads_per_inst)} predicated on), branch uniformity "
+            f"{_pct(d.branch_uniform_pct)}{flag}"
+        )
+    if d is not None and d.stalls:
+        top = ", ".join(f"{k} {v:.2g}" for k, v in d.stalls[:3])
+        console.print(f"  top stalls (warps per issue): {escape(top)}")
+    if m is not None:
+        for acc in (m.loads, m.stores):
+            if acc.sectors_per_request is not None or acc.bytes_per_sector is not None:
+                console.print(
+                    f"  global {acc.op}: {_num(acc.sectors_per_request)} sectors/request, "
+                    f"{_num(acc.bytes_per_sector)} B/sector used"
+                )
+        if m.l1_hit_rate_pct is not None or m.l2_hit_rate_pct is not None:
+            console.print(
+                f"  hit rates: L1 {_pct(m.l1_hit_rate_pct)}, L2 {_pct(m.l2_hit_rate_pct)}; "
+                f"shared bank conflicts ld {_int(m.shared_bank_conflicts.get('ld'))}, "
+                f"st {_int(m.shared_bank_conflicts.get('st'))}"
+            )
+    if o is not None and (o.achieved_pct is not None or o.registers_per_thread is not None):
+        console.print(
+            f"  occupancy: {_pct(o.achieved_pct)} achieved / {_pct(o.theoretical_pct)} "
+            f"theoretical (limit: {o.limiter or 'n/a'}), {_int(o.registers_per_thread)} "
+            f"registers/thread, block {_int(o.block_size)}, grid {_int(o.grid_size)}"
+        )

@@ -1,0 +1,425 @@
+"""``workbench regress``: record runs, check one against a baseline, show the history."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from workbench.cli.common import (
+    ArchOpt,
+    DeviceOpt,
+    SpacesOpt,
+    cli_errors,
+    console,
+    err_console,
+    parse_shape,
+)
+from workbench.cli.store_cmds import StorageOpt, open_store
+from workbench.errors import ConfigError
+from workbench.regress.check import CheckReport, check
+from workbench.regress.history import Series, gather_history
+from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
+from workbench.regress.recorder import Recorded, choose_targets, record
+from workbench.regress.records import MeasurementRecord, MissingBaselineError, list_runs
+from workbench.regress.rule import Verdict
+from workbench.regress.timeline import write_timeline
+from workbench.spaces import load_kernel
+from workbench.spaces.model import Value
+from workbench.store import Store
+
+app = typer.Typer(
+    help="Regression tracking: record the tracked configs of a kernel, check a run against a "
+    "baseline (exit 1 on a regression), show the history with change points.",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+_STYLE = {
+    Verdict.FASTER: "green",
+    Verdict.SLOWER: "bold red",
+    Verdict.BROKEN: "bold red",
+    Verdict.SAME: "",
+    Verdict.NOT_COMPARABLE: "yellow",
+}
+
+
+@app.command("record")
+def record_command(
+    kernel: Annotated[
+        str | None,
+        typer.Argument(
+            help="A kernel name or space file; optional with --replay.", show_default=False
+        ),
+    ] = None,
+    shapes: Annotated[
+        str | None,
+        typer.Option("--shapes", help="A named shape set of the space.", show_default=False),
+    ] = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option("--shape", help="Problem size NAME=VALUE (repeatable).", show_default=False),
+    ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option("--label", help="A label for --baseline LABEL.", show_default=False),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            help="Take the samples from this recording instead of the GPU (the run is marked "
+            "as replayed).",
+            show_default=False,
+        ),
+    ] = None,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", help="Pin a problem variant NAME=VALUE (as tune --set).", show_default=False
+        ),
+    ] = None,
+    previous: Annotated[
+        bool,
+        typer.Option(
+            "--previous/--no-previous",
+            help="Also measure the configs the previous run tracked (keeps series unbroken "
+            "after a re-tune).",
+        ),
+    ] = True,
+    spaces: SpacesOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    storage: StorageOpt = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option("--cache-dir", help="Compile cache directory.", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure the best config(s) of K per shape (tune studies, else the default) and store the
+    run with every raw sample and its environment (GPU, driver, CUDA, toolkit, clocks, commit).
+
+    Needs a GPU, or --replay FILE. Exit status: 0 stored; 2 bad input or no GPU.
+    """
+    out = err_console if as_json else console
+    with cli_errors():
+        if kernel is None and replay is None:
+            raise ConfigError("name a kernel, or give --replay FILE to record a recorded space")
+        store = open_store(storage)
+        plan = _plan(store, kernel, replay, shapes, shape, pin, spaces, arch, device, cache_dir)
+        try:
+            if plan.banner:
+                out.print(Panel(escape(plan.banner), style="bold yellow"))
+            targets = choose_targets(
+                store, plan.problems, plan.device.name, include_previous=previous
+            )
+            result = record(
+                store,
+                plan.runners,
+                targets,
+                kernel=plan.kernel,
+                environment_id=plan.environment_id,
+                label=label,
+                shape_set=plan.shape_set,
+                command=" ".join(sys.argv),
+                on_measure=lambda t, m: out.print(
+                    f"  {escape(t.shape_label)} {escape(m.config_key)}: {_median(m)}"
+                ),
+            )
+        finally:
+            plan.close()
+        _print_recorded(result, plan, store.url, out)
+        if as_json:
+            sys.stdout.write(json.dumps(_recorded_json(result, plan, store.url), indent=1) + "\n")
+
+
+def _plan(
+    store: Store,
+    kernel: str | None,
+    replay: Path | None,
+    shapes: str | None,
+    shape: list[str] | None,
+    pin: list[str] | None,
+    spaces: list[Path] | None,
+    arch: str | None,
+    device: str | None,
+    cache_dir: Path | None,
+) -> RecordPlan:
+    if kernel is None:
+        return plan_recording_file(store, replay)  # type: ignore[arg-type]
+    spec = load_kernel(kernel, spaces or [])
+    spaces_ = kernel_spaces(
+        spec,
+        arch=arch,
+        device=device,
+        shape=parse_shape(shape, spec.default_shape),
+        shapes=shapes,
+    )
+    pinned: dict[str, Value] = {}
+    if pin:
+        full = spaces_[0].parse_config(pin)
+        names = [item.partition("=")[0].strip() for item in pin]
+        pinned = {n: full[n] for n in names}
+    return plan_space(
+        store,
+        spec,
+        spaces_,
+        pinned=pinned,
+        replay=replay,
+        shape_set=shapes,
+        cache_dir=cache_dir,
+    )
+
+
+@app.command("check")
+def check_command(
+    baseline: Annotated[
+        str,
+        typer.Option(
+            "--baseline",
+            help="previous (the latest earlier run of the kernel, same GPU first), a run id, "
+            "or a label.",
+        ),
+    ] = "previous",
+    candidate: Annotated[
+        str, typer.Option("--candidate", help="latest, a run id, or a label.")
+    ] = "latest",
+    kernel: Annotated[
+        str | None,
+        typer.Option(
+            "--kernel", help="Only runs of this kernel (for latest and labels).", show_default=False
+        ),
+    ] = None,
+    missing_ok: Annotated[
+        bool,
+        typer.Option(
+            "--missing-ok",
+            help="Exit 0 (with a note) when there is no baseline yet (first CI run).",
+        ),
+    ] = False,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two runs config by config and shape by shape (decision rule: README).
+
+    Exit status: 0 no regression; 1 a config got slower (or broke); 2 error (no such run, no
+    baseline, damaged store).
+    """
+    with cli_errors():
+        store = open_store(storage)
+        try:
+            report = check(store, baseline, candidate, kernel=kernel)
+        except MissingBaselineError as exc:
+            if not missing_ok:
+                raise
+            err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
+            if as_json:
+                sys.stdout.write(
+                    json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
+                )
+            return
+        if as_json:
+            sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+        else:
+            _print_report(report)
+    if report.failed:
+        raise typer.Exit(report.exit_status)
+
+
+@app.command("history")
+def history_command(
+    kernel: Annotated[str, typer.Argument(help="The kernel (its pinned variants included).")],
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write the timeline (self-contained HTML) here.", show_default=False
+        ),
+    ] = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The series of runs per GPU, shape and config, with change points and what changed."""
+    with cli_errors():
+        store = open_store(storage)
+        series = gather_history(store, kernel)
+        if html is not None:
+            path = write_timeline(html, series, kernel=kernel, store_url=store.url)
+            (err_console if as_json else console).print(f"wrote {escape(str(path))}")
+        if as_json:
+            doc = [_series_json(s) for s in series]
+            sys.stdout.write(json.dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
+            return
+        table = Table(title=f"regression history: {escape(kernel)}")
+        for col in ("GPU", "shape", "config", "runs", "first ms", "last ms", "change points"):
+            table.add_column(col, overflow="fold")
+        for s in series:
+            cps = "; ".join(
+                f"before {s.points[c.index].run.describe()}: {c.describe()}"
+                for c in s.change_points
+            )
+            table.add_row(
+                escape(s.gpu),
+                escape(s.shape_label),
+                escape(s.config_key),
+                str(len(s.points)),
+                f"{s.points[0].median:.4g}",
+                f"{s.points[-1].median:.4g}",
+                escape(cps or "-"),
+            )
+        console.print(table)
+
+
+@app.command("runs")
+def runs_command(
+    kernel: Annotated[
+        str | None, typer.Argument(help="Only this kernel.", show_default=False)
+    ] = None,
+    storage: StorageOpt = None,
+) -> None:
+    """The stored regression runs (ids and labels for --baseline/--candidate)."""
+    with cli_errors():
+        store = open_store(storage)
+        table = Table(title=f"regression runs in {escape(store.url)}")
+        for col in ("id", "kernel", "label", "date", "environment", "source"):
+            table.add_column(col, overflow="fold")
+        for r in list_runs(store, kernel):
+            table.add_row(
+                str(r.id),
+                escape(r.kernel),
+                escape(r.label or "-"),
+                f"{r.created_at:%Y-%m-%d %H:%M}",
+                escape(r.environment.describe()),
+                escape(f"replayed from {r.replayed_from}" if r.replayed_from else "measured"),
+            )
+        console.print(table)
+
+
+def _print_report(report: CheckReport) -> None:
+    for role, run in (("baseline", report.baseline), ("candidate", report.candidate)):
+        console.print(f"{role}: {escape(run.describe())} on {escape(run.environment.describe())}")
+    if report.changes:
+        console.print("environment changes: " + escape(", ".join(c.text() for c in report.changes)))
+    table = Table(title=f"regression check: {escape(report.candidate.kernel)}")
+    for col in (
+        "shape",
+        "config",
+        "verdict",
+        "baseline ms",
+        "candidate ms",
+        "ratio",
+        "95% CI",
+        "p",
+        "threshold",
+        "note",
+    ):
+        table.add_column(col, overflow="fold")
+    for row in report.rows:
+        ev = row.comparison.time if row.comparison else None
+        style = _STYLE[row.verdict]
+        table.add_row(
+            escape(row.shape_label),
+            escape(row.config_key),
+            f"[{style}]{row.verdict.value}[/]" if style else row.verdict.value,
+            _median(row.baseline),
+            _median(row.candidate),
+            f"{ev.ratio:.4f}" if ev else "-",
+            f"[{ev.ci_low:.4f}, {ev.ci_high:.4f}]" if ev else "-",
+            f"{ev.p_value:.2g}" if ev else "-",
+            f"{100 * ev.threshold:.1f}%" if ev else "-",
+            escape(row.note),
+        )
+    console.print(table)
+    counts = ", ".join(f"{report.count(v)} {v.value}" for v in Verdict if report.count(v))
+    console.print(counts or "nothing to compare")
+    if report.hint:
+        console.print(Panel(escape(report.hint), title="re-tune?", style="yellow"))
+
+
+def _median(m: MeasurementRecord | None) -> str:
+    if m is None:
+        return "-"
+    return m.outcome.value if m.median is None else f"{m.median:.4g}"
+
+
+def _print_recorded(result: Recorded, plan: RecordPlan, url: str, out: Console) -> None:
+    where = f"{escape(result.kernel)} on {escape(plan.device.name)}"
+    table = Table(title=f"regression run {result.run_id}: {where}")
+    for col in ("shape", "config", "origin", "outcome", "median ms", "95% CI", "samples"):
+        table.add_column(col, overflow="fold")
+    for m in result.measurements:
+        ci = f"[{m.ci_low:.4g}, {m.ci_high:.4g}]" if m.ci_low is not None else "-"
+        table.add_row(
+            escape(m.shape_label),
+            escape(m.config_key),
+            m.origin,
+            m.outcome.value,
+            _median(m),
+            ci,
+            str(len(m.samples)),
+        )
+    out.print(table)
+    source = f"replayed from {escape(result.replayed_from)}" if result.replayed_from else "measured"
+    out.print(f"stored run {result.run_id} ({source}) in {escape(url)}")
+
+
+def _recorded_json(result: Recorded, plan: RecordPlan, url: str) -> dict[str, object]:
+    return {
+        "run_id": result.run_id,
+        "kernel": result.kernel,
+        "device": plan.device.name,
+        "replayed_from": result.replayed_from,
+        "store": url,
+        "measurements": [
+            {
+                "shape": m.shape_label,
+                "config": m.config_key,
+                "origin": m.origin,
+                "outcome": m.outcome.value,
+                "median_ms": m.median,
+                "ci": [m.ci_low, m.ci_high],
+                "samples": len(m.samples),
+            }
+            for m in result.measurements
+        ],
+    }
+
+
+def _series_json(s: Series) -> dict[str, object]:
+    return {
+        "kernel": s.kernel,
+        "gpu": s.gpu,
+        "shape": s.shape_label,
+        "config": s.config_key,
+        "runs": [
+            {
+                "run_id": p.run.id,
+                "label": p.run.label,
+                "created_at": p.run.created_at.isoformat(),
+                "median_ms": p.median,
+                "environment_id": p.run.environment.id,
+                "replayed_from": p.run.replayed_from,
+            }
+            for p in s.points
+        ],
+        "change_points": [
+            {
+                "index": c.index,
+                "run_id": s.points[c.index].run.id,
+                "ratio": c.ratio,
+                "before_ms": c.before,
+                "after_ms": c.after,
+                "changes": [
+                    {"field": e.field, "before": e.before, "after": e.after} for e in c.changes
+                ],
+            }
+            for c in s.change_points
+        ],
+    }

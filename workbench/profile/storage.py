@@ -1,0 +1,189 @@
+"""Profiles in the store: one row of the ``profiles`` table per profiled kernel launch.
+
+Kept beside the profiler rather than in :class:`~workbench.store.Store` so the store's own
+module stays untouched; both go through :meth:`Store.session`, so errors become
+:class:`~workbench.store.StoreError` the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from workbench.store import Store, StudyInfo
+from workbench.store.models import Profile
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """A profile as written to and read from the store.
+
+    ``source`` is ``ncu`` (profiled here), ``import`` (a report made elsewhere) or
+    ``event-timing`` (no counters: CUDA-event time and the work model).
+    """
+
+    kernel: str
+    source: str
+    metric_set: str
+    metrics: Mapping[str, float | None]
+    config_key: str | None = None
+    params: Mapping[str, object] | None = None
+    shape_label: str | None = None
+    study_id: int | None = None
+    source_file: str | None = None
+    source_sha256: str | None = None
+    report_index: int | None = None
+    function_name: str | None = None
+    demangled_name: str | None = None
+    mangled_name: str | None = None
+    device: str | None = None
+    chip: str | None = None
+    cc: int | None = None
+    strings: Mapping[str, str] = field(default_factory=dict)
+    missing: Sequence[str] = ()
+    notes: Sequence[str] = ()
+    command: str | None = None
+    id: int | None = None
+    created_at: dt.datetime | None = None
+
+
+def _finite(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
+    """NaN and infinities become None: PostgreSQL's JSON has no NaN."""
+    return {
+        k: (None if v is None or not math.isfinite(float(v)) else float(v))
+        for k, v in metrics.items()
+    }
+
+
+def save_profile(store: Store, record: ProfileRecord) -> int:
+    """Insert one profile; returns its id.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    row = Profile(
+        study_id=record.study_id,
+        kernel=record.kernel,
+        config_key=record.config_key,
+        params=dict(record.params) if record.params is not None else None,
+        shape_label=record.shape_label,
+        source=record.source,
+        source_file=record.source_file,
+        source_sha256=record.source_sha256,
+        report_index=record.report_index,
+        function_name=record.function_name,
+        demangled_name=record.demangled_name,
+        mangled_name=record.mangled_name,
+        device=record.device,
+        chip=record.chip,
+        cc=record.cc,
+        metric_set=record.metric_set,
+        metrics=_finite(record.metrics),
+        strings=dict(record.strings) or None,
+        missing=list(record.missing) or None,
+        notes=list(record.notes) or None,
+        command=record.command,
+    )
+    with store.session() as s:
+        s.add(row)
+        s.flush()
+        return row.id
+
+
+def load_profiles(
+    store: Store,
+    *,
+    kernel: str | None = None,
+    config_key: str | None = None,
+    shape_label: str | None = None,
+    profile_id: int | None = None,
+) -> list[ProfileRecord]:
+    """Profiles matching every given filter, oldest first.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    query = select(Profile).order_by(Profile.id)
+    if kernel is not None:
+        query = query.where(Profile.kernel == kernel)
+    if config_key is not None:
+        query = query.where(Profile.config_key == config_key)
+    if shape_label is not None:
+        query = query.where(Profile.shape_label == shape_label)
+    if profile_id is not None:
+        query = query.where(Profile.id == profile_id)
+    with store.session() as s:
+        return [_record(row) for row in s.scalars(query)]
+
+
+def _record(row: Profile) -> ProfileRecord:
+    return ProfileRecord(
+        id=row.id,
+        created_at=row.created_at,
+        kernel=row.kernel,
+        source=row.source,
+        metric_set=row.metric_set,
+        metrics=dict(row.metrics or {}),
+        config_key=row.config_key,
+        params=row.params,
+        shape_label=row.shape_label,
+        study_id=row.study_id,
+        source_file=row.source_file,
+        source_sha256=row.source_sha256,
+        report_index=row.report_index,
+        function_name=row.function_name,
+        demangled_name=row.demangled_name,
+        mangled_name=row.mangled_name,
+        device=row.device,
+        chip=row.chip,
+        cc=row.cc,
+        strings=dict(row.strings or {}),
+        missing=tuple(row.missing or ()),
+        notes=tuple(row.notes or ()),
+        command=row.command,
+    )
+
+
+def best_config(
+    store: Store, kernel: str, shape: str, study: str | None = None, device: str | None = None
+) -> tuple[dict[str, object], StudyInfo]:
+    """The fastest correct config of ``kernel`` at ``shape`` in the store, and its study.
+
+    With several studies (one per device), ``study`` names one, else the one of ``device``
+    is taken.
+
+    Raises:
+        ConfigError: no such study, several and none chosen, or no correct evaluation.
+        StoreError: the database failed.
+    """
+    from workbench.errors import ConfigError
+    from workbench.runners.base import TrialOutcome
+
+    if study is not None:
+        found = [s for s in store.studies() if s.name == study]
+    else:
+        found = [s for s in store.studies() if s.kernel == kernel and s.shape_label == shape]
+    if len(found) > 1 and device is not None:
+        found = [s for s in found if s.device_key == device] or found
+    if not found:
+        what = repr(study) if study else f"of {kernel} at {shape}"
+        raise ConfigError(
+            f"--config best: the store has no study {what}; tune first or give --config"
+        )
+    if len(found) > 1:
+        names = "; ".join(s.name for s in found)
+        raise ConfigError(f"--config best: several studies match ({names}); pass --study NAME")
+    chosen = found[0]
+    ok = [
+        e
+        for e in store.evaluations(chosen, with_samples=False)
+        if e.measurement.outcome is TrialOutcome.OK and e.measurement.value is not None
+    ]
+    if not ok:
+        raise ConfigError(f"--config best: study {chosen.name!r} has no correct evaluation")
+    best = min(ok, key=lambda e: e.measurement.value or 0.0)
+    return dict(best.config), chosen

@@ -1,0 +1,388 @@
+"""Compare two regression runs config by config and shape by shape.
+
+:func:`check` picks the runs (``--baseline``/``--candidate``), reads their samples and the
+history of earlier runs, and applies :mod:`workbench.regress.rule` to every (shape, config)
+measured in both. Runs on different GPUs are not comparable (never a regression); a config or
+shape measured on one side only is not comparable; a candidate that failed (wrong result,
+crash) where the baseline ran is BROKEN. When the environment changed (GPU, driver, CUDA,
+toolkit) and something got slower, the report says so and suggests re-tuning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from workbench.regress.records import (
+    RETUNE_FIELDS,
+    EnvChange,
+    MeasurementRecord,
+    MissingBaselineError,
+    RegressError,
+    RunInfo,
+    kernel_matches,
+    list_runs,
+    run_measurements,
+)
+from workbench.regress.rule import (
+    CI_LEVEL,
+    DecisionRule,
+    Evidence,
+    SampleComparison,
+    Verdict,
+    compare_samples,
+    history_noise,
+)
+from workbench.runners.base import TrialOutcome
+from workbench.store import Store
+
+#: Earlier runs (up to the baseline, same kernel and GPU) whose medians measure history noise.
+HISTORY_WINDOW = 20
+
+Key = tuple[str, str]  #: (shape label, config key)
+
+
+@dataclass(frozen=True)
+class Row:
+    """The verdict on one (shape, config)."""
+
+    shape_label: str
+    config_key: str
+    verdict: Verdict
+    baseline: MeasurementRecord | None
+    candidate: MeasurementRecord | None
+    comparison: SampleComparison | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """The row as plain JSON values (ratio > 1: the candidate is slower)."""
+        ev = self.comparison.time if self.comparison else None
+        cyc = self.comparison.cycles if self.comparison else None
+        either = self.candidate or self.baseline
+        return {
+            "shape": self.shape_label,
+            "config": self.config_key,
+            "params": dict(either.params) if either else None,
+            "verdict": self.verdict.value,
+            "baseline_median_ms": self.baseline.median if self.baseline else None,
+            "candidate_median_ms": self.candidate.median if self.candidate else None,
+            "samples": [
+                len(self.baseline.samples) if self.baseline else 0,
+                len(self.candidate.samples) if self.candidate else 0,
+            ],
+            **_evidence_json(ev),
+            "cycles": _evidence_json(cyc) if cyc else None,
+            "history_noise": self.comparison.history_noise if self.comparison else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Everything ``workbench regress check`` says."""
+
+    baseline: RunInfo
+    candidate: RunInfo
+    rows: tuple[Row, ...]
+    changes: tuple[EnvChange, ...]
+    comparable: bool  #: False when the runs' GPUs (or kernels) differ
+    hint: str | None  #: the re-tune suggestion, when one applies
+    rule: DecisionRule
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for r in self.rows if r.verdict is verdict)
+
+    @property
+    def failed(self) -> bool:
+        """A regression (or a broken config): ``regress check`` exits 1."""
+        return any(r.verdict.fails for r in self.rows)
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.failed else 0
+
+    def to_json(self) -> dict[str, object]:
+        """The report as plain JSON values."""
+        return {
+            "baseline": _run_json(self.baseline),
+            "candidate": _run_json(self.candidate),
+            "comparable": self.comparable,
+            "environment_changes": [
+                {"field": c.field, "before": c.before, "after": c.after} for c in self.changes
+            ],
+            "rule": {
+                "test": "two-sided Mann-Whitney U on raw samples",
+                "alpha": self.rule.alpha,
+                "floor": self.rule.floor,
+                "noise_k": self.rule.noise_k,
+                "ci_level": CI_LEVEL,
+            },
+            "counts": {v.value: self.count(v) for v in Verdict},
+            "regressions": self.count(Verdict.SLOWER),
+            "hint": self.hint,
+            "exit_status": self.exit_status,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+def check(
+    store: Store,
+    baseline: str = "previous",
+    candidate: str = "latest",
+    *,
+    kernel: str | None = None,
+    rule: DecisionRule | None = None,
+) -> CheckReport:
+    """Compare two stored regression runs.
+
+    Args:
+        store: the open store.
+        baseline: ``previous`` (the latest earlier run of the candidate's kernel, on the same
+            GPU when there is one), a run id (``17`` or ``run:17``) or a label (``nightly`` or
+            ``label:nightly``: the latest run so labelled before the candidate).
+        candidate: ``latest`` (the latest run, of ``kernel`` when given), a run id or a label.
+        kernel: restrict ``latest`` and labels to this kernel (and its variants).
+        rule: the decision rule's parameters.
+
+    Returns:
+        The report (``exit_status`` 1 when something got slower or broke).
+
+    Raises:
+        RegressError: no such run, no regression run at all, or no baseline.
+        StoreError: the store is damaged.
+    """
+    rule = rule or DecisionRule()
+    runs = list_runs(store)
+    cand = resolve_candidate(runs, candidate, kernel)
+    base = resolve_baseline(runs, baseline, cand)
+    prior = _history_runs(runs, base)
+    measured = run_measurements(store, [base.id, cand.id, *(r.id for r in prior)])
+    noise = _history_noise(prior, measured)
+    return compare_runs(base, cand, measured[base.id], measured[cand.id], noise, rule)
+
+
+def compare_runs(
+    base: RunInfo,
+    cand: RunInfo,
+    base_ms: Sequence[MeasurementRecord],
+    cand_ms: Sequence[MeasurementRecord],
+    noise: Mapping[Key, float | None] | None = None,
+    rule: DecisionRule | None = None,
+) -> CheckReport:
+    """Apply the decision rule to every (shape, config) of two runs.
+
+    Args:
+        base: the baseline run.
+        cand: the candidate run.
+        base_ms: the baseline's measurements.
+        cand_ms: the candidate's measurements.
+        noise: history noise per (shape, config) (see :func:`history_noise`).
+        rule: the decision rule's parameters.
+
+    Returns:
+        The report, rows sorted by shape then config.
+    """
+    rule = rule or DecisionRule()
+    noise = noise or {}
+    b, c = {m.key: m for m in base_ms}, {m.key: m for m in cand_ms}
+    changes = tuple(cand.environment.changes_from(base.environment))
+    why_not = _incomparable(base, cand)
+    rows = []
+    for key in sorted(set(b) | set(c)):
+        if why_not:
+            rows.append(Row(*key, Verdict.NOT_COMPARABLE, b.get(key), c.get(key), note=why_not))
+        else:
+            rows.append(_compare_one(key, b.get(key), c.get(key), noise.get(key), rule))
+    return CheckReport(
+        base, cand, tuple(rows), changes, not why_not, _hint(cand, changes, rows, why_not), rule
+    )
+
+
+def _compare_one(
+    key: Key,
+    base: MeasurementRecord | None,
+    cand: MeasurementRecord | None,
+    noise: float | None,
+    rule: DecisionRule,
+) -> Row:
+    if base is None or cand is None:
+        side = "baseline" if base is None else "candidate"
+        return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=f"not measured in the {side}")
+    if base.outcome is not TrialOutcome.OK:
+        note = f"baseline {base.outcome.value}: {base.reason}".rstrip(": ")
+        return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=note)
+    if cand.outcome is not TrialOutcome.OK:
+        note = f"candidate {cand.outcome.value}: {cand.reason}".rstrip(": ")
+        return Row(*key, Verdict.BROKEN, base, cand, note=note)
+    (bs, bclk), (cs, cclk) = base.used(), cand.used()
+    try:
+        result = compare_samples(
+            bs, cs, baseline_clock=bclk, candidate_clock=cclk, history=noise, rule=rule
+        )
+    except ValueError as exc:
+        return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=str(exc))
+    note = result.note
+    if result.cycles is None and (bclk or cclk):
+        note = (note + "; " if note else "") + "SM clocks recorded on one side only"
+    return Row(*key, result.verdict, base, cand, result, note)
+
+
+def _incomparable(base: RunInfo, cand: RunInfo) -> str:
+    if base.environment.gpu_name != cand.environment.gpu_name:
+        return f"different GPUs: {base.environment.gpu_name} vs {cand.environment.gpu_name}"
+    if base.kernel != cand.kernel:
+        return f"different kernels: {base.kernel} vs {cand.kernel}"
+    return ""
+
+
+def _hint(
+    cand: RunInfo, changes: Sequence[EnvChange], rows: Sequence[Row], why_not: str
+) -> str | None:
+    moved = [c for c in changes if c.field in RETUNE_FIELDS]
+    if not moved:
+        return None
+    what = ", ".join(c.text() for c in moved)
+    command = retune_command(cand.kernel, cand.shape_set)
+    if why_not.startswith("different GPUs"):
+        return (
+            f"The GPU changed ({what}): timings are not comparable across GPUs and the fastest "
+            f"config is GPU-specific. Tune for this GPU and record a new baseline: {command}"
+        )
+    slower = sum(1 for r in rows if r.verdict.fails)
+    if not slower:
+        return None
+    return (
+        f"The environment changed ({what}) and {slower} config(s) got slower or broke: the "
+        f"fastest config may be a different one now. Re-tune, then record a new baseline: "
+        f"{command}"
+    )
+
+
+def retune_command(kernel: str, shape_set: str | None) -> str:
+    """``workbench tune reduce --set OP=max --shapes llm`` for ``reduce[OP=max]``."""
+    name, _, variant = kernel.partition("[")
+    parts = ["workbench tune", name]
+    for item in filter(None, variant.rstrip("]").split(",")):
+        parts.append(f"--set {item}")
+    if shape_set:
+        parts.append(f"--shapes {shape_set}")
+    return " ".join(parts)
+
+
+# ---- choosing the runs -------------------------------------------------------------------------
+
+
+def resolve_candidate(runs: Sequence[RunInfo], spec: str, kernel: str | None) -> RunInfo:
+    """The run ``spec`` names (``latest``, an id, a label), of ``kernel`` when given.
+
+    Raises:
+        RegressError: no regression run, or none matches.
+    """
+    pool = [r for r in runs if kernel is None or kernel_matches(r.kernel, kernel)]
+    if not pool:
+        scope = f" of {kernel}" if kernel else ""
+        raise RegressError(
+            f"no regression run{scope} in the store: record one with `workbench regress record K`"
+        )
+    if spec == "latest":
+        return pool[-1]
+    return _named(runs, pool, spec, "candidate")
+
+
+def resolve_baseline(runs: Sequence[RunInfo], spec: str, cand: RunInfo) -> RunInfo:
+    """The baseline ``spec`` names for ``cand`` (``previous``, an id, a label).
+
+    Raises:
+        MissingBaselineError: ``previous`` and no earlier run of the kernel.
+        RegressError: no such run.
+    """
+    before = [r for r in runs[: runs.index(cand)] if r.kernel == cand.kernel]
+    if spec == "previous":
+        same_gpu = [r for r in before if r.environment.gpu_name == cand.environment.gpu_name]
+        if same_gpu or before:
+            return (same_gpu or before)[-1]
+        raise MissingBaselineError(
+            f"no baseline: {cand.describe()} is the first regression run of {cand.kernel}; "
+            "record a baseline first (`workbench regress record K --label baseline`)"
+        )
+    return _named(runs, before, spec, "baseline")
+
+
+def _named(runs: Sequence[RunInfo], pool: Sequence[RunInfo], spec: str, role: str) -> RunInfo:
+    kind, sep, value = spec.partition(":")
+    if not sep:
+        kind, value = ("run" if spec.isdigit() else "label"), spec
+    if kind == "run" and value.isdigit():
+        for r in runs:
+            if r.id == int(value):
+                return r
+        raise RegressError(f"--{role} {spec}: no regression run with id {value}")
+    if kind == "label":
+        labelled = [r for r in pool if r.label == value]
+        if labelled:
+            return labelled[-1]
+        known = sorted({r.label for r in runs if r.label})
+        raise RegressError(
+            f"--{role} {spec}: no {'earlier ' if role == 'baseline' else ''}run labelled "
+            f"{value!r}" + (f"; labels: {', '.join(known)}" if known else "")
+        )
+    raise RegressError(
+        f"--{role} {spec!r}: expected "
+        + ("previous" if role == "baseline" else "latest")
+        + ", a run id (17, run:17) or a label (nightly, label:nightly)"
+    )
+
+
+def _history_runs(runs: Sequence[RunInfo], base: RunInfo) -> list[RunInfo]:
+    """Earlier runs of the baseline's kernel on its GPU, up to and including the baseline."""
+    upto = runs[: runs.index(base) + 1]
+    same = [
+        r
+        for r in upto
+        if r.kernel == base.kernel and r.environment.gpu_name == base.environment.gpu_name
+    ]
+    return same[-HISTORY_WINDOW:]
+
+
+def _history_noise(
+    prior: Sequence[RunInfo], measured: Mapping[int, Sequence[MeasurementRecord]]
+) -> dict[Key, float | None]:
+    medians: dict[Key, list[float]] = {}
+    for run in prior:
+        for m in measured.get(run.id, ()):
+            if m.outcome is TrialOutcome.OK and m.median:
+                medians.setdefault(m.key, []).append(m.median)
+    return {key: history_noise(values) for key, values in medians.items()}
+
+
+def _evidence_json(ev: Evidence | None) -> dict[str, object]:
+    if ev is None:
+        return {"ratio": None, "ci": None, "p_value": None, "threshold": None}
+    return {
+        "ratio": ev.ratio,
+        "ci": [ev.ci_low, ev.ci_high],
+        "p_value": ev.p_value,
+        "threshold": ev.threshold,
+    }
+
+
+def _run_json(run: RunInfo) -> dict[str, object]:
+    env = run.environment
+    return {
+        "id": run.id,
+        "kernel": run.kernel,
+        "label": run.label,
+        "created_at": run.created_at.isoformat(),
+        "replayed_from": run.replayed_from,
+        "environment": {
+            "id": env.id,
+            "gpu": env.gpu_name,
+            "driver": env.driver,
+            "cuda": env.cuda,
+            "toolkit": env.toolkit,
+            "sm_clock_max_mhz": env.sm_clock_max_mhz,
+            "git_commit": env.git_commit,
+            "git_dirty": env.git_dirty,
+            "replay_source": env.replay_source,
+        },
+    }

@@ -1,0 +1,44 @@
+"""Roofline math in one place: ceilings (measured, Nsight Compute, datasheet), achieved work
+and bandwidth per memory level, arithmetic intensity, ridge points and bounds."""
+
+from __future__ import annotations
+
+from workbench.roofline.ceilings import (
+    Ceiling,
+    CeilingFileError,
+    CeilingKind,
+    Ceilings,
+    CeilingSource,
+    attainable,
+    datasheet_ceilings,
+    measured_ceilings,
+    ncu_ceilings,
+    ridge_point,
+)
+from workbench.roofline.model import (
+    Achieved,
+    RooflinePoint,
+    achieved_from_metrics,
+    achieved_from_timing,
+    bandwidth_fractions,
+    roofline_points,
+)
+
+__all__ = [
+    "Achieved",
+    "Ceiling",
+    "CeilingFileError",
+    "CeilingKind",
+    "CeilingSource",
+    "Ceilings",
+    "RooflinePoint",
+    "achieved_from_metrics",
+    "achieved_from_timing",
+    "attainable",
+    "bandwidth_fractions",
+    "datasheet_ceilings",
+    "measured_ceilings",
+    "ncu_ceilings",
+    "ridge_point",
+    "roofline_points",
+]

@@ -1,0 +1,204 @@
+"""Roofline ceilings: peak compute rates and bandwidths, each labelled with where it came from.
+
+Three sources, in order of trust for *this* GPU:
+
+1. ``measured``: a JSON file written by ``scripts/ceilings.py`` on the GPU (device-to-device
+   copy bandwidth, int8 and fp16 matrix-multiply throughput through cuBLASLt/cuBLAS);
+2. ``ncu``: Nsight Compute's ``peak_sustained`` metrics times the clock during the profile
+   (``--clock-control none``: the clock the kernel really ran at);
+3. ``datasheet``: the device preset's NVIDIA datasheet numbers (:mod:`workbench.devices`).
+
+Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.devices import DeviceSpec
+from workbench.errors import WorkbenchError
+
+
+class CeilingFileError(WorkbenchError):
+    """A measured-ceilings file is missing, not JSON, or lacks a field."""
+
+
+class CeilingKind(enum.Enum):
+    COMPUTE = "compute"
+    MEMORY = "memory"
+
+
+class CeilingSource(enum.Enum):
+    """Where a ceiling comes from, most trusted first."""
+
+    MEASURED = "measured"
+    NCU = "ncu"
+    DATASHEET = "datasheet"
+
+
+#: Memory levels and compute precisions a ceiling can be named after.
+MEMORY_LEVELS = ("dram", "l2", "l1")
+PRECISIONS = ("fp64", "fp32", "fp16", "tensor_fp16", "tensor_fp8", "tensor_int8")
+UNITS = {"tensor_int8": "OP/s"}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One roof: ``name`` is a memory level (``dram``) or a precision (``tensor_int8``);
+    ``device`` is the GPU it was measured on or published for (None: the profiled GPU)."""
+
+    name: str
+    kind: CeilingKind
+    value: float
+    source: CeilingSource
+    detail: str
+    device: str | None = None
+
+    @property
+    def unit(self) -> str:
+        return "B/s" if self.kind is CeilingKind.MEMORY else UNITS.get(self.name, "FLOP/s")
+
+    @property
+    def label(self) -> str:
+        """``dram 4.80 TB/s (datasheet: H200)``."""
+        return f"{self.name} {_si(self.value)}{self.unit} ({self.source.value}: {self.detail})"
+
+
+def _si(value: float) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}"
+    return f"{value:.3g} "
+
+
+def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
+    """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out)."""
+    detail = f"{spec.source}, {spec.name}"
+    pairs = (
+        ("dram", CeilingKind.MEMORY, spec.dram_bandwidth_gbs * 1e9),
+        ("fp32", CeilingKind.COMPUTE, spec.peak_fp32_tflops * 1e12),
+        ("tensor_fp16", CeilingKind.COMPUTE, spec.peak_fp16_tflops * 1e12),
+        ("tensor_fp8", CeilingKind.COMPUTE, spec.peak_fp8_tflops * 1e12),
+        ("tensor_int8", CeilingKind.COMPUTE, spec.peak_int8_tops * 1e12),
+    )
+    return tuple(
+        Ceiling(name, kind, value, CeilingSource.DATASHEET, detail, spec.name)
+        for name, kind, value in pairs
+        if value > 0
+    )
+
+
+def measured_ceilings(path: Path | str) -> tuple[Ceiling, ...]:
+    """Ceilings from a ``scripts/ceilings.py`` JSON file.
+
+    Raises:
+        CeilingFileError: the file is unreadable, not JSON, or misses a field.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CeilingFileError(f"{path}: cannot read measured ceilings: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CeilingFileError(f"{path}: expected a JSON object")
+    where = f"{path.name}, {doc.get('gpu', 'unknown GPU')}, {doc.get('date', 'undated')}"
+    fields = (
+        ("dram", CeilingKind.MEMORY, ("copy", "gbs_read_plus_write"), 1e9, "copy"),
+        ("tensor_int8", CeilingKind.COMPUTE, ("int8_matmul", "tops"), 1e12, "int8 matmul"),
+        ("tensor_fp16", CeilingKind.COMPUTE, ("fp16_matmul", "tflops"), 1e12, "fp16 matmul"),
+    )
+    out = []
+    for name, kind, (section, key), scale, what in fields:
+        block = doc.get(section)
+        if block is None:
+            continue
+        value = block.get(key) if isinstance(block, dict) else None
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise CeilingFileError(f"{path} [{section}.{key}]: expected a positive number")
+        via = block.get("via", "")
+        out.append(
+            Ceiling(
+                name,
+                kind,
+                float(value) * scale,
+                CeilingSource.MEASURED,
+                f"{what}{' via ' + via if via else ''}; {where}",
+                doc.get("gpu") if isinstance(doc.get("gpu"), str) else None,
+            )
+        )
+    if not out:
+        raise CeilingFileError(f"{path}: no ceiling in it (copy, int8_matmul, fp16_matmul)")
+    return tuple(out)
+
+
+#: (ceiling, peak metric, clock metric, factor): peak = metric x clock x factor. The factor 2
+#: counts a fused multiply-add as two operations, as Nsight Compute's roofline does.
+_NCU_PEAKS = (
+    ("fp32", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", "sm", 2.0),
+    ("fp64", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", "sm", 2.0),
+    ("fp16", "sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", "sm", 2.0),
+    ("tensor_int8", "sm__ops_path_tensor_src_int8.sum.peak_sustained", "sm", 1.0),
+    ("tensor_fp8", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "sm", 1.0),
+    ("tensor_fp16", "sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm", 1.0),
+    ("tensor_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained", "sm", 1.0),
+    ("dram", "dram__bytes.sum.peak_sustained", "dram", 1.0),
+    ("l2", "lts__t_bytes.sum.peak_sustained", "lts", 1.0),
+    ("l1", "l1tex__t_bytes.sum.peak_sustained", "l1tex", 1.0),
+)
+
+
+def ncu_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:
+    """Peaks from Nsight Compute metrics (``peak_sustained`` per cycle x cycles per second).
+
+    A peak of zero (left by an incomplete profile) or a missing clock gives no ceiling.
+    """
+    out: dict[str, Ceiling] = {}
+    for name, peak_name, unit, factor in _NCU_PEAKS:
+        peak = metrics.get(peak_name)
+        clock = metrics.get(f"{unit}__cycles_elapsed.avg.per_second")
+        if name in out or peak is None or clock is None or peak <= 0 or clock <= 0:
+            continue
+        kind = CeilingKind.MEMORY if name in MEMORY_LEVELS else CeilingKind.COMPUTE
+        detail = f"{peak_name} x {unit} clock {clock / 1e9:.3g} GHz"
+        out[name] = Ceiling(name, kind, peak * clock * factor, CeilingSource.NCU, detail)
+    return tuple(out.values())
+
+
+class Ceilings:
+    """A set of ceilings from any sources; :meth:`best` picks the most trusted per name."""
+
+    def __init__(self, ceilings: Iterable[Ceiling] = ()) -> None:
+        self._all = list(ceilings)
+
+    def __iter__(self) -> Iterator[Ceiling]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def add(self, ceilings: Iterable[Ceiling]) -> Ceilings:
+        """A new set with ``ceilings`` added."""
+        return Ceilings([*self._all, *ceilings])
+
+    def best(self, name: str) -> Ceiling | None:
+        """The ceiling named ``name`` from the most trusted source, or None."""
+        order = list(CeilingSource)
+        found = [c for c in self._all if c.name == name]
+        return min(found, key=lambda c: order.index(c.source)) if found else None
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys(c.name for c in self._all))
+
+
+def ridge_point(compute: Ceiling, memory: Ceiling) -> float:
+    """Arithmetic intensity (operations per byte) where the two roofs meet."""
+    return compute.value / memory.value
+
+
+def attainable(intensity: float, compute: Ceiling, memory: Ceiling) -> float:
+    """The roofline: ``min(compute peak, intensity x bandwidth)``."""
+    return min(compute.value, intensity * memory.value)
