@@ -239,3 +239,48 @@ class RegressMeasurement(Base):
     sm_clock_mhz: Mapped[list | None] = mapped_column(JSON)  #: SM clock per sample
     throttled: Mapped[list | None] = mapped_column(JSON)  #: throttling flag per sample
     replayed_from: Mapped[str | None] = mapped_column(Text)
+
+
+class Comparison(Base):
+    """One contender on one shape in one ``workbench compare``: the tuned config
+    (``contender = 'tuned'``) or a library baseline (``cublas``, ``cublaslt``, ``cub``, ...).
+
+    Owned by :mod:`workbench.compare`. Rows of one command share ``batch``; ``status`` is ok,
+    wrong, failed or skipped (``reason`` says why). ``speedup`` is the baseline's median over the
+    tuned config's (None on the tuned row and unless both are ok); ``bound_fraction`` is achieved
+    over attainable under the ceilings named in ``ceilings``. Added without a schema-version
+    bump: a new table needs no migration (``create_all`` adds it to an older store).
+    """
+
+    __tablename__ = "comparisons"
+    __table_args__ = (Index("ix_comparisons_kernel", "kernel", "created_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch: Mapped[str] = mapped_column(String(40))
+    kernel: Mapped[str] = mapped_column(String(200))
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id"))
+    device: Mapped[str | None] = mapped_column(String(200))
+    shape_label: Mapped[str] = mapped_column(String(200))
+    shape: Mapped[dict] = mapped_column(JSON)
+    config_key: Mapped[str] = mapped_column(String(1000))
+    params: Mapped[dict] = mapped_column(JSON)
+    config_origin: Mapped[str] = mapped_column(Text)
+    contender: Mapped[str] = mapped_column(String(50))
+    title: Mapped[str] = mapped_column(Text)
+    library: Mapped[str | None] = mapped_column(Text)  #: library and version that ran
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    median_ms: Mapped[float | None] = mapped_column(Float)
+    ci_low_ms: Mapped[float | None] = mapped_column(Float)
+    ci_high_ms: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[list | None] = mapped_column(JSON)  #: every timing sample (ms)
+    sm_clock_mhz: Mapped[list | None] = mapped_column(JSON)
+    throttled: Mapped[list | None] = mapped_column(JSON)
+    throughput: Mapped[float | None] = mapped_column(Float)
+    unit: Mapped[str | None] = mapped_column(String(20))  #: of ``throughput``: TOPS, GB/s, ...
+    bound_fraction: Mapped[float | None] = mapped_column(Float)
+    bound: Mapped[str | None] = mapped_column(String(20))  #: compute or memory
+    ceilings: Mapped[list | None] = mapped_column(JSON)  #: labels of the roofs used
+    speedup: Mapped[float | None] = mapped_column(Float)
+    verify_max_error: Mapped[float | None] = mapped_column(Float)
+    command: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

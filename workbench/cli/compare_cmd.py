@@ -1,0 +1,219 @@
+"""``workbench compare``: the tuned config against cuBLAS, cuBLASLt, CUTLASS, CUB and a copy."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from workbench.cli.common import (
+    EXIT_FAILED,
+    ArchOpt,
+    DeviceOpt,
+    ShapeOpt,
+    SpacesOpt,
+    cli_errors,
+    console,
+    err_console,
+)
+from workbench.cli.compile_cmd import CacheOpt
+from workbench.cli.store_cmds import open_store
+from workbench.cli.tune_cmd import _spaces
+from workbench.compare.baselines import Choice
+from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
+from workbench.compare.table import ShapeComparison, Status, format_rows
+from workbench.errors import ConfigError
+from workbench.gpu import probe_gpu
+from workbench.spaces import Space, load_kernel
+from workbench.spaces.model import shape_label
+from workbench.spaces.targets import resolve_arches
+from workbench.store import Store
+from workbench.sweep import select_configs
+
+
+def compare_command(
+    kernel: Annotated[str, typer.Argument(help="A kernel name or space file.", show_default=False)],
+    shapes: Annotated[
+        str | None,
+        typer.Option("--shapes", help="A named shape set of the space (each shape is compared)."),
+    ] = None,
+    shape: ShapeOpt = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="'best' (the fastest correct config of the shape's study in the store; an error "
+            "when there is none) or NAME=VALUE[,...]. Default: the best in the store where the "
+            "shape has a study, else the space's default config (the table says which).",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--baseline",
+            help="Compare with these baselines only (repeatable: cublas, cublaslt, cutlass, "
+            "cub, copy, or a name such as cublaslt_fp8). Default: the space's list.",
+            show_default=False,
+        ),
+    ] = None,
+    spaces: SpacesOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    storage: Annotated[
+        str | None,
+        typer.Option("--storage", help="Store URL or SQLite path.", show_default=False),
+    ] = None,
+    study: Annotated[
+        str | None, typer.Option("--study", help="With --config best: the study to take it from.")
+    ] = None,
+    ceilings_file: Annotated[
+        Path | None,
+        typer.Option("--ceilings", help="Measured ceilings (JSON of scripts/ceilings.py)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    cache_dir: CacheOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on stdout (progress: stderr).")
+    ] = False,
+) -> None:
+    """Time the tuned config against library baselines on the same inputs, with the same
+    timing protocol, every output checked against the same reference: time, TOPS or GB/s,
+    % of the roofline bound and speedup per shape, stored for the report. Without a GPU: says
+    so and which baselines would run. Exit status: 0 done (or no GPU); 1 the tuned config
+    failed or was wrong on a shape; 2 bad input; 130 interrupted."""
+    out = err_console if as_json else console
+    with cli_errors():
+        spec = load_kernel(kernel, spaces or [])
+        target = resolve_arches(spec, arch)[0]
+        spaces_ = _spaces(spec, target, device, shape, shapes)
+        store = open_store(storage)
+        gpu = probe_gpu()
+        plans = [_plan(sp, config, store, study, gpu.name if gpu.available else None)
+                 for sp in spaces_]  # fmt: skip
+        only = tuple(baseline or ())
+        if not gpu.available:
+            _no_gpu(plans, gpu.reason, only, as_json)
+            return
+        from workbench.compiler import CompileCache
+        from workbench.roofline import Ceilings, measured_ceilings
+
+        options = CompareOptions(
+            cache=CompileCache(cache_dir),
+            seed=seed,
+            only=only,
+            ceilings=Ceilings(measured_ceilings(ceilings_file)) if ceilings_file else Ceilings(),
+        )
+        results = compare(plans, options, lambda line: out.print(escape(line)))
+        from workbench.compare.storage import save_comparisons
+
+        batch = save_comparisons(
+            store,
+            results,
+            device=gpu.name,
+            study_ids=[p.study_id for p in plans],
+            command=shlex.join(["workbench", *sys.argv[1:]]),
+        )
+        _emit(results, gpu.name, batch, store, as_json)
+        if any(r.tuned.status is not Status.OK for r in results):
+            raise typer.Exit(EXIT_FAILED)
+
+
+def _plan(
+    space: Space, config: str | None, store: Store, study: str | None, gpu: str | None
+) -> ShapePlan:
+    """The config to compare at ``space``'s shape, and where it comes from."""
+    from workbench.profile.storage import best_config
+
+    label = shape_label(space.shape)
+    wants_best = config is not None and config.strip().lower() == "best"
+    if config is not None and not wants_best:
+        (cfg,) = select_configs(space, assignments=[config.split(",")])
+        return ShapePlan(space, cfg, "given on the command line")
+    try:
+        best, chosen = best_config(store, space.spec.name, label, study, gpu)
+    except ConfigError:
+        if wants_best:
+            raise
+        return ShapePlan(space, space.spec.default_config(), "default (no tuned study here)")
+    (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
+    return ShapePlan(space, cfg, f"best of study {chosen.name}", chosen.id)
+
+
+def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json: bool) -> None:
+    """Say that nothing can be timed, and what would run on a GPU of the target arch."""
+    shapes: list[dict[str, Any]] = []
+    for plan in plans:
+        cc = plan.space.arch.cc
+        selections = plan_baselines(plan, cc, only)
+        shapes.append(
+            {
+                "label": shape_label(plan.space.shape),
+                "config": dict(plan.config),
+                "config_origin": plan.origin,
+                "baselines": [
+                    {
+                        "name": s.name,
+                        "title": s.title,
+                        "would_run": s.choice is Choice.RUN,
+                        "reason": s.reason,
+                    }
+                    for s in selections
+                ],
+            }
+        )
+    arch = plans[0].space.arch.sm if plans else ""
+    if as_json:
+        doc = {"gpu": False, "reason": reason, "arch": arch, "measured": False, "shapes": shapes}
+        console.print_json(json.dumps(doc))
+        return
+    console.print(f"[bold]no GPU[/] ({escape(reason)}): nothing is timed or compared here.")
+    console.print(f"On a GPU of {arch}, `workbench compare` would run:")
+    for s in shapes:
+        console.print(f"  {escape(s['label'])}: config {escape(s['config_origin'])}")
+        for b in s["baselines"]:
+            what = "run" if b["would_run"] else f"skip ({b['reason']})"
+            console.print(f"    {escape(b['name'])}: {escape(b['title'])}: {escape(what)}")
+
+
+def _emit(
+    results: list[ShapeComparison], device: str, batch: str, store: Store, as_json: bool
+) -> None:
+    if as_json:
+        doc = {
+            "gpu": True,
+            "device": device,
+            "measured": True,
+            "kernel": results[0].problem.kernel if results else None,
+            "ceilings": sorted({c.label for r in results for c in r.ceilings}),
+            "shapes": [r.to_json() for r in results],
+            "stored": {"batch": batch, "store": store._shown_url},
+        }
+        console.print_json(json.dumps(doc))
+        return
+    table = Table(title=f"compare on {device}", show_lines=False)
+    for col in ("shape", "contender", "status", "median ms [95% CI]", "throughput",
+                "% of roofline bound", "speedup"):  # fmt: skip
+        table.add_column(col)
+    for row in format_rows(results):
+        table.add_row(*(escape(c) for c in row))
+    console.print(table)
+    for r in results:
+        for n in r.notes:
+            console.print(f"note ({escape(r.shape_label)}): {escape(n)}")
+        for e in r.baselines:
+            if e.status is Status.WRONG:
+                console.print(
+                    f"[yellow]{escape(e.contender)} disagrees with the reference at "
+                    f"{escape(r.shape_label)}:[/] {escape(e.reason)}"
+                )
+    labels = sorted({c.label for r in results for c in r.ceilings})
+    console.print("ceilings: " + escape("; ".join(labels)))
+    console.print(f"stored as comparison batch {batch}")

@@ -1,0 +1,209 @@
+"""Library baselines: what each one computes, where it applies, and which to run for a problem.
+
+A :class:`Baseline` declares the families, input dtypes and compute capabilities it supports
+and the Python modules it needs; :meth:`Baseline.limits` adds the shape limits its library
+documents. Selection (:func:`select`) runs on any machine: it says which baselines a problem
+gets and, for every one left out, which and why. Running one (:meth:`Baseline.prepare`) happens
+in the baseline worker, where the library is imported; a library that refuses the problem
+there raises :class:`BaselineUnsupported`, which is reported the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from workbench.compare.problems import Family, Problem
+from workbench.errors import WorkbenchError
+from workbench.spaces.schema import Baseline as BaselineKind
+
+
+class BaselineUnsupported(WorkbenchError):
+    """The library is absent, or refuses this problem on this GPU (the message says why)."""
+
+    recoverable = True  #: read by the worker loop: the worker stays usable
+
+
+class Prepared(Protocol):
+    """A baseline ready to run on one problem: inputs on the device, outputs allocated."""
+
+    def poison(self) -> None:
+        """Fill the outputs with a pattern no correct result has (before the checked run)."""
+
+    def launch(self) -> None:
+        """Enqueue one call of the library on the timing stream."""
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The outputs of the last call, on the host (after a synchronisation)."""
+
+
+class Baseline(ABC):
+    """One library routine that solves the same problem as a kernel.
+
+    Class attributes:
+        name: registry key and table column (``cublas``).
+        kind: the space-file baseline name it answers to (``baselines: [cublas]``).
+        title: what runs, for the table (``cuBLAS cublasGemmEx ...``).
+        families: the problems it solves.
+        dtypes: accepted input dtypes (space dtype names); empty: any.
+        min_cc: the lowest compute capability it runs on (0: any).
+        modules: Python modules it imports in the worker.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[BaselineKind]
+    title: ClassVar[str]
+    families: ClassVar[frozenset[Family]]
+    dtypes: ClassVar[frozenset[str]] = frozenset()
+    min_cc: ClassVar[int] = 0
+    modules: ClassVar[tuple[str, ...]] = ()
+
+    def limits(self, problem: Problem) -> str | None:
+        """Why the library's documented limits exclude ``problem`` (None: they do not)."""
+        return None
+
+    def missing_module(self) -> str | None:
+        """The first needed module that is not installed here (found without importing it)."""
+        for module in self.modules:
+            try:
+                found = importlib.util.find_spec(module)
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                return module
+        return None
+
+    def check(self, problem: Problem, cc: int | None) -> str | None:
+        """Why this baseline cannot run ``problem`` on a GPU of compute capability ``cc``
+        (None: it can, as far as can be told before running it)."""
+        if problem.family not in self.families:
+            fam = problem.family.value if problem.family else "none"
+            supported = ", ".join(sorted(f.value for f in self.families))
+            return f"solves {supported}, not {fam}"
+        if self.dtypes and not problem.input_dtypes & self.dtypes:
+            given = ", ".join(sorted(problem.input_dtypes))
+            return f"takes {', '.join(sorted(self.dtypes))} inputs, not {given}"
+        if cc is not None and cc < self.min_cc:
+            return f"needs compute capability {self.min_cc / 10:.1f}+, the GPU has {cc / 10:.1f}"
+        missing = self.missing_module()
+        if missing is not None:
+            return f"not installed: no Python module {missing!r}"
+        return self.limits(problem)
+
+    @abstractmethod
+    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Prepared:
+        """Upload ``inputs`` and get ready to run on CUDA stream ``stream`` (a CUstream
+        address). Runs in the baseline worker, with the device's primary context current.
+
+        Raises:
+            BaselineUnsupported: the library is absent or refuses the problem.
+        """
+
+    def version(self) -> str:
+        """The library and version that runs (asked in the worker)."""
+        return self.title
+
+
+#: name -> baseline, filled by :func:`register`.
+REGISTRY: dict[str, Baseline] = {}
+
+
+def register(cls: type[Baseline]) -> type[Baseline]:
+    """Class decorator: add a baseline to :data:`REGISTRY`."""
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def _load_all() -> None:
+    # the implementations register themselves on import
+    from workbench.compare import gemm_baselines, memory_baselines  # noqa: F401
+
+
+class Choice(enum.Enum):
+    RUN = "run"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One baseline for one problem: run it, or skip it and why."""
+
+    name: str
+    kind: str
+    title: str
+    choice: Choice
+    reason: str = ""
+
+
+def requested_kinds(
+    declared: Iterable[BaselineKind], problem: Problem, only: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """The baseline kinds to consider for ``problem``, and notes on how they were chosen.
+
+    ``only`` (command line) replaces the space's list; the copy baseline joins any problem of
+    the ``stream`` family, which every bandwidth-bound kernel can be compared with.
+    """
+    notes: list[str] = []
+    chosen = [str(k) for k in only]
+    if not chosen:
+        chosen = [k.value for k in declared]
+        if problem.family is Family.STREAM and BaselineKind.COPY.value not in chosen:
+            chosen.append(BaselineKind.COPY.value)
+            notes.append("copy added: the kernel is judged by its bandwidth")
+    return list(dict.fromkeys(chosen)), notes
+
+
+def select(
+    declared: Iterable[BaselineKind],
+    problem: Problem,
+    cc: int | None,
+    *,
+    only: Iterable[str] = (),
+    check: Callable[[Baseline, Problem, int | None], str | None] | None = None,
+) -> tuple[list[Selection], list[str]]:
+    """Which baselines run for ``problem`` on a GPU of compute capability ``cc``.
+
+    Args:
+        declared: the space's ``baselines`` list.
+        problem: the problem (family, shape, dtypes).
+        cc: the GPU's compute capability (None: unknown, no GPU).
+        only: baseline kinds or names named on the command line (replace ``declared``).
+        check: replaces :meth:`Baseline.check` (tests: a machine with other libraries).
+
+    Returns:
+        One selection per baseline considered, in the order asked, and notes.
+
+    Raises:
+        ConfigError: ``only`` names no known baseline.
+    """
+    from workbench.errors import ConfigError
+
+    _load_all()
+    kinds, notes = requested_kinds(declared, problem, only)
+    known = {b.kind.value for b in REGISTRY.values()} | set(REGISTRY)
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ConfigError(
+            f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    check = check or (lambda b, p, c: b.check(p, c))
+    out: list[Selection] = []
+    for kind in kinds:
+        members = [b for b in REGISTRY.values() if kind in (b.kind.value, b.name)]
+        fitting = [b for b in members if problem.family in b.families]
+        if not fitting:
+            fam = problem.family.value if problem.family else "none"
+            why = problem.why_none or f"no {kind} baseline for the {fam} family"
+            out.append(Selection(kind, kind, kind, Choice.SKIP, why))
+            continue
+        for b in fitting:
+            reason = check(b, problem, cc)
+            choice = Choice.RUN if reason is None else Choice.SKIP
+            out.append(Selection(b.name, b.kind.value, b.title, choice, reason or ""))
+    return out, notes

@@ -1,0 +1,307 @@
+"""``compare``: the tuned config and the library baselines on the same inputs, the same timing
+protocol, their outputs checked against the same reference.
+
+Per shape: the CUDA runner verifies and times the tuned config (exactly as ``tune`` does) and
+hands over the inputs it drew; the baseline worker runs each selected library on those same
+arrays, once on poisoned outputs, whose result is compared with the space's reference under the
+space's tolerance (so every correct contender agrees with every other within it), then timed.
+A baseline that is absent, refuses the shape, crashes or is wrong is reported with the reason
+and the comparison goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.compare.baselines import REGISTRY, Choice, Selection, select
+from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
+from workbench.compare.problems import Problem, classify
+from workbench.compare.table import TUNED, Entry, ShapeComparison, Status
+from workbench.compare.worker import ArrayFile, BaselineExecutor, BaselineJob, BaselineReply
+from workbench.compiler import CompileCache
+from workbench.profile.fallback import work_precision
+from workbench.roofline import Ceilings, datasheet_ceilings
+from workbench.runners.base import Measurement, TrialOutcome
+from workbench.runners.buffers import kernel_arguments, named_scalars, output_buffers
+from workbench.runners.protocol import write_raw
+from workbench.runners.reference import ExpectedOutputs
+from workbench.runners.supervisor import Supervisor, WorkerError, WorkerFault
+from workbench.runners.timing import TimingOptions, summarize
+from workbench.runners.verify import Verdict, compare_output, tolerance_for, verify_outputs
+from workbench.runners.worker_runner import STARTUP_TIMEOUT_S
+from workbench.spaces.model import Config, config_label
+from workbench.spaces.space import Space
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """One shape to compare: the space at that shape and the config to compare there."""
+
+    space: Space
+    config: Config
+    origin: str  #: how the config was chosen, for the table
+    study_id: int | None = None
+
+
+@dataclass
+class CompareOptions:
+    """How to run: compile cache, input seed, timing protocol, baselines, extra ceilings."""
+
+    cache: CompileCache | None = None
+    seed: int = 0
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    only: tuple[str, ...] = ()
+    ceilings: Ceilings = field(default_factory=Ceilings)
+    device: int = 0
+    call_timeout_s: float = STARTUP_TIMEOUT_S  #: silence allowed while a library loads/runs
+
+
+def plan_baselines(plan: ShapePlan, cc: int | None, only: Sequence[str] = ()) -> list[Selection]:
+    """Which baselines would run for ``plan`` on a GPU of compute capability ``cc``."""
+    problem = classify(plan.space, plan.config)
+    selections, _ = select(plan.space.spec.baselines, problem, cc, only=only)
+    return selections
+
+
+def compare(plans: Sequence[ShapePlan], options: CompareOptions, log: Log) -> list[ShapeComparison]:
+    """Compare every shape of ``plans`` on the GPU.
+
+    Raises:
+        NoGpuError: there is no GPU.
+        WorkbenchError: the runner or the baseline worker cannot start, or the reference fails.
+    """
+    from workbench.runners.cuda.runner import CudaRunner
+
+    out = []
+    with _BaselineWorker(options) as worker:
+        for plan in plans:
+            log(f"{plan.space.spec.name} {_label(plan)}: tuned config ({plan.origin})")
+            worker.new_shape()
+            with CudaRunner(
+                plan.space, options.cache, seed=options.seed, timing=options.timing,
+                device=options.device,
+            ) as runner:  # fmt: skip
+                measurement = runner.evaluate(plan.config)
+                live = runner.space
+                inputs = runner.inputs
+                cc = runner.device.cc
+            out.append(_one_shape(plan, live, inputs, cc, measurement, worker, options, log))
+    return out
+
+
+def _one_shape(
+    plan: ShapePlan,
+    live: Space,
+    inputs: Mapping[str, np.ndarray],
+    cc: int | None,
+    measurement: Measurement,
+    worker: _BaselineWorker,
+    options: CompareOptions,
+    log: Log,
+) -> ShapeComparison:
+    problem = classify(live, plan.config)
+    tuned = tuned_entry(measurement, live, plan.config, problem)
+    selections, notes = select(live.spec.baselines, problem, cc, only=options.only)
+    expected = functools.cache(lambda: _expected(live, plan.config, inputs))
+    entries = []
+    for sel in selections:
+        if sel.choice is Choice.SKIP:
+            log(f"  {sel.name}: skipped ({sel.reason})")
+            entries.append(Entry(sel.name, sel.title, Status.SKIPPED, sel.reason))
+            continue
+        log(f"  {sel.name}: {sel.title}")
+        entries.append(worker.run(sel, problem, inputs, live, plan.config, expected))
+    ceilings = Ceilings(options.ceilings).add(datasheet_ceilings(live.device))
+    return ShapeComparison(
+        problem=problem,
+        precision=work_precision(live),
+        config=dict(plan.config),
+        config_origin=plan.origin,
+        tuned=tuned,
+        baselines=tuple(entries),
+        notes=tuple(notes),
+        ceilings=ceilings,
+    )
+
+
+def tuned_entry(m: Measurement, space: Space, config: Config, problem: Problem) -> Entry:
+    """The tuned config's row from the CUDA runner's measurement."""
+    title = f"{space.spec.name} {config_label(config)}"
+    status = {
+        TrialOutcome.OK: Status.OK,
+        TrialOutcome.WRONG: Status.WRONG,
+        TrialOutcome.INFEASIBLE: Status.SKIPPED,
+    }.get(m.outcome, Status.FAILED)
+    return Entry(
+        contender=TUNED,
+        title=title,
+        status=status,
+        reason=m.reason if status is not Status.OK else "",
+        median_ms=m.value,
+        ci_low_ms=m.ci_low,
+        ci_high_ms=m.ci_high,
+        samples=tuple(m.samples),
+        sm_clock_mhz=tuple(m.sm_clock_mhz),
+        throttled=tuple(m.throttled),
+        verify_max_error=m.verify_max_error,
+        library=None,
+        ops=problem.ops,
+        nbytes=problem.min_bytes,
+    )
+
+
+def _expected(space: Space, config: Config, inputs: Mapping[str, np.ndarray]) -> Any:
+    reference = space.spec.reference
+    assert reference is not None
+    args = kernel_arguments(space, config)
+    buffers = output_buffers(space, config)
+    fn = ExpectedOutputs(reference.target, inputs, space.shape)
+    tolerance = tolerance_for(reference, space.env(config))
+    return fn.get(config, named_scalars(args), buffers), buffers, tolerance
+
+
+def check_outputs(
+    name: str,
+    got: Mapping[str, np.ndarray],
+    problem: Problem,
+    inputs: Mapping[str, np.ndarray],
+    expected: Callable[[], Any],
+) -> Verdict:
+    """A baseline's outputs against the reference (the copy: against what it copied).
+
+    Raises:
+        ValueError: an output is missing or has another shape.
+    """
+    if name == "copy":
+        source = copy_source(inputs, problem.copy_bytes)
+        from workbench.runners.verify import Tolerance
+
+        return Verdict((compare_output(COPY_OUTPUT, got[COPY_OUTPUT], source, Tolerance(True)),))
+    values, buffers, tolerance = expected()
+    cast = {
+        b.name: got[b.name].astype(b.np_dtype, copy=False) if b.name in got else None
+        for b in buffers
+        if b.compared
+    }
+    missing = [k for k, v in cast.items() if v is None]
+    if missing:
+        raise ValueError(f"{name} gave no output {', '.join(missing)}")
+    return verify_outputs(cast, values, buffers, tolerance)  # type: ignore[arg-type]
+
+
+class _BaselineWorker:
+    """The supervised baseline worker, started at the first baseline that runs."""
+
+    def __init__(self, options: CompareOptions) -> None:
+        self.options = options
+        self._supervisor: Supervisor | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="workbench-compare-"))
+
+    def __enter__(self) -> _BaselineWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._supervisor is not None:
+            self._supervisor.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def run(
+        self,
+        sel: Selection,
+        problem: Problem,
+        inputs: Mapping[str, np.ndarray],
+        space: Space,
+        config: Config,
+        expected: Callable[[], Any],
+    ) -> Entry:
+        files = self._inputs(inputs, space)
+        job = BaselineJob(sel.name, problem, files, str(self._tmp), self.options.timing)
+        base = {"contender": sel.name, "title": sel.title, "ops": _ops(sel.name, problem)}
+        base["nbytes"] = 2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
+        try:
+            reply: BaselineReply = self.supervisor.call(
+                job, self.options.call_timeout_s, f"baseline {sel.name}"
+            )
+        except WorkerError as exc:
+            status = Status.SKIPPED if exc.type_name == "BaselineUnsupported" else Status.FAILED
+            return Entry(status=status, reason=str(exc).partition(": ")[2] or str(exc), **base)
+        except WorkerFault as exc:
+            return Entry(status=Status.FAILED, reason=str(exc), **base)
+        with _unlinked(reply.outputs):
+            got = {f.name: np.array(f.load()) for f in reply.outputs}
+        verdict = check_outputs(sel.name, got, problem, inputs, expected)
+        summary = summarize(reply.timing.samples_ms, reply.timing.throttled)
+        clocks = tuple(float("nan") if c is None else float(c) for c in reply.timing.sm_clock_mhz)
+        return Entry(
+            status=Status.OK if verdict.ok else Status.WRONG,
+            reason=verdict.reason,
+            median_ms=summary.median,
+            ci_low_ms=summary.ci_low,
+            ci_high_ms=summary.ci_high,
+            samples=summary.samples,
+            sm_clock_mhz=clocks,
+            throttled=summary.throttled,
+            verify_max_error=verdict.max_abs_error,
+            library=reply.library,
+            **base,
+        )
+
+    @property
+    def supervisor(self) -> Supervisor:
+        if self._supervisor is None:
+            factory = functools.partial(BaselineExecutor, self.options.device)
+            self._supervisor = Supervisor(
+                factory, startup_timeout_s=self.options.call_timeout_s, name="wb-compare"
+            )
+        return self._supervisor
+
+    def _inputs(self, inputs: Mapping[str, np.ndarray], space: Space) -> tuple[ArrayFile, ...]:
+        dtypes = {i.name: i.dtype.value for i in space.spec.inputs}
+        files = []
+        for name, array in inputs.items():
+            path = self._tmp / f"input-{name}.npy"
+            if not path.exists():  # once per shape (new_shape clears them)
+                write_raw(path, array)
+            files.append(ArrayFile(name, str(path), dtypes[name], tuple(array.shape)))
+        return tuple(files)
+
+    def new_shape(self) -> None:
+        """Forget the input files of the previous shape."""
+        for path in self._tmp.glob("input-*.npy"):
+            path.unlink(missing_ok=True)
+
+
+def _ops(name: str, problem: Problem) -> float:
+    return 0.0 if name == "copy" else problem.ops
+
+
+@contextlib.contextmanager
+def _unlinked(files: Sequence[ArrayFile]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for f in files:
+            Path(f.path).unlink(missing_ok=True)
+
+
+def _label(plan: ShapePlan) -> str:
+    return ",".join(f"{k}={v}" for k, v in plan.space.shape.items())
+
+
+def known_baselines() -> list[str]:
+    """Every registered baseline name."""
+    from workbench.compare.baselines import _load_all
+
+    _load_all()
+    return sorted(REGISTRY)

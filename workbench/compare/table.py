@@ -1,0 +1,185 @@
+"""The comparison table's numbers: time, throughput, share of the roofline bound, speedup.
+
+Definitions (each row is one contender on one shape; times are medians of one call):
+
+- throughput: the work model's operations over the time (TOPS or TFLOP/s, as the space's unit
+  says), or its minimum bytes over the time (GB/s) for bandwidth-bound kernels; the copy
+  baseline's bytes are what it reads plus what it writes;
+- % of roofline bound: achieved / attainable at the work model's arithmetic intensity
+  (operations per minimum DRAM byte), under the best ceilings known (measured, else
+  datasheet; each named with its source); attainable = min(compute roof, intensity x DRAM
+  roof); with no operations, the bandwidth over the DRAM roof;
+- speedup vs a baseline: the baseline's median over the tuned config's median (above 1: the
+  tuned config is faster).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.compare.problems import BANDWIDTH_UNITS, Problem
+from workbench.roofline import Ceilings, RooflinePoint
+
+#: The contender name of the tuned config in tables, JSON and the store.
+TUNED = "tuned"
+
+
+class Status(enum.Enum):
+    OK = "ok"  #: timed, and its outputs match the reference
+    WRONG = "wrong"  #: ran, outputs differ from the reference: no speedup is given against it
+    FAILED = "failed"  #: crashed, hung or raised
+    SKIPPED = "skipped"  #: not run: absent library, unsupported shape, dtype or arch
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One contender (the tuned config or a baseline) on one shape."""
+
+    contender: str
+    title: str
+    status: Status
+    reason: str = ""
+    median_ms: float | None = None
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    samples: tuple[float, ...] = ()
+    sm_clock_mhz: tuple[float, ...] = ()
+    throttled: tuple[bool, ...] = ()
+    verify_max_error: float | None = None
+    library: str | None = None
+    ops: float = 0.0  #: operations of one call
+    nbytes: float = 0.0  #: minimum bytes one call moves
+
+    @property
+    def timed(self) -> bool:
+        return self.status is Status.OK and self.median_ms is not None and self.median_ms > 0
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Where a contender sits under the roofline."""
+
+    fraction: float  #: achieved / attainable
+    limit: str  #: ``compute`` or ``memory``
+    attainable: float  #: in the unit of the limiting roof (OP/s or B/s)
+    ceilings: tuple[str, ...]  #: labels of the roofs used, with their source
+
+
+def throughput(entry: Entry, unit: str) -> float | None:
+    """Operations (TOPS / TFLOP/s) or bytes (GB/s) per second in the space's unit."""
+    if not entry.timed:
+        return None
+    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
+    if unit in BANDWIDTH_UNITS:
+        return entry.nbytes / seconds / (1e12 if unit == "TB/s" else 1e9)
+    return entry.ops / seconds / 1e12
+
+
+def roofline_bound(entry: Entry, precision: str, ceilings: Ceilings) -> Bound | None:
+    """The share of the roofline bound ``entry`` reaches (None: not timed, or no roofs)."""
+    if not entry.timed:
+        return None
+    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
+    memory = ceilings.best("dram")
+    compute = ceilings.best(precision)
+    if entry.ops > 0 and entry.nbytes > 0 and compute is not None and memory is not None:
+        point = RooflinePoint(
+            precision, "dram", entry.ops / entry.nbytes, entry.ops / seconds, compute, memory
+        )
+        return Bound(point.fraction, point.bound, point.attainable, (compute.label, memory.label))
+    if entry.nbytes > 0 and memory is not None:
+        return Bound(entry.nbytes / seconds / memory.value, "memory", memory.value, (memory.label,))
+    return None
+
+
+def speedup(tuned: Entry, other: Entry) -> float | None:
+    """``other``'s median over the tuned config's (None unless both are timed and correct)."""
+    if not tuned.timed or not other.timed:
+        return None
+    return other.median_ms / tuned.median_ms  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class ShapeComparison:
+    """The tuned config and every baseline on one shape."""
+
+    problem: Problem
+    precision: str  #: the compute roof the work is compared with (``tensor_int8``, ``fp32``)
+    config: Mapping[str, Any]
+    config_origin: str  #: ``best of study NAME``, ``given``, ``default (...)``
+    tuned: Entry
+    baselines: tuple[Entry, ...]
+    notes: tuple[str, ...] = ()
+    ceilings: Ceilings = field(default_factory=Ceilings)
+
+    @property
+    def shape_label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.problem.shape.items())
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        return (self.tuned, *self.baselines)
+
+    def row(self, entry: Entry) -> dict[str, Any]:
+        """One contender as plain data (JSON, the store)."""
+        b = roofline_bound(entry, self.precision, self.ceilings)
+        is_tuned = entry.contender == TUNED
+        return {
+            "name": entry.contender,
+            "title": entry.title,
+            "status": entry.status.value,
+            "reason": entry.reason,
+            "median_ms": entry.median_ms,
+            "ci_ms": [entry.ci_low_ms, entry.ci_high_ms] if entry.median_ms is not None else None,
+            "samples": len(entry.samples),
+            "throughput": throughput(entry, self.unit_of(entry)),
+            "unit": self.unit_of(entry),
+            "bound_fraction": b.fraction if b else None,
+            "bound": b.limit if b else None,
+            "speedup": None if is_tuned else speedup(self.tuned, entry),
+            "verify_max_error": entry.verify_max_error,
+            "library": entry.library,
+        }
+
+    def unit_of(self, entry: Entry) -> str:
+        """The space's unit; a copy has no operations, so it is always in GB/s."""
+        return self.problem.unit if entry.ops > 0 or entry.contender == TUNED else "GB/s"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shape": dict(self.problem.shape),
+            "label": self.shape_label,
+            "family": self.problem.family.value if self.problem.family else None,
+            "unit": self.problem.unit,
+            "precision": self.precision,
+            "work": {"ops": self.problem.ops, "min_bytes": self.problem.min_bytes},
+            "config": dict(self.config),
+            "config_origin": self.config_origin,
+            "results": [self.row(e) for e in self.entries],
+            "notes": list(self.notes),
+        }
+
+
+def format_rows(comparisons: Sequence[ShapeComparison]) -> list[list[str]]:
+    """The printed table: shape, contender, status, time, throughput, % of bound, speedup."""
+    rows = []
+    for c in comparisons:
+        for e in c.entries:
+            r = c.row(e)
+            ci = r["ci_ms"]
+            time = "" if r["median_ms"] is None else f"{r['median_ms']:.4g}"
+            if ci and ci[0] is not None and time:
+                time += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
+            tp = "" if r["throughput"] is None else f"{r['throughput']:.4g} {r['unit']}"
+            bound = (
+                ""
+                if r["bound_fraction"] is None
+                else (f"{100 * r['bound_fraction']:.1f}% ({r['bound']})")
+            )
+            sp = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+            status = e.status.value + (f": {e.reason}" if e.reason and not e.timed else "")
+            rows.append([c.shape_label, e.contender, status, time, tp, bound, sp])
+    return rows

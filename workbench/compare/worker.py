@@ -1,0 +1,199 @@
+"""The baseline worker: runs library baselines under the CUDA runner's timing protocol.
+
+It lives in a supervised worker process (:class:`~workbench.runners.supervisor.Supervisor`),
+like the CUDA runner's, so a library that crashes or hangs costs one baseline and a restart,
+and CuPy and PyTorch are imported there, never in the command's process. It holds the
+device's primary context (which CuPy and PyTorch share through the runtime API) and one
+stream that every library call, L2 flush and event is ordered on. The timing script is the
+CUDA executor's (``workbench.runners.cuda.worker``): warm-up, then until the stopping rule is
+done an L2 flush, one event pair around one call, and the SM clock read after it; every sample
+is kept, and the median with its interval is computed by the parent with the same
+:func:`~workbench.runners.timing.summarize`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.compare.baselines import REGISTRY, BaselineUnsupported, Prepared, _load_all
+from workbench.compare.problems import Problem
+from workbench.runners.protocol import Timing, read_raw, write_raw
+from workbench.runners.supervisor import Progress
+from workbench.runners.timing import TimingOptions, is_throttled
+
+
+@dataclass(frozen=True)
+class ArrayFile:
+    """An array as raw bytes in an ``.npy`` file (``runners.protocol.write_raw``)."""
+
+    name: str
+    path: str
+    dtype: str  #: space dtype name (``int8``, ``float8_e4m3``) or ``uint8``
+    shape: tuple[int, ...]
+
+    def load(self) -> Any:
+        from workbench.runners.buffers import numpy_dtype
+        from workbench.spaces.schema import DType
+
+        return read_raw(self.path, numpy_dtype(DType(self.dtype)), self.shape)
+
+
+@dataclass(frozen=True)
+class BaselineJob:
+    """Run one baseline on one problem: once on poisoned outputs, then timed."""
+
+    baseline: str
+    problem: Problem
+    inputs: tuple[ArrayFile, ...]
+    out_dir: str
+    options: TimingOptions
+
+
+@dataclass(frozen=True)
+class BaselineReply:
+    outputs: tuple[ArrayFile, ...]
+    timing: Timing
+    library: str
+
+
+class BaselineExecutor:
+    """Owns the primary context of one GPU and answers :class:`BaselineJob` requests.
+
+    Args:
+        ordinal: CUDA device ordinal.
+    """
+
+    def __init__(self, ordinal: int = 0) -> None:
+        from workbench.runners.cuda.driver import Gpu, L2Flush
+        from workbench.runners.cuda.nvml import ClockReader
+        from workbench.runners.cuda.worker import NvtxRanges
+
+        self.gpu = Gpu(ordinal)
+        self.props = self.gpu.properties()
+        self.clocks, self.clock_note = ClockReader.open(self.props.uuid)
+        self.ranges = NvtxRanges()
+        self.flusher = L2Flush(self.gpu, self.props.limits["l2_bytes"])
+        self.events = _EventPair(self.gpu.stream)
+        _load_all()
+
+    def info(self) -> Mapping[str, Any]:
+        p = self.props
+        return {
+            "device": {"name": p.name, "cc": p.cc, "uuid": p.uuid, "cuda": p.cuda},
+            "cc": p.cc,
+            "notes": [n for n in (self.clock_note, self.ranges.note) if n],
+        }
+
+    def handle(self, request: Any, progress: Progress) -> Any:
+        if not isinstance(request, BaselineJob):
+            raise TypeError(f"the baseline worker does not handle {type(request).__name__}")
+        baseline = REGISTRY[request.baseline]
+        progress(f"{request.baseline}: preparing")
+        inputs = {f.name: f.load() for f in request.inputs}
+        prepared = baseline.prepare(request.problem, inputs, int(self.gpu.stream))
+        try:
+            with self.ranges.range(f"compare/{request.baseline}"):
+                prepared.poison()
+                progress(f"{request.baseline}: checked run")
+                prepared.launch()
+                self.gpu.synchronize()
+                outputs = self._write(prepared, Path(request.out_dir), request.baseline)
+                timing = self._time(prepared, request.options, progress)
+            return BaselineReply(outputs, timing, baseline.version())
+        finally:
+            close = getattr(prepared, "close", None)
+            if close is not None:
+                close()
+
+    def _write(self, prepared: Prepared, out_dir: Path, name: str) -> tuple[ArrayFile, ...]:
+        files = []
+        for key, array in prepared.outputs().items():
+            path = out_dir / f"{name}-{key}.npy"
+            write_raw(path, array)
+            files.append(ArrayFile(key, str(path), _dtype_name(array), tuple(array.shape)))
+        return tuple(files)
+
+    def _time(self, prepared: Prepared, opts: TimingOptions, progress: Progress) -> Timing:
+        from workbench.runners.cuda.worker import Heartbeat
+
+        beat = Heartbeat(progress)
+        start = time.perf_counter()
+        warmups = 0
+        while warmups < opts.warmup_min_launches or time.perf_counter() - start < opts.warmup_s:
+            prepared.launch()
+            self.gpu.synchronize()
+            warmups += 1
+            beat("warm-up", f"call {warmups}")
+        rule = opts.rule.clone()
+        rule.reset()
+        max_clock = self.clocks.max_sm_clock_mhz if self.clocks else None
+        samples: list[float] = []
+        clocks: list[float | None] = []
+        flags: list[bool] = []
+        while not rule.done():
+            if opts.flush_l2:
+                self.flusher.flush()
+            samples.append(self.events.time(prepared.launch))
+            clocks.append(self.clocks.sm_clock_mhz() if self.clocks else None)
+            flags.append(is_throttled(clocks[-1], max_clock, opts.throttle_fraction))
+            rule.add(samples[-1], throttled=flags[-1])
+            beat("timing", f"sample {len(samples)}")
+        assert rule.stop_reason is not None
+        return Timing(
+            samples_ms=tuple(samples),
+            sm_clock_mhz=tuple(clocks) if self.clocks else (),
+            throttled=tuple(flags),
+            max_sm_clock_mhz=max_clock,
+            stop_reason=rule.stop_reason,
+            warmup_launches=warmups,
+            seconds=time.perf_counter() - start,
+            clock_note=self.clock_note,
+        )
+
+    def close(self) -> None:
+        self.events.close()
+        self.flusher.close()
+        if self.clocks:
+            self.clocks.close()
+        self.gpu.close()
+
+
+class _EventPair:
+    """Two CUDA events on the timing stream around one library call."""
+
+    def __init__(self, stream: Any) -> None:
+        from cuda.bindings import driver as cu
+
+        from workbench.runners.cuda.driver import call
+
+        self.cu, self.call, self.stream = cu, call, stream
+        flags = cu.CUevent_flags.CU_EVENT_DEFAULT.value
+        self.start = call(cu.cuEventCreate, flags)
+        self.stop = call(cu.cuEventCreate, flags)
+
+    def time(self, launch: Callable[[], None]) -> float:
+        """Milliseconds between the events recorded before and after ``launch()``."""
+        cu, call = self.cu, self.call
+        call(cu.cuEventRecord, self.start, self.stream)
+        launch()
+        call(cu.cuEventRecord, self.stop, self.stream)
+        call(cu.cuEventSynchronize, self.stop)
+        return float(call(cu.cuEventElapsedTime, self.start, self.stop))
+
+    def close(self) -> None:
+        for event in (self.start, self.stop):
+            self.call(self.cu.cuEventDestroy, event)
+
+
+def _dtype_name(array: Any) -> str:
+    from workbench.runners.buffers import numpy_dtype
+    from workbench.spaces.schema import DType
+
+    for d in DType:
+        if numpy_dtype(d) == array.dtype:
+            return d.value
+    raise BaselineUnsupported(f"a baseline returned an array of {array.dtype}")
