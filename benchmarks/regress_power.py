@@ -30,7 +30,12 @@ state do) and gives our rule the history noise of 10 earlier runs, as ``regress 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import hashlib
 import json
+import os
+import platform
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
-from workbench.regress.rule import Verdict, compare_samples, history_noise
+from workbench.regress.rule import ALPHA, FLOOR, NOISE_K, Verdict, compare_samples, history_noise
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 FILES = (
@@ -261,8 +266,74 @@ def main() -> None:
     if args.json:
         for row in (*a, *b):
             row.pop("ratios")
-        doc = {"trials": args.trials, "samples": args.samples, "A": a, "B": b}
-        args.json.write_text(json.dumps(doc, indent=1, default=str))
+        doc = {
+            "benchmark": "regress_power",
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": " ".join(["python", *sys.argv]),
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "processor": platform.processor() or None,
+                "gpu": None,  # CPU only: the noise is recorded, nothing is measured here
+            },
+            "data": data_source(sets),
+            "rule": {"alpha": ALPHA, "floor": FLOOR, "noise_k": NOISE_K},
+            "trials": args.trials,
+            "samples": args.samples,
+            "history_runs": args.history,
+            "power": POWER,
+            "seconds": time.perf_counter() - start,
+            "summary": summary(a, b),
+            "A": a,
+            "B": b,
+        }
+        args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def data_source(sets: Sequence[SampleSet]) -> dict[str, object]:
+    """Where the noise comes from: each file (size, sha256), its device, its configs used."""
+    files = []
+    for name in FILES:
+        path = CACHES / name
+        used = [s for s in sets if f"({name}" in s.source]
+        files.append(
+            {
+                "file": name,
+                "bytes": path.stat().st_size,
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "sources": sorted({s.source for s in used}),
+                "configs_used": len(used),
+            }
+        )
+    return {
+        "what": "Kernel Tuner cache `times` arrays: repeated measurements of real kernels on "
+        "real GPUs (benchmark_hub, see SOURCES.md next to the files)",
+        "directory": "../shared/datasets/tuning-caches",
+        "files": files,
+        "configs": len(sets),
+    }
+
+
+def summary(a: list[dict[str, object]], b: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per setting: each rule's false-positive rate and smallest shift detected >= POWER."""
+    out = []
+    for scen, rows in (("A", a), ("B", b)):
+        for row in rows:
+            rates: dict[str, dict[float, float]] = row["rates"]  # type: ignore[assignment]
+            out.append(
+                {
+                    "scenario": scen,
+                    "noise": row["noise"],
+                    "drift": row["drift"],
+                    "matched_threshold": row["matched_threshold"],
+                    "uniform_threshold": row["uniform_threshold"],
+                    "rules": {
+                        name: {"fpr": r[0.0], "smallest_detected": smallest_detected(r)}
+                        for name, r in rates.items()
+                    },
+                }
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -148,7 +148,8 @@ def test_timeline_marks_change_points_and_links_environments(
     assert len(fig.layout.shapes) == 1  # one dashed line
     stars = [t for t in fig.data if t.marker.symbol == "star"]
     assert len(stars) == 1 and "driver 550.54.15 -&gt; 560.35.03" in stars[0].hovertext[0]
-    assert f'href="#env-{new}"' in fig.layout.annotations[0].text
+    assert fig.layout.annotations[0].name == f"env-{new}"
+    assert f"environment {new}" in fig.layout.annotations[0].text
 
     page = timeline_html(series, kernel="conv", store_url=store.url)
     assert page.count("plotly.js v") == 1  # plotly.js inlined once
@@ -179,3 +180,67 @@ def _points(runs: list[np.ndarray], keep_samples: bool = True) -> list:
         )
         out.append(Point(run, m))
     return out
+
+
+def test_the_timeline_fragment_leaves_plotly_js_to_the_page(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    """What ``workbench report`` embeds: figures and tables, no document, no plotly.js."""
+    from workbench.regress.timeline import timeline_figures, timeline_fragment
+
+    rng = np.random.default_rng(5)
+    env = store.environment(H200)
+    s = one_percent[1].samples
+    record_series(store, [draw_run(s, rng) for _ in range(6)], [env] * 6)
+    record_series(store, [draw_run(s, rng) for _ in range(6)], [env] * 6, config="BLOCK=256")
+    series = gather_history(store, "conv")
+    assert [f.layout.title.text for f in timeline_figures(series)] == [
+        "conv [n=1024] on NVIDIA H200"  # one figure per (kernel, GPU, shape), a trace per config
+    ]
+    fragment = timeline_fragment(series)
+    assert "<html" not in fragment and "plotly.js v" not in fragment
+    assert "Plotly.newPlot" in fragment and "plotly_clickannotation" in fragment
+    assert f"id='env-{env}'" in fragment and "None found" in fragment
+    assert timeline_fragment(series, include_plotlyjs=True).count("plotly.js v") == 1
+
+
+def test_the_timeline_page_renders_offline_in_chromium(
+    store: Store, one_percent: list[SampleSet], tmp_path: Path
+) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("no /usr/bin/chromium")
+    rng = np.random.default_rng(6)
+    old = store.environment(H200, git_commit="c" * 40, git_dirty=False)
+    new = store.environment(H200, git_commit="d" * 40, git_dirty=False)
+    s = one_percent[2].samples
+    runs = [draw_run(s, rng, factor=1.1 if i >= 6 else 1.0) for i in range(12)]
+    record_series(store, runs, [old] * 6 + [new] * 6)
+    page_path = write_timeline(
+        tmp_path / "t.html", gather_history(store, "conv"), kernel="conv", store_url=store.url
+    )
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            # offline: anything but the file itself is refused
+            page.route(
+                "**/*",
+                lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort(),
+            )
+            page.goto(page_path.as_uri())
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
+            assert page.locator(".js-plotly-plot").count() == 1
+            # the change point's note says what changed and leads to that environment's row
+            note = page.locator(".annotation")
+            assert "commit cccccccccc -> dddddddddd" in (note.text_content() or "")
+            note.locator(".cursor-pointer").click()
+            assert page.evaluate("location.hash") == f"#env-{new}"
+            assert "d" * 10 in page.locator(f"#env-{new}").inner_text()
+        finally:
+            browser.close()
+    assert errors == []

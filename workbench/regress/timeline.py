@@ -4,7 +4,11 @@ One figure per (kernel, GPU, shape): a line per tracked config, the median of ev
 95 % interval, change points marked with a dashed line and a star whose hover text says what
 changed in the environment (commit, driver, toolkit, ...), linked to the environment table below
 the figures. Replayed runs are drawn hollow, and the page says on its first screen which
-numbers were replayed and from where. The reports package embeds :func:`draw_timeline` figures.
+numbers were replayed and from where.
+
+For other pages (``workbench report``): :func:`timeline_figures` gives the figures,
+:func:`timeline_fragment` the whole section as an HTML fragment (plotly.js not included unless
+asked, so that a page inlines it once).
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ import plotly.graph_objects as go
 
 from workbench.regress.history import Point, Series
 from workbench.regress.records import EnvironmentInfo
+
+#: Clicking a change point (its star or its note) scrolls to its environment's row.
+FOLLOW_LINKS = """
+var gd = document.getElementById('{plot_id}');
+function follow(anchor) { if (anchor && document.getElementById(anchor)) location.hash = anchor; }
+gd.on('plotly_click', function (e) { follow(e.points[0].customdata); });
+gd.on('plotly_clickannotation', function (e) { follow(e.annotation.name); });
+"""
 
 
 def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
@@ -61,11 +73,16 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
             point = s.points[cp.index]
             fig.add_vline(x=point.run.created_at, line_dash="dash", line_color="firebrick")
             env = point.run.environment
-            link = f'<a href="#env-{env.id}">environment {env.id}</a>' if env.id else ""
+            anchor = f"env-{env.id}" if env.id is not None else ""
+            what = ", ".join(c.text() for c in cp.changes[:2]) or "no environment change"
+            where = f" (environment {env.id})" if anchor else ""
+            # plotly.js drops relative hrefs on file:// pages: a click handler follows the link
             fig.add_annotation(
                 x=point.run.created_at,
                 y=point.median,
-                text=f"{100 * (cp.ratio - 1):+.1f}% {link}",
+                text=f"{100 * (cp.ratio - 1):+.1f}%: {html.escape(what)}{where}",
+                name=anchor,
+                captureevents=bool(anchor),
                 showarrow=True,
                 arrowhead=2,
                 font={"color": "firebrick"},
@@ -79,6 +96,7 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
                     name=f"change point ({s.config_key})",
                     hovertext=[f"<b>change point</b><br>{html.escape(cp.describe())}"],
                     hoverinfo="text",
+                    customdata=[anchor],
                     showlegend=False,
                 )
             )
@@ -93,6 +111,56 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
     return fig
 
 
+def timeline_figures(series: Sequence[Series]) -> list[go.Figure]:
+    """One figure per (kernel, GPU, shape), in the order of ``series``.
+
+    Args:
+        series: from :func:`~workbench.regress.history.gather_history` (sorted by kernel, GPU,
+            shape and config).
+
+    Returns:
+        The figures, titled ``kernel [shape] on GPU``.
+    """
+    return [
+        draw_timeline(list(group), f"{kern} [{shape}] on {gpu}")
+        for (kern, gpu, shape), group in groupby(
+            series, key=lambda s: (s.kernel, s.gpu, s.shape_label)
+        )
+    ]
+
+
+def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool = False) -> str:
+    """The timeline section without ``<html>``: replay notice, figures, change points and
+    environments (the targets of the figures' links).
+
+    Args:
+        series: from :func:`~workbench.regress.history.gather_history`.
+        include_plotlyjs: inline plotly.js with the first figure (a page needs it once).
+
+    Returns:
+        An HTML fragment.
+    """
+    parts = []
+    replays = sorted({p.run.replayed_from for s in series for p in s.points if p.run.replayed_from})
+    if replays:
+        items = "".join(f"<li>{html.escape(r)}</li>" for r in replays)
+        parts.append(
+            "<div class='replay'><b>REPLAY:</b> some runs (hollow markers) were not measured "
+            f"here; their samples were read from recordings:<ul>{items}</ul></div>"
+        )
+    for i, fig in enumerate(timeline_figures(series)):
+        parts.append(
+            fig.to_html(
+                full_html=False,
+                include_plotlyjs=include_plotlyjs and i == 0,
+                post_script=FOLLOW_LINKS,
+            )
+        )
+    parts.append(_change_table(series))
+    parts.append(_environment_table(series))
+    return "\n".join(parts)
+
+
 def timeline_html(series: Sequence[Series], *, kernel: str, store_url: str) -> str:
     """The whole page: replay notice, one figure per (kernel, GPU, shape), environments.
 
@@ -104,34 +172,20 @@ def timeline_html(series: Sequence[Series], *, kernel: str, store_url: str) -> s
     Returns:
         A complete HTML document with plotly.js inlined once.
     """
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>regression timeline: {html.escape(kernel)}</title>",
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px}.replay{background:#fff3cd;"
-        "padding:8px;border:1px solid #e0c060}</style></head><body>",
-        f"<h1>Regression timeline: {html.escape(kernel)}</h1>",
-        f"<p>Runs from {html.escape(store_url)}. Dashed lines and stars mark change points "
-        "(PELT on run medians, confirmed on raw samples by the check's decision rule).</p>",
-    ]
-    replays = sorted({p.run.replayed_from for s in series for p in s.points if p.run.replayed_from})
-    if replays:
-        items = "".join(f"<li>{html.escape(r)}</li>" for r in replays)
-        parts.append(
-            "<div class='replay'><b>REPLAY:</b> some runs (hollow markers) were not measured "
-            f"here; their samples were read from recordings:<ul>{items}</ul></div>"
-        )
-    first = True
-    for (kern, gpu, shape), group in groupby(
-        series, key=lambda s: (s.kernel, s.gpu, s.shape_label)
-    ):
-        fig = draw_timeline(list(group), f"{kern} [{shape}] on {gpu}")
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
-        first = False
-    parts.append(_change_table(series))
-    parts.append(_environment_table(series))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+            f"<title>regression timeline: {html.escape(kernel)}</title>",
+            "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 8px}.replay{background:#fff3cd;"
+            "padding:8px;border:1px solid #e0c060}</style></head><body>",
+            f"<h1>Regression timeline: {html.escape(kernel)}</h1>",
+            f"<p>Runs from {html.escape(store_url)}. Dashed lines and stars mark change points "
+            "(PELT on run medians, confirmed on raw samples by the check's decision rule).</p>",
+            timeline_fragment(series, include_plotlyjs=True),
+            "</body></html>",
+        ]
+    )
 
 
 def write_timeline(

@@ -1,0 +1,164 @@
+"""``check`` on stored runs: SM clock normalisation, history noise, shapes, the re-tune hint.
+
+Samples are real: configs of a convolution kernel on an A100 with ~1 % noise, resampled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.regress.check import check
+from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.regress.records import MeasurementRecord, save_run
+from workbench.regress.rule import Verdict
+from workbench.runners.base import DeviceInfo, TrialOutcome
+from workbench.store import Store
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
+NEW_TOOLKIT = DeviceInfo(
+    name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.1"
+)
+
+
+@pytest.fixture(scope="module")
+def one_percent() -> list[SampleSet]:
+    path = CACHES / "convolution_milo_A100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    sets = load_sample_sets([path], min_samples=32)
+    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012][:20]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+
+
+def measured(
+    samples: np.ndarray,
+    *,
+    shape: str = "n=1024",
+    clock: float | None = None,
+    throttled: np.ndarray | None = None,
+) -> MeasurementRecord:
+    return MeasurementRecord(
+        shape_label=shape,
+        config_key="BLOCK=128",
+        params={"BLOCK": 128},
+        origin="best",
+        outcome=TrialOutcome.OK,
+        median=float(np.median(samples)),
+        samples=tuple(float(x) for x in samples),
+        sm_clock_mhz=() if clock is None else (clock,) * len(samples),
+        throttled=() if throttled is None else tuple(bool(t) for t in throttled),
+    )
+
+
+def save(
+    store: Store, env: int, *ms: MeasurementRecord, label: str | None = None, kernel: str = "conv"
+) -> int:
+    return save_run(store, kernel=kernel, environment_id=env, measurements=list(ms), label=label)
+
+
+def test_a_slowdown_the_sm_clock_explains_is_not_a_regression(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    """8 % slower at an 8 % lower SM clock: the same cycles, so "same" with a note."""
+    rng = np.random.default_rng(0)
+    env = store.environment(H200)
+    s = one_percent[0].samples
+    save(store, env, measured(draw_run(s, rng, n=64), clock=1980.0), label="base")
+    save(store, env, measured(draw_run(s, rng, n=64, factor=1.08), clock=1980.0 / 1.08))
+    report = check(store, "base", "latest")
+    (row,) = report.rows
+    assert row.verdict is Verdict.SAME and report.exit_status == 0
+    assert row.comparison is not None and row.comparison.cycles is not None
+    assert row.comparison.time is not None and row.comparison.time.direction == 1
+    assert "SM clock explains" in row.note
+    # the same slowdown at the same clock is the kernel's: a regression
+    save(store, env, measured(draw_run(s, rng, n=64, factor=1.08), clock=1980.0))
+    report = check(store, "base", "latest")
+    assert report.rows[0].verdict is Verdict.SLOWER and report.exit_status == 1
+    assert report.hint is None  # nothing changed in the environment: no re-tune hint
+
+
+def test_throttled_samples_are_left_out(store: Store, one_percent: list[SampleSet]) -> None:
+    rng = np.random.default_rng(1)
+    env = store.environment(H200)
+    s = one_percent[1].samples
+    save(store, env, measured(draw_run(s, rng, n=64)), label="base")
+    cand = draw_run(s, rng, n=64)
+    flags = np.arange(64) % 4 != 0
+    cand[flags] *= 1.3  # three samples in four ran throttled, and slow
+    save(store, env, measured(cand))
+    assert check(store, "base").rows[0].verdict is Verdict.SLOWER  # unflagged, they count
+    save(store, env, measured(cand, throttled=flags))
+    report = check(store, "base")
+    assert report.rows[0].verdict is Verdict.SAME
+    assert report.to_json()["rows"][0]["samples"] == [64, 64]  # stored, but not compared
+
+
+def test_the_threshold_follows_the_measured_run_to_run_noise(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    """A 4 % step is a regression after steady runs, not after runs that moved by ~2 %."""
+    s = one_percent[2].samples
+    for drift, expected in ((0.0, Verdict.SLOWER), (0.02, Verdict.SAME)):
+        rng = np.random.default_rng(2)
+        env, kernel = store.environment(H200), f"conv{drift}"  # a separate series each time
+        levels = [1.0, 1.0 + drift, 1.0 - drift, 1.0 + drift, 1.0 - drift, 1.0 + drift, 1.0]
+        base = 0
+        for level in levels:
+            run = draw_run(s, rng, n=200, factor=level)
+            base = save(store, env, measured(run), kernel=kernel)
+        save(store, env, measured(draw_run(s, rng, n=200, factor=1.04)), kernel=kernel)
+        report = check(store, str(base), "latest", kernel=kernel)
+        (row,) = report.rows
+        assert row.verdict is expected, (drift, row.to_json())
+        noise = row.comparison.history_noise if row.comparison else None
+        assert noise is not None
+        if drift:
+            assert noise > 0.015 and row.to_json()["threshold"] > 0.04
+        else:
+            assert row.to_json()["threshold"] == pytest.approx(0.02)
+
+
+def test_different_shapes_are_not_comparable(store: Store, one_percent: list[SampleSet]) -> None:
+    rng = np.random.default_rng(3)
+    env = store.environment(H200)
+    s = one_percent[3].samples
+    save(store, env, measured(draw_run(s, rng, n=64), shape="n=1024"))
+    save(store, env, measured(draw_run(s, rng, n=64, factor=1.5), shape="n=2048"))
+    report = check(store)
+    assert [(r.shape_label, r.verdict) for r in report.rows] == [
+        ("n=1024", Verdict.NOT_COMPARABLE),
+        ("n=2048", Verdict.NOT_COMPARABLE),
+    ]
+    assert report.exit_status == 0
+    assert {r.note for r in report.rows} == {
+        "not measured in the candidate",
+        "not measured in the baseline",
+    }
+
+
+def test_retune_hint_only_when_the_environment_changed_and_something_got_slower(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    rng = np.random.default_rng(4)
+    old, new = store.environment(H200), store.environment(NEW_TOOLKIT)
+    s = one_percent[4].samples
+    save(store, old, measured(draw_run(s, rng, n=64)), label="base")
+    save(store, new, measured(draw_run(s, rng, n=64)))
+    report = check(store, "base")
+    assert report.rows[0].verdict is Verdict.SAME and report.hint is None
+    assert [c.text() for c in report.changes] == ["toolkit nvrtc 13.0 -> nvrtc 13.1"]
+    save(store, new, measured(draw_run(s, rng, n=64, factor=1.07)))
+    report = check(store, "base")
+    assert report.rows[0].verdict is Verdict.SLOWER
+    assert report.hint is not None
+    assert "toolkit nvrtc 13.0 -> nvrtc 13.1" in report.hint
+    assert "workbench tune conv" in report.hint
