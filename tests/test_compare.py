@@ -338,3 +338,22 @@ def test_bad_input_to_compare(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "unknown baseline" in r.output
     r = CliRunner().invoke(app, ["compare", "gemm_int8", "-c", "BM=7", "--storage", store])
     assert r.exit_code == 2
+
+
+@no_gpu
+def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    from workbench.compare.baselines import Selection
+    from workbench.compare.run import CompareOptions, _BaselineWorker
+
+    space = _space("reduce", n=1000)
+    config = space.spec.default_config()
+    problem = classify(space, config)
+    inputs = make_inputs(space, seed=0)
+    copy = Selection("copy", "copy", "copy", Choice.RUN)
+    with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
+        entries = [worker.run(copy, problem, inputs, space, config, lambda: None) for _ in range(2)]
+    for e in entries:  # no driver here: the worker's context cannot be made, every time
+        assert e.status is Status.FAILED and "did not start" in e.reason
+        assert e.median_ms is None and e.nbytes == 2 * problem.copy_bytes

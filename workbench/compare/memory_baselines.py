@@ -126,8 +126,8 @@ class _CopyRun:
         self.cu, self.call = cu, call
         self.nbytes = int(source.nbytes)
         self.stream = cu.CUstream(stream)
-        self.src = int(call(cu.cuMemAlloc, self.nbytes))
-        self.dst = int(call(cu.cuMemAlloc, self.nbytes))
+        self.src = call(cu.cuMemAlloc, self.nbytes)  # CUdeviceptr objects, as driver.py keeps
+        self.dst = call(cu.cuMemAlloc, self.nbytes)
         call(cu.cuMemcpyHtoD, self.src, source.ctypes.data, self.nbytes)
 
     def poison(self) -> None:
