@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from workbench.cli import compile_cmd, profile_cmds, run_cmds, space_cmds, store_cmds, tune_cmd
+from workbench.cli import (
+    compile_cmd,
+    profile_cmds,
+    run_cmds,
+    scale_cmds,
+    space_cmds,
+    store_cmds,
+    tune_cmd,
+)
 from workbench.cli.compare_cmd import compare_command
 from workbench.cli.regress_cmds import app as regress_app
+from workbench.cli.report_cmd import report
 
 app = typer.Typer(
     name="workbench",
@@ -25,7 +34,10 @@ app.command("tune")(tune_cmd.tune)
 app.command("run")(run_cmds.run)
 app.command("record")(run_cmds.record)
 app.command("profile")(profile_cmds.profile)
+app.command("worker")(scale_cmds.worker)
+app.command("status")(scale_cmds.status)
 app.command("compare")(compare_command)
+app.command("report")(report)
 app.add_typer(store_cmds.app, name="store")
 app.add_typer(regress_app, name="regress")
 

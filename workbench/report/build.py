@@ -1,0 +1,218 @@
+"""``workbench report``: which pages a store yields, and writing them.
+
+Pages: one per study (of ``kernel``, or every study when none is named), one per group of
+profiles that belong to no study (reports imported from elsewhere), the regression timeline of
+each kernel with regression runs, and an index. A library kernel with nothing in the store gets
+a static page instead (compiled by the report, said on the page). Nothing at all: an error
+that says what the store holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.compiler import CompileCache
+from workbench.errors import WorkbenchError
+from workbench.profile.storage import ProfileRecord, load_profiles
+from workbench.report.baselines import gather_baselines
+from workbench.report.data import StudyData, gather_studies, kernel_matches
+from workbench.report.page import Page, slug
+from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
+from workbench.report.png import write_pngs
+from workbench.report.static import gather_static
+from workbench.roofline import Ceilings
+from workbench.spaces.model import config_label
+from workbench.store import Store
+
+DEFAULT_OUT = Path("reports")
+
+
+class NothingToReport(WorkbenchError):
+    """The store holds nothing of the kernel (and it is not a library kernel)."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    out_dir: Path = DEFAULT_OUT
+    png: bool = False
+    ceilings: Ceilings | None = None  #: measured ceilings (scripts/ceilings.py output)
+    spaces: tuple[Path, ...] = ()
+    cache: CompileCache | None = None
+
+
+@dataclass
+class ReportResult:
+    index: Path
+    pages: list[Path] = field(default_factory=list)
+    pngs: list[Path] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    figures: int = 0
+
+
+Progress = Callable[[str], None]
+
+
+def build_reports(
+    store: Store,
+    kernel: str | None,
+    options: ReportOptions,
+    progress: Progress | None = None,
+) -> ReportResult:
+    """Write the report pages of ``kernel`` (or of the whole store) under ``options.out_dir``.
+
+    Raises:
+        NothingToReport: no study, profile or regression run of ``kernel``, and it is no
+            kernel of the library (or the store is empty).
+        StoreError: the database failed.
+        PngUnavailable: ``png`` was asked for and kaleido or Chromium is missing (the HTML
+            pages are written first).
+    """
+    say = progress or (lambda _m: None)
+    studies = gather_studies(store, kernel)
+    profiles = [p for p in load_profiles(store) if kernel is None or _profile_of(p, kernel)]
+    regress = _regress_kernels(store, kernel)
+    pages: list[tuple[str, Page, Link]] = []
+    messages: list[str] = []
+    regress_files = {k: f"regress-{slug(k)}.html" for k in regress}
+    used: set[int] = set()
+    for data in studies:
+        say(f"study {data.study.name}")
+        mine = _attached(data, profiles)
+        used |= {id(p) for p in mine}
+        base = data.study.kernel.split("[")[0]
+        page = study_page(
+            store,
+            data,
+            mine,
+            gather_baselines(store, base),
+            options.ceilings,
+            options.cache,
+            regress_files.get(base),
+        )
+        name = f"study-{data.study.id}-{slug(data.study.kernel)}.html"
+        pages.append((name, page, _study_link(name, data)))
+    for group, members in _groups([p for p in profiles if id(p) not in used]).items():
+        say(f"profiles {group}")
+        name = f"profiles-{slug(group)}.html"
+        link = Link(name, "profiles", group, f"{len(members)} launches")
+        pages.append((name, profiles_page(group, members, options.ceilings), link))
+    if not pages and not regress:
+        if kernel is None:
+            raise NothingToReport(
+                f"the store {store.url} holds no study, profile or regression run: nothing to "
+                "report (run workbench tune, workbench profile --import or workbench regress "
+                "record first)"
+            )
+        pages.append(_static(kernel, options, say))
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    result = ReportResult(index=out / "index.html", messages=messages)
+    figures, paths = [], []
+    for name, page, _ in pages:
+        path = out / name
+        path.write_text(page.render(), encoding="utf-8")
+        result.pages.append(path)
+        for i, fig in enumerate(page.figures, 1):
+            figures.append(fig)
+            paths.append(out / "png" / f"{path.stem}-{i:02d}.png")
+    links = [link for _, _, link in pages]
+    for k, name in regress_files.items():
+        say(f"regression timeline {k}")
+        path = _write_timeline(store, k, out / name)
+        if path is not None:
+            result.pages.append(path)
+            links.append(Link(name, "regression timeline", k, "runs of workbench regress record"))
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
+    result.index.write_text(index_page(links, store.url, messages).render(), encoding="utf-8")
+    result.figures = len(figures)
+    if options.png:
+        say(f"PNG export of {len(figures)} figures")
+        result.pngs = write_pngs(figures, paths)
+    return result
+
+
+def _profile_of(p: ProfileRecord, kernel: str) -> bool:
+    return kernel_matches(p.kernel, kernel) or kernel_matches(p.kernel, Path(kernel).stem)
+
+
+def _attached(data: StudyData, profiles: list[ProfileRecord]) -> list[ProfileRecord]:
+    """Profiles of this study: linked by id, or of its kernel, shape and an evaluated config."""
+    keys = {config_label(e.config) for e in data.evaluations}
+    base = data.study.kernel.split("[")[0]
+    return [
+        p
+        for p in profiles
+        if p.study_id == data.study.id
+        or (
+            p.study_id is None
+            and kernel_matches(p.kernel, base)
+            and p.config_key in keys
+            and p.shape_label in (None, data.study.shape_label)
+        )
+    ]
+
+
+def _groups(profiles: list[ProfileRecord]) -> dict[str, list[ProfileRecord]]:
+    """Workbench kernels by name; launches imported without a kernel by report file."""
+    out: dict[str, list[ProfileRecord]] = {}
+    for p in profiles:
+        key = p.kernel if p.config_key else Path(p.source_file or p.kernel).name
+        out.setdefault(key, []).append(p)
+    return out
+
+
+def _study_link(name: str, data: StudyData) -> Link:
+    best = data.best
+    value = f"best {best.measurement.value:.4g} {data.study.unit}" if best else "no correct config"
+    where = "replayed: " + "; ".join(data.replay_sources) if data.replay_sources else "measured"
+    return Link(
+        name, "study", data.study.name, f"{len(data.evaluations)} evaluations, {value}, {where}"
+    )
+
+
+def _regress_kernels(store: Store, kernel: str | None) -> list[str]:
+    from workbench.regress.records import list_runs
+
+    try:
+        runs = list_runs(store, kernel)
+    except WorkbenchError:
+        return []
+    return sorted({r.kernel.split("[")[0] for r in runs})
+
+
+def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:
+    from workbench.regress.history import gather_history
+    from workbench.regress.timeline import write_timeline
+
+    try:
+        series = gather_history(store, kernel)
+    except WorkbenchError:
+        return None
+    return write_timeline(path, series, kernel=kernel, store_url=store.url)
+
+
+def _static(kernel: str, options: ReportOptions, say: Progress) -> tuple[str, Page, Link]:
+    from workbench.spaces import load_kernel
+    from workbench.toolchain import nvrtc_version
+
+    try:
+        spec = load_kernel(kernel, options.spaces)
+    except WorkbenchError as exc:
+        raise NothingToReport(
+            f"the store holds no study, profile or regression run of {kernel!r}, and it is not "
+            f"a kernel of the library ({exc}): nothing to report"
+        ) from None
+    say(f"nothing of {spec.name} in the store: compiling for the static page")
+    data = gather_static(spec, options.cache)
+    name = f"static-{slug(spec.name)}.html"
+    link = Link(
+        name,
+        "static",
+        spec.name,
+        f"{len(data.records)} configs compiled for {data.arch}; nothing measured",
+    )
+    return name, static_page(data, f"NVRTC {nvrtc_version()}"), link

@@ -1,0 +1,195 @@
+"""Warp divergence, stall reasons and memory access per profiled variant, from the figures
+:mod:`workbench.profile.derive` computes out of stored Nsight Compute metrics.
+
+A figure the profile lacks the metrics for is left out of the chart (never drawn as zero) and
+the missing metric names are listed under it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from workbench.profile.derive import WARP_SIZE, Divergence, MemoryAccess, divergence, memory_access
+from workbench.profile.storage import ProfileRecord
+from workbench.report.page import esc
+
+#: Stall reasons shown per variant (the largest ones; the rest are summed as "other").
+TOP_STALLS = 8
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One profiled launch and its derived counter figures."""
+
+    label: str
+    divergence: Divergence
+    memory: MemoryAccess
+
+
+def variant_label(p: ProfileRecord) -> str:
+    """The config when the profile has one, else the launch's short name and position (short
+    names repeat: every CUTLASS kernel is ``Kernel``)."""
+    what = p.config_key or f"{p.function_name or p.kernel} #{p.report_index}"
+    return f"{what} [{p.device or 'unknown GPU'}]"
+
+
+def gather_variants(profiles: list[ProfileRecord]) -> list[Variant]:
+    """Counter figures of every profile that has hardware counters (not event timing)."""
+    out = []
+    for p in profiles:
+        if p.source == "event-timing":
+            continue
+        out.append(Variant(variant_label(p), divergence(p.metrics), memory_access(p.metrics)))
+    return out
+
+
+def has_divergence(v: Variant) -> bool:
+    d = v.divergence
+    return d.threads_per_inst is not None or d.branch_uniform_pct is not None
+
+
+def has_memory(v: Variant) -> bool:
+    m = v.memory
+    return any(
+        x is not None
+        for x in (
+            m.loads.sectors_per_request,
+            m.stores.sectors_per_request,
+            m.l1_hit_rate_pct,
+            m.l2_hit_rate_pct,
+        )
+    )
+
+
+def _bars(fig: go.Figure, name: str, labels: list[str], values: list[float | None]) -> None:
+    keep = [(lab, v) for lab, v in zip(labels, values, strict=True) if v is not None]
+    if keep:
+        fig.add_trace(go.Bar(name=name, x=[k for k, _ in keep], y=[v for _, v in keep]))
+
+
+def draw_divergence(variants: list[Variant]) -> go.Figure:
+    """Active and predicated-on threads per warp instruction (of 32), per variant."""
+    labels = [esc(v.label) for v in variants]
+    fig = go.Figure()
+    _bars(
+        fig,
+        "active threads / warp instruction",
+        labels,
+        [v.divergence.threads_per_inst for v in variants],
+    )
+    _bars(
+        fig,
+        "predicated-on threads / warp instruction",
+        labels,
+        [v.divergence.pred_on_threads_per_inst for v in variants],
+    )
+    fig.add_hline(
+        y=24,
+        line_dash="dash",
+        line_color="firebrick",
+        annotation_text="24 of 32: NVIDIA's divergence rule",
+    )
+    fig.update_layout(
+        barmode="group",
+        title="warp divergence: threads doing work per instruction",
+        yaxis={"title": "threads (of 32)", "range": [0, WARP_SIZE + 2]},
+        height=440,
+    )
+    return fig
+
+
+def draw_uniformity(variants: list[Variant]) -> go.Figure:
+    labels = [esc(v.label) for v in variants]
+    fig = go.Figure()
+    _bars(
+        fig,
+        "uniform branch targets (%)",
+        labels,
+        [v.divergence.branch_uniform_pct for v in variants],
+    )
+    fig.update_layout(
+        title="branch uniformity (share of branch targets taken by the whole warp)",
+        yaxis={"title": "%", "range": [0, 105]},
+        height=380,
+    )
+    return fig
+
+
+def draw_stalls(variants: list[Variant]) -> go.Figure:
+    """Warps stalled per issued instruction by reason, stacked per variant."""
+    totals: dict[str, float] = {}
+    for v in variants:
+        for reason, value in v.divergence.stalls:
+            totals[reason] = totals.get(reason, 0.0) + value
+    top = sorted(totals, key=lambda r: -totals[r])[:TOP_STALLS]
+    labels = [esc(v.label) for v in variants]
+    fig = go.Figure()
+    for reason in top:
+        values = [dict(v.divergence.stalls).get(reason) for v in variants]
+        _bars(fig, esc(reason), labels, values)
+    others = [sum(x for r, x in v.divergence.stalls if r not in top) for v in variants]
+    if any(others):
+        _bars(fig, "other", labels, others)
+    fig.update_layout(
+        barmode="stack",
+        title="warp stall reasons (warps stalled per issued instruction)",
+        yaxis_title="cycles per issue",
+        height=460,
+    )
+    return fig
+
+
+def draw_memory(variants: list[Variant]) -> go.Figure:
+    """Sectors per request (loads, stores) and bytes used per sector."""
+    labels = [esc(v.label) for v in variants]
+    fig = go.Figure()
+    _bars(
+        fig,
+        "global load sectors / request",
+        labels,
+        [v.memory.loads.sectors_per_request for v in variants],
+    )
+    _bars(
+        fig,
+        "global store sectors / request",
+        labels,
+        [v.memory.stores.sectors_per_request for v in variants],
+    )
+    _bars(
+        fig,
+        "load bytes used / 32-byte sector",
+        labels,
+        [v.memory.loads.bytes_per_sector for v in variants],
+    )
+    fig.update_layout(
+        barmode="group",
+        title="global memory access (4 sectors per request and "
+        "32 bytes per sector: coalesced 4-byte loads)",
+        height=420,
+    )
+    return fig
+
+
+def draw_hit_rates(variants: list[Variant]) -> go.Figure:
+    labels = [esc(v.label) for v in variants]
+    fig = go.Figure()
+    _bars(fig, "L1 hit rate (%)", labels, [v.memory.l1_hit_rate_pct for v in variants])
+    _bars(fig, "L2 hit rate (%)", labels, [v.memory.l2_hit_rate_pct for v in variants])
+    fig.update_layout(
+        barmode="group",
+        title="cache hit rates",
+        yaxis={"title": "%", "range": [0, 105]},
+        height=380,
+    )
+    return fig
+
+
+def missing_lines(variants: list[Variant]) -> list[str]:
+    """One line per variant that lacks metrics for a figure above."""
+    out = []
+    for v in variants:
+        if v.divergence.missing:
+            out.append(f"{v.label}: no {', '.join(v.divergence.missing)}")
+    return out

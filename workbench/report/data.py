@@ -1,0 +1,211 @@
+"""What a report knows about a study: the store's rows, read once, as plain dataclasses.
+
+A study is one (kernel, shape, device) search, named ``kernel | shape | device``; its
+evaluations carry the measured (or replayed) values, its runs the sampler, budget and command,
+and each run's environment the GPU, driver and toolkit. Nothing here runs or compiles anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import TrialOutcome
+from workbench.spaces.model import Config
+from workbench.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.models import Environment, Evaluation, Run, Study
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """The machine state one run's numbers come from."""
+
+    id: int
+    gpu_name: str
+    cc: int | None
+    driver: str | None
+    cuda: str | None
+    toolkit: str | None
+    sm_clock_max_mhz: int | None
+    hostname: str | None
+    git_commit: str | None
+    git_dirty: bool | None
+    replay_source: str | None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """One ``workbench tune`` (or import) of a study."""
+
+    id: int
+    kind: str
+    sampler: str | None
+    seed: int | None
+    budget: Mapping[str, object] | None
+    command: str | None
+    status: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    environment: EnvFacts | None
+    evaluations: int
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """A study with every evaluation (in commit order) and every run."""
+
+    study: StudyInfo
+    evaluations: tuple[StoredEvaluation, ...]
+    runs: tuple[RunFacts, ...]
+    space_path: str | None = None  #: the space file a space study searched
+
+    @property
+    def ok(self) -> list[StoredEvaluation]:
+        """Correct evaluations, fastest first."""
+        good = [e for e in self.evaluations if e.measurement.outcome is TrialOutcome.OK]
+        return sorted(good, key=lambda e: e.measurement.value or 0.0)
+
+    @property
+    def best(self) -> StoredEvaluation | None:
+        ok = self.ok
+        return ok[0] if ok else None
+
+    @property
+    def replay_sources(self) -> tuple[str, ...]:
+        """Recordings any number of this study was read from (empty: all measured here)."""
+        found = [e.measurement.replayed_from for e in self.evaluations]
+        found.append(self.study.replay_source)
+        return tuple(sorted({s for s in found if s}))
+
+    @property
+    def replayed_count(self) -> int:
+        return sum(1 for e in self.evaluations if e.measurement.replayed_from)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        names = {r.environment.gpu_name for r in self.runs if r.environment is not None}
+        return tuple(sorted(names)) or (self.study.device_key,)
+
+    @property
+    def varying_parameters(self) -> list[str]:
+        """Parameters that take more than one value among the evaluations."""
+        names = [name for name, _ in self.study.parameters]
+        return [n for n in names if len({str(e.config.get(n)) for e in self.evaluations}) > 1]
+
+
+def kernel_matches(stored: str, wanted: str) -> bool:
+    """``reduce`` matches ``reduce`` and its pinned variants (``reduce[OP=max]``)."""
+    return stored == wanted or stored.startswith(wanted + "[")
+
+
+def gather_studies(store: Store, kernel: str | None = None) -> list[StudyData]:
+    """Every study of ``kernel`` (all studies when None), oldest first.
+
+    A space-file path names the kernel by its file stem as well.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    wanted = {kernel, Path(kernel).stem} if kernel is not None else set()
+    out = []
+    for study in store.studies():
+        if kernel is not None and not any(kernel_matches(study.kernel, w) for w in wanted):
+            continue
+        out.append(gather_study(store, study))
+    return out
+
+
+def gather_study(store: Store, study: StudyInfo) -> StudyData:
+    """One study's evaluations and runs.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    evaluations = store.evaluations(study)
+    with store.session() as s:
+        rows = s.execute(
+            select(Run, Environment)
+            .outerjoin(Environment, Run.environment_id == Environment.id)
+            .where(Run.study_id == study.id)
+            .order_by(Run.id)
+        ).all()
+        per_run: dict[int, int] = {}
+        for run_id in s.scalars(select(Evaluation.run_id).where(Evaluation.study_id == study.id)):
+            per_run[run_id] = per_run.get(run_id, 0) + 1
+        runs = tuple(_run_facts(run, env, per_run.get(run.id, 0)) for run, env in rows)
+        space_path = s.scalar(select(Study.space_path).where(Study.id == study.id))
+    return StudyData(study, tuple(evaluations), runs, space_path)
+
+
+def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
+    return RunFacts(
+        id=run.id,
+        kind=run.kind,
+        sampler=run.sampler,
+        seed=run.seed,
+        budget=run.budget,
+        command=run.command,
+        status=run.status,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        environment=_env_facts(env) if env is not None else None,
+        evaluations=evaluations,
+    )
+
+
+def _env_facts(env: Environment) -> EnvFacts:
+    return EnvFacts(
+        id=env.id,
+        gpu_name=env.gpu_name,
+        cc=env.cc,
+        driver=env.driver,
+        cuda=env.cuda,
+        toolkit=env.toolkit,
+        sm_clock_max_mhz=env.sm_clock_max_mhz,
+        hostname=env.hostname,
+        git_commit=env.git_commit,
+        git_dirty=env.git_dirty,
+        replay_source=env.replay_source,
+    )
+
+
+def parse_shape_label(label: str) -> dict[str, int] | None:
+    """``M=1,N=4096`` back into a shape; None for labels that are not ``NAME=INT`` lists
+    (a recording's ``[4096, 4096]``)."""
+    shape: dict[str, int] = {}
+    for item in label.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            return None
+        shape[name.strip()] = int(value)
+    return shape
+
+
+def study_space(data: StudyData) -> tuple[object | None, str | None]:
+    """The :class:`~workbench.spaces.Space` a study searched, rebuilt from its space file,
+    shape and arch; or (None, why not) for recorded spaces and missing files."""
+    from workbench.devices import device_for
+    from workbench.spaces import Space, load_space
+    from workbench.toolchain import Arch
+
+    study = data.study
+    if not data.space_path:
+        return None, "a recorded space without a space file (no work model)"
+    shape = parse_shape_label(study.shape_label)
+    try:
+        spec = load_space(data.space_path)
+        arch = Arch.parse(study.arch) if study.arch else None
+        space = Space(spec, shape=shape, arch=arch, device=device_for(arch) if arch else None)
+    except (WorkbenchError, OSError, ValueError) as exc:
+        return None, f"its space file cannot be loaded now: {exc}"
+    return space, None
+
+
+def config_of(e: StoredEvaluation, names: Sequence[str]) -> Config:
+    """An evaluation's config in the study's parameter order."""
+    return {n: e.config[n] for n in names if n in e.config}

@@ -1,0 +1,217 @@
+"""The first screen of a study's page: where the numbers come from (a banner for replayed
+ones), device and toolchain, the budget of each run, the best config, the top configs, and the
+speedup against stored baselines."""
+
+from __future__ import annotations
+
+from workbench.report.baselines import BaselineRow, draw_speedups
+from workbench.report.data import StudyData, study_space
+from workbench.report.page import Page, Section, esc, num, si, table
+from workbench.spaces.model import config_label
+
+TOP = 10
+
+
+def replay_banner(data: StudyData) -> str | None:
+    """Escaped HTML naming every recording and recorded device, or None when all measured."""
+    sources = data.replay_sources
+    if not sources:
+        return None
+    total = len(data.evaluations)
+    devices = sorted(
+        {r.environment.gpu_name for r in data.runs if r.environment and r.environment.replay_source}
+    ) or list(data.devices)
+    items = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    return (
+        f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} numbers on this "
+        f"page were measured on <b>{esc(', '.join(devices))}</b> and read from the recording(s) "
+        f"below; no kernel ran on the machine that made this report.<ul>{items}</ul>"
+    )
+
+
+def add_overview(page: Page, data: StudyData, baselines: list[BaselineRow]) -> Section:
+    banner = replay_banner(data)
+    if banner:
+        page.banners.append(("banner", banner))
+    sec = page.section("Overview", "overview")
+    st = data.study
+    space, why = study_space(data)
+    facts = [
+        ("study", st.name),
+        ("kernel", st.kernel),
+        ("shape", st.shape_label),
+        ("device", ", ".join(data.devices)),
+        ("arch", st.arch),
+        ("objective", f"{st.objective} ({st.unit}), lower is better"),
+        ("space file", data.space_path or "none (a recorded space)"),
+        ("evaluations", f"{len(data.evaluations)} ({len(data.ok)} correct)"),
+        ("numbers from", "; ".join(data.replay_sources) or "measured on the device above"),
+    ]
+    sec.html(table(("", ""), facts))
+    sec.html("<h3>Device and toolchain per run</h3>")
+    rows = []
+    for r in data.runs:
+        env = r.environment
+        rows.append(
+            [
+                r.id,
+                r.kind,
+                r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else None,
+                env.gpu_name if env else None,
+                env.driver if env else None,
+                env.cuda if env else None,
+                env.toolkit if env else None,
+                env.sm_clock_max_mhz if env else None,
+                (env.git_commit or "")[:12] + (" (dirty)" if env and env.git_dirty else "")
+                if env and env.git_commit
+                else None,
+                env.replay_source if env else None,
+            ]
+        )
+    sec.html(
+        table(
+            (
+                "run",
+                "kind",
+                "started",
+                "GPU",
+                "driver",
+                "CUDA",
+                "toolkit",
+                "max SM MHz",
+                "commit",
+                "replayed from",
+            ),
+            rows,
+        )
+    )
+    sec.note(
+        "Driver, CUDA and clocks are unknown (-) for runs replayed from recordings that do "
+        "not record them."
+    )
+    sec.html("<h3>Budget</h3>")
+    sec.html(
+        table(
+            ("run", "sampler", "seed", "budget", "status", "evaluations", "command"),
+            [
+                [r.id, r.sampler, r.seed, _budget(r.budget), r.status, r.evaluations, r.command]
+                for r in data.runs
+            ],
+        )
+    )
+    _best(sec, data, space, why)
+    if baselines:
+        _baselines(sec, baselines)
+    else:
+        sec.note(
+            "No baseline timings in the store for this kernel (workbench compare K stores "
+            "cuBLAS/cuBLASLt/CUTLASS/CUB timings on a GPU)."
+        )
+    return sec
+
+
+def _budget(budget: object) -> str | None:
+    if not isinstance(budget, dict):
+        return None
+    return ", ".join(f"{k}={v}" for k, v in budget.items() if v is not None) or None
+
+
+def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None:
+    st = data.study
+    best = data.best
+    sec.html("<h3>Best config</h3>")
+    if best is None:
+        sec.text("No config of this study ran correctly: there is no best config.", "missing")
+        return
+    m = best.measurement
+    throughput = _throughput(space, best.config, m.value)
+    ci = f" (95% CI {num(m.ci_low)} to {num(m.ci_high)})" if m.ci_low is not None else ""
+    facts = [(name, value) for name, value in best.config.items()]
+    facts.append((st.objective, f"{num(m.value)} {st.unit}{ci}, {len(m.samples)} samples"))
+    if throughput:
+        facts.append(("throughput", throughput))
+    if st.recorded_optimum:
+        gap = (m.value or 0.0) / st.recorded_optimum
+        facts.append(
+            (
+                "recorded optimum",
+                f"{num(st.recorded_optimum)} {st.unit} (best found is {gap:.3f}x of it)",
+            )
+        )
+    sec.html(table(("parameter", "value"), facts))
+    if not throughput:
+        sec.note(f"No throughput: {why or 'the work model does not evaluate for this config'}.")
+    sec.html(f"<h3>Top {TOP} configs</h3>")
+    rows = [
+        [
+            i,
+            config_label(e.config),
+            num(e.measurement.value),
+            num(e.measurement.ci_low),
+            num(e.measurement.ci_high),
+            len(e.measurement.samples),
+            _throughput(space, e.config, e.measurement.value),
+        ]
+        for i, e in enumerate(data.ok[:TOP], 1)
+    ]
+    sec.html(
+        table(
+            ("#", "config", f"median ({st.unit})", "CI low", "CI high", "samples", "throughput"),
+            rows,
+            numeric=(0, 2, 3, 4, 5),
+        )
+    )
+
+
+def _throughput(space: object, config: dict, ms: float | None) -> str | None:
+    """Operations (or bytes, for GB/s spaces) per second from the space's work model."""
+    if space is None or not ms:
+        return None
+    from workbench.errors import ConfigError
+    from workbench.spaces.launch import work_counts
+
+    try:
+        ops, nbytes = work_counts(space, config)  # type: ignore[arg-type]
+    except ConfigError:
+        return None
+    unit = space.spec.work.unit  # type: ignore[attr-defined]
+    amount = nbytes if unit == "GB/s" else ops
+    rate = amount / (ms * 1e-3)
+    return f"{rate / 1e9:,.1f} GB/s" if unit == "GB/s" else f"{si(rate, 'op/s')} ({unit})"
+
+
+def _baselines(sec: Section, rows: list[BaselineRow]) -> None:
+    sec.html("<h3>Against the vendor libraries (workbench compare)</h3>")
+    sec.html(
+        table(
+            (
+                "shape",
+                "device",
+                "contender",
+                "library",
+                "status",
+                "median (ms)",
+                "throughput",
+                "% of roofline bound",
+                "speedup of tuned",
+            ),
+            [
+                [
+                    r.shape,
+                    r.device,
+                    r.title,
+                    r.library,
+                    r.status + (f": {r.reason}" if r.reason else ""),
+                    num(r.median_ms),
+                    f"{num(r.throughput)} {r.unit or ''}" if r.throughput is not None else None,
+                    f"{100 * r.bound_fraction:.1f}" if r.bound_fraction is not None else None,
+                    f"{r.speedup:.2f}x" if r.speedup is not None else None,
+                ]
+                for r in rows
+            ],
+            numeric=(5, 7, 8),
+        )
+    )
+    fig = draw_speedups(rows)
+    if fig is not None:
+        sec.figure(fig)

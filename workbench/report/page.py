@@ -1,0 +1,151 @@
+"""One self-contained HTML page: sections of text, tables and plotly figures, plotly.js
+inlined once (the first figure carries it), no network access needed to view it.
+
+Every string that came from the store (kernel names, parameter values, study names, commands)
+goes through :func:`esc` before it reaches the page, and through :func:`esc` again before it
+reaches a figure's text: plotly renders a subset of HTML tags in titles, labels and hover
+text, and decodes entities back to plain characters for display.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+#: Figures are drawn without the plotly logo and without any network-fetching mode bar button.
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
+.banner{background:#fff3cd;border:2px solid #d9a400;padding:.6em 1em;margin:1em 0}
+.static{background:#e8f1fb;border:2px solid #4a7fb5;padding:.6em 1em;margin:1em 0}
+.note{color:#555;font-size:.9em}.missing{color:#8a4b00}
+nav a{margin-right:1em}code{background:#f4f4f4;padding:0 .2em}
+"""
+
+
+def esc(value: object) -> str:
+    """HTML-escape anything for the page (None shows as a dash)."""
+    return "-" if value is None else html.escape(str(value), quote=True)
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """A file-name-safe fragment of ``text`` (letters, digits, ``._-``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit] or "x"
+
+
+def num(value: float | None, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits, or a dash."""
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def si(value: float | None, unit: str) -> str:
+    """``1.23 TB/s``."""
+    if value is None:
+        return "-"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def table(
+    header: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()
+) -> str:
+    """An HTML table; every cell is escaped; columns in ``numeric`` align right."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f"<td class='num'>{esc(c)}</td>" if i in numeric else f"<td>{esc(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+@dataclass
+class Section:
+    """A titled part of a page: escaped HTML fragments and figures, in order."""
+
+    title: str
+    anchor: str
+    parts: list[str | go.Figure] = field(default_factory=list)
+
+    def text(self, text: str, css: str = "") -> None:
+        """A paragraph of plain text (escaped)."""
+        cls = f" class='{css}'" if css else ""
+        self.parts.append(f"<p{cls}>{esc(text)}</p>")
+
+    def note(self, text: str) -> None:
+        self.text(text, "note")
+
+    def html(self, fragment: str) -> None:
+        """Trusted markup built by this package from escaped pieces (tables, lists)."""
+        self.parts.append(fragment)
+
+    def figure(self, fig: go.Figure) -> None:
+        self.parts.append(fig)
+
+
+@dataclass
+class Page:
+    """A whole report page."""
+
+    title: str
+    subtitle: str = ""
+    banners: list[tuple[str, str]] = field(default_factory=list)  #: (css class, escaped html)
+    sections: list[Section] = field(default_factory=list)
+    footer: str = ""
+
+    def section(self, title: str, anchor: str) -> Section:
+        s = Section(title, anchor)
+        self.sections.append(s)
+        return s
+
+    @property
+    def figures(self) -> list[go.Figure]:
+        return [p for s in self.sections for p in s.parts if isinstance(p, go.Figure)]
+
+    def render(self) -> str:
+        """The complete document."""
+        out = [
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+            f"<title>{esc(self.title)}</title><style>{_STYLE}</style></head><body>",
+            f"<h1>{esc(self.title)}</h1>",
+        ]
+        if self.subtitle:
+            out.append(f"<p class='note'>{esc(self.subtitle)}</p>")
+        for css, fragment in self.banners:  # first screen: where the numbers come from
+            out.append(f"<div class='{css}' id='{css}-banner'>{fragment}</div>")
+        links = "".join(f"<a href='#{s.anchor}'>{esc(s.title)}</a>" for s in self.sections)
+        out.append(f"<nav>{links}</nav>")
+        first = True
+        for s in self.sections:
+            out.append(f"<section id='{s.anchor}'><h2>{esc(s.title)}</h2>")
+            for part in s.parts:
+                if isinstance(part, go.Figure):
+                    out.append(
+                        part.to_html(
+                            full_html=False,
+                            include_plotlyjs=first,
+                            config=PLOT_CONFIG,
+                            default_width="100%",
+                        )
+                    )
+                    first = False
+                else:
+                    out.append(part)
+            out.append("</section>")
+        if self.footer:
+            out.append(f"<hr><p class='note'>{esc(self.footer)}</p>")
+        out.append("</body></html>")
+        return "\n".join(out)

@@ -1,0 +1,319 @@
+"""The pages of a report: one per study, one per group of profiles that belong to no study,
+a static page for a kernel nobody ran, and the index."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workbench.compiler import CompileCache
+from workbench.profile.storage import ProfileRecord
+from workbench.report import counters
+from workbench.report.accuracy import draw_accuracy, gather_accuracy
+from workbench.report.baselines import BaselineRow
+from workbench.report.compiled import draw_compiled, gather_compiled
+from workbench.report.data import StudyData
+from workbench.report.history import draw_history, gather_history
+from workbench.report.importance import draw_importance, gather_importance
+from workbench.report.overview import add_overview
+from workbench.report.page import Page, Section, esc, num, table
+from workbench.report.parallel import draw_parallel
+from workbench.report.roofline import Roofline, draw_roofline, from_profiles, from_timing
+from workbench.report.static import (
+    RESOURCE_HEADER,
+    StaticData,
+    draw_opcodes,
+    draw_static_resources,
+    resource_rows,
+)
+from workbench.roofline import Ceilings
+from workbench.store import Store
+
+NO_PROFILE = (
+    "No Nsight Compute profile of this study's configs is in the store "
+    "(workbench profile K --config best on a GPU, or workbench profile K --import FILE.ncu-rep)."
+)
+
+
+@dataclass(frozen=True)
+class Link:
+    """An index entry."""
+
+    file: str
+    kind: str
+    title: str
+    details: str
+
+
+def study_page(
+    store: Store,
+    data: StudyData,
+    profiles: list[ProfileRecord],
+    baselines: list[BaselineRow],
+    measured: Ceilings | None,
+    cache: CompileCache | None,
+    regress_file: str | None,
+) -> Page:
+    st = data.study
+    page = Page(f"{st.kernel} [{st.shape_label}] on {st.device_key}", subtitle=st.name)
+    add_overview(page, data, baselines)
+    hist = page.section("Tuning history", "history")
+    if data.evaluations:
+        h = gather_history(data)
+        hist.figure(draw_history(h))
+        if any(t is not None for t in h.elapsed_s):
+            hist.figure(draw_history(h, by_time=True))
+        hist.note(f"{len(data.evaluations)} evaluations, {h.failed} failed (x markers).")
+    else:
+        hist.text("The study has no evaluation yet.", "missing")
+    imp = page.section("Parameter importance", "importance")
+    importance = gather_importance(data)
+    imp.note(f"Method: {importance.method}.")
+    if importance.values:
+        imp.figure(draw_importance(importance))
+    else:
+        imp.text(f"Not computed: {importance.reason}.", "missing")
+    par = page.section("Parallel coordinates", "parallel")
+    fig = draw_parallel(data)
+    if fig is not None:
+        par.figure(fig)
+    else:
+        par.text("Fewer than two correct evaluations, or no parameter varies.", "missing")
+    comp = page.section("Compile resources", "compile")
+    series = gather_compiled(store, data, cache)
+    if series is not None:
+        comp.note(
+            f"From {series.source}; {series.without} evaluated configs have no compile "
+            "result there (not compiled on this machine) and are not drawn."
+        )
+        comp.figure(draw_compiled(series))
+    else:
+        comp.text(
+            "No compile results of these configs: none in the store, and "
+            + (
+                "none in this machine's compile cache."
+                if data.space_path
+                else "a recorded space has no space file to compile."
+            ),
+            "missing",
+        )
+    roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
+    _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
+    add_counter_sections(page, profiles, NO_PROFILE)
+    acc = gather_accuracy(data)
+    if acc is not None:
+        sec = page.section("Error next to speed", "accuracy")
+        sec.figure(draw_accuracy(acc, st.unit))
+    if regress_file:
+        sec = page.section("Regression timeline", "regress")
+        sec.html(f"<p><a href='{esc(regress_file)}'>Regression timeline of this kernel</a></p>")
+    return page
+
+
+def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
+    sec = page.section("Roofline", "roofline")
+    if roof is None:
+        sec.text(
+            "No roofline: no profile in the store and no work model (a recorded space has "
+            "no space file).",
+            "missing",
+        )
+        return
+    sec.note(
+        f"Points: {roof.source}. Ceilings are labelled with their source: measured "
+        "(scripts/ceilings.py on the GPU, via --ceilings), ncu (the profile's own peaks at "
+        "its clock) or datasheet (the device preset's published peaks, not measured)."
+    )
+    for n in roof.notes:
+        if n:
+            sec.note(n)
+    if not any(s.points for s in roof.sets) or not roof.ceilings:
+        sec.text("Nothing to place: no point has both a compute and a memory roof.", "missing")
+        return
+    sec.figure(draw_roofline(roof, f"hierarchical roofline: {esc(what)}"))
+    rows = []
+    for s in roof.sets:
+        for pt in s.points:
+            rows.append(
+                [
+                    s.role,
+                    s.label,
+                    s.source,
+                    pt.precision,
+                    pt.level,
+                    num(pt.intensity),
+                    f"{pt.achieved:.4g}",
+                    f"{pt.fraction:.1%}",
+                    pt.bound,
+                    pt.compute.label,
+                    pt.memory.label,
+                ]
+            )
+    sec.html(
+        table(
+            (
+                "role",
+                "launch",
+                "source",
+                "precision",
+                "level",
+                "op/B",
+                "op/s",
+                "of attainable",
+                "bound",
+                "compute roof",
+                "memory roof",
+            ),
+            rows,
+        )
+    )
+
+
+def add_counter_sections(page: Page, profiles: list[ProfileRecord], absent: str) -> None:
+    """Divergence, stall and memory-access sections from profiles with counters."""
+    variants = counters.gather_variants(profiles)
+    div = page.section("Warp divergence and stalls", "divergence")
+    with_div = [v for v in variants if counters.has_divergence(v)]
+    if with_div:
+        div.figure(counters.draw_divergence(with_div))
+        if any(v.divergence.branch_uniform_pct is not None for v in with_div):
+            div.figure(counters.draw_uniformity(with_div))
+        if any(v.divergence.stalls for v in with_div):
+            div.figure(counters.draw_stalls(with_div))
+        for line in counters.missing_lines(with_div):
+            div.note(line)
+        for v in with_div:
+            for n in v.divergence.notes:
+                div.note(f"{v.label}: {n}")
+    else:
+        div.text(
+            absent
+            if not variants
+            else "The stored profiles hold no divergence metrics "
+            "(collect them with --set divergence or full).",
+            "missing",
+        )
+    mem = page.section("Memory access", "memory")
+    with_mem = [v for v in variants if counters.has_memory(v)]
+    if with_mem:
+        mem.figure(counters.draw_memory(with_mem))
+        if any(
+            v.memory.l1_hit_rate_pct is not None or v.memory.l2_hit_rate_pct is not None
+            for v in with_mem
+        ):
+            mem.figure(counters.draw_hit_rates(with_mem))
+    else:
+        mem.text(
+            absent
+            if not variants
+            else "The stored profiles hold no memory-access metrics "
+            "(collect them with --set memory or full).",
+            "missing",
+        )
+
+
+def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings | None) -> Page:
+    """Profiles that belong to no study (e.g. reports imported from elsewhere)."""
+    page = Page(f"Profiles: {title}", subtitle=f"{len(profiles)} profiled launches")
+    foreign = sorted(
+        {
+            (p.device or "unknown GPU", p.source_file or "-")
+            for p in profiles
+            if p.source == "import"
+        }
+    )
+    if foreign:
+        items = "".join(f"<li>{esc(d)}: {esc(f)}</li>" for d, f in foreign)
+        page.banners.append(
+            (
+                "banner",
+                "<b>IMPORTED, not measured here.</b> These counters were "
+                "collected by Nsight Compute on the GPUs below and read from the "
+                f"report files named; nothing ran on this machine.<ul>{items}</ul>",
+            )
+        )
+    sec: Section = page.section("Launches", "launches")
+    sec.html(
+        table(
+            (
+                "#",
+                "kernel",
+                "config",
+                "short name",
+                "demangled (start)",
+                "device",
+                "chip",
+                "source",
+                "set",
+                "missing metrics",
+                "notes",
+            ),
+            [
+                [
+                    p.report_index,
+                    p.kernel,
+                    p.config_key,
+                    p.function_name,
+                    (p.demangled_name or "")[:120],
+                    p.device,
+                    p.chip,
+                    p.source,
+                    p.metric_set,
+                    len(p.missing),
+                    "; ".join(p.notes) or None,
+                ]
+                for p in profiles
+            ],
+        )
+    )
+    _roofline_section(page, from_profiles(profiles, None, measured), title)
+    add_counter_sections(page, profiles, "No profile with hardware counters.")
+    return page
+
+
+def static_page(data: StaticData, nvrtc: str) -> Page:
+    page = Page(
+        f"{data.kernel}: static analysis (nothing was run)",
+        subtitle=f"{data.arch}, limits of the {data.device} preset",
+    )
+    page.banners.append(
+        (
+            "static",
+            "<b>STATIC: no measurement.</b> The store holds no study, profile or regression run "
+            f"of <b>{esc(data.kernel)}</b>. This page was made by compiling the default config "
+            f"and a seeded sample of its space for {esc(data.arch)} with {esc(nvrtc)} "
+            f"({data.cached} of {len(data.records)} were already in the compile cache, the rest "
+            "were compiled by the report). Resources, occupancy and SASS are facts of the "
+            "binaries; nothing here was timed. To measure: workbench tune on a GPU, or "
+            "workbench tune --replay FILE.",
+        )
+    )
+    sec = page.section("Resources", "resources")
+    sec.html(table(RESOURCE_HEADER, resource_rows(data.records), numeric=(2, 3, 4, 5, 7, 10)))
+    fig = draw_static_resources(data)
+    if fig is not None:
+        sec.figure(fig)
+    sass = page.section("SASS opcode histogram", "sass")
+    fig = draw_opcodes(data)
+    if fig is not None:
+        sass.figure(fig)
+    else:
+        sass.text("No config compiled: no SASS to show.", "missing")
+    return page
+
+
+def index_page(links: Sequence[Link], store_url: str, messages: Sequence[str]) -> Page:
+    page = Page("workbench report", subtitle=f"from {store_url}")
+    sec = page.section("Pages", "pages")
+    sec.html(
+        "<table><tr><th>page</th><th>kind</th><th>details</th></tr>"
+        + "".join(
+            f"<tr><td><a href='{esc(link.file)}'>{esc(link.title)}</a></td>"
+            f"<td>{esc(link.kind)}</td><td>{esc(link.details)}</td></tr>"
+            for link in links
+        )
+        + "</table>"
+    )
+    for m in messages:
+        sec.note(m)
+    return page

@@ -1,0 +1,255 @@
+"""The hierarchical roofline page: DRAM/L2/L1 and compute roofs, each labelled with its source
+(measured, Nsight Compute, datasheet), and points for the best config and its runners-up.
+
+Points come from stored Nsight Compute profiles when there are any (one point per memory
+level the profile has traffic for), else from the event-timing roofline: the study's stored
+time and the space's work model (operations and minimum bytes: a lower bound on DRAM
+traffic). The math is :mod:`workbench.roofline`'s; this module only selects and draws.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from workbench.devices import DEVICES, DeviceSpec
+from workbench.errors import ConfigError
+from workbench.profile.chips import chip_for_name
+from workbench.profile.storage import ProfileRecord
+from workbench.profile.summary import same_gpu, summarize
+from workbench.report.data import StudyData, study_space
+from workbench.report.page import esc, si
+from workbench.roofline import (
+    Achieved,
+    Ceiling,
+    CeilingKind,
+    Ceilings,
+    RooflinePoint,
+    achieved_from_timing,
+    datasheet_ceilings,
+    roofline_points,
+)
+from workbench.spaces.model import config_label
+
+#: The best config and this many runners-up get event-timing points.
+RUNNERS_UP = 4
+_LEVEL_SYMBOL = {"dram": "circle", "l2": "square", "l1": "diamond"}
+_COLOURS = ("#c0392b", "#2e86c1", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d")
+
+
+@dataclass(frozen=True)
+class PointSet:
+    """One kernel launch (a config, or a profiled kernel) on the roofline."""
+
+    label: str
+    role: str  #: "best", "runner-up 2", "profile", ...
+    source: str  #: "ncu", "import", "event timing"
+    precision: str | None
+    points: tuple[RooflinePoint, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Roofline:
+    ceilings: tuple[Ceiling, ...]
+    sets: tuple[PointSet, ...]
+    source: str  #: what the points are (shown on the page)
+    notes: tuple[str, ...] = ()
+
+
+def preset_for_gpu(name: str) -> DeviceSpec | None:
+    """The device preset whose key is a word (or two adjacent words) of a GPU's name:
+    ``NVIDIA GeForce RTX 3090`` -> rtx3090, ``NVIDIA H200`` -> h200."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    keys = set(words) | {a + b for a, b in itertools.pairwise(words)}
+    for key, spec in DEVICES.items():
+        if key in keys:
+            return spec
+    return None
+
+
+def device_ceilings(gpu: str | None, measured: Ceilings | None) -> tuple[Ceilings, list[str]]:
+    """Datasheet ceilings of the GPU's preset plus the measured ones of the same chip."""
+    notes: list[str] = []
+    found = Ceilings()
+    spec = preset_for_gpu(gpu) if gpu else None
+    if spec is not None:
+        found = found.add(datasheet_ceilings(spec))
+    elif gpu:
+        notes.append(f"no datasheet preset for {gpu}: only measured or Nsight Compute roofs")
+    if measured is not None:
+        kept, dropped = same_gpu(measured, chip_for_name(gpu) if gpu else None)
+        found = found.add(kept)
+        notes += dropped
+    return found, notes
+
+
+def _rank(data: StudyData) -> dict[str, int]:
+    return {config_label(e.config): i for i, e in enumerate(data.ok)}
+
+
+def _role(rank: int | None) -> str:
+    if rank is None:
+        return "profile"
+    return "best" if rank == 0 else f"runner-up {rank + 1}"
+
+
+def from_profiles(
+    profiles: list[ProfileRecord], data: StudyData | None, measured: Ceilings | None
+) -> Roofline:
+    """Points of stored profiles, ranked by the study's values when they belong to one."""
+    ranks = _rank(data) if data is not None else {}
+    sets, roofs, notes = [], Ceilings(), []
+    ordered = sorted(profiles, key=lambda p: ranks.get(p.config_key or "", len(ranks)))
+    for p in ordered:
+        extra, more = device_ceilings(p.device, measured)
+        notes += more
+        summary = summarize(p, extra)
+        roofs = roofs.add(summary.ceilings)
+        main = summary.achieved.main_precision
+        points = tuple(pt for pt in summary.points if pt.precision == main)
+        rank = ranks.get(p.config_key) if p.config_key else None
+        what = p.config_key or f"{p.function_name} #{p.report_index}"
+        sets.append(
+            PointSet(
+                label=f"{p.kernel}: {what}",
+                role=_role(rank),
+                source=p.source,
+                precision=main,
+                points=points,
+                notes=tuple(n for n in (*summary.achieved.notes, *summary.notes)),
+            )
+        )
+    return Roofline(
+        _shown(roofs, sets),
+        tuple(sets),
+        "Nsight Compute profiles in the store",
+        tuple(dict.fromkeys(notes)),
+    )
+
+
+def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
+    """The event-timing roofline of the best configs; None without a work model."""
+    from workbench.profile.fallback import work_precision
+    from workbench.spaces.launch import work_counts
+
+    space, why = study_space(data)
+    if space is None or not data.ok:
+        return None if space is None else Roofline((), (), "event timing", (why or "",))
+    gpu = data.devices[0]
+    ceilings, notes = device_ceilings(gpu, measured)
+    precision = work_precision(space)  # type: ignore[arg-type]
+    sets = []
+    for rank, e in enumerate(data.ok[: RUNNERS_UP + 1]):
+        try:
+            ops, nbytes = work_counts(space, e.config)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            notes.append(str(exc))
+            continue
+        achieved: Achieved = achieved_from_timing(
+            ops, nbytes, (e.measurement.value or 0.0) * 1e-3, precision
+        )
+        sets.append(
+            PointSet(
+                label=config_label(e.config),
+                role=_role(rank),
+                source="event timing",
+                precision=precision,
+                points=tuple(roofline_points(achieved, ceilings)),
+                notes=achieved.notes,
+            )
+        )
+    return Roofline(
+        _shown(ceilings, sets),
+        tuple(sets),
+        f"event timing: the stored median time and the work model of {space.spec.name} "  # type: ignore[attr-defined]
+        f"({precision} work; bytes are the minimum the algorithm moves, a lower bound on DRAM "
+        "traffic)",
+        tuple(notes),
+    )
+
+
+def _shown(ceilings: Ceilings, sets: list[PointSet]) -> tuple[Ceiling, ...]:
+    """One roof per name (the most trusted; the first profile's clock among ncu peaks): every
+    memory level, and the compute roofs of the precisions the points use."""
+    used = {pt.precision for s in sets for pt in s.points}
+    return tuple(
+        c
+        for name in ceilings.names()
+        if (c := ceilings.best(name)) is not None and (c.kind is CeilingKind.MEMORY or name in used)
+    )
+
+
+def draw_roofline(roof: Roofline, title: str) -> go.Figure:
+    """Log-log roofline: memory roofs up to the highest compute roof, compute roofs from the
+    fastest memory roof's ridge, and one marker per (launch, memory level)."""
+    memory = [c for c in roof.ceilings if c.kind is CeilingKind.MEMORY]
+    compute = [c for c in roof.ceilings if c.kind is CeilingKind.COMPUTE]
+    xs = [pt.intensity for s in roof.sets for pt in s.points]
+    top = max((c.value for c in compute), default=None)
+    fastest = max((m.value for m in memory), default=None)
+    ridges = [c.value / m.value for c in compute for m in memory]
+    lo = min([*xs, *ridges, 1.0]) / 10
+    hi = max([*xs, *ridges, 1.0]) * 10
+    fig = go.Figure()
+    for m in memory:
+        end = top / m.value if top else hi
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, end],
+                y=[lo * m.value, end * m.value],
+                mode="lines",
+                line={"dash": "dot" if m.name != "dram" else "solid", "color": "#555"},
+                name=esc(m.label),
+            )
+        )
+    for c in compute:
+        start = c.value / fastest if fastest else lo
+        fig.add_trace(
+            go.Scatter(
+                x=[start, hi],
+                y=[c.value, c.value],
+                mode="lines",
+                line={"color": "#999", "width": 2},
+                name=esc(c.label),
+            )
+        )
+    for i, s in enumerate(roof.sets):
+        if not s.points:
+            continue
+        colour = _COLOURS[i % len(_COLOURS)]
+        fig.add_trace(
+            go.Scatter(
+                x=[pt.intensity for pt in s.points],
+                y=[pt.achieved for pt in s.points],
+                mode="markers",
+                marker={
+                    "size": 12 if s.role == "best" else 9,
+                    "color": colour,
+                    "symbol": [_LEVEL_SYMBOL.get(pt.level, "circle") for pt in s.points],
+                    "line": {"width": 1, "color": "#222"},
+                },
+                name=esc(f"{s.role}: {s.label}"[:90]),
+                hovertext=[esc(_hover(s, pt)).replace("\n", "<br>") for pt in s.points],
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis={"type": "log", "title": "arithmetic intensity (operations per byte)"},
+        yaxis={"type": "log", "title": "operations per second"},
+        height=640,
+        legend={"font": {"size": 10}, "orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def _hover(s: PointSet, pt: RooflinePoint) -> str:
+    return (
+        f"{s.role}: {s.label} ({s.source})\n{pt.precision} at {pt.level}: "
+        f"{pt.intensity:.3g} op/B, {si(pt.achieved, 'op/s')}, {pt.fraction:.0%} of attainable, "
+        f"{pt.bound}-bound (ridge {pt.ridge:.3g})"
+    )

@@ -1,0 +1,142 @@
+"""Static pages: what the compiler says about a kernel nobody has run.
+
+When the store holds no study and no profile of a library kernel, the report does what
+``workbench tune K`` does on a machine without a GPU: it compiles the space's default config
+and a seeded sample for the newest declared arch (a compile-cache lookup when that already ran)
+and shows resources, occupancy, lints and the SASS opcode histogram. Nothing here is timed,
+and the page says so on its first screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from workbench.compiler import CompileCache
+from workbench.devices import device_for
+from workbench.report.page import esc
+from workbench.spaces import Space
+from workbench.spaces.model import SpaceSpec
+from workbench.sweep import StaticRecord, select_configs, static_sweep
+from workbench.toolchain import Arch
+
+#: Same as ``workbench tune K`` without a GPU: the default and 8 sampled configs, seed 0.
+SAMPLE = 8
+SEED = 0
+#: Opcodes shown in the histogram (the most frequent across the compiled configs).
+TOP_OPCODES = 24
+
+
+@dataclass(frozen=True)
+class StaticData:
+    kernel: str
+    arch: str
+    device: str
+    records: tuple[StaticRecord, ...]
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for r in self.records if r.cached)
+
+
+def gather_static(
+    spec: SpaceSpec, cache: CompileCache | None = None, workers: int | None = None
+) -> StaticData:
+    """Compile (or look up) the default and a sample of ``spec`` for its newest arch.
+
+    Raises:
+        ConfigError: the default config is invalid and nothing could be sampled.
+        ToolchainError: the compiler is missing.
+    """
+    arch = Arch.parse(spec.arches[-1])
+    space = Space(spec, arch=arch, device=device_for(arch))
+    configs = select_configs(space, sample=SAMPLE, seed=SEED)
+    records = static_sweep(space, configs, cache=cache or CompileCache(), workers=workers)
+    return StaticData(spec.name, arch.sm, space.device.name, tuple(records))
+
+
+RESOURCE_HEADER = (
+    "config",
+    "ok",
+    "registers",
+    "static smem (B)",
+    "dynamic smem (B)",
+    "stack (B)",
+    "spill st/ld (B)",
+    "threads/block",
+    "occupancy",
+    "limited by",
+    "SASS instructions",
+    "global memory ops",
+    "lints",
+)
+
+
+def resource_rows(records: tuple[StaticRecord, ...]) -> list[list[object]]:
+    rows = []
+    for r in records:
+        rows.append(
+            [
+                r.label,
+                "yes" if r.ok else f"no: {r.error or 'failed'}",
+                r.registers,
+                r.static_smem,
+                r.dynamic_smem,
+                r.stack_frame,
+                None if r.spill_stores is None else f"{r.spill_stores}/{r.spill_loads}",
+                r.threads_per_block,
+                None if r.occupancy is None else f"{r.occupancy:.0%}",
+                r.limiting_factor,
+                r.sass_instructions,
+                " ".join(r.global_memory_ops) or None,
+                "; ".join(r.lints) or None,
+            ]
+        )
+    return rows
+
+
+def draw_opcodes(data: StaticData) -> go.Figure | None:
+    """SASS opcode counts per compiled config (the most frequent opcodes overall)."""
+    ok = [r for r in data.records if r.ok and r.opcodes]
+    if not ok:
+        return None
+    totals: dict[str, int] = {}
+    for r in ok:
+        for op, n in r.opcodes.items():
+            totals[op] = totals.get(op, 0) + n
+    top = sorted(totals, key=lambda op: -totals[op])[:TOP_OPCODES]
+    fig = go.Figure()
+    for r in ok:
+        fig.add_trace(go.Bar(name=esc(r.label[:80]), x=top, y=[r.opcodes.get(op, 0) for op in top]))
+    fig.update_layout(
+        barmode="group",
+        title=f"SASS opcode histogram ({data.arch}; NOP padding excluded)",
+        yaxis_title="instructions in the binary (static count)",
+        height=480,
+        legend={"font": {"size": 9}},
+    )
+    return fig
+
+
+def draw_static_resources(data: StaticData) -> go.Figure | None:
+    ok = [r for r in data.records if r.ok]
+    if not ok:
+        return None
+    labels = [esc(r.label) for r in ok]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(name="registers per thread", x=labels, y=[r.registers for r in ok]))
+    fig.add_trace(
+        go.Bar(
+            name="theoretical occupancy (%)",
+            x=labels,
+            y=[None if r.occupancy is None else 100 * r.occupancy for r in ok],
+        )
+    )
+    fig.update_layout(
+        barmode="group",
+        title="registers and theoretical occupancy per config",
+        height=420,
+        xaxis={"tickangle": 30, "tickfont": {"size": 8}},
+    )
+    return fig
