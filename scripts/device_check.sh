@@ -47,6 +47,29 @@ timeout 120 $WB tune gemm_int8 --shapes llm_decode --budget 12 --json > "$WORK/t
 timeout 60 $WB tune reduce --budget 20 --json > "$WORK/tune_reduce.json"
 $WB store list
 
+step "profile (ncu) and compare (issue 5)"
+# ncu on the first kernel doubles as the counter check: its JSON says source "ncu", or
+# "event-timing" with the reason (ERR_NVGPUCTRPERM, no ncu...), and the rest then fall back too.
+CEIL=(); [ -s "$WORK/ceilings.json" ] && CEIL=(--ceilings "$WORK/ceilings.json")
+mkdir -p "$WORK/ncu" "$WORK/profiles"
+command -v ncu && ncu --version | tail -1
+start=$SECONDS
+for spec in "reduce --config best --set full" "gemm_int8 --set full" \
+            "divergence -c VARIANT=branchy --set divergence" "divergence -c VARIANT=masked --set divergence" \
+            "aos_soa -c LAYOUT=aos --set memory" "aos_soa -c LAYOUT=soa --set memory"; do
+  if (( SECONDS - start > 240 )); then echo "profile budget spent: skipping $spec"; continue; fi
+  set -- $spec
+  name=$(echo "$spec" | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-60)
+  timeout 90 $WB profile "$@" --report-dir "$WORK/ncu" ${CEIL[@]+"${CEIL[@]}"} --json \
+    > "$WORK/profiles/$name.json" || echo "profile $spec failed ($?)"
+  grep -m1 -o '"source": "[a-z-]*"' "$WORK/profiles/$name.json" || true
+done
+timeout 240 $WB compare gemm_int8 --shapes compare ${CEIL[@]+"${CEIL[@]}"} --json > "$WORK/compare_gemm_int8.json" \
+  || echo "compare gemm_int8 failed ($?)"
+timeout 60 $WB compare reduce ${CEIL[@]+"${CEIL[@]}"} 2>&1 | tail -20 || echo "compare reduce failed"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(s['label'], r['name'], r['status'], r['median_ms'], r['throughput'], r['speedup'], r['reason'][:80]) for s in d['shapes'] for r in s['results']]" \
+  "$WORK/compare_gemm_int8.json" || true
+
 step "pack results"
 tar -C "$WORK" -czf "$OUT/results.tar.gz" --exclude cache .
 ls -la "$OUT"

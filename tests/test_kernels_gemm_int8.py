@@ -281,7 +281,7 @@ def test_default_launch_and_work_model() -> None:
     assert spec.work.unit == "TOPS"
     split = dict(default, SPLIT_K=4)
     assert launch_geometry(space, split).grid == (1024, 1, 4)
-    assert set(spec.shape_sets) == {"square", "llm_decode", "llm_prefill", "odd"}
+    assert set(spec.shape_sets) == {"square", "llm_decode", "llm_prefill", "compare", "odd"}
     layers = {(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096)}
     for name, ms in (("llm_decode", {1, 16, 64, 128}), ("llm_prefill", {512, 2048, 8192})):
         shapes = spec.shape_sets[name]
