@@ -197,3 +197,16 @@ def test_measured_ceilings_of_another_gpu_are_left_out(tmp_path: Path) -> None:
     assert code == 0, err
     dram = [c for c in json.loads(out)["profiles"][0]["ceilings"] if c["name"] == "dram"]
     assert [c["source"] for c in dram] == ["measured"] and dram[0]["value"] == 4.3e12
+
+
+@needs_reports
+def test_storage_given_as_a_plain_path(tmp_path: Path) -> None:
+    """``--storage FILE`` is a SQLite file, as for every other command."""
+    target = tmp_path / "elsewhere.sqlite"
+    path = REPORTS / "thedavidchu_profile.ncu-rep"
+    code, out, err = invoke("profile", "--import", str(path), "--storage", str(target), "--json")
+    assert code == 0, err
+    assert json.loads(out)["profiles"][0]["device"] == "NVIDIA GeForce RTX 3070"
+    store = Store(f"sqlite:///{target}")
+    assert [r.function_name for r in load_profiles(store)] == ["kernel"]
+    store.close()

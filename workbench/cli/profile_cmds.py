@@ -23,6 +23,7 @@ from workbench.cli.common import (
     parse_shape,
 )
 from workbench.cli.compile_cmd import CacheOpt
+from workbench.cli.store_cmds import open_store
 from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.profile import importing, profiler
@@ -127,7 +128,8 @@ def profile(
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
         ceilings = _extra_ceilings(ceilings_file)
         wants_best = config is not None and config.strip().lower() == "best"
-        store = None if dry_run and not wants_best else Store(storage)
+        # a plain path is a SQLite file, as for every command (open_store)
+        store = None if dry_run and not wants_best else open_store(storage)
         if import_file is not None:
             space = _space(kernel, spaces, arch, device, shape) if kernel else None
             cfg = _config(space, config, store, study) if space and config else None
