@@ -39,11 +39,14 @@ class CublasGemmEx(Baseline):
     families = frozenset({Family.GEMM_INT8})
     dtypes = frozenset({"int8"})
     min_cc = 61  # int8 GEMMs need dp4a (sm_61) or tensor cores
-    modules = ("cupy", "cupy_backends.cuda.libs.cublas")
+    modules = ("cupy",)  # find_spec of a submodule would import its parents here
 
     def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
         cp = cupy_on_stream(stream)
-        from cupy_backends.cuda.libs import cublas
+        try:
+            from cupy_backends.cuda.libs import cublas
+        except ImportError as exc:
+            raise BaselineUnsupported(f"this CuPy has no cuBLAS bindings: {exc}") from exc
 
         return _CublasRun(cp, cublas, problem, inputs)
 

@@ -103,7 +103,7 @@ class BaselineExecutor:
                 self.gpu.synchronize()
                 outputs = self._write(prepared, Path(request.out_dir), request.baseline)
                 timing = self._time(prepared, request.options, progress)
-            return BaselineReply(outputs, timing, baseline.version())
+            return BaselineReply(outputs, timing, _version(baseline))
         finally:
             close = getattr(prepared, "close", None)
             if close is not None:
@@ -187,6 +187,14 @@ class _EventPair:
     def close(self) -> None:
         for event in (self.start, self.stop):
             self.call(self.cu.cuEventDestroy, event)
+
+
+def _version(baseline: Any) -> str:
+    """The library version, or the title when the library cannot say (never fatal)."""
+    try:
+        return str(baseline.version())
+    except Exception as exc:
+        return f"{baseline.title} (version unknown: {type(exc).__name__})"
 
 
 def _dtype_name(array: Any) -> str:
