@@ -122,6 +122,15 @@ def test_history_noise_needs_four_runs_and_ignores_one_step() -> None:
     assert steady is not None and steady < 0.005  # one 20 % step moves one difference only
 
 
+def test_history_noise_is_unbiased_for_normal_run_to_run_noise() -> None:
+    """Ten differences, the largest left out, then unbiased: the mean square is sigma^2."""
+    rng = np.random.default_rng(10)
+    sigma = 0.01
+    runs = np.exp(np.cumsum(rng.normal(0.0, sigma, (4000, 11)), axis=1))
+    estimates = np.array([history_noise(r) for r in runs])
+    assert np.mean(estimates**2) == pytest.approx(sigma**2, rel=0.05)
+
+
 def test_a_change_the_sm_clock_explains_is_not_reported() -> None:
     """10 % slower in time at a 10 % lower clock: the same number of cycles."""
     rng = np.random.default_rng(6)
