@@ -142,10 +142,15 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
     if not throughput:
         sec.note(f"No throughput: {why or 'the work model does not evaluate for this config'}.")
     sec.html(f"<h3>Top {TOP} configs</h3>")
+    sec.note(
+        "Configs show the parameters that vary among the evaluations; the others are as "
+        "in the best config above."
+    )
+    varying = data.varying_parameters
     rows = [
         [
             i,
-            config_label(e.config),
+            config_label({n: e.config[n] for n in varying if n in e.config} or e.config),
             num(e.measurement.value),
             num(e.measurement.ci_low),
             num(e.measurement.ci_high),

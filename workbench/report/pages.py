@@ -289,7 +289,7 @@ def static_page(data: StaticData, nvrtc: str) -> Page:
         )
     )
     sec = page.section("Resources", "resources")
-    sec.html(table(RESOURCE_HEADER, resource_rows(data.records), numeric=(2, 3, 4, 5, 7, 10)))
+    sec.html(table(RESOURCE_HEADER, resource_rows(data.records), numeric=(3, 4, 5, 6, 8, 11)))
     fig = draw_static_resources(data)
     if fig is not None:
         sec.figure(fig)

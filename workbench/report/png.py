@@ -40,7 +40,7 @@ def check_png() -> str:
         import kaleido  # noqa: F401
     except ImportError:
         raise PngUnavailable(
-            "PNG export needs kaleido, which is not installed: pip install 'workbench[png]'"
+            "PNG export needs kaleido, which is not installed: pip install 'kaleido>=1,<2'"
         ) from None
     chromium = find_chromium()
     if chromium is None:

@@ -57,6 +57,7 @@ def gather_static(
 
 
 RESOURCE_HEADER = (
+    "#",
     "config",
     "ok",
     "registers",
@@ -75,9 +76,10 @@ RESOURCE_HEADER = (
 
 def resource_rows(records: tuple[StaticRecord, ...]) -> list[list[object]]:
     rows = []
-    for r in records:
+    for i, r in enumerate(records, 1):
         rows.append(
             [
+                f"#{i}",
                 r.label,
                 "yes" if r.ok else f"no: {r.error or 'failed'}",
                 r.registers,
@@ -97,46 +99,59 @@ def resource_rows(records: tuple[StaticRecord, ...]) -> list[list[object]]:
 
 
 def draw_opcodes(data: StaticData) -> go.Figure | None:
-    """SASS opcode counts per compiled config (the most frequent opcodes overall)."""
-    ok = [r for r in data.records if r.ok and r.opcodes]
+    """SASS opcode counts per compiled config (rows ``#n`` as in the table), the most frequent
+    opcodes overall as columns."""
+    ok = [(i, r) for i, r in enumerate(data.records, 1) if r.ok and r.opcodes]
     if not ok:
         return None
     totals: dict[str, int] = {}
-    for r in ok:
+    for _, r in ok:
         for op, n in r.opcodes.items():
             totals[op] = totals.get(op, 0) + n
     top = sorted(totals, key=lambda op: -totals[op])[:TOP_OPCODES]
-    fig = go.Figure()
-    for r in ok:
-        fig.add_trace(go.Bar(name=esc(r.label[:80]), x=top, y=[r.opcodes.get(op, 0) for op in top]))
+    fig = go.Figure(
+        go.Heatmap(
+            z=[[r.opcodes.get(op, 0) for op in top] for _, r in ok],
+            x=top,
+            y=[f"#{i}" for i, _ in ok],
+            text=[[esc(r.label)] * len(top) for _, r in ok],
+            hovertemplate="%{y} %{x}: %{z}<br>%{text}<extra></extra>",
+            colorscale="Blues",
+            colorbar={"title": "count"},
+        )
+    )
     fig.update_layout(
-        barmode="group",
-        title=f"SASS opcode histogram ({data.arch}; NOP padding excluded)",
-        yaxis_title="instructions in the binary (static count)",
-        height=480,
-        legend={"font": {"size": 9}},
+        title=f"SASS opcode histogram ({data.arch}; static count in the binary, NOP excluded)",
+        yaxis={"autorange": "reversed", "title": "config (table row)"},
+        height=160 + 28 * len(ok),
     )
     return fig
 
 
 def draw_static_resources(data: StaticData) -> go.Figure | None:
-    ok = [r for r in data.records if r.ok]
+    ok = [(i, r) for i, r in enumerate(data.records, 1) if r.ok]
     if not ok:
         return None
-    labels = [esc(r.label) for r in ok]
+    labels = [f"#{i}" for i, _ in ok]
+    hover = [esc(r.label) for _, r in ok]
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="registers per thread", x=labels, y=[r.registers for r in ok]))
+    fig.add_trace(
+        go.Bar(
+            name="registers per thread", x=labels, y=[r.registers for _, r in ok], hovertext=hover
+        )
+    )
     fig.add_trace(
         go.Bar(
             name="theoretical occupancy (%)",
             x=labels,
-            y=[None if r.occupancy is None else 100 * r.occupancy for r in ok],
+            y=[None if r.occupancy is None else 100 * r.occupancy for _, r in ok],
+            hovertext=hover,
         )
     )
     fig.update_layout(
         barmode="group",
         title="registers and theoretical occupancy per config",
-        height=420,
-        xaxis={"tickangle": 30, "tickfont": {"size": 8}},
+        height=380,
+        xaxis_title="config (table row)",
     )
     return fig

@@ -1,0 +1,255 @@
+"""``workbench report``: pages built from a store filled by a real replay tune (a public Kernel
+Tuner cache of an RTX 3090 GEMM, used in place) and imported public ``.ncu-rep`` files, checked
+as data and opened in headless Chromium (Debian's, through Playwright for Python)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.compiler import CompileCache
+from workbench.profile.importing import import_report
+from workbench.profile.storage import load_profiles, save_profile
+from workbench.report import NothingToReport, ReportOptions, build_reports
+from workbench.report import png as report_png
+from workbench.report.compiled import _from_cache
+from workbench.report.counters import gather_variants
+from workbench.report.data import gather_studies
+from workbench.report.history import gather_history
+from workbench.report.importance import gather_importance
+from workbench.report.overview import replay_banner
+from workbench.report.roofline import from_profiles, preset_for_gpu
+from workbench.search.session import plan_replay_file
+from workbench.search.tuner import Budget, Tuner
+from workbench.spaces import Space, load_space
+from workbench.store import Store
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+GEMM_CACHE = DATASETS / "tuning-caches" / "gemm_RTX_3090.json.gz"
+NCU = DATASETS / "ncu-reports"
+REPORTS = ("bwd29_profileMSDKT23.out", "flyinglandlord_profile")
+CHROMIUM = Path("/usr/bin/chromium")
+#: A kernel name and a parameter value that would run script if pasted into a page unescaped.
+HOSTILE_KERNEL = "<script>window.__pwned='kernel'</script>gemm"
+HOSTILE_VALUE = "<img src=x onerror=window.__pwned='value'>"
+
+pytestmark = pytest.mark.skipif(
+    not GEMM_CACHE.is_file() or not NCU.is_dir(), reason=f"public datasets missing: {DATASETS}"
+)
+
+
+def _tune(store: Store, path: Path, budget: int) -> None:
+    plan = plan_replay_file(store, path)
+    Tuner(
+        plan.problem, plan.runner, store, plan.study, environment_id=plan.environment_id, seed=1
+    ).run(Budget(evaluations=budget))
+
+
+def _hostile_recording(tmp: Path) -> Path:
+    """A slice of the real RTX 3090 cache with an HTML kernel name and parameter value (the
+    measured times are kept as recorded)."""
+    with gzip.open(GEMM_CACHE) as f:
+        doc = json.loads(f.read())
+    keys = doc["tune_params_keys"]
+    sa = keys.index("SA")
+    cache = {}
+    for entry in list(doc["cache"].values())[:300]:
+        entry = dict(entry)
+        if entry["SA"] == 0:
+            entry["SA"] = HOSTILE_VALUE
+        cache[",".join(str(entry[k]) for k in keys)] = entry
+    doc["cache"] = cache
+    doc["kernel_name"] = HOSTILE_KERNEL
+    doc["tune_params"]["SA"] = [HOSTILE_VALUE, 1]
+    assert keys[sa] == "SA"
+    path = tmp / "hostile.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    store = Store(f"sqlite:///{tmp / 'store.sqlite'}")
+    _tune(store, GEMM_CACHE, 40)
+    _tune(store, _hostile_recording(tmp), 30)
+    for name in REPORTS:
+        _, records = import_report(NCU / f"{name}.ncu-rep")
+        for r in records:
+            save_profile(store, r)
+    return store, tmp
+
+
+@pytest.fixture(scope="module")
+def built(filled: tuple[Store, Path]) -> tuple[Store, Path, list[Path]]:
+    store, tmp = filled
+    result = build_reports(store, None, ReportOptions(out_dir=tmp / "reports"))
+    return store, tmp, result.pages
+
+
+def test_history_importance_and_banner_from_the_replayed_study(filled) -> None:
+    store, _ = filled
+    (data,) = gather_studies(store, "Xgemm")
+    h = gather_history(data)
+    values = [v for v in h.value if v is not None]
+    assert len(h.trial) == 40 and h.replayed
+    assert h.best_so_far[-1] == min(values)
+    running = [b for b in h.best_so_far if b is not None]
+    assert running == sorted(running, reverse=True)  # never gets worse
+    imp = gather_importance(data)
+    assert "PedAnova" in imp.method and imp.values
+    assert math.isclose(sum(v for _, v in imp.values), 1.0, rel_tol=1e-6)
+    assert {n for n, _ in imp.values} <= set(data.varying_parameters)
+    assert "KWG" not in dict(imp.values)  # one recorded value: no importance to speak of
+    banner = replay_banner(data)
+    assert banner and "NVIDIA GeForce RTX 3090" in banner and "gemm_RTX_3090.json.gz" in banner
+
+
+def test_profile_figures_come_from_the_imported_reports(filled) -> None:
+    store, _ = filled
+    bwd = [p for p in load_profiles(store) if "bwd29" in (p.source_file or "")]
+    variants = gather_variants(bwd)
+    threads = [round(v.divergence.threads_per_inst or 0, 2) for v in variants]
+    assert threads == [18.34, 14.77, 11.32, 10.65]  # SOURCES.md of the reports
+    assert all(v.divergence.flagged for v in variants)
+    roof = from_profiles(bwd, None, None)
+    assert roof.sets and all(s.points for s in roof.sets)
+    assert {c.source.value for c in roof.ceilings} <= {"ncu", "datasheet", "measured"}
+    assert all(f"({c.source.value}: " in c.label for c in roof.ceilings)  # labelled by source
+    # these older reports carry no lts__t_bytes/l1tex__t_bytes peaks: a DRAM roof only
+    assert "dram" in {c.name for c in roof.ceilings}
+    h800 = [p for p in load_profiles(store) if "flyinglandlord" in (p.source_file or "")]
+    flash = [v for v in gather_variants(h800) if "flash_fwd" in v.label]
+    assert flash and flash[0].divergence.threads_per_inst is None  # NaN in the report
+
+
+def test_gpu_names_map_to_presets() -> None:
+    assert preset_for_gpu("NVIDIA GeForce RTX 3090").name == "GeForce RTX 3090"  # type: ignore[union-attr]
+    assert preset_for_gpu("NVIDIA H200").name == "H200"  # type: ignore[union-attr]
+    assert preset_for_gpu("NVIDIA GeForce RTX 4000 Ada") is None
+
+
+def test_pages_render_in_chromium(built) -> None:
+    _, tmp, pages = built
+    if not CHROMIUM.exists():
+        pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    names = {p.name for p in pages}
+    assert any(n.startswith("study-") for n in names) and len(names) >= 5
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            for path in [*pages, tmp / "reports" / "index.html"]:
+                _check_page(browser, path)
+        finally:
+            browser.close()
+
+
+def _check_page(browser: object, path: Path) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url) if not r.url.startswith("file:") else None)
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    svgs = page.evaluate(
+        "Array.from(document.querySelectorAll('.plotly-graph-div'))"
+        ".map(d => d.querySelectorAll('svg.main-svg').length)"
+    )
+    assert errors == [], f"{path.name}: {errors}"
+    assert requests == [], f"{path.name} reached the network: {requests}"
+    assert all(n > 0 for n in svgs), f"{path.name}: a figure did not render ({svgs})"
+    assert page.evaluate("window.__pwned") is None, f"{path.name} ran injected script"
+    assert page.locator("img[src='x']").count() == 0
+    text = page.inner_text("body")
+    if path.name.startswith("study-"):
+        assert len(svgs) >= 4
+        banner = page.inner_text("#banner-banner")
+        assert "REPLAY" in banner and "NVIDIA GeForce RTX 3090" in banner
+    if path.name.startswith("study-") and "script" in path.name:
+        assert HOSTILE_KERNEL in text and HOSTILE_VALUE in text  # shown as text, not markup
+    if path.name.startswith("profiles-"):
+        assert "IMPORTED" in page.inner_text("#banner-banner")
+    page.close()
+
+
+def test_hostile_names_are_escaped_in_the_html(built) -> None:
+    _, _, pages = built
+    (hostile,) = [p for p in pages if "script" in p.name]
+    html = hostile.read_text()
+    assert "<script>window.__pwned" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;window.__pwned" in html
+
+
+def test_plotly_is_inlined_once_per_page(built) -> None:
+    _, _, pages = built
+    for path in pages:
+        html = path.read_text()
+        assert html.count("window.PlotlyConfig = ") == 1, path.name
+        assert "<script src=" not in html  # nothing loaded from elsewhere
+
+
+def test_a_kernel_without_results_is_a_clear_message(filled) -> None:
+    from workbench.cli.main import app
+
+    store, tmp = filled
+    with pytest.raises(NothingToReport, match="no study, profile or regression run of 'nosuch'"):
+        build_reports(store, "nosuch", ReportOptions(out_dir=tmp / "none"))
+    result = CliRunner().invoke(
+        app, ["report", "nosuch", "--storage", store.url, "--out", str(tmp / "none")]
+    )
+    assert result.exit_code == 1 and "nothing to report" in result.output
+    empty = Store(f"sqlite:///{tmp / 'empty.sqlite'}")
+    with pytest.raises(NothingToReport, match="holds no study"):
+        build_reports(empty, None, ReportOptions(out_dir=tmp / "none"))
+
+
+def test_static_page_of_a_kernel_nobody_ran(project: Path, cache_dir: Path, tmp_path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    space_file = project / "spaces" / "tiny.yaml"
+    cache = CompileCache(cache_dir)
+    result = build_reports(
+        store, str(space_file), ReportOptions(out_dir=tmp_path / "out", cache=cache)
+    )
+    (page,) = result.pages
+    html = page.read_text()
+    assert page.name == "static-tiny.html" and "STATIC: no measurement" in html
+    assert "nothing here was timed" in html and result.figures == 2
+    # the compile-cache path of the compile-resources page reads the same binary back
+    space = Space(load_space(space_file))
+    default = space.spec.default_config()
+    point = _from_cache(space, cache, 1, default, None)
+    assert point is not None and point.registers is not None and 0 < point.registers <= 255
+    assert f"<td class='num'>{point.registers}</td>" in html
+
+
+def test_png_export_needs_chromium(monkeypatch, tmp_path: Path) -> None:
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[1, 4]))
+    if CHROMIUM.exists():
+        (out,) = report_png.write_pngs([fig], [tmp_path / "a.png"])
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setattr(report_png, "DEBIAN_CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(report_png.PngUnavailable, match="needs Chromium"):
+        report_png.write_pngs([fig], [tmp_path / "b.png"])
