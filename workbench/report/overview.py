@@ -4,7 +4,8 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
-from workbench.report.baselines import BaselineRow, draw_speedups
+from workbench.compare.storage import ComparisonRecord
+from workbench.report.baselines import draw_speedups
 from workbench.report.data import StudyData, study_space
 from workbench.report.page import Page, Section, esc, num, si, table
 from workbench.spaces.model import config_label
@@ -29,7 +30,7 @@ def replay_banner(data: StudyData) -> str | None:
     )
 
 
-def add_overview(page: Page, data: StudyData, baselines: list[BaselineRow]) -> Section:
+def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord]) -> Section:
     banner = replay_banner(data)
     if banner:
         page.banners.append(("banner", banner))
@@ -185,7 +186,7 @@ def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     return f"{rate / 1e9:,.1f} GB/s" if unit == "GB/s" else f"{si(rate, 'op/s')} ({unit})"
 
 
-def _baselines(sec: Section, rows: list[BaselineRow]) -> None:
+def _baselines(sec: Section, rows: list[ComparisonRecord]) -> None:
     sec.html("<h3>Against the vendor libraries (workbench compare)</h3>")
     sec.html(
         table(
@@ -199,10 +200,11 @@ def _baselines(sec: Section, rows: list[BaselineRow]) -> None:
                 "throughput",
                 "% of roofline bound",
                 "speedup of tuned",
+                "max error vs reference",
             ),
             [
                 [
-                    r.shape,
+                    r.shape_label,
                     r.device,
                     r.title,
                     r.library,
@@ -211,10 +213,11 @@ def _baselines(sec: Section, rows: list[BaselineRow]) -> None:
                     f"{num(r.throughput)} {r.unit or ''}" if r.throughput is not None else None,
                     f"{100 * r.bound_fraction:.1f}" if r.bound_fraction is not None else None,
                     f"{r.speedup:.2f}x" if r.speedup is not None else None,
+                    num(r.verify_max_error),
                 ]
                 for r in rows
             ],
-            numeric=(5, 7, 8),
+            numeric=(5, 7, 8, 9),
         )
     )
     fig = draw_speedups(rows)

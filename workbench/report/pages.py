@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workbench.compare.storage import ComparisonRecord
 from workbench.compiler import CompileCache
 from workbench.profile.storage import ProfileRecord
 from workbench.report import counters
 from workbench.report.accuracy import draw_accuracy, gather_accuracy
-from workbench.report.baselines import BaselineRow
 from workbench.report.compiled import draw_compiled, gather_compiled
 from workbench.report.data import StudyData
 from workbench.report.history import draw_history, gather_history
@@ -49,7 +49,7 @@ def study_page(
     store: Store,
     data: StudyData,
     profiles: list[ProfileRecord],
-    baselines: list[BaselineRow],
+    baselines: list[ComparisonRecord],
     measured: Ceilings | None,
     cache: CompileCache | None,
     regress_file: str | None,
