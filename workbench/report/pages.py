@@ -64,6 +64,11 @@ def study_page(
         if any(t is not None for t in h.elapsed_s):
             hist.figure(draw_history(h, by_time=True))
         hist.note(f"{len(data.evaluations)} evaluations, {h.failed} failed (x markers).")
+        if data.runs and all(r.kind == "import" for r in data.runs):
+            hist.note(
+                "Imported with workbench store import: there was no search, so the order "
+                "is the recording's and the curve says nothing about a sampler."
+            )
     else:
         hist.text("The study has no evaluation yet.", "missing")
     imp = page.section("Parameter importance", "importance")
