@@ -69,7 +69,8 @@ def table(
             for i, c in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    head_row = f"<tr>{head}</tr>" if any(header) else ""  # key/value tables need no header
+    return f"<table>{head_row}{''.join(body)}</table>"
 
 
 @dataclass
