@@ -72,3 +72,46 @@ def test_better_than_random_search_on_a_real_space(tmp_path: Path) -> None:
     ours = [run(tmp_path, rec, "portfolio", 100, s).best.measurement.value for s in range(6)]
     rand = [run(tmp_path, rec, "random", 100, s).best.measurement.value for s in range(6)]
     assert statistics.mean(ours) < statistics.mean(rand)
+
+
+@pytest.mark.parametrize("pair_weight", [0.0, 0.5])
+def test_model_learns_an_interaction_between_two_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pair_weight: float
+) -> None:
+    """Good configs fill two opposite quadrants ((a < 4) == (b < 4)): each parameter alone is
+    about as common among good as among bad configs, so per-parameter densities cannot tell an
+    unvisited config of a good quadrant from one of a bad quadrant; pairwise densities can."""
+    import numpy as np
+
+    import workbench.search.portfolio as portfolio
+
+    monkeypatch.setattr(portfolio, "PAIR_WEIGHT", pair_weight)
+
+    def value(a: int, b: int) -> float:
+        if (a < 4) == (b < 4):
+            return 1.0 + ((5 * a + 3 * b) % 7) / 100  # spread, so both quadrants reach "good"
+        return 2.0
+
+    entries = [
+        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=value(a, b)))
+        for a in range(8)
+        for b in range(8)
+    ]
+    rec = load_recording(
+        write_recording(
+            tmp_path / "quadrants.json",
+            kernel="quadrants",
+            device=DeviceInfo("GPU"),
+            parameters=[("a", list(range(8))), ("b", list(range(8)))],
+            entries=entries,
+        )
+    )
+    problem = RecordingProblem(rec)
+    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    good, bad = [(1, 2), (6, 5)], [(1, 6), (6, 2)]
+    for config, m in entries:
+        if (config["a"], config["b"]) not in good + bad:
+            proposer.observe(config, m)
+    scores = proposer._scores(np.array([proposer.row_of[c] for c in good + bad]))
+    separated = min(scores[:2]) > max(scores[2:])
+    assert separated == (pair_weight > 0), scores
