@@ -70,3 +70,15 @@ def write_space(project: Path) -> Callable[[str], Path]:
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "compile-cache"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL server on loopback for the scale-out tests (tests/pg_cluster.py);
+    skipped only when the server binaries are absent (CI installs them)."""
+    from pg_cluster import throwaway_cluster
+
+    with throwaway_cluster() as cluster:
+        if isinstance(cluster, str):
+            pytest.skip(cluster)
+        yield cluster

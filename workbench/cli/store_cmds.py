@@ -122,3 +122,30 @@ def import_(
         store = open_store(storage)
         info, added = import_recording(store, recording)
         console.print(f"study {escape(info.name)!r}: {added} evaluations imported")
+
+
+@app.command("copy")
+def copy(
+    src: Annotated[str, typer.Argument(help="Source store: a SQLite path or URL.")],
+    dst: Annotated[str, typer.Argument(help="Destination store, e.g. postgresql://USER@HOST/DB.")],
+) -> None:
+    """Copy a store into another (a local SQLite file into a shared PostgreSQL database):
+    studies, runs, evaluations with every raw sample, compile results, profiles. Rows already in
+    the destination are kept, not duplicated; workers then continue the copied studies."""
+    from workbench.store.copy import copy_store
+
+    with cli_errors():
+        path = src.split(":///", 1)[-1] if src.startswith("sqlite") else src
+        if "://" not in path and not Path(path).exists():  # opening would create an empty one
+            raise ConfigError(f"store copy: {src} does not exist")
+        report = copy_store(open_store(src), open_store(dst))
+        for table, n in report.copied.items():
+            if n or report.existing[table]:
+                console.print(
+                    f"{table}: {n} copied"
+                    + (
+                        f", {report.existing[table]} already there"
+                        if report.existing[table]
+                        else ""
+                    )
+                )

@@ -38,6 +38,7 @@ from workbench.search.session import (
     recording_for_shape,
     shipped_recordings,
 )
+from workbench.search.shared import Coordination, is_postgresql
 from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
@@ -109,10 +110,31 @@ def tune(
         str | None,
         typer.Option(
             "--storage",
-            help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite).",
+            help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite). "
+            "A postgresql:// URL makes the study shared: run the command on several hosts, or "
+            "start `workbench worker`s, and they split one budget.",
             show_default=False,
         ),
     ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            "--study",
+            help="Study name (default: kernel | shape | device).",
+            show_default=False,
+        ),
+    ] = None,
+    heartbeat: Annotated[
+        int, typer.Option("--heartbeat", help="PostgreSQL: seconds between trial heartbeats.")
+    ] = 10,
+    grace: Annotated[
+        int,
+        typer.Option(
+            "--grace",
+            help="PostgreSQL: seconds without a heartbeat before a trial is re-queued (longer "
+            "than the database outages to ride out).",
+        ),
+    ] = 60,
     enqueue: Annotated[
         list[str] | None,
         typer.Option(
@@ -136,6 +158,14 @@ def tune(
         bool,
         typer.Option("--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
     ] = False,
+    replay_delay: Annotated[
+        float,
+        typer.Option(
+            "--replay-delay",
+            help="With --replay: simulated measurement time per config, in seconds (rehearse "
+            "a fleet at a GPU's pace).",
+        ),
+    ] = 0.0,
     all_configs: AllOpt = False,
     sample: Annotated[
         int,
@@ -160,10 +190,41 @@ def tune(
             seconds=seconds,
             patience=patience,
         )
+        if storage is not None and is_postgresql(storage):
+            from workbench.cli.scale_cmds import tune_shared
+
+            if shapes is not None:
+                raise ConfigError("a shared study tunes one shape: use --shape, not --shapes")
+            spec = {
+                "kernel": kernel,
+                "replay": str(replay.absolute()) if replay is not None else None,
+                "spaces": [str(p.absolute()) for p in spaces or []],
+                "shape": shape,
+                "arch": arch,
+                "device": device,
+                "pin": pin,
+                "sampler": sampler,
+                "seed": seed,
+                "budget": the_budget.as_dict() | {"seconds": None},
+                "coordination": {"heartbeat_s": heartbeat, "grace_s": grace},
+            }
+            settings = Coordination(heartbeat_s=heartbeat, grace_s=grace)
+            tune_shared(
+                storage,
+                study,
+                spec,
+                budget is not None,
+                seconds,
+                enqueue,
+                as_json,
+                settings,
+                replay_delay,
+            )
+            return
         store = open_store(storage)
         plans: list[TunePlan]
         if kernel is None:
-            plans = [plan_replay_file(store, replay)]  # type: ignore[arg-type]
+            plans = [plan_replay_file(store, replay, study_name=study)]  # type: ignore[arg-type]
         else:
             spec = load_kernel(kernel, spaces or [])
             target = resolve_arches(spec, arch)[0]
@@ -171,14 +232,19 @@ def tune(
             pinned = _pinned(spaces_[0], pin)
             if replay is not None:
                 recording = load_recording(replay)
-                plans = [plan_space_replay(store, sp, recording, pinned) for sp in spaces_]
+                plans = [
+                    plan_space_replay(store, sp, recording, pinned, study_name=study)
+                    for sp in spaces_
+                ]
             else:
                 gpu = probe_gpu()
                 if gpu.available:
                     from workbench.search.live import plan_live
 
                     plans = [
-                        plan_live(store, sp, CompileCache(cache_dir), pinned=pinned)
+                        plan_live(
+                            store, sp, CompileCache(cache_dir), pinned=pinned, study_name=study
+                        )
                         for sp in spaces_
                     ]
                 else:
@@ -199,6 +265,8 @@ def tune(
                         return
         results = []
         for plan in plans:
+            if replay_delay and plan.runner.replay_source is not None:
+                plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
             if plan.banner:
                 out.print(Panel(escape(plan.banner), style="bold yellow"))
             queue = _enqueue(plan, enqueue)

@@ -49,6 +49,16 @@ class DeviceInfo:
         """Device class for grouping results: timings of different GPUs never mix."""
         return self.name
 
+    def device_class(self) -> str:
+        """GPU model + driver + toolkit: workers on a shared study must agree on it, since a
+        driver or toolkit change can move timings as much as a tuning parameter."""
+        parts = [self.name]
+        if self.driver:
+            parts.append(f"driver {self.driver}")
+        if self.toolkit or self.cuda:
+            parts.append(f"CUDA {self.toolkit or self.cuda}")
+        return " / ".join(parts)
+
 
 @dataclass(frozen=True)
 class Measurement:

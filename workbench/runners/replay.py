@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from workbench.runners.base import DeviceInfo, Measurement, Objective, Runner, TrialOutcome
 from workbench.runners.recordings import Recording
 from workbench.spaces.model import Config
@@ -15,8 +17,13 @@ class ReplayRunner(Runner):
     ``replayed_from`` (device and file).
     """
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, *, delay_s: float = 0.0) -> None:
+        if delay_s < 0:
+            raise ValueError(f"replay delay {delay_s} s: must be >= 0")
         self.recording = recording
+        #: Simulated measurement time per answer: rehearses a fleet (heartbeats, a worker
+        #: killed mid-measurement) at the pace of a real GPU; the answer itself is unchanged.
+        self.delay_s = delay_s
         self.objective = Objective(recording.objective.name, recording.objective.unit)
 
     @property
@@ -28,6 +35,8 @@ class ReplayRunner(Runner):
         return self.recording.source
 
     def evaluate(self, config: Config) -> Measurement:
+        if self.delay_s:
+            time.sleep(self.delay_s)
         entry = self.recording.lookup(config)
         if entry is None:
             return Measurement.failure(

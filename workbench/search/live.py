@@ -21,6 +21,7 @@ def plan_live(
     *,
     seed: int = 0,
     pinned: Mapping[str, Value] | None = None,
+    study_name: str | None = None,
 ) -> TunePlan:
     """A plan whose evaluations compile, verify and time on GPU 0.
 
@@ -31,6 +32,8 @@ def plan_live(
     git = repo_state(space.spec.source)
     env = store.environment(runner.device, git_commit=git.commit, git_dirty=git.dirty)
     problem = SpaceProblem(space, pinned)
-    study = space_study(store, space, problem.kernel, runner.device.key(), None, None)
+    study = space_study(
+        store, space, problem.kernel, runner.device.key(), None, None, study_name=study_name
+    )
     unit, throughput = throughput_of(space)
     return TunePlan(problem, runner, study, env, None, unit, throughput)

@@ -55,8 +55,9 @@ def replay_banner(recording: Recording) -> str:
     )
 
 
-def plan_replay_file(store: Store, path: Path | str) -> TunePlan:
-    """Tune the space recorded in a file (no space file involved)."""
+def plan_replay_file(store: Store, path: Path | str, *, study_name: str | None = None) -> TunePlan:
+    """Tune the space recorded in a file (no space file involved); ``study_name`` overrides the
+    default (kernel | shape | device)."""
     recording = load_recording(path)
     problem = RecordingProblem(recording)
     runner = ReplayRunner(recording)
@@ -70,6 +71,7 @@ def plan_replay_file(store: Store, path: Path | str) -> TunePlan:
         unit=recording.objective.unit,
         replay_source=recording.source,
         recorded_optimum=optimum.value if optimum else None,
+        name=study_name,
     )
     env = store.environment(recording.device, replay_source=recording.source)
     return TunePlan(
@@ -85,7 +87,12 @@ def plan_replay_file(store: Store, path: Path | str) -> TunePlan:
 
 
 def plan_space_replay(
-    store: Store, space: Space, recording: Recording, pinned: Mapping[str, object] | None = None
+    store: Store,
+    space: Space,
+    recording: Recording,
+    pinned: Mapping[str, object] | None = None,
+    *,
+    study_name: str | None = None,
 ) -> TunePlan:
     """Tune a space file's space, answered from a recording of that kernel.
 
@@ -112,6 +119,7 @@ def plan_space_replay(
         recording.device.key(),
         recording.source,
         optimum.value if optimum else None,
+        study_name=study_name,
     )
     env = store.environment(recording.device, replay_source=recording.source)
     unit, throughput = throughput_of(space)
@@ -134,6 +142,8 @@ def space_study(
     device_key: str,
     replay_source: str | None,
     recorded_optimum: float | None,
+    *,
+    study_name: str | None = None,
 ) -> StudyInfo:
     spec = space.spec
     return store.study(
@@ -147,6 +157,7 @@ def space_study(
         replay_source=replay_source,
         recorded_optimum=recorded_optimum,
         work={"flops": spec.work.flops.text, "bytes": spec.work.bytes.text, "unit": spec.work.unit},
+        name=study_name,
     )
 
 

@@ -139,8 +139,13 @@ class Tuner:
         """Search until the budget is used, the space is exhausted, or Ctrl-C.
 
         Raises:
-            StoreError: the store failed (what was committed stays).
+            StoreError: the store failed (what was committed stays), or another process is
+                tuning the same study in a SQLite store (shared studies need PostgreSQL).
         """
+        with self.store.exclusive(self.study_info):
+            return self._run(budget)
+
+    def _run(self, budget: Budget) -> TuneResult:
         self.history = self.store.evaluations(self.study_info)
         self.seen = {self.problem.key(e.config): e for e in self.history}
         run_id = self.store.start_run(

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -88,7 +88,7 @@ class Store:
     """
 
     def __init__(self, url: str | None = None, *, lock_timeout_s: float = 10.0) -> None:
-        self.url = url or default_store_url()
+        self.url = sqlalchemy_url(url or default_store_url())
         self._raw = None  # DB-API connection for the per-trial insert on SQLite
         try:
             self.engine = _make_engine(self.url, lock_timeout_s)
@@ -127,6 +127,8 @@ class Store:
         from workbench.store.migrations import migrate
 
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # workers starting together create tables once
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PREPARE_LOCK})
             tables = set(self.engine.dialect.get_table_names(conn))
             if tables and "meta" not in tables:
                 raise StoreError(
@@ -370,6 +372,58 @@ class Store:
             ).all()
             return [_stored(i, ev, with_samples) for i, ev in enumerate(rows)]
 
+    def lookup(self, study: StudyInfo, config: Config) -> StoredEvaluation | None:
+        """The evaluation of ``config`` in ``study``, if there is one (with its samples)."""
+        key = config_label(config)
+        with self.session() as s:
+            ev = s.scalar(
+                select(Evaluation).where(
+                    Evaluation.study_id == study.id, Evaluation.config_key == key
+                )
+            )
+            return None if ev is None else _stored(-1, ev, True)
+
+    @contextmanager
+    def exclusive(self, study: StudyInfo) -> Iterator[None]:
+        """Hold ``study`` for this process while a single-process tune runs on it.
+
+        On a SQLite file, a second process tuning the same study is refused with a message
+        pointing to PostgreSQL (SQLite has no row locks for sharing a study safely); other
+        studies of the same file stay usable. The lock is an OS byte-range lock on
+        ``<file>.lock``, so a killed process releases it. Other databases: no-op (shared
+        studies on PostgreSQL are coordinated by ``workbench worker``).
+
+        Raises:
+            StoreError: another process holds the study.
+        """
+        path = self._sqlite_path()
+        if path is None:
+            yield
+            return
+        import fcntl
+
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, study.id)
+            except OSError:
+                raise StoreError(
+                    f"study {study.name!r} in {path} is being tuned by another process; a SQLite "
+                    "store serves one process per study. To tune one study from several "
+                    "processes, GPUs or hosts, use PostgreSQL: workbench tune ... --storage "
+                    "postgresql://USER@HOST/DB --study NAME, then workbench worker (README, "
+                    "Scale-out)"
+                ) from None
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _sqlite_path(self) -> str | None:
+        if self.engine.dialect.name != "sqlite":
+            return None
+        path = self.url.split(":///", 1)[-1]
+        return None if not path or path == ":memory:" else path
+
     def count_evaluations(self, study: StudyInfo) -> int:
         with self.session() as s:
             return (
@@ -498,6 +552,19 @@ def _study_info(row: Study) -> StudyInfo:
         recorded_optimum=row.recorded_optimum,
         work=row.work,
     )
+
+
+#: Advisory lock key serialising schema creation/migration on PostgreSQL ("wbschema").
+_PREPARE_LOCK = 0x7762736368656D61
+
+
+def sqlalchemy_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` URLs go through psycopg 3 (SQLAlchemy's default
+    PostgreSQL driver is psycopg2, which the workbench does not depend on)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
 
 
 def _make_engine(url: str, lock_timeout_s: float) -> Engine:

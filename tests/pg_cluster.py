@@ -1,0 +1,120 @@
+"""A throwaway PostgreSQL cluster for the scale-out tests: initdb into a temporary directory,
+``pg_ctl start`` on a free loopback port, trust authentication, removed at the end.
+
+initdb refuses to run as root, so under root (CI) the server runs as the ``postgres`` user that
+Debian's package creates. The tests can stop and start the server to simulate an outage.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def server_binaries() -> Path | None:
+    """The newest ``/usr/lib/postgresql/*/bin`` holding initdb and pg_ctl (or PG_BIN)."""
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2] or 0)
+    )
+    candidates = [os.environ.get("PG_BIN", ""), *reversed(versions)]
+    for c in candidates:
+        if c and (Path(c) / "initdb").exists() and (Path(c) / "pg_ctl").exists():
+            return Path(c)
+    if shutil.which("initdb") and shutil.which("pg_ctl"):
+        return Path(shutil.which("initdb")).parent  # type: ignore[arg-type]
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A running cluster; :meth:`database` makes a fresh database per test."""
+
+    def __init__(self, bin_dir: Path, root: Path, user: str | None) -> None:
+        self.bin = bin_dir
+        self.data = root / "data"
+        self.log = root / "server.log"
+        self.user = user  # run the server as this user (we are root), else as ourselves
+        self.port = _free_port()
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if self.user is not None:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def start(self) -> None:
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c fsync=off"
+        out = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            opts,
+            "-w",
+            "start",
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {out.stderr}\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def database(self) -> str:
+        """A new, empty database; returns its URL."""
+        import psycopg
+
+        name = "wb_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+
+@contextmanager
+def throwaway_cluster() -> Iterator[Cluster | str]:
+    """A started cluster, or a string saying why there is none (server binaries absent)."""
+    bin_dir = server_binaries()
+    if bin_dir is None:
+        yield "no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin"
+        return
+    user = None
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            yield "running as root and there is no 'postgres' user to run the server as"
+            return
+        user = "postgres"
+    root = Path(tempfile.mkdtemp(prefix="wb-pg-"))
+    if user is not None:
+        shutil.chown(root, user)
+    cluster = Cluster(bin_dir, root, user)
+    try:
+        cluster.init()
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

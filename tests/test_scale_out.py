@@ -1,0 +1,363 @@
+"""Scale-out against a real PostgreSQL server (tests/pg_cluster.py): several worker processes on
+one shared study, a worker killed with kill -9, the database stopped mid-run, and several local
+processes on one SQLite store. Measurements come from recordings (the replay runner)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from workbench.runners.recordings import load_recording
+from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
+from workbench.store.store import sqlalchemy_url
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
+CONV_A100 = CACHES / "convolution_milo_A100.json.gz"
+CONV_A4000 = CACHES / "convolution_milo_A4000.json.gz"
+WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
+FAST = ["--heartbeat", "1", "--grace", "3"]
+
+pytestmark = pytest.mark.skipif(not PNPOLY.exists(), reason=f"{PNPOLY} is not here")
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*WORKBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def store_rows(url: str) -> list[tuple]:
+    """(config_key, n_samples, samples, run_id) of every evaluation in the store."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT config_key, n_samples, samples, run_id FROM evaluations ORDER BY id"
+        ).fetchall()
+
+
+def shared(url: str, name: str) -> SharedStudy:
+    return SharedStudy(Database(url, Coordination(heartbeat_s=1, grace_s=3, db_wait_s=30)), name)
+
+
+def claimed_complete(study: SharedStudy) -> list:
+    from optuna.trial import TrialState
+
+    return [t for t in study.trials() if t.state is TrialState.COMPLETE and CLAIM in t.system_attrs]
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_four_workers_share_one_budget(pg_cluster) -> None:
+    url = pg_cluster.database()
+    budget = 200
+    procs = [
+        start(
+            "tune",
+            "--replay",
+            str(PNPOLY),
+            "--storage",
+            url,
+            "--study",
+            "fleet",
+            "--budget",
+            str(budget),
+            "--json",
+            *FAST,
+        )
+        for _ in range(4)
+    ]
+    results = [finish(p) for p in procs]
+    for rc, _, err in results:
+        assert rc == 0, err[-2000:]
+    docs = [json.loads(out) for _, out, _ in results]
+    stats = [d["worker"] for d in docs]
+    assert sum(s["completed"] for s in stats) == budget
+    # every trial was measured exactly once, by one worker: measurements == evaluations
+    assert sum(s["measured"] for s in stats) == budget
+    assert all(s["completed"] > 0 for s in stats), stats  # all four took part
+    rows = store_rows(url)
+    assert len(rows) == budget == len({r[0] for r in rows})
+    recording = load_recording(PNPOLY)
+    by_key = {k: e for k, e in ((",".join(map(str, c)), e) for c, e in recording.entries.items())}
+    assert len({r[3] for r in rows}) == 4  # one run per worker
+    for key, n, samples, _ in rows:
+        config = dict(item.split("=") for item in key.split(","))
+        entry = by_key[",".join(config[n_] for n_ in recording.parameter_names)]
+        assert n == len(entry.samples) and (samples or []) == pytest.approx(list(entry.samples))
+    assert sum(n for _, n, _, _ in rows) > 10 * budget  # raw samples, not just medians
+    study = shared(url, "fleet")
+    complete = claimed_complete(study)
+    assert len(complete) == budget
+    assert len({tuple(sorted(t.params.items())) for t in complete}) == budget
+    status = subprocess.run(
+        [*WORKBENCH, "status", "--storage", url, "--study", "fleet", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = json.loads(status.stdout)
+    assert doc["counts"]["complete"] == budget and doc["counts"]["running"] == 0
+    assert len(doc["workers"]) == 4 and doc["alive"] == 0  # all stopped
+    values = [d["best_value"] for d in docs]
+    assert doc["best"]["value"] == pytest.approx(min(values))
+
+
+def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) -> None:
+    url = pg_cluster.database()
+    budget = 16
+    creator = start(
+        "tune",
+        "--replay",
+        str(PNPOLY),
+        "--storage",
+        url,
+        "--study",
+        "k",
+        "--budget",
+        str(budget),
+        "--replay-delay",
+        "0.4",
+        "--json",
+        *FAST,
+    )
+    wait_for(lambda: _exists(url, "k"), 60, "the study")
+    worker = [
+        "worker",
+        "--storage",
+        url,
+        "--study",
+        "k",
+        "--replay",
+        str(PNPOLY),
+        "--replay-delay",
+        "0.4",
+        "--json",
+    ]
+    victim = start(*worker)
+    study = shared(url, "k")
+    victim_key = f":{victim.pid}:"
+    held = []
+
+    def victim_holds_a_trial() -> bool:
+        from optuna.trial import TrialState
+
+        held[:] = [
+            t
+            for t in study.trials((TrialState.RUNNING,))
+            if victim_key in str(t.system_attrs.get(CLAIM, ""))
+        ]
+        return bool(held)
+
+    wait_for(victim_holds_a_trial, 60, "the victim to hold a trial")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    killed = held[0]
+    restarted = start(*worker)  # the same worker, started again, joins and helps
+    for proc in (creator, restarted):
+        rc, _, err = finish(proc)
+        assert rc == 0, err[-2000:]
+    from optuna.trial import TrialState
+
+    trials = {t._trial_id: t for t in shared(url, "k").trials()}
+    assert trials[killed._trial_id].state is TrialState.FAIL  # failed by a survivor
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed.number]
+    assert len(retries) == 1 and retries[0].state is TrialState.COMPLETE
+    assert retries[0].params == killed.params  # re-queued with its config, and completed
+    complete = claimed_complete(shared(url, "k"))
+    assert len(complete) == budget
+    assert len({tuple(sorted(t.params.items())) for t in complete}) == budget
+    rows = store_rows(url)
+    assert len(rows) == budget == len({r[0] for r in rows})  # nothing lost or duplicated
+
+
+def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
+    url = pg_cluster.database()
+    budget = 24
+    # grace longer than the outage: running trials are not re-queued meanwhile
+    slow = ["--replay-delay", "0.25", "--heartbeat", "1", "--grace", "20"]
+    creator = start(
+        "tune",
+        "--replay",
+        str(PNPOLY),
+        "--storage",
+        url,
+        "--study",
+        "o",
+        "--budget",
+        str(budget),
+        "--json",
+        *slow,
+    )
+    wait_for(lambda: _exists(url, "o"), 60, "the study")
+    other = start(
+        "worker",
+        "--storage",
+        url,
+        "--study",
+        "o",
+        "--replay",
+        str(PNPOLY),
+        "--replay-delay",
+        "0.25",
+        "--json",
+    )
+    wait_for(lambda: len(store_rows(url)) >= 6, 60, "some evaluations")
+    pg_cluster.stop()
+    time.sleep(4)
+    pg_cluster.start()
+    results = [finish(p) for p in (creator, other)]
+    for rc, _, err in results:
+        assert rc == 0, err[-2000:]
+    errs = "".join(err for _, _, err in results)
+    assert "unavailable" in errs and "back after" in errs
+    creator_doc, worker_doc = (json.loads(out) for _, out, _ in results)
+    assert creator_doc["worker"]["outages"] >= 1 and worker_doc["outages"] >= 1
+    rows = store_rows(url)
+    assert len(rows) == budget == len({r[0] for r in rows})
+    assert len(claimed_complete(shared(url, "o"))) == budget
+
+
+def test_device_classes_never_mix(pg_cluster) -> None:
+    url = pg_cluster.database()
+    rc, _, err = finish(
+        start(
+            "tune",
+            "--replay",
+            str(CONV_A100),
+            "--storage",
+            url,
+            "--study",
+            "conv",
+            "--budget",
+            "3",
+            *FAST,
+        )
+    )
+    assert rc == 0, err
+    rc, _, err = finish(
+        start("worker", "--storage", url, "--study", "conv", "--replay", str(CONV_A4000))
+    )
+    assert rc == 2
+    assert "device class" in err and "A100" in err and "A4000" in err
+
+
+def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster) -> None:
+    local = tmp_path / "store.sqlite"
+    rc, out, err = finish(
+        start(
+            "tune",
+            "--replay",
+            str(PNPOLY),
+            "--storage",
+            str(local),
+            "--study",
+            "mig",
+            "--budget",
+            "15",
+            "--json",
+        )
+    )
+    assert rc == 0, err
+    url = pg_cluster.database()
+    rc, out, err = finish(start("store", "copy", str(local), url))
+    assert rc == 0, err
+    assert "evaluations: 15 copied" in out
+    rc, out, _ = finish(start("store", "copy", str(local), url))  # twice: nothing new
+    assert "evaluations: 0 copied, 15 already there" in out
+    before = {r[0] for r in store_rows(url)}
+    rc, out, err = finish(
+        start(
+            "tune",
+            "--replay",
+            str(PNPOLY),
+            "--storage",
+            url,
+            "--study",
+            "mig",
+            "--budget",
+            "25",
+            "--json",
+            *FAST,
+        )
+    )
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert "15 evaluations already in the store joined" in err
+    assert doc["worker"]["measured"] == 10 and doc["evaluations"] == 25
+    rows = store_rows(url)
+    assert len(rows) == 25 == len({r[0] for r in rows}) and before <= {r[0] for r in rows}
+
+
+def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    base = [
+        "tune",
+        "--replay",
+        str(PNPOLY),
+        "--storage",
+        str(path),
+        "--json",
+        "--replay-delay",
+        "0.2",
+    ]
+    # two processes on one study: one tunes, the other is refused with a pointer to PostgreSQL
+    first = start(*base, "--study", "same", "--budget", "60")
+    wait_for(lambda: _sqlite_count(path) > 0, 60, "the first process to store something")
+    rc, _, err = finish(start(*base, "--study", "same", "--budget", "60"))
+    assert rc == 2 and "another process" in err and "PostgreSQL" in err
+    # meanwhile another study of the same file works from a third process
+    rc2, _, err2 = finish(start(*base, "--study", "other", "--budget", "10"))
+    rc1, _, err1 = finish(first)
+    assert rc1 == 0 and rc2 == 0, err1 + err2
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    rows = con.execute(
+        "SELECT s.name, count(*), count(DISTINCT e.config_key) FROM evaluations e "
+        "JOIN studies s ON s.id = e.study_id GROUP BY s.name ORDER BY s.name"
+    ).fetchall()
+    assert rows == [("other", 10, 10), ("same", 60, 60)]
+    # workers need PostgreSQL, and say so
+    rc, _, err = finish(start("worker", "--storage", str(path), "--study", "same"))
+    assert rc == 2 and "PostgreSQL" in err
+
+
+def _sqlite_count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        con = sqlite3.connect(path, timeout=5)
+        return con.execute("SELECT count(*) FROM evaluations").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _exists(url: str, name: str) -> bool:
+    try:
+        return SharedStudy.exists(Database(url, Coordination(db_wait_s=5)), name)
+    except Exception:
+        return False
+
+
+def test_postgresql_urls_use_psycopg_3() -> None:
+    assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert sqlalchemy_url("sqlite:///x.sqlite") == "sqlite:///x.sqlite"

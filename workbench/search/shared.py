@@ -1,0 +1,624 @@
+"""Shared studies: many workers (one per GPU, on any number of hosts) search one study.
+
+Built on Optuna's RDB storage on PostgreSQL; nothing here schedules work by itself:
+
+* Optuna's trials are the ledger. Every evaluation is a trial with fixed parameters; the worker
+  that holds it records heartbeats, and every worker fails stale trials (Optuna's
+  ``fail_stale_trials``), whose retry callback re-queues them as WAITING trials that the next
+  free worker pops before proposing anything new.
+* The global budget and "never measure a config twice" are one decision, the claim: under a
+  PostgreSQL advisory lock per study, a trial takes a budget slot only while fewer than
+  ``budget`` claimed trials are running or complete and no claimed live trial has its config.
+  Exactly ``budget`` trials complete, each with a config of its own; a killed worker's slot
+  returns when its trial is failed.
+* Results (every raw sample) go to the workbench store, the same schema as on SQLite, in the same
+  database; Optuna's tables live in their own PostgreSQL schema (both have a ``studies`` table).
+* Every database call goes through :class:`Outage`: a database that is briefly unavailable
+  makes workers wait and retry, for a bounded time, then stop with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import hashlib
+import math
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
+from optuna.storages import RDBStorage, fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from workbench.errors import WorkbenchError
+from workbench.store.store import StoreError, sqlalchemy_url
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+#: PostgreSQL schema of Optuna's tables (the store's tables stay in ``public``).
+OPTUNA_SCHEMA = "optuna"
+#: Trial system attributes.
+CLAIM = "workbench:claim"  #: the worker holding a budget slot for it ("store": seeded)
+SKIPPED = "workbench:skipped"  #: why a trial was pruned without a measurement
+#: Study user attributes.
+SPEC = "workbench:spec"  #: what the study tunes (a worker needs nothing else)
+DEVICE_CLASS = "workbench:device_class"
+#: Study system attributes, one per worker: its host, pid, GPU and when it was last seen.
+PRESENCE = "workbench:worker:"
+#: Advisory lock key for setting up studies (schema, tables, store rows): "wbsetup".
+SETUP_LOCK = 0x7762736574757000
+
+T = TypeVar("T")
+
+
+class Skip(enum.Enum):
+    """Why a trial ends PRUNED without being measured (it never counts against the budget)."""
+
+    DUPLICATE = "duplicate"  #: another live claimed trial has the same config
+    SURPLUS = "surplus"  #: the budget's slots were all taken when it tried to claim one
+    INFEASIBLE = "infeasible"  #: the runner rejects the config (absent from a recording)
+    RELEASED = "released"  #: its worker stopped (Ctrl-C) before measuring it
+
+
+@dataclass(frozen=True)
+class Coordination:
+    """Timing of the shared study. ``grace_s`` should exceed the longest database outage to
+    ride out without re-queueing running trials; ``db_wait_s`` bounds how long a worker waits
+    for an unavailable database before it stops."""
+
+    heartbeat_s: int = 10
+    grace_s: int = 60
+    max_retry: int = 3
+    db_wait_s: float = 300.0
+    poll_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
+            raise WorkbenchError(
+                f"--heartbeat {self.heartbeat_s} / --grace {self.grace_s}: need heartbeat >= 1 s "
+                "and a grace period longer than the heartbeat"
+            )
+
+
+class DatabaseUnavailable(WorkbenchError):
+    """The database stayed unreachable longer than the worker was told to wait."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """A lost connection or a server that refuses connections (not a bad query)."""
+    seen = 0
+    while exc is not None and seen < 6:
+        if isinstance(exc, OperationalError | InterfaceError):
+            return True
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return True
+        name = type(exc).__module__ + "." + type(exc).__name__
+        if name.startswith("psycopg") and type(exc).__name__ in (
+            "OperationalError",
+            "InterfaceError",
+            "AdminShutdown",
+            "ConnectionTimeout",
+        ):
+            return True
+        if isinstance(exc, StorageInternalError | StoreError | DBAPIError):
+            exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+            seen += 1
+            continue
+        return False
+    return False
+
+
+class Outage:
+    """Runs database calls, waiting and retrying while the database is unavailable."""
+
+    def __init__(self, where: str, wait_s: float, log: Callable[[str], None] | None = None):
+        self.where = where
+        self.wait_s = wait_s
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.outages = 0  #: how many times this worker waited for the database
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, retried with backoff while the database is unavailable.
+
+        Raises:
+            DatabaseUnavailable: still unavailable after ``wait_s`` seconds.
+        """
+        start = None
+        delay = 0.25
+        while True:
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                now = time.monotonic()
+                if start is None:
+                    start = now
+                    self.outages += 1
+                    self.log(
+                        f"database at {self.where} unavailable ({_first_line(exc)}); waiting "
+                        f"and retrying for up to {self.wait_s:.0f} s"
+                    )
+                if now - start >= self.wait_s:
+                    raise DatabaseUnavailable(
+                        f"the database at {self.where} was unavailable for {self.wait_s:.0f} s "
+                        f"(last error: {_first_line(exc)}); this worker stops, and its running "
+                        "trial is re-queued by the others once its heartbeat is stale"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(2 * delay, 5.0)
+                continue
+            if start is not None:
+                self.log(f"database at {self.where} back after {time.monotonic() - start:.1f} s")
+            return result
+
+
+def _first_line(exc: BaseException) -> str:
+    inner = getattr(exc, "orig", None) or exc.__cause__ or exc
+    return (str(inner).strip().splitlines() or [type(inner).__name__])[0][:200]
+
+
+def shown_url(url: str) -> str:
+    """The URL without credentials."""
+    head, _, tail = url.partition("://")
+    return f"{head}://{tail.split('@')[-1]}" if "@" in tail else url
+
+
+def is_postgresql(url: str) -> bool:
+    return url.startswith(("postgresql", "postgres://"))
+
+
+def _lock_key(name: str) -> int:
+    return int.from_bytes(
+        hashlib.sha256(b"workbench:" + name.encode()).digest()[:8], "big", signed=True
+    )
+
+
+@dataclass(frozen=True)
+class WorkerId:
+    """Who a worker is: host, process, GPU. ``key`` names it in trials and in the study."""
+
+    host: str
+    pid: int
+    gpu: int | None
+
+    @classmethod
+    def here(cls, gpu: int | None) -> WorkerId:
+        return cls(socket.gethostname(), os.getpid(), gpu)
+
+    @property
+    def key(self) -> str:
+        gpu = "replay" if self.gpu is None else f"gpu{self.gpu}"
+        return f"{self.host}:{self.pid}:{gpu}"
+
+
+@dataclass
+class Claim:
+    """The outcome of a claim and the study's trials as read under the lock."""
+
+    skip: Skip | None  #: None: the trial holds a budget slot
+    trials: list[FrozenTrial]
+
+
+class Database:
+    """The engines a shared study needs besides the store's: advisory locks, Optuna's storage."""
+
+    def __init__(self, url: str, settings: Coordination) -> None:
+        if not is_postgresql(url):
+            raise WorkbenchError(
+                f"{shown_url(url)}: several workers on one study need PostgreSQL "
+                "(--storage postgresql://USER@HOST/DB); a SQLite store serves one process per study"
+            )
+        self.url = sqlalchemy_url(url)
+        self.settings = settings
+        self.outage = Outage(shown_url(url), settings.db_wait_s)
+        try:
+            self.locks: Engine = create_engine(self.url, pool_pre_ping=True, pool_size=2)
+        except ImportError as exc:
+            raise WorkbenchError(
+                f"no PostgreSQL driver: pip install 'psycopg[binary]' ({exc})"
+            ) from None
+        self._storage: RDBStorage | None = None
+
+    @contextlib.contextmanager
+    def lock(self, key: int) -> Iterator[None]:
+        """A PostgreSQL advisory lock held for the block (released at commit, or when the
+        holder's connection dies: a killed worker never leaves it held)."""
+        with self.locks.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            yield
+
+    def storage(self) -> RDBStorage:
+        """Optuna's RDB storage in its own schema, with heartbeats and the retry callback."""
+        if self._storage is None:
+            with self.locks.begin() as conn:
+                conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
+            s = self.settings
+            retry = _retry_callback(s.max_retry)
+            callback_arg = (
+                "heartbeat_stale_trial_callback"
+                if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+                else "failed_trial_callback"  # Optuna < 4.9
+            )
+            with _quiet_experimental():
+                self._storage = RDBStorage(
+                    self.url,
+                    engine_kwargs={
+                        "pool_pre_ping": True,
+                        "connect_args": {"options": f"-c search_path={OPTUNA_SCHEMA}"},
+                    },
+                    heartbeat_interval=s.heartbeat_s,
+                    grace_period=s.grace_s,
+                    **{callback_arg: retry},
+                )
+        return self._storage
+
+    def configure(self, heartbeat_s: int, grace_s: int) -> None:
+        """Adopt a study's heartbeat and grace period (every worker must judge staleness
+        alike); reopens Optuna's storage."""
+        self.settings = Coordination(
+            heartbeat_s=heartbeat_s,
+            grace_s=grace_s,
+            max_retry=self.settings.max_retry,
+            db_wait_s=self.settings.db_wait_s,
+            poll_s=self.settings.poll_s,
+        )
+        if self._storage is not None:
+            self._storage.engine.dispose()
+            self._storage = None
+
+    def now(self) -> float:
+        """The database server's clock (epoch seconds): hosts' clocks may disagree."""
+        with self.locks.connect() as conn:
+            return float(conn.execute(text("SELECT extract(epoch FROM now())")).scalar_one())
+
+    def close(self) -> None:
+        if self._storage is not None:
+            self._storage.engine.dispose()
+        self.locks.dispose()
+
+
+@contextlib.contextmanager
+def _quiet_experimental() -> Iterator[None]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+def _retry_callback(max_retry: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Optuna's retry callback, with the dead trial's claim left behind: the slot returns to
+    the budget, and whichever trial runs the retry claims it again."""
+    cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+    cls = cls or optuna.storages.RetryFailedTrialCallback
+    with _quiet_experimental():
+        inner = cls(max_retry=max_retry)
+
+    def retry(study: optuna.Study, trial: FrozenTrial) -> None:
+        trial.system_attrs.pop(CLAIM, None)
+        with _quiet_experimental():
+            inner(study, trial)
+
+    return retry
+
+
+class SharedStudy:
+    """One Optuna study on the RDB storage, seen through the operations a worker needs."""
+
+    def __init__(self, db: Database, name: str) -> None:
+        self.db = db
+        self.name = name
+        # Reads go through Optuna's cache: finished trials never change, so reading the study
+        # costs only its unfinished and new trials (what every claim reads). Trials are created
+        # on the RDB storage itself: the cache would keep a trial it created as it was then.
+        self.rdb = db.storage()
+        self.storage = optuna.storages._CachedStorage(self.rdb)
+        self.study_id = db.outage.call(self.storage.get_study_id_from_name, name)
+        with _quiet_experimental():  # the study (for fail_stale_trials) has a cache of its own
+            self.study = optuna.load_study(study_name=name, storage=self.rdb)
+        self.lock_key = _lock_key(name)
+
+    @classmethod
+    def exists(cls, db: Database, name: str) -> bool:
+        try:
+            db.outage.call(db.storage().get_study_id_from_name, name)
+        except KeyError:
+            return False
+        return True
+
+    @classmethod
+    def create(
+        cls, db: Database, name: str, spec: Mapping[str, object], device_class: str
+    ) -> SharedStudy:
+        """Create the study (or update the spec of an existing one) and open it."""
+        storage = db.storage()
+        try:
+            study_id = db.outage.call(storage.get_study_id_from_name, name)
+        except KeyError:
+            study_id = db.outage.call(
+                storage.create_new_study, [optuna.study.StudyDirection.MINIMIZE], name
+            )
+            db.outage.call(storage.set_study_user_attr, study_id, DEVICE_CLASS, device_class)
+        db.outage.call(storage.set_study_user_attr, study_id, SPEC, dict(spec))
+        return cls(db, name)
+
+    # -- study attributes -------------------------------------------------------------------
+    def user_attrs(self) -> dict[str, Any]:
+        return self.db.outage.call(self.storage.get_study_user_attrs, self.study_id)
+
+    def spec(self) -> dict[str, Any]:
+        return dict(self.user_attrs().get(SPEC) or {})
+
+    def check_device_class(self, device_class: str) -> None:
+        """Refuse a worker whose device class differs from the study's.
+
+        Raises:
+            WorkbenchError: the classes differ (timings of different GPUs never mix).
+        """
+        theirs = self.user_attrs().get(DEVICE_CLASS)
+        if theirs is not None and theirs != device_class:
+            raise WorkbenchError(
+                f"study {self.name!r} holds timings of {theirs}; this worker measures on "
+                f"{device_class}. Timings of different device classes never mix: give these "
+                f"workers a study of their own (--study '{self.name} | {device_class}')"
+            )
+
+    # -- trials ------------------------------------------------------------------------------
+    def trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
+        return self.db.outage.call(
+            self.storage.get_all_trials,
+            self.study_id,
+            deepcopy=False,
+            states=tuple(states) if states else None,
+        )
+
+    def create_trial(
+        self,
+        params: Mapping[str, Any],
+        distributions: Mapping[str, BaseDistribution],
+        *,
+        state: TrialState = TrialState.RUNNING,
+        value: float | None = None,
+        system_attrs: Mapping[str, Any] | None = None,
+    ) -> int:
+        """One trial with fixed params, created in one transaction; returns its id."""
+        now = datetime.now()
+        template = FrozenTrial(
+            number=0,
+            state=state,
+            value=value,
+            datetime_start=now,
+            datetime_complete=now if state.is_finished() else None,
+            params=dict(params),
+            distributions=dict(distributions),
+            user_attrs={},
+            system_attrs=dict(system_attrs or {}),
+            intermediate_values={},
+            trial_id=0,
+        )
+        return self.db.outage.call(self.rdb.create_new_trial, self.study_id, template)
+
+    def pop_waiting(self) -> FrozenTrial | None:
+        """Take a WAITING trial (a re-queued or enqueued one) as RUNNING, if there is one."""
+        for t in self.trials((TrialState.WAITING,)):
+            try:
+                if self.db.outage.call(
+                    self.storage.set_trial_state_values, t._trial_id, TrialState.RUNNING
+                ):
+                    return t
+            except UpdateFinishedTrialError:
+                continue
+        return None
+
+    def claim(
+        self,
+        trial_id: int,
+        key: str,
+        key_of: Callable[[FrozenTrial], str | None],
+        budget: int | None,
+        worker: str,
+    ) -> Claim:
+        """Give ``trial_id`` (config ``key``) a budget slot, or say why not (see the module)."""
+
+        def attempt() -> Claim:
+            with self.db.lock(self.lock_key):
+                trials = self.storage.get_all_trials(self.study_id, deepcopy=False)
+                slots = 0
+                for t in trials:
+                    if t._trial_id == trial_id or CLAIM not in t.system_attrs:
+                        continue
+                    if t.state in (TrialState.RUNNING, TrialState.COMPLETE):
+                        slots += 1
+                        if key_of(t) == key:
+                            return Claim(Skip.DUPLICATE, trials)
+                if budget is not None and slots >= budget:
+                    return Claim(Skip.SURPLUS, trials)
+                self.storage.set_trial_system_attr(trial_id, CLAIM, worker)
+                return Claim(None, trials)
+
+        return self.db.outage.call(attempt)
+
+    def heartbeat(self, trial_id: int) -> None:
+        self.storage.record_heartbeat(trial_id)
+
+    def finish(self, trial_id: int, value: float) -> bool:
+        """COMPLETE with ``value`` (``inf`` for a failed config); False when the trial was
+        already failed as stale (its retry is answered from the store)."""
+        try:
+            return self.db.outage.call(
+                self.storage.set_trial_state_values, trial_id, TrialState.COMPLETE, [value]
+            )
+        except UpdateFinishedTrialError:
+            return False
+
+    def skip(self, trial_id: int, why: Skip) -> None:
+        try:
+            self.db.outage.call(self.storage.set_trial_system_attr, trial_id, SKIPPED, why.value)
+            self.db.outage.call(self.storage.set_trial_state_values, trial_id, TrialState.PRUNED)
+        except UpdateFinishedTrialError:
+            pass
+
+    def release(self, trial_id: int) -> None:
+        """Give a claimed trial back (Ctrl-C): FAIL it and re-queue it, as a stale one would be."""
+        # no waiting here: this runs on the way out, maybe because the database is gone (the
+        # trial is then failed as stale by the other workers)
+        try:
+            if self.storage.set_trial_state_values(trial_id, TrialState.FAIL):
+                callback = self.storage.get_heartbeat_stale_trial_callback()
+                if callback is not None:
+                    callback(self.study, self.storage.get_trial(trial_id))
+        except UpdateFinishedTrialError:
+            pass
+
+    def fail_stale(self) -> None:
+        """Fail trials whose worker stopped beating; Optuna's callback re-queues them."""
+        with _quiet_experimental():
+            self.db.outage.call(fail_stale_trials, self.study)
+
+    # -- workers -----------------------------------------------------------------------------
+    def announce(self, worker: WorkerId, info: Mapping[str, Any]) -> None:
+        """Publish this worker's presence (host, pid, GPU, last seen by the database's clock)."""
+        doc = {**asdict(worker), **info, "seen": self.db.now()}
+        self.storage.set_study_system_attr(self.study_id, PRESENCE + worker.key, doc)
+
+    def workers(self) -> list[dict[str, Any]]:
+        attrs = self.db.outage.call(self.storage.get_study_system_attrs, self.study_id)
+        return [dict(v, key=k[len(PRESENCE) :]) for k, v in attrs.items() if k.startswith(PRESENCE)]
+
+
+class Pulse:
+    """A worker's background beat: the running trial's heartbeat and the worker's presence,
+    every ``heartbeat_s``. Database errors are noted and retried at the next beat (the loop's
+    own calls do the waiting)."""
+
+    def __init__(self, shared: SharedStudy, worker: WorkerId, info: dict[str, Any]) -> None:
+        self.shared = shared
+        self.worker = worker
+        self.info = info
+        self.trial_id: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="workbench-pulse", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self.beat()
+        self._thread.start()
+
+    def watch(self, trial_id: int | None) -> None:
+        """Beat for ``trial_id`` from now on (None: no trial); the first beat is immediate, so
+        a trial is never claimed before it can be found stale."""
+        with self._lock:
+            self.trial_id = trial_id
+        if trial_id is not None:
+            self.shared.db.outage.call(self.shared.heartbeat, trial_id)
+
+    def beat(self) -> None:
+        with self._lock:
+            trial_id = self.trial_id
+        if trial_id is not None:
+            self.shared.heartbeat(trial_id)
+        self.shared.announce(self.worker, self.info)
+
+    def _loop(self) -> None:
+        interval = self.shared.db.settings.heartbeat_s
+        while not self._stop.wait(interval):
+            with contextlib.suppress(Exception):  # an outage: the next beat tries again
+                self.beat()
+
+    def stop(self, state: str) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.info["state"] = state
+        with self._lock:
+            self.trial_id = None
+        with contextlib.suppress(Exception):
+            self.shared.announce(self.worker, self.info)
+
+
+# -- status ------------------------------------------------------------------------------------
+@dataclass
+class StudyStatus:
+    """``workbench status``: what a shared study is doing, from the database alone."""
+
+    name: str
+    device_class: str | None
+    budget: int | None
+    counts: dict[str, int]  #: complete, running, waiting, failed, skipped (claimed/other)
+    workers: list[dict[str, Any]]  #: each with ``alive`` and ``seen_s_ago``
+    best: dict[str, Any] | None  #: value, unit, config (from the store)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def alive(self) -> list[dict[str, Any]]:
+        return [w for w in self.workers if w["alive"]]
+
+
+def count_trials(trials: Sequence[FrozenTrial]) -> dict[str, int]:
+    counts = {"complete": 0, "running": 0, "waiting": 0, "failed": 0, "skipped": 0}
+    for t in trials:
+        if t.state is TrialState.COMPLETE:
+            counts["complete"] += 1
+        elif t.state is TrialState.RUNNING:
+            counts["running"] += 1
+        elif t.state is TrialState.WAITING:
+            counts["waiting"] += 1
+        elif t.state is TrialState.FAIL:
+            counts["failed"] += 1
+        else:
+            counts["skipped"] += 1
+    return counts
+
+
+def gather_status(
+    db: Database, name: str, best: Callable[[], dict[str, Any] | None]
+) -> StudyStatus:
+    """The status of shared study ``name``; ``best`` reads the best result from the store.
+
+    Raises:
+        WorkbenchError: no such shared study.
+    """
+    if not SharedStudy.exists(db, name):
+        known = [s.study_name for s in db.outage.call(db.storage().get_all_studies)]
+        raise WorkbenchError(
+            f"no shared study {name!r} in {shown_url(db.url)}; shared studies: "
+            + (", ".join(repr(k) for k in known) or "none")
+        )
+    shared = SharedStudy(db, name)
+    attrs = shared.user_attrs()
+    spec = dict(attrs.get(SPEC) or {})
+    now = db.outage.call(db.now)
+    workers = []
+    for w in shared.workers():
+        ago = now - float(w.get("seen", 0.0))
+        w["seen_s_ago"] = round(ago, 1)
+        w["alive"] = w.get("state") == "working" and ago <= db.settings.grace_s
+        workers.append(w)
+    budget = spec.get("budget", {}).get("evaluations") if spec else None
+    return StudyStatus(
+        name=name,
+        device_class=attrs.get(DEVICE_CLASS),
+        budget=budget,
+        counts=count_trials(shared.trials()),
+        workers=sorted(workers, key=lambda w: (not w["alive"], w["key"])),
+        best=best(),
+        spec=spec,
+    )
+
+
+def trial_value(value: float | None) -> float:
+    """What Optuna is told: the objective, or +inf for a config that failed."""
+    return math.inf if value is None else float(value)

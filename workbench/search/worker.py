@@ -1,0 +1,437 @@
+"""A worker of a shared study: the tune loop of :mod:`workbench.search.tuner`, coordinated
+through Optuna's RDB storage (see :mod:`workbench.search.shared`).
+
+Each round: learn what the other workers finished, stop if the global budget is complete, take
+a re-queued trial or propose a new config, claim a budget slot for it, answer it from the store
+if any worker already measured it, else measure it, store it with its raw samples, and complete
+the trial. Proposers are the same as for one process (``--sampler``); the study's history is
+fed to them as it grows.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from optuna.trial import FrozenTrial, TrialState
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import Measurement, TrialOutcome
+from workbench.search.proposers import Proposer
+from workbench.search.samplers import make_proposer
+from workbench.search.session import TunePlan
+from workbench.search.shared import (
+    CLAIM,
+    Pulse,
+    SharedStudy,
+    Skip,
+    WorkerId,
+    trial_value,
+)
+from workbench.search.tuner import INFEASIBLE, Budget, OnEvaluation, StopReason, TuneResult
+from workbench.spaces.model import Config
+from workbench.store import Store, StoredEvaluation, StoreError
+
+#: After this many proposals in a row that another worker holds or finished, take a random
+#: config nobody holds (proposers do not know about configs in flight elsewhere).
+MAX_TAKEN_PROPOSALS = 3
+#: Told to a proposer about a config another worker is measuring right now.
+IN_FLIGHT = Measurement.failure(TrialOutcome.INFEASIBLE, "being measured by another worker")
+
+
+@dataclass
+class WorkerStats:
+    """What this worker did (the study's totals are in the database)."""
+
+    completed: int = 0  #: trials it completed (each one counts against the budget)
+    measured: int = 0  #: configs its runner measured
+    from_store: int = 0  #: trials answered from the store (measured before, never again)
+    skipped: dict[str, int] = field(default_factory=dict)
+    recovered: int = 0  #: re-queued trials of dead workers that it completed
+    lost: int = 0  #: trials failed as stale while it held them (answered by the retry)
+
+
+class SharedTuner:
+    """Work on one shared study until its budget is complete."""
+
+    def __init__(
+        self,
+        plan: TunePlan,
+        store: Store,
+        shared: SharedStudy,
+        worker: WorkerId,
+        *,
+        sampler: str,
+        seed: int | None,
+        on_evaluation: OnEvaluation | None = None,
+        command: str | None = None,
+    ) -> None:
+        self.plan = plan
+        self.problem = plan.problem
+        self.store = store
+        self.shared = shared
+        self.worker = worker
+        self.sampler = sampler
+        # workers of one study start from different seeds, or they all propose the same configs
+        self.seed = None if seed is None else seed * 7919 + worker.pid + 31 * (worker.gpu or 0)
+        self.rng = random.Random(self.seed)
+        self.on_evaluation = on_evaluation
+        self.command = command
+        self.dists = self.problem.distributions()
+        self.results: dict[str, Measurement] = {}  #: config key -> outcome, of complete trials
+        self._known: set[int] = set()  #: trial ids already told to the proposer
+        self._completed: set[int] = set()  #: trial ids this worker completed
+        self._keys: dict[int, str | None] = {}
+        self.stats = WorkerStats()
+        self.db = shared.db
+
+    # -- the study as seen from here ---------------------------------------------------------
+    def key_of(self, t: FrozenTrial) -> str | None:
+        """The config key of a trial (cached: a trial's params never change)."""
+        if t._trial_id not in self._keys:
+            try:
+                self._keys[t._trial_id] = self.problem.key(self.problem.decode(t.params))
+            except (KeyError, IndexError, ValueError):
+                self._keys[t._trial_id] = None  # not a config of this problem
+        return self._keys[t._trial_id]
+
+    def _learn(self, proposer: Proposer, trials: Sequence[FrozenTrial]) -> None:
+        """Tell the proposer every trial completed elsewhere since the last round."""
+        new = []
+        for t in trials:
+            if t.state is not TrialState.COMPLETE or t._trial_id in self._known:
+                continue
+            self._known.add(t._trial_id)
+            key = self.key_of(t)
+            if key is None or CLAIM not in t.system_attrs or key in self.results:
+                continue
+            m = _measurement(t.value)
+            self.results[key] = m
+            new.append(StoredEvaluation(t.number, self.problem.decode(t.params), m, -1, None))
+        if new:
+            proposer.start(new)
+
+    def _taken(self, trials: Sequence[FrozenTrial]) -> set[str]:
+        """Configs of claimed trials that are running or complete."""
+        return {
+            k
+            for t in trials
+            if CLAIM in t.system_attrs
+            and t.state in (TrialState.RUNNING, TrialState.COMPLETE)
+            and (k := self.key_of(t)) is not None
+        }
+
+    def _tally(self, trials: Sequence[FrozenTrial]) -> tuple[list[FrozenTrial], int]:
+        """(claimed complete trials in completion order, claimed live trials). The trials were
+        read when this worker last claimed: its own trial completed since counts as complete."""
+        done, live = [], 0
+        for t in trials:
+            mine = t._trial_id in self._completed
+            if CLAIM not in t.system_attrs and not mine:
+                continue
+            if t.state is TrialState.COMPLETE or mine:
+                done.append(t)
+                live += 1
+            elif t.state is TrialState.RUNNING:
+                live += 1
+        done.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
+        return done, live
+
+    @staticmethod
+    def _since_best(done: Sequence[FrozenTrial]) -> int:
+        best, since = math.inf, 0
+        for t in done:
+            v = t.value if t.value is not None else math.inf
+            if v < best:
+                best, since = v, 0
+            else:
+                since += 1
+        return since
+
+    # -- proposals ---------------------------------------------------------------------------
+    def _propose(self, proposer: Proposer, taken: set[str]) -> Config | None:
+        for _ in range(MAX_TAKEN_PROPOSALS):
+            config = proposer.next()
+            if config is None:
+                break
+            key = self.problem.key(config)
+            if key in self.results:
+                proposer.observe(config, self.results[key])
+            elif key in taken:
+                proposer.observe(config, IN_FLIGHT)
+            elif self.problem.violations(config):
+                proposer.observe(config, INFEASIBLE)
+            else:
+                return config
+        return self._unheld_valid(taken)
+
+    def _unheld_valid(self, taken: set[str]) -> Config | None:
+        valid = self.problem.valid_configs()
+        if valid is not None:
+            left = [
+                c
+                for c in valid
+                if (k := self.problem.key(c)) not in taken and k not in self.results
+            ]
+            return self.rng.choice(left) if left else None
+        for _ in range(10_000):
+            config = {p.name: self.rng.choice(p.values) for p in self.problem.params}
+            key = self.problem.key(config)
+            if key not in taken and key not in self.results and not self.problem.violations(config):
+                return config
+        return None
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self, budget: Budget) -> TuneResult:
+        """Work until the study's budget is complete, the space is exhausted, this worker's
+        time budget is used, or Ctrl-C.
+
+        Raises:
+            DatabaseUnavailable: the database stayed unavailable past the wait limit.
+            StoreError, WorkbenchError: the store or the runner cannot go on.
+        """
+        call = self.db.outage.call
+        study = self.plan.study
+        run_id = call(
+            self.store.start_run,
+            study,
+            self.plan.environment_id,
+            kind="worker",
+            sampler=self.sampler,
+            seed=self.seed,
+            budget=budget.as_dict(),
+            command=self.command,
+            label=self.worker.key,
+        )
+        info = {
+            "state": "working",
+            "device_class": self.plan.runner.device.device_class(),
+            "run_id": run_id,
+            "started": time.time(),
+            "completed": 0,
+        }
+        pulse = Pulse(self.shared, self.worker, info)
+        call(pulse.start)
+        proposer = make_proposer(self.sampler, self.problem, self.seed)
+        valid = self.problem.valid_configs()
+        n_valid = len(valid) if valid is not None else None
+        started = time.perf_counter()
+        last_stale_check = -math.inf
+        proposals = 0
+        stop = StopReason.EXHAUSTED
+        state = "failed"
+        trial_id: int | None = None
+        try:
+            trials = self.shared.trials()
+            while True:
+                self._learn(proposer, trials)
+                done, live = self._tally(trials)
+                if budget.evaluations is not None and len(done) >= budget.evaluations:
+                    stop = StopReason.BUDGET
+                    break
+                if budget.seconds is not None and time.perf_counter() - started >= budget.seconds:
+                    stop = StopReason.TIME
+                    break
+                if (
+                    budget.patience is not None
+                    and done
+                    and self._since_best(done) >= budget.patience
+                ):
+                    stop = StopReason.PATIENCE
+                    break
+                taken = self._taken(trials)
+                exhausted = n_valid is not None and len(taken | set(self.results)) >= n_valid
+                if exhausted and live == len(done):
+                    stop = StopReason.EXHAUSTED
+                    break
+                full = budget.evaluations is not None and live >= budget.evaluations
+                now = time.perf_counter()
+                stale_checked = (
+                    full or exhausted or now - last_stale_check >= self.db.settings.heartbeat_s
+                )
+                if stale_checked:
+                    self.shared.fail_stale()  # a dead worker's slot comes back through here
+                    last_stale_check = now
+                # re-queued trials appear when stale ones are failed: look only when the last
+                # read of the study showed some, or after failing stale trials (saves a read)
+                waiting = stale_checked or any(t.state is TrialState.WAITING for t in trials)
+                trial = self.shared.pop_waiting() if waiting else None
+                if trial is None and (full or exhausted):
+                    time.sleep(self.db.settings.poll_s)  # others are finishing the last slots
+                    trials = self.shared.trials()
+                    continue
+                proposal = None
+                if trial is not None:  # a re-queued trial of a dead worker (or an enqueued one)
+                    trial_id = trial._trial_id
+                    config = self.problem.decode(trial.params)
+                else:
+                    proposal = self._propose(proposer, taken)
+                    if proposal is None:
+                        time.sleep(self.db.settings.poll_s)
+                        trials = self.shared.trials()
+                        continue
+                    config = proposal
+                    trial_id = self.shared.create_trial(self.problem.encode(config), self.dists)
+                proposals += 1
+                pulse.watch(trial_id)
+                key = self.problem.key(config)
+                claim = self.shared.claim(
+                    trial_id, key, self.key_of, budget.evaluations, self.worker.key
+                )
+                trials = claim.trials
+                if claim.skip is not None:
+                    self._skip(trial_id, claim.skip)
+                    pulse.watch(trial_id := None)
+                    if proposal is not None:
+                        proposer.observe(proposal, self.results.get(key, IN_FLIGHT))
+                    continue
+                m = self._evaluate(study, run_id, config, started)
+                if m is None:  # the runner rejects it: never counts
+                    self._skip(trial_id, Skip.INFEASIBLE)
+                    pulse.watch(trial_id := None)
+                    if proposal is not None:
+                        proposer.observe(proposal, INFEASIBLE)
+                    continue
+                if self.shared.finish(trial_id, trial_value(m.value)):
+                    self.stats.completed += 1
+                    self.stats.recovered += int(
+                        trial is not None and "failed_trial" in trial.system_attrs
+                    )
+                    info["completed"] = self.stats.completed
+                else:
+                    self.stats.lost += 1
+                self._known.add(trial_id)
+                self._completed.add(trial_id)
+                pulse.watch(trial_id := None)
+                self.results[key] = m
+                if proposal is not None:
+                    proposer.observe(proposal, m)
+                else:
+                    proposer.start([StoredEvaluation(-1, config, m, run_id, None)])
+                if self.on_evaluation is not None:
+                    self.on_evaluation(StoredEvaluation(-1, config, m, run_id, None), None)
+            state = "finished"
+        except KeyboardInterrupt:
+            stop, state = StopReason.INTERRUPTED, "interrupted"
+        finally:
+            if trial_id is not None:  # stopped mid-trial: hand it back at once
+                with _suppress_db():
+                    self.shared.release(trial_id)
+            pulse.stop("stopped")
+            with _suppress_db():
+                self.store.finish_run(run_id, state)
+        history = call(self.store.evaluations, study)
+        ok = [e for e in history if e.measurement.outcome is TrialOutcome.OK]
+        best = min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
+        return TuneResult(
+            study=study,
+            run_id=run_id,
+            stop=stop,
+            evaluations=len(history),
+            new_evaluations=self.stats.measured,
+            proposals=proposals,
+            best=best,
+            history=history,
+        )
+
+    def _skip(self, trial_id: int, why: Skip) -> None:
+        self.shared.skip(trial_id, why)
+        self.stats.skipped[why.value] = self.stats.skipped.get(why.value, 0) + 1
+
+    def _evaluate(self, study, run_id: int, config: Config, started: float) -> Measurement | None:
+        """The stored measurement of ``config`` if any worker made one, else a new one, stored
+        with its samples before the trial completes. None: the runner rejects the config."""
+        call = self.db.outage.call
+        stored = call(self.store.lookup, study, config)
+        if stored is not None:
+            self.stats.from_store += 1
+            return stored.measurement
+        m = self.plan.runner.evaluate(config)
+        self.stats.measured += 1
+        if m.outcome is TrialOutcome.INFEASIBLE:
+            return None
+        elapsed = time.perf_counter() - started
+        try:
+            call(
+                self.store.record,
+                study,
+                run_id,
+                self.plan.environment_id,
+                config,
+                m,
+                elapsed_s=elapsed,
+            )
+        except StoreError as exc:  # only a concurrent retry of a stale trial gets here
+            stored = call(self.store.lookup, study, config)
+            if stored is None:
+                raise WorkbenchError(f"storing {self.problem.key(config)}: {exc}") from exc
+            return stored.measurement
+        return m
+
+
+def _measurement(value: float | None) -> Measurement:
+    """What a proposer needs to know of a trial completed elsewhere."""
+    if value is not None and math.isfinite(value):
+        return Measurement(TrialOutcome.OK, value=value)
+    return Measurement.failure(
+        TrialOutcome.LAUNCH_FAILED, "failed on another worker (see the store)"
+    )
+
+
+class _suppress_db:
+    """Best effort on the way out: the database may be what stopped the worker."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], Exception)  # type: ignore[arg-type]
+
+
+def seed_from_store(shared: SharedStudy, store: Store, plan: TunePlan) -> int:
+    """Give every evaluation the store holds for the study a complete, claimed trial (a study
+    copied from SQLite, or tuned before by one process): workers never measure them again and
+    the budget counts them, as a resumed single-process tune does. Returns how many."""
+    problem = plan.problem
+    # the store first, then the trials: a worker claims before it stores, so every stored config
+    # whose worker is still at it shows up below as a claimed running trial, and is skipped
+    # (that worker completes it; if it dies, the retry is answered from the store)
+    stored = shared.db.outage.call(store.evaluations, plan.study, with_samples=False)
+    have = {
+        problem.key(problem.decode(t.params))
+        for t in shared.trials((TrialState.COMPLETE, TrialState.RUNNING))
+        if CLAIM in t.system_attrs
+    }
+    dists = problem.distributions()
+    added = 0
+    for e in stored:
+        try:
+            key = problem.key(e.config)
+            if key in have or problem.violations(e.config):
+                continue
+            params = problem.encode(e.config)
+        except (KeyError, ValueError):
+            continue  # a config of an older version of the space
+        shared.create_trial(
+            params,
+            dists,
+            state=TrialState.COMPLETE,
+            value=trial_value(e.measurement.value),
+            system_attrs={CLAIM: "store"},
+        )
+        have.add(key)
+        added += 1
+    return added
+
+
+def enqueue_first(shared: SharedStudy, plan: TunePlan, configs: Sequence[Config]) -> None:
+    """Known-good configs as WAITING trials of a new study, taken before any proposal."""
+    if shared.trials():
+        return
+    dists = plan.problem.distributions()
+    for config in configs:
+        if not plan.problem.violations(config):
+            shared.create_trial(plan.problem.encode(config), dists, state=TrialState.WAITING)

@@ -1,0 +1,120 @@
+"""Copy a whole store into another (``workbench store copy SRC DST``): the way from a local
+SQLite file to a shared PostgreSQL database.
+
+Every table of the schema is copied in dependency order, in one transaction on the destination.
+Rows get new ids there and foreign keys follow them; a row whose unique key already exists in
+the destination (the same environment, a study of the same name, a config already evaluated in
+it) is not copied again, and rows that refer to it use the existing one. Copying twice adds
+nothing. The shared (Optuna) side of a study needs no copy: the first worker on the destination
+gives every stored evaluation a complete trial, so nothing is measured again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Table, UniqueConstraint, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from workbench.store import models
+from workbench.store.store import Store, StoreError
+
+#: Rows read and written per batch.
+BATCH = 2000
+
+
+@dataclass
+class CopyReport:
+    """Per table: rows copied and rows already in the destination."""
+
+    copied: dict[str, int] = field(default_factory=dict)
+    existing: dict[str, int] = field(default_factory=dict)
+
+
+def _unique_keys(table: Table) -> list[tuple[str, ...]]:
+    keys = [
+        tuple(c.name for c in con.columns)
+        for con in table.constraints
+        if isinstance(con, UniqueConstraint)
+    ]
+    return keys + [(c.name,) for c in table.columns if c.unique]
+
+
+def copy_store(src: Store, dst: Store) -> CopyReport:
+    """Copy every row of ``src`` into ``dst`` (see the module docstring).
+
+    Raises:
+        StoreError: the source and destination are the same database, or a database failed
+            (the destination is then unchanged).
+    """
+    if src.url == dst.url:
+        raise StoreError(f"store copy: source and destination are the same ({dst.url})")
+    report = CopyReport()
+    id_maps: dict[str, dict[int, int]] = {}
+    try:
+        with src.engine.connect() as read, dst.engine.begin() as write:
+            for table in models.Base.metadata.sorted_tables:
+                if table.name == "meta":
+                    continue  # the destination keeps its own schema version
+                copied, existing = _copy_table(table, read, write, id_maps)
+                report.copied[table.name] = copied
+                report.existing[table.name] = existing
+    except SQLAlchemyError as exc:
+        raise StoreError(f"store copy to {dst.url.split('@')[-1]}: {exc}") from exc
+    return report
+
+
+def _copy_table(
+    table: Table, read: Connection, write: Connection, id_maps: dict[str, dict[int, int]]
+) -> tuple[int, int]:
+    fks = {fk.parent.name: fk.column.table.name for fk in table.foreign_keys}
+    keys = _unique_keys(table)
+    has_id = "id" in table.columns
+    # per unique key: its values -> id of the row the destination holds (0: table without id)
+    known: list[dict[tuple, int]] = []
+    for key in keys:
+        cols = [table.c[k] for k in key] + ([table.c.id] if has_id else [])
+        known.append(
+            {tuple(r[: len(key)]): (r[-1] if has_id else 0) for r in write.execute(select(*cols))}
+        )
+    id_map = id_maps.setdefault(table.name, {})
+    insert = table.insert()
+    if has_id:
+        insert = insert.returning(table.c.id, sort_by_parameter_order=True)
+    copied = existing = 0
+    result = read.execute(select(table).order_by(*table.primary_key.columns))
+    while rows := result.mappings().fetchmany(BATCH):
+        batch, old_ids = [], []
+        for row in rows:
+            values = dict(row)
+            for col, parent in fks.items():
+                if values[col] is not None:
+                    values[col] = id_maps.get(parent, {}).get(values[col], values[col])
+            match = _match(values, keys, known)
+            if match is not None:
+                existing += 1
+                if has_id:
+                    id_map[row["id"]] = match
+                continue
+            old_ids.append(values.pop("id", None))
+            batch.append(values)
+        if not batch:
+            continue
+        out = write.execute(insert, batch)
+        new_ids = [r[0] for r in out] if has_id else [0] * len(batch)
+        for values, old, new in zip(batch, old_ids, new_ids, strict=True):
+            if has_id:
+                id_map[old] = new
+            for k, key in zip(known, keys, strict=True):
+                k[tuple(values[c] for c in key)] = new
+        copied += len(batch)
+    return copied, existing
+
+
+def _match(values: dict, keys: list[tuple[str, ...]], known: list[dict[tuple, int]]) -> int | None:
+    for key, k in zip(keys, known, strict=True):
+        found = k.get(tuple(values[c] for c in key))
+        if found is not None:
+            return found
+    return None
