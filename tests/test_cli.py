@@ -88,6 +88,14 @@ def test_compile_writes_json_and_csv(tmp_path: Path) -> None:
     assert rows[0]["cfg.HINT"] == "cs" and rows[1]["cfg.HINT"] == "nc"
 
 
+def test_compile_table_shows_differing_parameters_and_the_rest_once() -> None:
+    code, out = run("compile", "stream_scale", "--arch", "sm_90", "-c", "HINT=cs", "-c", "HINT=nc")
+    assert code == 0, out
+    header = next(line for line in out.splitlines() if "regs" in line)
+    assert "HINT" in header and "STORE" not in header  # STORE is the same in both rows
+    assert "in every row:" in out and "STORE=" in out
+
+
 def test_compile_all_for_every_declared_arch(tmp_path: Path) -> None:
     code, out = run(
         "compile",

@@ -34,6 +34,8 @@ from workbench.toolchain import Arch
 
 #: Above this many rows the table shows the first ones and says where the rest are.
 MAX_TABLE_ROWS = 40
+#: Beyond this many differing parameters the table shows them in one folded column.
+MAX_PARAM_COLUMNS = 6
 
 ConfigOpt = Annotated[
     list[str] | None,
@@ -154,14 +156,26 @@ def run_static_sweep(
 
 
 def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) -> None:
-    """A resource table, one row per config and arch; one column per parameter."""
-    params = list(dict.fromkeys(k for r in records for k in r.config))
+    """A resource table, one row per config and arch. Parameters that differ between rows get
+    a column each (one folded ``config`` column when there are many); those equal in every row
+    go to the caption, so a wide space stays readable."""
+    names = list(dict.fromkeys(k for r in records for k in r.config))
+    values = {n: {_show(r.config.get(n, "")) for r in records} for n in names}
+    params = [n for n in names if len(values[n]) > 1] if len(records) > 1 else names
+    same = [f"{n}={next(iter(values[n]))}" for n in names if n not in params]
+    one_column = len(params) > MAX_PARAM_COLUMNS
     arches = {r.arch for r in records}
-    table = Table(title="static resources (no GPU needed)")
+    table = Table(
+        title="static resources (no GPU needed)",
+        caption=escape("in every row: " + " ".join(same)) if same else None,
+    )
     if len(arches) > 1:
         table.add_column("arch")
-    for name in params:
-        table.add_column(name, justify="right")
+    if one_column:
+        table.add_column("config", overflow="fold", min_width=24)
+    else:
+        for name in params:
+            table.add_column(name, justify="right")
     for col in (
         "regs",
         "smem",
@@ -177,7 +191,10 @@ def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) ->
         table.add_column(col, overflow="fold")
     for r in records[:MAX_TABLE_ROWS]:
         cells = [r.arch] if len(arches) > 1 else []
-        cells += [escape(_show(r.config.get(name, ""))) for name in params]
+        if one_column:
+            cells.append(escape(" ".join(f"{n}={_show(r.config.get(n, ''))}" for n in params)))
+        else:
+            cells += [escape(_show(r.config.get(name, ""))) for name in params]
         if not r.ok:
             table.add_row(
                 *cells, "", "", "", "", "", "", "", "", "[red]failed[/]", escape(r.error or "")
