@@ -52,6 +52,8 @@ class WorkerStats:
     skipped: dict[str, int] = field(default_factory=dict)
     recovered: int = 0  #: re-queued trials of dead workers that it completed
     lost: int = 0  #: trials failed as stale while it held them (answered by the retry)
+    seconds: float = 0.0  #: time in the loop
+    runner_seconds: float = 0.0  #: ... of which measuring (the rest is coordination)
 
 
 class SharedTuner:
@@ -317,6 +319,7 @@ class SharedTuner:
         except KeyboardInterrupt:
             stop, state = StopReason.INTERRUPTED, "interrupted"
         finally:
+            self.stats.seconds = time.perf_counter() - started
             if trial_id is not None:  # stopped mid-trial: hand it back at once
                 with _suppress_db():
                     self.shared.release(trial_id)
@@ -349,7 +352,9 @@ class SharedTuner:
         if stored is not None:
             self.stats.from_store += 1
             return stored.measurement
+        t0 = time.perf_counter()
         m = self.plan.runner.evaluate(config)
+        self.stats.runner_seconds += time.perf_counter() - t0
         self.stats.measured += 1
         if m.outcome is TrialOutcome.INFEASIBLE:
             return None
