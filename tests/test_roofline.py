@@ -155,6 +155,87 @@ def test_the_nan_profile_gives_no_figures_and_no_ceilings() -> None:
     assert ncu_ceilings(k.metrics) == ()  # peaks of 0 and NaN clocks are no roofs
 
 
+@needs_reports
+def test_a100_int8_gemm_l2_roof_derived_from_sector_peaks_by_hand() -> None:
+    # CUTLASS int8 GEMM on an A100: no lts__t_bytes peak, only sectors per cycle per slice
+    k = _kernel("panjd123_report.ncu-rep", "Kernel")
+    v = k.value
+    assert "lts__t_bytes.sum.peak_sustained" not in k.metrics
+    assert v("lts__t_sectors.avg.peak_sustained") == 3.0  # sectors/cycle per L2 slice
+    assert v("device__attribute_l2s_count") == 80.0
+    assert v("lts__cycles_elapsed.sum") / v("lts__cycles_elapsed.avg") == 80.0  # ncu's units
+    assert (v("lts__cycles_elapsed.avg"), v("gpu__time_duration.sum")) == (11063.0, 11168.0)
+    # 3 sectors x 80 slices x 32 B x (11063 cycles / 11.168 us = 0.9906 GHz) = 7.608 TB/s
+    by_hand = 3 * 80 * 32 * 11063 / 11168e-9
+    ceilings = Ceilings(ncu_ceilings(k.metrics))
+    l2 = ceilings.best("l2")
+    assert l2 is not None and l2.source is CeilingSource.NCU_DERIVED
+    assert l2.value == pytest.approx(by_hand) and by_hand == pytest.approx(7.6078e12, rel=1e-4)
+    assert "(ncu report: derived from lts__t_sectors.avg.peak_sustained 3 sectors/cycle" in l2.label
+    assert "lts clock 0.991 GHz" in l2.label
+    # ncu's own share of peak, computed per cycle, agrees with achieved / derived roof
+    share = v("lts__t_sectors.sum.pct_of_peak_sustained_elapsed") / 100
+    assert bandwidth_fractions(achieved_from_metrics(k.metrics), ceilings)["l2"] == (
+        pytest.approx(share, rel=1e-9)
+    )
+    # the report holds no L1 sector or byte peak: no L1 roof is made up
+    assert not any(n.startswith("l1tex__t_") and n.endswith(".peak_sustained") for n in k.metrics)
+    assert ceilings.best("l1") is None and ceilings.best("dram").source is CeilingSource.NCU  # type: ignore[union-attr]
+
+
+@needs_reports
+@pytest.mark.parametrize(
+    ("file", "how"),
+    [
+        ("flyinglandlord_profile.ncu-rep", "lts__cycles_elapsed.sum / 80"),  # H800: no .avg
+        ("thedavidchu_profile.ncu-rep", "lts__t_sectors.sum.per_second / "),  # no lts cycles
+        ("bwd29_profileMSDKT23.out.ncu-rep", "lts__t_sectors.sum.per_second / "),
+    ],
+)
+def test_l2_roof_from_every_clock_a_report_records(file: str, how: str) -> None:
+    from workbench.profile.report import load_report
+
+    for k in load_report(REPORTS / file).kernels:
+        share = k.value("lts__t_sectors.sum.pct_of_peak_sustained_elapsed") or k.value(
+            "lts__t_sectors.avg.pct_of_peak_sustained_elapsed"
+        )
+        if share is None:  # the NaN flash-attention launch: no roof, no crash
+            assert Ceilings(ncu_ceilings(k.metrics)).best("l2") is None
+            continue
+        ceilings = Ceilings(ncu_ceilings(k.metrics))
+        l2 = ceilings.best("l2")
+        assert l2 is not None and how in l2.label
+        achieved = achieved_from_metrics(k.metrics)
+        fraction = bandwidth_fractions(achieved, ceilings)["l2"]
+        assert fraction == pytest.approx(share / 100, rel=1e-9)
+
+
+def test_sector_peaks_by_hand_and_exact_byte_peaks_first() -> None:
+    # synthetic metrics: an L1 sector peak as a newer report would hold it
+    m = {
+        "l1tex__t_sectors.avg.peak_sustained": 4.0,
+        "device__attribute_multiprocessor_count": 108.0,
+        "l1tex__cycles_elapsed.avg.per_second": 1.4e9,
+        "lts__t_sectors.avg.peak_sustained": 3.0,
+        "device__attribute_l2s_count": 80.0,
+        "lts__cycles_elapsed.avg.per_second": 1.0e9,
+        "lts__t_bytes.sum.peak_sustained": 5120.0,
+    }
+    by_name = {c.name: c for c in ncu_ceilings(m)}
+    assert by_name["l1"].value == 4 * 108 * 32 * 1.4e9  # 19.35 TB/s
+    assert by_name["l1"].source is CeilingSource.NCU_DERIVED and "108 SMs" in by_name["l1"].label
+    assert by_name["l2"].value == 5120 * 1.0e9 and by_name["l2"].source is CeilingSource.NCU
+    # without a clock or a unit count nothing is derived; a zero rate gives no clock
+    assert ncu_ceilings({"lts__t_sectors.avg.peak_sustained": 3.0}) == ()
+    idle = {
+        "lts__t_sectors.avg.peak_sustained": 3.0,
+        "device__attribute_l2s_count": 80.0,
+        "lts__t_sectors.sum.per_second": 0.0,
+        "lts__t_sectors.avg.per_cycle_elapsed": 0.0,
+    }
+    assert ncu_ceilings(idle) == ()
+
+
 def test_datasheet_ceilings_of_the_h200() -> None:
     by_name = {c.name: c for c in datasheet_ceilings(DEVICES["h200"])}
     assert by_name["dram"].value == 4.8e12 and by_name["dram"].unit == "B/s"

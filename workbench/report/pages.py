@@ -127,7 +127,9 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
     sec.note(
         f"Points: {roof.source}. Ceilings are labelled with their source: measured "
         "(scripts/ceilings.py on the GPU, via --ceilings), ncu (the profile's own peaks at "
-        "its clock) or datasheet (the device preset's published peaks, not measured)."
+        "its clock), ncu report (derived from the profile's per-unit sector peaks, its unit "
+        "count and clock, when it has no byte peak) or datasheet (the device preset's "
+        "published peaks, not measured)."
     )
     for n in roof.notes:
         if n:

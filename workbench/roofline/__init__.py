@@ -14,6 +14,8 @@ from workbench.roofline.ceilings import (
     measured_ceilings,
     ncu_ceilings,
     ridge_point,
+    sector_ceilings,
+    unit_clock,
 )
 from workbench.roofline.model import (
     Achieved,
@@ -41,4 +43,6 @@ __all__ = [
     "ncu_ceilings",
     "ridge_point",
     "roofline_points",
+    "sector_ceilings",
+    "unit_clock",
 ]

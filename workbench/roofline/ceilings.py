@@ -6,7 +6,9 @@ Three sources, in order of trust for *this* GPU:
    copy bandwidth, int8 and fp16 matrix-multiply throughput through cuBLASLt/cuBLAS);
 2. ``ncu``: Nsight Compute's ``peak_sustained`` metrics times the clock during the profile
    (``--clock-control none``: the clock the kernel really ran at);
-3. ``datasheet``: the device preset's NVIDIA datasheet numbers (:mod:`workbench.devices`).
+3. ``ncu report``: derived from what older reports hold instead of byte peaks: sectors per cycle
+   per unit (``lts__t_sectors.avg.peak_sustained``) x units x 32 bytes x the unit's clock;
+4. ``datasheet``: the device preset's NVIDIA datasheet numbers (:mod:`workbench.devices`).
 
 Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory.
 """
@@ -37,6 +39,7 @@ class CeilingSource(enum.Enum):
 
     MEASURED = "measured"
     NCU = "ncu"
+    NCU_DERIVED = "ncu report"
     DATASHEET = "datasheet"
 
 
@@ -44,6 +47,8 @@ class CeilingSource(enum.Enum):
 MEMORY_LEVELS = ("dram", "l2", "l1")
 PRECISIONS = ("fp64", "fp32", "fp16", "tensor_fp16", "tensor_fp8", "tensor_int8")
 UNITS = {"tensor_int8": "OP/s"}
+#: Bytes per L1/L2 sector.
+SECTOR_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -151,21 +156,98 @@ _NCU_PEAKS = (
 )
 
 
+#: (level, sector counter, unit, unit-count attribute, what a unit is): reports without byte
+#: peaks still hold the sector counter's peak per unit (``lts__t_sectors.avg.peak_sustained``,
+#: sectors per cycle per L2 slice). One L1TEX unit per SM, as ncu counts ``l1tex__`` units.
+_SECTOR_PEAKS = (
+    ("l2", "lts__t_sectors", "lts", "device__attribute_l2s_count", "L2 slices"),
+    ("l1", "l1tex__t_sectors", "l1tex", "device__attribute_multiprocessor_count", "SMs"),
+)
+
+
+def _positive(metrics: Mapping[str, float | None], name: str) -> float | None:
+    value = metrics.get(name)
+    return float(value) if value is not None and value > 0 else None  # NaN > 0 is False
+
+
+def unit_clock(
+    metrics: Mapping[str, float | None],
+    unit: str,
+    units: float | None = None,
+    counter: str | None = None,
+) -> tuple[float, str] | None:
+    """The clock of ``unit`` (``sm``, ``lts``, ...) during the profile in Hz, and how it was
+    read; None if the report holds nothing to read it from.
+
+    Older reports lack ``lts__cycles_elapsed.avg.per_second``, so the clock is also read as
+    cycles over ``gpu__time_duration.sum`` (the denominator of ncu's ``.per_second``), or, with
+    no cycle count at all, from ``counter``'s rate over its per-cycle rate per unit.
+    """
+    direct = f"{unit}__cycles_elapsed.avg.per_second"
+    if (hz := _positive(metrics, direct)) is not None:
+        return hz, direct
+    ns = _positive(metrics, "gpu__time_duration.sum")
+    cycles = _positive(metrics, f"{unit}__cycles_elapsed.avg")
+    if ns is not None and cycles is not None:
+        return cycles / (ns * 1e-9), f"{unit}__cycles_elapsed.avg / gpu__time_duration.sum"
+    total = _positive(metrics, f"{unit}__cycles_elapsed.sum")
+    if ns is not None and total is not None and units:
+        how = f"{unit}__cycles_elapsed.sum / {units:g} / gpu__time_duration.sum"
+        return total / units / (ns * 1e-9), how
+    if counter is not None and units:
+        rate = _positive(metrics, f"{counter}.sum.per_second")
+        per_cycle = _positive(metrics, f"{counter}.avg.per_cycle_elapsed")
+        if rate is not None and per_cycle is not None:
+            how = f"{counter}.sum.per_second / {counter}.avg.per_cycle_elapsed / {units:g}"
+            return rate / per_cycle / units, how
+    return None
+
+
 def ncu_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:
-    """Peaks from Nsight Compute metrics (``peak_sustained`` per cycle x cycles per second).
+    """Peaks from Nsight Compute metrics (``peak_sustained`` per cycle x cycles per second),
+    then, for memory levels still without one, peaks derived from sector counters
+    (:func:`sector_ceilings`).
 
     A peak of zero (left by an incomplete profile) or a missing clock gives no ceiling.
     """
     out: dict[str, Ceiling] = {}
     for name, peak_name, unit, factor in _NCU_PEAKS:
-        peak = metrics.get(peak_name)
-        clock = metrics.get(f"{unit}__cycles_elapsed.avg.per_second")
-        if name in out or peak is None or clock is None or peak <= 0 or clock <= 0:
+        peak = _positive(metrics, peak_name)
+        clock = unit_clock(metrics, unit)
+        if name in out or peak is None or clock is None:
             continue
+        hz, how = clock
         kind = CeilingKind.MEMORY if name in MEMORY_LEVELS else CeilingKind.COMPUTE
-        detail = f"{peak_name} x {unit} clock {clock / 1e9:.3g} GHz"
-        out[name] = Ceiling(name, kind, peak * clock * factor, CeilingSource.NCU, detail)
+        via = "" if how == f"{unit}__cycles_elapsed.avg.per_second" else f" ({how})"
+        detail = f"{peak_name} x {unit} clock {hz / 1e9:.3g} GHz{via}"
+        out[name] = Ceiling(name, kind, peak * hz * factor, CeilingSource.NCU, detail)
+    for ceiling in sector_ceilings(metrics):
+        out.setdefault(ceiling.name, ceiling)
     return tuple(out.values())
+
+
+def sector_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:
+    """L2/L1 bandwidth peaks derived from sector counters: sectors per cycle per unit x units
+    x 32 bytes x the unit's clock (``ncu report`` source; the detail names every factor)."""
+    out = []
+    for level, counter, unit, count_name, what in _SECTOR_PEAKS:
+        total = _positive(metrics, f"{counter}.sum.peak_sustained")
+        per_unit = _positive(metrics, f"{counter}.avg.peak_sustained")
+        units = _positive(metrics, count_name)
+        clock = unit_clock(metrics, unit, units, counter)
+        if clock is None or (total is None and (per_unit is None or units is None)):
+            continue
+        hz, how = clock
+        if total is not None:
+            sectors, factors = total, f"{counter}.sum.peak_sustained {total:g} sectors/cycle"
+        else:
+            sectors = per_unit * units  # type: ignore[operator]
+            factors = f"{counter}.avg.peak_sustained {per_unit:g} sectors/cycle x {units:g} {what}"
+        clock_text = f"{unit} clock {hz / 1e9:.3g} GHz ({how})"
+        detail = f"derived from {factors} x {SECTOR_BYTES} B x {clock_text}"
+        value = sectors * SECTOR_BYTES * hz
+        out.append(Ceiling(level, CeilingKind.MEMORY, value, CeilingSource.NCU_DERIVED, detail))
+    return tuple(out)
 
 
 class Ceilings:

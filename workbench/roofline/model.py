@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbench.roofline.ceilings import Ceiling, Ceilings, attainable, ridge_point
+from workbench.roofline.ceilings import SECTOR_BYTES, Ceiling, Ceilings, attainable, ridge_point
 
-SECTOR_BYTES = 32
 Metrics = Mapping[str, "float | None"]
 
 _THREAD = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
