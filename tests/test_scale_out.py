@@ -103,7 +103,7 @@ def test_four_workers_share_one_budget(pg_cluster) -> None:
         config = dict(item.split("=") for item in key.split(","))
         entry = by_key[",".join(config[n_] for n_ in recording.parameter_names)]
         assert n == len(entry.samples) and (samples or []) == pytest.approx(list(entry.samples))
-    assert sum(n for _, n, _, _ in rows) > 10 * budget  # raw samples, not just medians
+    assert sum(n for _, n, _, _ in rows) > 5 * budget  # raw samples (~10 per config)
     study = shared(url, "fleet")
     complete = claimed_complete(study)
     assert len(complete) == budget
