@@ -1,0 +1,827 @@
+"""The steps of the lent-GPU check (issue 8), run by scripts/device_check.sh after it installs the
+carried wheels. Standard library only, so the plumbing runs anywhere (``--dry-run`` on a CPU).
+
+Each step is one command with its own timeout; no step starts after the soft deadline, every
+step's timeout is clipped to the hard deadline (both counted from the start of
+device_check.sh, ``DEVICE_CHECK_T0``), and after every step the summary (``summary.json``,
+``summary.txt``) and the packed results are rewritten under ``$OUT``, so whatever finished
+comes back even if the call is cut off. ``estimate_s`` of a step is an estimate made on a
+CPU-only machine from what the step does (configs, samples, ncu passes), not a measurement.
+
+What comes back under $OUT (the device tool returns at most 8 files of 16 MiB, 2 folders deep):
+  summary.json, summary.txt   steps: status, wall time, timeout, estimate, command
+  device_check.log            the whole console log (device_check.sh tees it)
+  results.tar.gz              env, ceilings, tune/compare/profile JSON, step logs, pytest log,
+                              benchmarks/results/<gpu>-validation-<date>.json (repo-relative)
+  recordings.tar.gz           tuning_spaces/recordings/<kernel>/*.json.gz (repo-relative)
+  store.sqlite.gz             the store (tune studies, comparisons, profiles), one file
+  ncu.tar.gz                  ncu/*.ncu-rep
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: What one returned file may weigh (the device tool's limit is 16 MiB).
+FILE_LIMIT = 15 * 2**20
+#: Default deadlines, seconds after device_check.sh started: no step starts after SOFT, every
+#: step ends by HARD; packing follows (a few seconds). The run call's timeout_s is 560.
+SOFT_S = 430
+HARD_S = 470
+#: How far past the hard deadline a final step (the recordings export) may run.
+FINAL_GRACE_S = 30
+
+#: Seeds of the gemm_int8 searches (valid on sm_90a for every shape below; starting points, not
+#: claims): wgmma tiles for the large shapes, split-K mma tiles for decode shapes.
+GEMM_SEEDS = [
+    "PATH=wgmma,BM=128,BN=256,BK=128,STAGES=4",
+    "PATH=wgmma,BM=128,BN=128,BK=128,STAGES=4",
+    "PATH=wgmma,BM=64,BN=128,BK=128,STAGES=4",
+    "PATH=mma,BM=32,BN=128,BK=128,WM=32,WN=32,STAGES=4,SPLIT_K=2",
+    "PATH=mma,BM=16,BN=64,BK=128,WM=16,WN=16,STAGES=4,SPLIT_K=4",
+]
+
+
+@dataclass
+class Step:
+    """One command of the check."""
+
+    name: str
+    what: str
+    argv: list[str]
+    timeout_s: int
+    estimate_s: int  #: an estimate (see the module docstring), used for the deadline check
+    stdout: str | None = None  #: file under the results folder that gets stdout (JSON)
+    gate: str | None = None  #: "ncu": skipped when the ncu probe found no counters
+    final: bool = False  #: runs even past the deadlines (CPU-only, seconds): the export
+    best_from: str | None = None  #: the tune step behind ``--config best`` (default if not ok)
+    status: str = "pending"
+    rc: int | None = None
+    wall_s: float | None = None
+    started_s: float | None = None
+    note: str = ""
+    log: str = ""
+
+
+@dataclass
+class Layout:
+    """Where a run keeps its files."""
+
+    out: Path
+    work: Path
+    results: Path = field(init=False)
+    recordings_root: Path = field(init=False)
+    ncu: Path = field(init=False)
+    store: Path = field(init=False)
+    cache: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.results = self.work / "results"
+        self.recordings_root = self.work / "recordings_root"
+        self.ncu = self.work / "ncu"
+        self.store = self.work / "store.sqlite"
+        self.cache = self.work / "cache"
+        for d in (self.out, self.results / "logs", self.recordings_root, self.ncu, self.cache):
+            d.mkdir(parents=True, exist_ok=True)
+
+
+def _shape_args(shape: dict[str, int]) -> list[str]:
+    return [a for k, v in shape.items() for a in ("--shape", f"{k}={v}")]
+
+
+def build_steps(py: str, lay: Layout) -> list[Step]:
+    """Every step, in order of value."""
+    wb = [py, "-m", "workbench.cli.main"]
+    ceil = ["--ceilings", str(lay.results / "ceilings.json")]
+    spaces_root = lay.recordings_root / "tuning_spaces"
+    seeds = [a for s in GEMM_SEEDS for a in ("--enqueue", s)]
+    steps = [
+        Step(
+            "env",
+            "GPU, driver, clocks, toolchain, imports",
+            [py, __file__, "--env-json", str(lay.results / "env.json")],
+            45,
+            10,
+        ),
+        Step(
+            "ceilings",
+            "copy bandwidth, int8 (torch._int_mm) and fp16 matmul at 8192",
+            [py, "scripts/ceilings.py", "--json", str(lay.results / "ceilings.json")],
+            90,
+            25,
+        ),
+        Step(
+            "pytest_gpu",
+            "the gpu-marked tests (29 on CPU collection)",
+            [
+                py,
+                "-m",
+                "pytest",
+                "-v",
+                "-m",
+                "gpu",
+                "-p",
+                "no:cacheprovider",
+                "--timeout",
+                "60",
+                f"--junitxml={lay.results / 'pytest_gpu.xml'}",
+                "tests/",
+            ],
+            110,
+            90,
+        ),
+    ]
+    gemm_shapes = [
+        ("8192", {"M": 8192, "N": 8192, "K": 8192}, 40, 60),
+        ("4096", {"M": 4096, "N": 4096, "K": 4096}, 25, 40),
+        ("m128_n11008", {"M": 128, "N": 11008, "K": 4096}, 20, 30),
+        ("m16", {"M": 16, "N": 4096, "K": 4096}, 15, 25),
+    ]
+    for tag, shape, secs, est in gemm_shapes:
+        steps.append(
+            Step(
+                f"tune_gemm_int8_{tag}",
+                f"short tune of gemm_int8 at {shape} ({secs} s of search)",
+                [
+                    *wb,
+                    "tune",
+                    "gemm_int8",
+                    *_shape_args(shape),
+                    "--time",
+                    str(secs),
+                    "--budget",
+                    "60",
+                    *seeds,
+                    "--enqueue",
+                    "default",
+                    "--json",
+                ],
+                secs + 60,
+                est,
+                stdout=f"tune/gemm_int8_{tag}.json",
+            )
+        )
+    steps += [
+        Step(
+            "tune_reduce",
+            "short tune of reduce (sum, n=16M fp32)",
+            [*wb, "tune", "reduce", "--time", "20", "--budget", "80", "--json"],
+            80,
+            30,
+            stdout="tune/reduce.json",
+        ),
+        Step(
+            "recordings_main",
+            "tune studies of gemm_int8/reduce -> recordings",
+            [
+                py,
+                "scripts/study_recordings.py",
+                "--store",
+                str(lay.store),
+                "--root",
+                str(spaces_root),
+                "--kernel",
+                "gemm_int8",
+                "--kernel",
+                "reduce",
+            ],
+            60,
+            8,
+        ),
+        Step(
+            "compare_gemm_int8",
+            "tuned vs cuBLAS/cuBLASLt/CUTLASS, shape set 'compare' (5)",
+            [*wb, "compare", "gemm_int8", "--shapes", "compare", *ceil, "--json"],
+            150,
+            60,
+            stdout="compare/gemm_int8.json",
+        ),
+        Step(
+            "compare_reduce",
+            "tuned reduce vs CUB and a device copy",
+            [*wb, "compare", "reduce", *ceil, "--json"],
+            60,
+            20,
+            stdout="compare/reduce.json",
+        ),
+        Step(
+            "profile_reduce",
+            "ncu on reduce's best (roofline); the counter check",
+            [
+                *wb,
+                "profile",
+                "reduce",
+                "--config",
+                "best",
+                "--set",
+                "roofline",
+                "--report-dir",
+                str(lay.ncu),
+                "--timeout",
+                "80",
+                *ceil,
+                "--json",
+            ],
+            90,
+            25,
+            stdout="profiles/reduce_best_roofline.json",
+            best_from="tune_reduce",
+        ),
+        Step(
+            "profile_gemm_int8",
+            "ncu on gemm_int8's best at 4096^3 (full set)",
+            [
+                *wb,
+                "profile",
+                "gemm_int8",
+                "--config",
+                "best",
+                "--set",
+                "full",
+                "--report-dir",
+                str(lay.ncu),
+                "--timeout",
+                "100",
+                *ceil,
+                "--json",
+            ],
+            110,
+            45,
+            stdout="profiles/gemm_int8_best_full.json",
+            best_from="tune_gemm_int8_4096",
+            gate="ncu",
+        ),
+    ]
+    for kernel, cfg, mset in [
+        ("divergence", "VARIANT=branchy", "divergence"),
+        ("divergence", "VARIANT=masked", "divergence"),
+        ("aos_soa", "LAYOUT=aos", "memory"),
+        ("aos_soa", "LAYOUT=soa", "memory"),
+    ]:
+        tag = cfg.split("=")[1].lower()
+        steps.append(
+            Step(
+                f"profile_{kernel}_{tag}",
+                f"ncu on {kernel} {cfg} ({mset})",
+                [
+                    *wb,
+                    "profile",
+                    kernel,
+                    "-c",
+                    cfg,
+                    "--set",
+                    mset,
+                    "--report-dir",
+                    str(lay.ncu),
+                    "--timeout",
+                    "50",
+                    *ceil,
+                    "--json",
+                ],
+                60,
+                20,
+                stdout=f"profiles/{kernel}_{tag}_{mset}.json",
+                gate="ncu",
+            )
+        )
+    steps.append(
+        Step(
+            "record_divergence",
+            "workbench record: every divergence config (72) -> a recording",
+            [
+                *wb,
+                "record",
+                "divergence",
+                "--all",
+                "-o",
+                str(
+                    spaces_root / "recordings" / "divergence" / "divergence-nvidia-h200-all.json.gz"
+                ),
+            ],
+            90,
+            40,
+        )
+    )
+    for kernel, secs in [
+        ("aos_soa", 15),
+        ("cache_hints", 15),
+        ("quantize_int8", 15),
+        ("stream_scale", 10),
+        ("reduce_f16", 15),
+        ("quantize_fp8", 10),
+    ]:
+        steps.append(
+            Step(
+                f"tune_{kernel}",
+                f"short tune of {kernel} ({secs} s of search)",
+                [*wb, "tune", kernel, "--time", str(secs), "--budget", "60", "--json"],
+                secs + 40,
+                secs + 15,
+                stdout=f"tune/{kernel}.json",
+            )
+        )
+    steps += [
+        Step(
+            "recordings_all",
+            "every measured study -> recordings",
+            [
+                py,
+                "scripts/study_recordings.py",
+                "--store",
+                str(lay.store),
+                "--root",
+                str(spaces_root),
+            ],
+            60,
+            8,
+            final=True,
+        ),
+        Step("store_list", "studies in the store", [*wb, "store", "list"], 40, 8, final=True),
+    ]
+    return steps
+
+
+def check_cli(steps: list[Step]) -> list[str]:
+    """Parse every workbench command line of ``steps`` with the real CLI (options, types,
+    choices; nothing runs); returns the problems."""
+    import typer
+
+    try:
+        import click
+    except ImportError:  # typer >= 0.2x vendors click
+        import typer._click as click  # type: ignore[no-redef]
+
+    from workbench.cli.main import app
+
+    root = typer.main.get_command(app)
+    problems = []
+    for step in steps:
+        if step.argv[1:3] != ["-m", "workbench.cli.main"]:
+            continue
+        args, cmd, path = list(step.argv[3:]), root, ["workbench"]
+        while args and args[0] in getattr(cmd, "commands", {}):
+            path.append(args[0])
+            cmd = cmd.commands[args.pop(0)]
+        try:
+            cmd.make_context(" ".join(path), args)
+        except click.ClickException as exc:
+            problems.append(f"{step.name}: {exc.format_message()}")
+    return problems
+
+
+# -- environment (the "env" step runs this in a subprocess) ------------------------------------
+
+
+def _cmd(argv: list[str], timeout: float = 20) -> str | None:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"error: {exc}"
+    return (p.stdout + p.stderr).strip()
+
+
+def collect_env() -> dict[str, object]:
+    """Everything about the machine worth keeping with the numbers; never raises."""
+    env: dict[str, object] = {"date": dt.datetime.now(dt.timezone.utc).isoformat()}
+    fields = (
+        "name,uuid,driver_version,pci.bus_id,clocks.sm,clocks.max.sm,clocks.mem,"
+        "clocks.max.mem,power.draw,power.limit,temperature.gpu,persistence_mode,"
+        "compute_mode,memory.total,memory.used"
+    )
+    text = _cmd(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"])
+    if text and not text.startswith("error") and "," in text:
+        env["nvidia_smi"] = dict(
+            zip(
+                fields.split(","),
+                [v.strip() for v in text.splitlines()[0].split(",")],
+                strict=False,
+            )
+        )
+    else:
+        env["nvidia_smi"] = text
+    head = _cmd(["nvidia-smi"]) or ""
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", head)
+    env["driver_cuda_version"] = m.group(1) if m else None
+    env["python"] = sys.version.split()[0]
+    imports: dict[str, str] = {}
+    for mod in (
+        "workbench.cli.main",
+        "optuna",
+        "sqlalchemy",
+        "plotly",
+        "pydantic",
+        "nvtx",
+        "elftools",
+        "ruptures",
+        "ncu_report",
+        "torch",
+        "cupy",
+        "pynvml",
+        "numpy",
+    ):
+        try:
+            module = __import__(mod)
+            imports[mod] = str(getattr(module, "__version__", "ok"))
+        except Exception as exc:
+            imports[mod] = f"MISSING: {type(exc).__name__}: {exc}"
+    env["imports"] = imports
+    try:
+        from workbench.gpu import probe_gpu
+
+        env["probe"] = asdict(probe_gpu())
+    except Exception as exc:
+        env["probe"] = f"error: {exc}"
+    try:
+        from workbench.toolchain import find_tool, nvrtc_version, tool_version
+
+        env["nvrtc"] = str(nvrtc_version())
+        env["tools"] = {
+            t: f"{find_tool(t)} ({tool_version(t)})" for t in ("ptxas", "nvdisasm", "cuobjdump")
+        }
+    except Exception as exc:
+        env["toolchain_error"] = str(exc)
+    try:
+        import torch
+
+        env["torch"] = {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
+    except Exception as exc:
+        env["torch"] = f"error: {exc}"
+    ncu = shutil.which("ncu")
+    env["ncu"] = {"path": ncu, "version": _cmd([ncu, "--version"]) if ncu else None}
+    return env
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def live_argv(argv: list[str]) -> list[str]:
+    """``argv`` without ``--ceilings FILE`` when the ceilings step wrote no FILE (the commands
+    then use the datasheet, and say so)."""
+    if "--ceilings" in argv:
+        i = argv.index("--ceilings")
+        doc = _load(Path(argv[i + 1])) if i + 1 < len(argv) else None
+        if not doc or not any(k in doc for k in ("copy", "int8_matmul", "fp16_matmul")):
+            return argv[:i] + argv[i + 2 :]
+    return argv
+
+
+def without_best(argv: list[str]) -> list[str]:
+    """``argv`` without ``--config best``: the space's default config instead."""
+    i = argv.index("--config") if "--config" in argv else -1
+    return argv[:i] + argv[i + 2 :] if i >= 0 and argv[i + 1 : i + 2] == ["best"] else argv
+
+
+def run_step(step: Step, lay: Layout, limit_s: float, dry_run: bool) -> None:
+    argv = ["echo", "dry-run:", shlex.join(step.argv)] if dry_run else live_argv(step.argv)
+    log = lay.results / "logs" / f"{step.name}.log"
+    step.log = str(log.relative_to(lay.results))
+    out_path = lay.results / step.stdout if step.stdout else None
+    if out_path:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with contextlib.ExitStack() as files:
+        err = files.enter_context(open(log, "wb"))
+        out = files.enter_context(open(out_path, "wb")) if out_path else err
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True)
+        except OSError as exc:
+            step.status, step.note, step.wall_s = "failed", f"cannot start: {exc}", 0.0
+            return
+        try:
+            step.rc = proc.wait(timeout=limit_s)
+            step.status = "dry-run" if dry_run else ("ok" if step.rc == 0 else "failed")
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            step.rc = proc.returncode
+            step.status, step.note = "timeout", f"killed after {limit_s:.0f} s"
+    step.wall_s = round(time.monotonic() - start, 1)
+
+
+def ncu_ok(lay: Layout) -> tuple[bool, str]:
+    """Whether the probe profile read hardware counters (its JSON says source "ncu")."""
+    path = lay.results / "profiles" / "reduce_best_roofline.json"
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    if re.search(r'"source":\s*"ncu"', text):
+        return True, ""
+    m = re.search(r'"source":\s*"([a-z-]+)"', text)
+    return False, f"ncu probe gave source {m.group(1)!r}" if m else "ncu probe gave no result"
+
+
+def tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def results_entry(lay: Layout, steps: list[Step], meta: dict[str, object]) -> Path | None:
+    """benchmarks/results/<gpu>-validation-<date>.json: GPU, driver, toolkit, date, ceilings,
+    comparison and tune headlines, copied from what the steps wrote (nothing when they wrote
+    nothing)."""
+    env = _load(lay.results / "env.json") or {}
+    smi = env.get("nvidia_smi") if isinstance(env.get("nvidia_smi"), dict) else {}
+    gpu = str(smi.get("name") or "unknown-gpu") if isinstance(smi, dict) else "unknown-gpu"
+    date = dt.date.today().isoformat()
+    entry: dict[str, object] = {
+        "what": "issue 8: lent-GPU validation (scripts/device_check.sh)",
+        "date": date,
+        "gpu": gpu,
+        "driver": smi.get("driver_version") if isinstance(smi, dict) else None,
+        "driver_cuda_version": env.get("driver_cuda_version"),
+        "toolkit": {
+            "nvrtc": env.get("nvrtc"),
+            "tools": env.get("tools"),
+            "torch": env.get("torch"),
+        },
+        "clocks_at_start": {
+            k: v
+            for k, v in (smi.items() if isinstance(smi, dict) else [])
+            if k.startswith(("clocks", "power", "temperature"))
+        },
+        "ceilings": _load(lay.results / "ceilings.json"),
+        "steps": [{"name": s.name, "status": s.status, "wall_s": s.wall_s} for s in steps],
+        "meta": meta,
+    }
+    compares = []
+    for path in sorted((lay.results / "compare").glob("*.json")):
+        data = _load(path)
+        for shape in (data or {}).get("shapes", []):
+            compares.append(
+                {
+                    "kernel": data.get("kernel"),
+                    "shape": shape.get("label"),
+                    "config": shape.get("config"),
+                    "config_origin": shape.get("config_origin"),
+                    "results": [
+                        {
+                            k: r.get(k)
+                            for k in (
+                                "name",
+                                "status",
+                                "median_ms",
+                                "ci_ms",
+                                "throughput",
+                                "unit",
+                                "bound_fraction",
+                                "speedup",
+                                "reason",
+                            )
+                        }
+                        for r in shape.get("results", [])
+                    ],
+                }
+            )
+    entry["compare"] = compares
+    tunes = {}
+    for path in sorted((lay.results / "tune").glob("*.json")):
+        data = _load(path)
+        if data:
+            tunes[path.stem] = {
+                k: data.get(k)
+                for k in (
+                    "best_config",
+                    "best_value",
+                    "objective",
+                    "evaluations",
+                    "failed",
+                    "stop",
+                    "study",
+                    "device",
+                )
+            }
+    entry["tune"] = tunes
+    if not (entry["ceilings"] or compares or tunes):
+        return None
+    folder = lay.results / "benchmarks" / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}-validation-{date}.json"
+    path.write_text(json.dumps(entry, indent=1, default=str) + "\n")
+    return path
+
+
+def _tar(dest: Path, root: Path, members: list[Path]) -> None:
+    tmp = dest.with_name(dest.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for m in members:
+            tar.add(m, arcname=str(m.relative_to(root)))
+    tmp.replace(dest)
+
+
+def _fit(dest: Path, root: Path, files: list[Path], notes: list[str]) -> None:
+    """Tar ``files``; while over the file limit, leave the largest out (and say so)."""
+    files = sorted(files, key=lambda p: p.stat().st_size)
+    while True:
+        _tar(dest, root, files)
+        if dest.stat().st_size <= FILE_LIMIT or not files:
+            return
+        dropped = files.pop()
+        notes.append(f"{dest.name}: left out {dropped.relative_to(root)} (over 15 MiB packed)")
+
+
+def pack(lay: Layout) -> list[str]:
+    """Pack the results into $OUT (at most 4 files besides summary and log); returns notes."""
+    notes: list[str] = []
+    try:
+        files = [p for p in lay.results.rglob("*") if p.is_file()]
+        _fit(lay.out / "results.tar.gz", lay.results, files, notes)
+        recs = [p for p in lay.recordings_root.rglob("*.json*") if p.is_file()]
+        if recs:
+            _fit(lay.out / "recordings.tar.gz", lay.recordings_root, recs, notes)
+        reps = [p for p in lay.ncu.rglob("*.ncu-rep") if p.is_file()]
+        if reps:
+            _fit(lay.out / "ncu.tar.gz", lay.work, reps, notes)
+        if lay.store.is_file():
+            copy = lay.work / "store-copy.sqlite"
+            copy.unlink(missing_ok=True)
+            src, dst = sqlite3.connect(lay.store), sqlite3.connect(copy)
+            with dst:
+                src.backup(dst)  # one consistent file, WAL included
+            src.close()
+            dst.close()
+            gz = lay.out / "store.sqlite.gz"
+            with open(copy, "rb") as f, gzip.open(gz, "wb", compresslevel=6) as g:
+                shutil.copyfileobj(f, g)
+            if gz.stat().st_size > FILE_LIMIT:
+                gz.unlink()
+                notes.append("store.sqlite.gz left out: over 15 MiB packed")
+    except Exception as exc:  # packing must never stop the run
+        notes.append(f"packing failed: {type(exc).__name__}: {exc}")
+    return notes
+
+
+def write_summary(lay: Layout, steps: list[Step], meta: dict[str, object]) -> None:
+    data = {
+        **meta,
+        "steps": [asdict(s) for s in steps],
+        "out_files": sorted(p.name for p in lay.out.iterdir() if p.is_file()),
+    }
+    (lay.out / "summary.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    rows = [f"{'step':26} {'status':9} {'wall s':>7} {'limit':>6} {'est.':>5}  note"]
+    for s in steps:
+        wall = f"{s.wall_s:7.1f}" if s.wall_s is not None else f"{'-':>7}"
+        rows.append(f"{s.name:26} {s.status:9} {wall} {s.timeout_s:6d} {s.estimate_s:5d}  {s.note}")
+    total = sum(s.wall_s or 0 for s in steps)
+    rows.append(
+        f"steps' wall time {total:.0f} s; est. = an estimate made without a GPU; "
+        f"elapsed since device_check.sh started {meta.get('elapsed_s')} s"
+    )
+    for n in meta.get("notes", []) or []:
+        rows.append(f"note: {n}")
+    (lay.out / "summary.txt").write_text("\n".join(rows) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="steps of the lent-GPU check (issue 8)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the plumbing only: every step echoes its command",
+    )
+    parser.add_argument("--env-json", type=Path, help="(the env step) write the environment")
+    parser.add_argument("--list", action="store_true", help="print the steps and exit")
+    parser.add_argument(
+        "--check-cli", action="store_true", help="parse every workbench command line, run nothing"
+    )
+    parser.add_argument(
+        "--only",
+        default=os.environ.get("DEVICE_CHECK_ONLY", ""),
+        help="comma-separated step names to run (a rerun)",
+    )
+    parser.add_argument("--skip", default=os.environ.get("DEVICE_CHECK_SKIP", ""))
+    parser.add_argument(
+        "--soft-s", type=float, default=float(os.environ.get("DEVICE_CHECK_SOFT_S", SOFT_S))
+    )
+    parser.add_argument(
+        "--hard-s", type=float, default=float(os.environ.get("DEVICE_CHECK_HARD_S", HARD_S))
+    )
+    args = parser.parse_args(argv)
+    if args.env_json:
+        env = collect_env()
+        args.env_json.write_text(json.dumps(env, indent=1, default=str) + "\n")
+        print(json.dumps(env, indent=1, default=str))
+        return 0
+    t0 = float(os.environ.get("DEVICE_CHECK_T0", time.time()))
+    elapsed: Callable[[], float] = lambda: time.time() - t0  # noqa: E731
+    out = Path(os.environ.get("OUT") or "device-out").absolute()
+    work = Path(os.environ.get("DEVICE_CHECK_WORK") or "/tmp/wb-device")
+    lay = Layout(out, work)
+    os.environ.update(
+        {
+            "WORKBENCH_CACHE_DIR": str(lay.cache),
+            "WORKBENCH_STORE": str(lay.store),
+            "PYTHONUNBUFFERED": "1",
+            "NO_COLOR": "1",
+            "COLUMNS": "160",
+        }
+    )
+    steps = build_steps(os.environ.get("PYTHON") or sys.executable, lay)
+    if args.list:
+        for s in steps:
+            print(f"{s.name:26} timeout {s.timeout_s:4d} s  est. {s.estimate_s:4d} s  {s.what}")
+        return 0
+    if args.check_cli:
+        problems = check_cli(steps)
+        print("\n".join(problems) or "every workbench command line parses")
+        return 1 if problems else 0
+    only = {n for n in args.only.split(",") if n}
+    skip = {n for n in args.skip.split(",") if n}
+    unknown = (only | skip) - {s.name for s in steps}
+    if unknown:
+        print(f"unknown step names: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    meta: dict[str, object] = {
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "dry_run": args.dry_run,
+        "soft_deadline_s": args.soft_s,
+        "hard_deadline_s": args.hard_s,
+        "work": str(work),
+        "estimates": "estimate_s values are estimates made without a GPU",
+    }
+    for step in steps:
+        now = elapsed()
+        if (only and step.name not in only) or step.name in skip:
+            step.status = "not-selected"
+        elif not step.final and (
+            now > args.soft_s or now + min(step.estimate_s, step.timeout_s) > args.hard_s
+        ):
+            step.status, step.note = "skipped", f"deadline (at {now:.0f} s)"
+        elif step.gate == "ncu" and not args.dry_run and not (ncu_gate := ncu_ok(lay))[0]:
+            step.status, step.note = "skipped", ncu_gate[1]
+        else:
+            print(
+                f"\n=== {dt.datetime.now(dt.timezone.utc):%H:%M:%S} [{now:5.0f} s] {step.name}:"
+                f" {step.what}\n    {shlex.join(step.argv)}",
+                flush=True,
+            )
+            by_name = {s.name: s for s in steps}
+            if step.best_from and by_name[step.best_from].status != "ok" and not args.dry_run:
+                step.argv = without_best(step.argv)
+                step.note = f"default config ({step.best_from} did not finish ok) "
+            limit = args.hard_s - now + (FINAL_GRACE_S if step.final else 0)
+            run_step(step, lay, max(1.0, min(step.timeout_s, limit)), args.dry_run)
+            print(
+                f"--- {step.name}: {step.status} in {step.wall_s} s (rc {step.rc}) {step.note}",
+                flush=True,
+            )
+            if step.status not in ("ok", "dry-run"):
+                print(tail(lay.results / step.log), flush=True)
+        meta["elapsed_s"] = round(elapsed(), 1)
+        if step.status in ("ok", "failed", "timeout", "dry-run"):
+            results_entry(lay, steps, meta)
+            meta["notes"] = pack(lay)
+            write_summary(lay, steps, meta)
+    meta["elapsed_s"] = round(elapsed(), 1)
+    results_entry(lay, steps, meta)
+    meta["notes"] = pack(lay)
+    write_summary(lay, steps, meta)
+    print("\n" + (lay.out / "summary.txt").read_text(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
