@@ -336,6 +336,31 @@ def test_ok_config_is_verified_and_timed(emulated: Any) -> None:
     assert emulated.device.name == "CPU emulation"
 
 
+def test_the_live_tune_keeps_each_compile_in_the_store(emulated: Any, tmp_path: Path) -> None:
+    from workbench.search.live import compile_recorder
+    from workbench.search.session import space_study
+    from workbench.spaces.model import config_label
+    from workbench.store import Store
+    from workbench.store.compiles import load_compiles
+
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    study = space_study(store, emulated.space, "stream_scale", "CPU emulation", None, None)
+    emulated.on_compiled = compile_recorder(store, study, emulated.space)
+    try:
+        first, second = config(emulated, BLOCK=128), config(emulated, BLOCK=512)
+        for cfg in (first, second, first):  # the repeat is a cache hit: its row is replaced
+            emulated.evaluate(cfg)
+    finally:
+        emulated.on_compiled = None
+    rows = load_compiles(store, study.id)
+    assert [r.config_key for r in rows] == [config_label(first), config_label(second)]
+    for r in rows:
+        assert r.ok and r.arch == emulated.space.arch.sm and r.cache_key
+        assert r.registers and r.spill_stores == 0 and r.spill_loads == 0
+        assert r.occupancy is not None and 0 < r.occupancy <= 1
+    store.close()
+
+
 def test_wrong_output_is_wrong_and_stays_wrong(emulated: Any) -> None:
     from workbench.runners.base import TrialOutcome
 

@@ -27,7 +27,10 @@ from workbench.errors import CompileError, ConfigError, ExpressionError
 from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
+from workbench.store import Store, StudyInfo
 
+#: Device key of studies that hold compile results only (``workbench compile --storage``).
+COMPILE_ONLY = "compile only"
 #: Base opcodes that touch global memory (loads, stores, async copies, atomics, TMA).
 GLOBAL_MEMORY_OPCODES = frozenset(
     {"LDG", "STG", "LDGSTS", "ATOMG", "RED", "REDG", "UTMALDG", "UTMASTG", "UBLKCP"}
@@ -45,6 +48,7 @@ class StaticRecord:
     label: str
     ok: bool
     entry: str | None = None
+    cache_key: str | None = None
     compile_seconds: float = 0.0
     cached: bool = False
     registers: int | None = None
@@ -145,6 +149,22 @@ def static_sweep(
     return records
 
 
+def store_sweep(store: Store, space: Space, records: Sequence[StaticRecord]) -> StudyInfo:
+    """Keep a sweep's compile results in the store, under the space's compile-only study
+    (``kernel | shape | compile only (sm_XX)``: nothing was run, so no GPU names it).
+
+    Raises:
+        StoreError: the database failed, or the study exists with other parameters.
+    """
+    from workbench.search.session import space_study
+    from workbench.store.compiles import save_compiles
+
+    device_key = f"{COMPILE_ONLY} ({space.arch.sm})"
+    study = space_study(store, space, space.spec.name, device_key, None, None)
+    save_compiles(store, study, records)
+    return study
+
+
 def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list[SassInstruction]]:
     """SASS per kernel of a compiled binary, disassembled once per cache entry.
 
@@ -164,56 +184,87 @@ def _inspect(
     space: Space, record: StaticRecord, result: CompileResult, cache: CompileCache | None
 ) -> None:
     """Fill ``record`` from a compile result: resources, occupancy, SASS, lints."""
-    record.compile_seconds = result.seconds
-    record.cached = result.cached
-    record.log = result.log
-    if not result.ok or result.cubin is None:
-        record.error = "compile failed"
+    if not inspect_resources(space, record, result):
         return
-    record.entry = result.entry
+    assert result.cubin is not None
     try:
-        resources = kernel_resources(result.cubin, result.log)
         sass = sass_of(result, cache)
     except AnalysisError as exc:
+        record.ok = False
         record.error = f"cannot inspect the binary: {exc}"
         return
-    res = resources.get(result.entry or "")
     instructions = sass.get(result.entry or "", [])
-    if res is None:
-        record.error = f"entry {result.entry} not found in the cubin"
-        return
-    record.ok = True
-    record.registers = res.registers
-    record.static_smem = res.smem
-    record.stack_frame = res.stack_frame
-    record.spill_stores = res.spill_stores
-    record.spill_loads = res.spill_loads
     counts = histogram(i for i in instructions if i.base != "NOP")  # NOPs are alignment padding
     record.sass_instructions = sum(counts.values())
     record.opcodes = dict(counts.most_common())
     record.global_memory_ops = sorted(
         {i.opcode for i in instructions if i.base in GLOBAL_MEMORY_OPCODES}
     )
+    res = kernel_resources(result.cubin, result.log)[result.entry or ""]
+    expected = _expected_sass(space, record.config)
+    findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
+    record.lints += [f"{f.severity.value}: {f.message}" for f in findings]
+
+
+def compiled_record(space: Space, config: Config, result: CompileResult) -> StaticRecord:
+    """Resources and occupancy of one compile, without SASS: what a live tune keeps of each
+    config it compiles (the ELF is parsed; nothing is disassembled)."""
+    record = StaticRecord(
+        kernel=space.spec.name,
+        arch=space.arch.sm,
+        device=space.device.name,
+        config=dict(config),
+        label=config_label(config),
+        ok=False,
+    )
+    inspect_resources(space, record, result)
+    return record
+
+
+def inspect_resources(space: Space, record: StaticRecord, result: CompileResult) -> bool:
+    """Fill ``record``'s compile facts, resources and theoretical occupancy from a compile
+    result; False (``error`` says why) when the compile failed or the binary is unreadable."""
+    record.compile_seconds = result.seconds
+    record.cached = result.cached
+    record.cache_key = result.key
+    record.log = result.log
+    if not result.ok or result.cubin is None:
+        record.error = "compile failed"
+        return False
+    record.entry = result.entry
+    try:
+        resources = kernel_resources(result.cubin, result.log)
+    except AnalysisError as exc:
+        record.error = f"cannot inspect the binary: {exc}"
+        return False
+    res = resources.get(result.entry or "")
+    if res is None:
+        record.error = f"entry {result.entry} not found in the cubin"
+        return False
+    record.ok = True
+    record.registers = res.registers
+    record.static_smem = res.smem
+    record.stack_frame = res.stack_frame
+    record.spill_stores = res.spill_stores
+    record.spill_loads = res.spill_loads
     try:
         launch = launch_geometry(space, record.config)
     except ConfigError as exc:
         record.lints.append(f"launch geometry: {exc}")
-    else:
-        record.threads_per_block = launch.threads_per_block
-        record.dynamic_smem = launch.shared_bytes
-        occ = theoretical_occupancy(
-            space.arch.cc,
-            launch.threads_per_block,
-            res.registers,
-            res.smem,
-            dynamic_shared_bytes=launch.shared_bytes,
-        )
-        record.occupancy = occ.occupancy
-        record.active_blocks = occ.active_blocks
-        record.limiting_factor = occ.limiting_factor
-    expected = _expected_sass(space, record.config)
-    findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
-    record.lints += [f"{f.severity.value}: {f.message}" for f in findings]
+        return True
+    record.threads_per_block = launch.threads_per_block
+    record.dynamic_smem = launch.shared_bytes
+    occ = theoretical_occupancy(
+        space.arch.cc,
+        launch.threads_per_block,
+        res.registers,
+        res.smem,
+        dynamic_shared_bytes=launch.shared_bytes,
+    )
+    record.occupancy = occ.occupancy
+    record.active_blocks = occ.active_blocks
+    record.limiting_factor = occ.limiting_factor
+    return True
 
 
 def _expected_sass(space: Space, config: Config) -> list[str]:

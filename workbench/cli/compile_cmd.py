@@ -24,12 +24,14 @@ from workbench.cli.common import (
     console,
     parse_shape,
 )
+from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import resolve_arches
-from workbench.sweep import StaticRecord, select_configs, static_sweep
+from workbench.store import Store
+from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
 from workbench.toolchain import Arch
 
 #: Above this many rows the table shows the first ones and says where the rest are.
@@ -92,11 +94,21 @@ def compile_command(
     show_log: Annotated[
         bool, typer.Option("--log", help="Print compile logs of failures.")
     ] = False,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            help="Also keep the results in this store (URL or SQLite path), in the kernel's "
+            "compile-only study per shape and arch, for workbench report.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
+        store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
         assignments = [a.split(",") for a in config or []]
         records: list[StaticRecord] = []
@@ -112,6 +124,7 @@ def compile_command(
                 seed=seed,
                 jobs=jobs,
                 cache=None if no_cache else CompileCache(cache_dir),
+                store=store,
             )
         print_records(records, show_log=show_log)
         write_records(records, json_out, csv_out)
@@ -131,8 +144,10 @@ def run_static_sweep(
     seed: int = 0,
     jobs: int | None = None,
     cache: CompileCache | None = None,
+    store: Store | None = None,
 ) -> list[StaticRecord]:
-    """Select configs and compile them for one arch, with a progress bar."""
+    """Select configs and compile them for one arch, with a progress bar; with a ``store``,
+    the results are kept in the space's compile-only study there."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
@@ -150,9 +165,13 @@ def run_static_sweep(
     )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=len(configs))
-        return static_sweep(
+        records = static_sweep(
             sp, configs, cache=cache, workers=jobs, on_compiled=lambda _r: progress.advance(task)
         )
+    if store is not None:
+        study = store_sweep(store, sp, records)
+        console.print(f"compile results kept in study {escape(study.name)!r} of {store.url}")
+    return records
 
 
 def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) -> None:

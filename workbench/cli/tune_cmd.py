@@ -251,6 +251,7 @@ def tune(
                     plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out, pinned)
                     if not plans:
                         _compile_stage(
+                            store,
                             spec,
                             target,
                             device,
@@ -330,6 +331,7 @@ def _plans_without_gpu(
 
 
 def _compile_stage(
+    store: Store,
     spec: SpaceSpec,
     target: object,
     device: str | None,
@@ -357,6 +359,7 @@ def _compile_stage(
         seed=seed,
         jobs=jobs,
         cache=CompileCache(cache_dir),
+        store=store,  # the report's compile-resources figure reads them there
     )
     print_records(records)
     out.print(

@@ -1,5 +1,7 @@
 """Compile resources of a study's configs against the search's progress: registers, spills
-and theoretical occupancy of each evaluated config, in evaluation order.
+and theoretical occupancy of each evaluated config, in evaluation order (a study with compile
+results and no evaluation, such as the no-GPU compile stage of ``workbench tune``: each
+compiled config, in compile order).
 
 Where the numbers come from, in order: the store's ``compile_results`` rows of the study; else
 the compile cache of this machine, looked up (never filled) by each config's compile key, so
@@ -13,7 +15,6 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from sqlalchemy import select
 
 from workbench.analysis import AnalysisError, kernel_resources, theoretical_occupancy
 from workbench.compiler import CompileCache, make_job
@@ -23,6 +24,7 @@ from workbench.report.page import esc
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import config_label
 from workbench.store import Store
+from workbench.store.compiles import load_compiles
 from workbench.store.models import CompileRecord
 
 
@@ -42,6 +44,7 @@ class CompiledSeries:
     source: str
     points: tuple[CompiledPoint, ...]
     without: int  #: evaluations with no compile result
+    axis: str = "evaluation"  #: what the x axis counts (``compiled config`` without evaluations)
 
 
 def gather_compiled(
@@ -49,6 +52,20 @@ def gather_compiled(
 ) -> CompiledSeries | None:
     """None when neither the store nor the compile cache has anything for this study."""
     rows = _store_rows(store, data)
+    if rows and not data.evaluations:
+        points = [
+            CompiledPoint(
+                i, r.config_key, r.registers, r.spill_stores, r.spill_loads, r.occupancy, None
+            )
+            for i, r in enumerate(rows.values(), 1)
+        ]
+        return CompiledSeries(
+            "the store's compile results (nothing evaluated: every compiled config, in compile "
+            "order)",
+            tuple(points),
+            0,
+            "compiled config",
+        )
     if rows:
         points = []
         for i, e in enumerate(data.evaluations, 1):
@@ -87,9 +104,7 @@ def gather_compiled(
 
 
 def _store_rows(store: Store, data: StudyData) -> dict[str, CompileRecord]:
-    with store.session() as s:
-        found = s.scalars(select(CompileRecord).where(CompileRecord.study_id == data.study.id))
-        return {r.config_key: r for r in found if r.ok}
+    return {r.config_key: r for r in load_compiles(store, data.study.id) if r.ok}
 
 
 def _from_cache(
@@ -165,8 +180,9 @@ def draw_compiled(series: CompiledSeries) -> go.Figure:
         row=3,
         col=1,
     )
-    fig.update_xaxes(title_text="evaluation", row=3, col=1)
+    fig.update_xaxes(title_text=series.axis, row=3, col=1)
+    what = "evaluated" if series.axis == "evaluation" else "compiled"
     fig.update_layout(
-        height=620, showlegend=False, title="compile resources of each evaluated config"
+        height=620, showlegend=False, title=f"compile resources of each {what} config"
     )
     return fig

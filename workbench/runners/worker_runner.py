@@ -108,6 +108,8 @@ class WorkerRunner(Runner):
         self.launch_timeout_s = launch_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.verdicts: dict[str, Verdict] = {}
+        #: called with each config and its compile result (failures included), before it runs
+        self.on_compiled: Callable[[Config, CompileResult], None] | None = None
         self._supervisor = Supervisor(
             executor_factory, startup_timeout_s=startup_timeout_s, name=f"wb-{space.spec.name}"
         )
@@ -183,6 +185,8 @@ class WorkerRunner(Runner):
             raise
         except CompileError as exc:
             return Measurement.failure(TrialOutcome.COMPILE_FAILED, str(exc))
+        if self.on_compiled is not None:
+            self.on_compiled(config, result)
         if not result.ok or result.cubin is None or not result.entry:
             log = result.log.strip() or "no binary or no entry symbol"
             return Measurement.failure(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from workbench.compiler import CompileCache
+from workbench.compiler import CompileCache, CompileResult
 from workbench.gitinfo import repo_state
 from workbench.runners.cuda.runner import CudaRunner
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import TunePlan, space_study, throughput_of
-from workbench.spaces.model import Value
+from workbench.spaces.model import Config, Value
 from workbench.spaces.space import Space
-from workbench.store import Store
+from workbench.store import Store, StudyInfo
+from workbench.store.compiles import save_compiles
+from workbench.sweep import compiled_record
 
 
 def plan_live(
@@ -35,5 +37,18 @@ def plan_live(
     study = space_study(
         store, space, problem.kernel, runner.device.key(), None, None, study_name=study_name
     )
+    runner.on_compiled = compile_recorder(store, study, runner.space)
     unit, throughput = throughput_of(space)
     return TunePlan(problem, runner, study, env, None, unit, throughput)
+
+
+def compile_recorder(
+    store: Store, study: StudyInfo, space: Space
+) -> Callable[[Config, CompileResult], None]:
+    """A runner hook keeping each compile's resources (registers, shared memory, spills,
+    occupancy) as the study's compile result, for the report's compile-resources figure."""
+
+    def record(config: Config, result: CompileResult) -> None:
+        save_compiles(store, study, [compiled_record(space, config, result)])
+
+    return record
