@@ -174,3 +174,11 @@ def test_gpu_commands_say_there_is_no_gpu(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "no CUDA GPU" in result.output
+
+
+def test_run_merges_config_options_and_refuses_a_name_set_twice() -> None:
+    # validity is checked before the GPU is looked for: the merged config is judged as one
+    code, out = run("run", "reduce", "-c", "VEC=4", "-c", "ITEMS=2")
+    assert code == 2 and "ITEMS=2" in out and "VEC=4" in out and "ITEMS % VEC" in out
+    code, out = run("run", "reduce", "-c", "VEC=4", "-c", "VEC=2")
+    assert code == 2 and "sets VEC more than once" in out

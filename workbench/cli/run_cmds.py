@@ -25,6 +25,7 @@ from workbench.cli.common import (
 from workbench.cli.compile_cmd import CacheOpt, ConfigOpt
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
+from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.search.session import space_sha256
@@ -61,12 +62,18 @@ def run(
     cache_dir: CacheOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
-    """Verify and time one config on the GPU (needs a CUDA GPU). Exit 1 if it fails."""
+    """Verify and time one config on the GPU (needs a CUDA GPU). Exit 1 if it fails.
+
+    Several ``--config`` options are merged into that one config (``-c BM=64 -c BN=128``)."""
     from workbench.runners.cuda.runner import CudaRunner
 
     with cli_errors():
         space = _space(kernel, spaces, arch, device, shape)
-        (cfg,) = select_configs(space, assignments=[a.split(",") for a in config or []] or [[]])
+        merged = [item for a in config or [] for item in a.split(",")]
+        names = [item.partition("=")[0].strip() for item in merged]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise WorkbenchError(f"--config sets {', '.join(twice)} more than once")
+        (cfg,) = select_configs(space, assignments=[merged])
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             m = runner.evaluate(cfg)
         if as_json:
