@@ -6,13 +6,16 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.spaces import Space
 
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -104,3 +107,26 @@ def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, i
             raise ConfigError(f"--shape {item!r}: sizes must be positive")
         shape[name] = value
     return shape
+
+
+def space_from_options(
+    kernel: str,
+    spaces: list[Path] | None,
+    arch: str | None,
+    device: str | None,
+    shape: list[str] | None,
+) -> Space:
+    """The space of one kernel for the commands that work on one arch and one shape (``run``,
+    ``record``, ``profile``): the first arch of ``--arch``, the shape from ``--shape``."""
+    from workbench.devices import device_for
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.targets import resolve_arches
+
+    spec = load_kernel(kernel, spaces or [])
+    target = resolve_arches(spec, arch)[0]
+    return Space(
+        spec,
+        shape=parse_shape(shape, spec.default_shape),
+        arch=target,
+        device=device_for(target, device),
+    )

@@ -20,11 +20,10 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    parse_shape,
+    space_from_options,
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import open_store
-from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
@@ -33,9 +32,8 @@ from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
 from workbench.profile.storage import ProfileRecord, best_config, save_profile
 from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
-from workbench.spaces import Space, load_kernel
+from workbench.spaces import Space
 from workbench.spaces.model import Config, shape_label
-from workbench.spaces.targets import resolve_arches
 from workbench.store import Store, StudyInfo
 from workbench.sweep import select_configs
 
@@ -131,7 +129,7 @@ def profile(
         # a plain path is a SQLite file, as for every command (open_store)
         store = None if dry_run and not wants_best else open_store(storage)
         if import_file is not None:
-            space = _space(kernel, spaces, arch, device, shape) if kernel else None
+            space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
             cfg = _config(space, config, store, study) if space and config else None
             _, records = importing.import_report(
                 import_file,
@@ -148,7 +146,7 @@ def profile(
             return
         if kernel is None:
             raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
-        space = _space(kernel, spaces, arch, device, shape)
+        space = space_from_options(kernel, spaces, arch, device, shape)
         cfg, chosen = _config(space, config, store, study)
         request = profiler.ProfileRequest(
             space=space,
@@ -174,23 +172,6 @@ def profile(
         ceilings = ceilings.add(datasheet_ceilings(space.device))
         record = _store(store, outcome.record, chosen.id if chosen else None)
         _emit([record], ceilings, as_json)
-
-
-def _space(
-    kernel: str,
-    spaces: list[Path] | None,
-    arch: str | None,
-    device: str | None,
-    shape: list[str] | None,
-) -> Space:
-    spec = load_kernel(kernel, spaces or [])
-    target = resolve_arches(spec, arch)[0]
-    return Space(
-        spec,
-        shape=parse_shape(shape, spec.default_shape),
-        arch=target,
-        device=device_for(target, device),
-    )
 
 
 def _config(

@@ -20,35 +20,16 @@ from workbench.cli.common import (
     SpacesOpt,
     cli_errors,
     console,
-    parse_shape,
+    space_from_options,
 )
 from workbench.cli.compile_cmd import CacheOpt, ConfigOpt
 from workbench.compiler import CompileCache
-from workbench.devices import device_for
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.search.session import space_sha256
-from workbench.spaces import Space, config_label, load_kernel
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces import config_label
 from workbench.sweep import select_configs
-
-
-def _space(
-    kernel: str,
-    spaces: list[Path] | None,
-    arch: str | None,
-    device: str | None,
-    shape: list[str] | None,
-) -> Space:
-    spec = load_kernel(kernel, spaces or [])
-    target = resolve_arches(spec, arch)[0]
-    return Space(
-        spec,
-        shape=parse_shape(shape, spec.default_shape),
-        arch=target,
-        device=device_for(target, device),
-    )
 
 
 def run(
@@ -68,7 +49,7 @@ def run(
     from workbench.runners.cuda.runner import CudaRunner
 
     with cli_errors():
-        space = _space(kernel, spaces, arch, device, shape)
+        space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
         names = [item.partition("=")[0].strip() for item in merged]
         if twice := sorted({n for n in names if names.count(n) > 1}):
@@ -133,7 +114,7 @@ def record(
     from workbench.runners.cuda.runner import CudaRunner
 
     with cli_errors():
-        space = _space(kernel, spaces, arch, device, shape)
+        space = space_from_options(kernel, spaces, arch, device, shape)
         configs = select_configs(space, all_configs=all_configs, sample=sample, seed=seed)
         results = []
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
