@@ -10,8 +10,10 @@ once the study exists; their start-up is not counted.
 Reported per worker count: study throughput (complete trials / the span from the first trial's
 start to the last one's completion, database timestamps), and the coordination cost per trial
 (each worker's loop time minus the time its runner spent answering, divided by the trials it
-completed; mean over workers). On a 2-core machine, 8 workers share 2 cores with the server:
-the point is how the cost per trial grows, not the absolute rate.
+completed; mean over workers). On a 2-core machine, 8 workers share 2 cores with the server, so
+that wall-clock cost grows with the number of processes waiting for a core; the CPU cost per
+trial separates the work from the waiting: the workers' CPU time outside the runner, and the
+PostgreSQL server's CPU time (throwaway cluster only), each divided by the study's trials.
 
     python benchmarks/scale_out.py [--trials 100] [--workers 1 2 4 8] [--storage URL]
 """
@@ -26,6 +28,7 @@ import platform
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -70,9 +73,12 @@ def span_s(url: str, name: str) -> float:
     return (last - first).total_seconds()
 
 
-def run_point(url: str, workers: int, trials: int, recording: Path) -> dict:
+def run_point(
+    url: str, workers: int, trials: int, recording: Path, server_cpu: Callable[[], float | None]
+) -> dict:
     name = f"bench-{workers}"
     create_study(url, name, recording, trials)
+    cpu0 = server_cpu()
     args = ["worker", "--storage", url, "--study", name, "--replay", str(recording), "--json"]
     procs = [
         subprocess.Popen(
@@ -86,8 +92,10 @@ def run_point(url: str, workers: int, trials: int, recording: Path) -> dict:
         if p.returncode != 0:
             raise SystemExit(f"worker failed ({p.returncode}): {err[-2000:]}")
         stats.append(json.loads(out.strip().splitlines()[-1]))
+    cpu1 = server_cpu()
     completed = sum(s["completed"] for s in stats)
     assert completed == trials, (completed, trials)
+    worker_cpu = sum(s["cpu_seconds"] - s["runner_cpu_seconds"] for s in stats)
     span = span_s(url, name)
     coord = [
         1e3 * (s["seconds"] - s["runner_seconds"]) / s["completed"] for s in stats if s["completed"]
@@ -104,6 +112,10 @@ def run_point(url: str, workers: int, trials: int, recording: Path) -> dict:
         "trials_per_s": round(completed / span, 2),
         "coordination_ms_per_trial": round(sum(coord) / len(coord), 1),
         "coordination_ms_per_trial_by_worker": [round(c, 1) for c in coord],
+        "worker_cpu_ms_per_trial": round(1e3 * worker_cpu / completed, 1),
+        "server_cpu_ms_per_trial": None
+        if cpu0 is None or cpu1 is None
+        else round(1e3 * (cpu1 - cpu0) / completed, 1),
         "runner_ms_per_trial": round(
             1e3 * sum(s["runner_seconds"] for s in stats) / max(1, completed), 3
         ),
@@ -123,11 +135,13 @@ def main() -> None:
     points = []
     with _server(a.storage) as database:
         for n in a.workers:
-            point = run_point(database(), n, a.trials, a.recording)
+            point = run_point(database(), n, a.trials, a.recording, database.server_cpu)
             points.append(point)
             print(
                 f"{n} workers: {point['trials_per_s']:.2f} trials/s, coordination "
-                f"{point['coordination_ms_per_trial']:.1f} ms/trial",
+                f"{point['coordination_ms_per_trial']:.1f} ms/trial "
+                f"(CPU: workers {point['worker_cpu_ms_per_trial']} ms, server "
+                f"{point['server_cpu_ms_per_trial']} ms)",
                 flush=True,
             )
     doc = {
@@ -142,10 +156,14 @@ def main() -> None:
         "postgresql": _server_version(),
         "points": points,
     }
-    print(f"\n{'workers':>7} {'trials/s':>9} {'coord ms/trial':>15} {'skipped':>24}")
+    print(
+        f"\n{'workers':>7} {'trials/s':>9} {'coord ms/trial':>15} {'worker CPU ms':>14} "
+        f"{'server CPU ms':>14} {'skipped':>24}"
+    )
     for p in points:
         print(
             f"{p['workers']:>7} {p['trials_per_s']:>9.2f} {p['coordination_ms_per_trial']:>15.1f} "
+            f"{p['worker_cpu_ms_per_trial']!s:>14} {p['server_cpu_ms_per_trial']!s:>14} "
             f"{json.dumps(p['skipped']):>24}"
         )
     a.out.mkdir(parents=True, exist_ok=True)
@@ -173,8 +191,30 @@ class _server:
             self.cluster = self._cm.__enter__()
             if isinstance(self.cluster, str):
                 raise SystemExit(self.cluster)
-            return self._new_cluster_db
-        return self._new_server_db
+        return self
+
+    def __call__(self) -> str:
+        return self._new_cluster_db() if self.cluster is not None else self._new_server_db()
+
+    def server_cpu(self) -> float | None:
+        """CPU seconds the throwaway cluster's processes used so far (None: another server).
+        The postmaster's own and reaped children's times, plus its live children's."""
+        if self.cluster is None:
+            return None
+        pid = int((self.cluster.data / "postmaster.pid").read_text().split()[0])
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            me, parent = int(stat.parent.name), int(fields[1])
+            if me == pid:  # utime, stime, cutime, cstime
+                total += sum(int(f) for f in fields[11:15]) / tick
+            elif parent == pid:
+                total += sum(int(f) for f in fields[11:13]) / tick
+        return total
 
     def _new_cluster_db(self) -> str:
         url = self.cluster.database()

@@ -1,6 +1,12 @@
 """Scale-out against a real PostgreSQL server (tests/pg_cluster.py): several worker processes on
 one shared study, a worker killed with kill -9, the database stopped mid-run, and several local
-processes on one SQLite store. Measurements come from recordings (the replay runner)."""
+processes on one SQLite store. Measurements come from recordings (the replay runner).
+
+Workers that must be processes of their own (concurrent, killed, outliving an outage, holding a
+SQLite study) are started as ``workbench`` processes; the other commands (status, store copy,
+a single tune, a refused worker) run in this process through the same CLI, which saves a
+process start (seconds of imports) each.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
+from workbench.cli.main import app
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
 from workbench.store.store import sqlalchemy_url
@@ -38,6 +46,12 @@ def start(*args: str) -> subprocess.Popen:
 def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    """``workbench ARGS`` in this process (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
 
 
 def store_rows(url: str) -> list[tuple]:
@@ -108,13 +122,9 @@ def test_four_workers_share_one_budget(pg_cluster) -> None:
     complete = claimed_complete(study)
     assert len(complete) == budget
     assert len({tuple(sorted(t.params.items())) for t in complete}) == budget
-    status = subprocess.run(
-        [*WORKBENCH, "status", "--storage", url, "--study", "fleet", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    doc = json.loads(status.stdout)
+    rc, out, err = invoke("status", "--storage", url, "--study", "fleet", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
     assert doc["counts"]["complete"] == budget and doc["counts"]["running"] == 0
     assert len(doc["workers"]) == 4 and doc["alive"] == 0  # all stopped
     values = [d["best_value"] for d in docs]
@@ -238,66 +248,58 @@ def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
 
 def test_device_classes_never_mix(pg_cluster) -> None:
     url = pg_cluster.database()
-    rc, _, err = finish(
-        start(
-            "tune",
-            "--replay",
-            str(CONV_A100),
-            "--storage",
-            url,
-            "--study",
-            "conv",
-            "--budget",
-            "3",
-            *FAST,
-        )
+    rc, _, err = invoke(
+        "tune",
+        "--replay",
+        str(CONV_A100),
+        "--storage",
+        url,
+        "--study",
+        "conv",
+        "--budget",
+        "3",
+        *FAST,
     )
     assert rc == 0, err
-    rc, _, err = finish(
-        start("worker", "--storage", url, "--study", "conv", "--replay", str(CONV_A4000))
-    )
+    rc, _, err = invoke("worker", "--storage", url, "--study", "conv", "--replay", str(CONV_A4000))
     assert rc == 2
     assert "device class" in err and "A100" in err and "A4000" in err
 
 
 def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster) -> None:
     local = tmp_path / "store.sqlite"
-    rc, out, err = finish(
-        start(
-            "tune",
-            "--replay",
-            str(PNPOLY),
-            "--storage",
-            str(local),
-            "--study",
-            "mig",
-            "--budget",
-            "15",
-            "--json",
-        )
+    rc, out, err = invoke(
+        "tune",
+        "--replay",
+        str(PNPOLY),
+        "--storage",
+        str(local),
+        "--study",
+        "mig",
+        "--budget",
+        "15",
+        "--json",
     )
     assert rc == 0, err
     url = pg_cluster.database()
-    rc, out, err = finish(start("store", "copy", str(local), url))
+    rc, out, err = invoke("store", "copy", str(local), url)
     assert rc == 0, err
     assert "evaluations: 15 copied" in out
-    rc, out, _ = finish(start("store", "copy", str(local), url))  # twice: nothing new
+    rc, out, _ = invoke("store", "copy", str(local), url)  # twice: nothing new
     assert "evaluations: 0 copied, 15 already there" in out
     before = {r[0] for r in store_rows(url)}
-    rc, out, err = finish(
-        start(
-            "tune",
-            "--replay",
-            str(PNPOLY),
-            "--storage",
-            url,
-            "--study",
-            "mig",
-            "--budget",
-            "25",
-            "--json",
-            *FAST,
-        )
+    rc, out, err = invoke(
+        "tune",
+        "--replay",
+        str(PNPOLY),
+        "--storage",
+        url,
+        "--study",
+        "mig",
+        "--budget",
+        "25",
+        "--json",
+        *FAST,
     )
     assert rc == 0, err
     doc = json.loads(out)
@@ -319,13 +321,15 @@ def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
         "--replay-delay",
         "0.2",
     ]
-    # two processes on one study: one tunes, the other is refused with a pointer to PostgreSQL
+    # two processes on one study: one tunes, the other (this one) is refused with a pointer to
+    # PostgreSQL
     first = start(*base, "--study", "same", "--budget", "60")
     wait_for(lambda: _sqlite_count(path) > 0, 60, "the first process to store something")
-    rc, _, err = finish(start(*base, "--study", "same", "--budget", "60"))
+    rc, _, err = invoke(*base, "--study", "same", "--budget", "60")
     assert rc == 2 and "another process" in err and "PostgreSQL" in err
-    # meanwhile another study of the same file works from a third process
-    rc2, _, err2 = finish(start(*base, "--study", "other", "--budget", "10"))
+    # meanwhile another study of the same file works from another process (this one)
+    assert first.poll() is None, "the first process should still be tuning"
+    rc2, _, err2 = invoke(*base, "--study", "other", "--budget", "10")
     rc1, _, err1 = finish(first)
     assert rc1 == 0 and rc2 == 0, err1 + err2
     con = sqlite3.connect(path)
@@ -336,7 +340,7 @@ def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
     ).fetchall()
     assert rows == [("other", 10, 10), ("same", 60, 60)]
     # workers need PostgreSQL, and say so
-    rc, _, err = finish(start("worker", "--storage", str(path), "--study", "same"))
+    rc, _, err = invoke("worker", "--storage", str(path), "--study", "same")
     assert rc == 2 and "PostgreSQL" in err
 
 

@@ -81,6 +81,9 @@ class PortfolioProposer(Proposer):
         )
         self.row_of = {tuple(r): i for i, r in enumerate(self.X.tolist())}
         self.visited = np.zeros(len(configs), dtype=bool)
+        # configs other workers are measuring now (a shared study): skipped by every move, so
+        # concurrent workers with the same history diverge instead of colliding
+        self.held = np.zeros(len(configs), dtype=bool)
         self.values = np.full(len(configs), np.nan)  # objective; +inf for failed configs
         self.n_visited = 0
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
@@ -161,6 +164,17 @@ class PortfolioProposer(Proposer):
         for e in history:
             self._record(e.config, e.measurement, None)
 
+    def hold(self, configs: Sequence[Config]) -> None:
+        self.held[:] = False
+        for config in configs:
+            row = self._row(config)
+            if row is not None:
+                self.held[row] = True
+
+    def _open(self) -> np.ndarray:
+        """Rows a move may propose: not visited, not held elsewhere."""
+        return ~(self.visited | self.held)
+
     def observe(self, config: Config, m: Measurement) -> None:
         move, self._last_move = self._last_move, None
         if m.outcome is not TrialOutcome.INFEASIBLE:
@@ -198,11 +212,11 @@ class PortfolioProposer(Proposer):
         return self._table[self._cells[rows]].sum(axis=1)
 
     def _random(self) -> int | None:
-        left = np.flatnonzero(~self.visited)
+        left = np.flatnonzero(self._open())
         return int(self.rng.choice(left)) if len(left) else None
 
     def _model(self) -> int | None:
-        left = np.flatnonzero(~self.visited)
+        left = np.flatnonzero(self._open())
         if not len(left):
             return None
         if len(left) > MODEL_CANDIDATES:
@@ -236,7 +250,7 @@ class PortfolioProposer(Proposer):
         child = np.where(self.rng.random(shape) < 1.0 / shape[1], mutated, child)
         for key in map(tuple, child.tolist()):
             row = self.row_of.get(key)
-            if row is not None and not self.visited[row]:
+            if row is not None and not self.visited[row] and not self.held[row]:
                 return row
         return None
 
@@ -252,7 +266,7 @@ class PortfolioProposer(Proposer):
                     key = base.copy()
                     key[j] = v
                     row = self.row_of.get(tuple(key.tolist()))
-                    if row is not None and not self.visited[row]:
+                    if row is not None and not self.visited[row] and not self.held[row]:
                         rows.append(row)
         if not rows:
             return None

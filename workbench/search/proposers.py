@@ -44,6 +44,10 @@ class Proposer(ABC):
     def start(self, history: Sequence[StoredEvaluation]) -> None:  # noqa: B027 - optional
         """Learn from evaluations made before (a resumed study)."""
 
+    def hold(self, configs: Sequence[Config]) -> None:  # noqa: B027 - optional
+        """Configs being measured elsewhere right now (other workers of a shared study): not
+        results yet, and not to be proposed meanwhile. Replaces what was held before."""
+
     def enqueue(self, config: Config) -> None:
         """Propose ``config`` before anything else."""
         self._queue.append(dict(config))

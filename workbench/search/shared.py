@@ -6,11 +6,16 @@ Built on Optuna's RDB storage on PostgreSQL; nothing here schedules work by itse
   that holds it records heartbeats, and every worker fails stale trials (Optuna's
   ``fail_stale_trials``), whose retry callback re-queues them as WAITING trials that the next
   free worker pops before proposing anything new.
-* The global budget and "never measure a config twice" are one decision, the claim: under a
-  PostgreSQL advisory lock per study, a trial takes a budget slot only while fewer than
-  ``budget`` claimed trials are running or complete and no claimed live trial has its config.
-  Exactly ``budget`` trials complete, each with a config of its own; a killed worker's slot
-  returns when its trial is failed.
+* The global budget and "never measure a config twice" are one decision, the claim of a config
+  key, made *before* its trial is created (a conflict costs one round trip, no trial): under a
+  PostgreSQL advisory lock per study, a key takes a budget slot only while fewer than
+  ``budget`` live claims exist and no live claim has the same key. A claim lives while its
+  trial is RUNNING or COMPLETE (Optuna's ``trials`` table says so), or, before its trial
+  exists, for the grace period. Exactly ``budget`` trials complete, each with a config of its
+  own; a killed worker's slot returns when its trial is failed as stale.
+* The claims table (``optuna.workbench_claims``, one row per study and key) is also what
+  workers read each round: one query returns the claims completed since the last read, the
+  keys in flight and the counts, so no worker re-reads the study's trials.
 * Results (every raw sample) go to the workbench store, the same schema as on SQLite, in the same
   database; Optuna's tables live in their own PostgreSQL schema (both have a ``studies`` table).
 * Every database call goes through :class:`Outage`: a database that is briefly unavailable
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import hashlib
+import json
 import math
 import os
 import socket
@@ -59,6 +64,131 @@ DEVICE_CLASS = "workbench:device_class"
 PRESENCE = "workbench:worker:"
 #: Advisory lock key for setting up studies (schema, tables, store rows): "wbsetup".
 SETUP_LOCK = 0x7762736574757000
+#: Advisory lock key for creating the claims table and its functions (apart from SETUP_LOCK,
+#: which callers may hold on another connection while they open the storage): "wbddl".
+DDL_LOCK = 0x7762646466000000
+#: Class of the per-study claim locks, ``pg_advisory_xact_lock(CLAIM_LOCK_CLASS, study_id)``.
+CLAIM_LOCK_CLASS = 0x7762
+
+# The claims: one row per (study, config key); ``done`` orders completions (what workers read
+# since their last read). Functions run in one round trip each; PL/pgSQL takes a new snapshot
+# per statement, so what the claim reads after taking the lock includes every earlier claim.
+CLAIMS_DDL = f"""
+CREATE SEQUENCE IF NOT EXISTS {OPTUNA_SCHEMA}.workbench_claim_seq;
+CREATE TABLE IF NOT EXISTS {OPTUNA_SCHEMA}.workbench_claims (
+    study_id integer NOT NULL,
+    config_key text NOT NULL,
+    params text NOT NULL,
+    worker text NOT NULL,
+    claim_id bigint NOT NULL,
+    trial_id integer,
+    claimed_at timestamptz NOT NULL,
+    value double precision,
+    done bigint,
+    PRIMARY KEY (study_id, config_key)
+);
+CREATE INDEX IF NOT EXISTS workbench_claims_done
+    ON {OPTUNA_SCHEMA}.workbench_claims (study_id, done);
+
+-- 'complete', 'running' or 'dead': a claim lives while its trial is RUNNING or COMPLETE, or,
+-- before its trial exists, for the grace period
+CREATE OR REPLACE FUNCTION {OPTUNA_SCHEMA}.workbench_claim_state(
+    p_trial integer, p_claimed timestamptz, p_done bigint, p_grace double precision
+) RETURNS text LANGUAGE sql VOLATILE AS $$
+    SELECT CASE
+        WHEN p_done IS NOT NULL THEN 'complete'
+        WHEN p_trial IS NULL THEN CASE
+            WHEN p_claimed > clock_timestamp() - make_interval(secs => p_grace) THEN 'running'
+            ELSE 'dead' END
+        ELSE coalesce((
+            SELECT CASE t.state::text WHEN 'RUNNING' THEN 'running'
+                WHEN 'COMPLETE' THEN 'complete' ELSE 'dead' END
+            FROM {OPTUNA_SCHEMA}.trials t WHERE t.trial_id = p_trial), 'dead')
+    END
+$$;
+
+-- claim p_key for p_worker (with its trial p_trial if it exists already: a re-queued one):
+-- 'ok' (and the claim id), 'reclaimed' (ok, in place of a dead claim: its worker may have
+-- stored a result), 'duplicate' (a live claim has the key) or 'surplus' (no slot)
+CREATE OR REPLACE FUNCTION {OPTUNA_SCHEMA}.workbench_claim(
+    p_study integer, p_key text, p_params text, p_worker text, p_budget integer,
+    p_trial integer, p_grace double precision
+) RETURNS TABLE (outcome text, claim bigint) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    c {OPTUNA_SCHEMA}.workbench_claims%ROWTYPE;
+    live bigint;
+    id bigint;
+    outcome text := 'ok';
+BEGIN
+    PERFORM pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, p_study);
+    SELECT * INTO c FROM {OPTUNA_SCHEMA}.workbench_claims
+        WHERE study_id = p_study AND config_key = p_key;
+    IF FOUND AND {OPTUNA_SCHEMA}.workbench_claim_state(c.trial_id, c.claimed_at, c.done, p_grace)
+            <> 'dead' THEN
+        -- the same claim again (a retry after the reply was lost) is still this worker's
+        IF c.worker = p_worker AND c.done IS NULL
+                AND (c.trial_id IS NULL OR c.trial_id = p_trial) THEN
+            RETURN QUERY SELECT 'ok'::text, c.claim_id;
+        ELSE
+            RETURN QUERY SELECT 'duplicate'::text, NULL::bigint;
+        END IF;
+        RETURN;
+    END IF;
+    IF FOUND THEN
+        outcome := 'reclaimed';
+    END IF;
+    IF p_budget IS NOT NULL THEN
+        SELECT count(*) INTO live FROM {OPTUNA_SCHEMA}.workbench_claims w
+            WHERE w.study_id = p_study AND (w.done IS NOT NULL OR
+                {OPTUNA_SCHEMA}.workbench_claim_state(w.trial_id, w.claimed_at, NULL, p_grace)
+                <> 'dead');
+        IF live >= p_budget THEN
+            RETURN QUERY SELECT 'surplus'::text, NULL::bigint;
+            RETURN;
+        END IF;
+    END IF;
+    id := nextval('{OPTUNA_SCHEMA}.workbench_claim_seq');
+    INSERT INTO {OPTUNA_SCHEMA}.workbench_claims AS w
+        (study_id, config_key, params, worker, claim_id, trial_id, claimed_at)
+        VALUES (p_study, p_key, p_params, p_worker, id, p_trial, clock_timestamp())
+        ON CONFLICT (study_id, config_key) DO UPDATE SET params = EXCLUDED.params,
+            worker = EXCLUDED.worker, claim_id = EXCLUDED.claim_id,
+            trial_id = EXCLUDED.trial_id, claimed_at = EXCLUDED.claimed_at,
+            value = NULL, done = NULL;
+    RETURN QUERY SELECT outcome, id;
+END
+$$;
+
+-- give claim p_claim its new trial; false when the claim expired meanwhile (the trial is then
+-- skipped: another worker may have the slot or the key)
+CREATE OR REPLACE FUNCTION {OPTUNA_SCHEMA}.workbench_link(
+    p_study integer, p_key text, p_claim bigint, p_trial integer, p_grace double precision
+) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, p_study);
+    UPDATE {OPTUNA_SCHEMA}.workbench_claims SET trial_id = p_trial
+        WHERE study_id = p_study AND config_key = p_key AND claim_id = p_claim
+        AND (trial_id = p_trial OR (trial_id IS NULL
+            AND claimed_at > clock_timestamp() - make_interval(secs => p_grace)));
+    RETURN FOUND;
+END
+$$;
+"""
+
+# What a worker reads each round (see :meth:`SharedStudy.progress`).
+PROGRESS_SQL = f"""
+WITH c AS (
+    SELECT config_key, params, value, done,
+        {OPTUNA_SCHEMA}.workbench_claim_state(trial_id, claimed_at, done, :grace) AS st
+    FROM {OPTUNA_SCHEMA}.workbench_claims WHERE study_id = :study
+)
+SELECT 'done' AS kind, config_key, params, value, done AS n FROM c WHERE done > :since
+UNION ALL SELECT 'flight', config_key, params, NULL, NULL FROM c WHERE st = 'running'
+UNION ALL SELECT 'complete', NULL, NULL, NULL, count(*) FROM c WHERE st = 'complete'
+UNION ALL SELECT 'live', NULL, NULL, NULL, count(*) FROM c WHERE st <> 'dead'
+UNION ALL SELECT 'waiting', NULL, NULL, NULL, trial_id FROM {OPTUNA_SCHEMA}.trials
+    WHERE study_id = :study AND state::text = 'WAITING'
+"""
 
 T = TypeVar("T")
 
@@ -82,7 +212,8 @@ class Coordination:
     grace_s: int = 60
     max_retry: int = 3
     db_wait_s: float = 300.0
-    poll_s: float = 1.0
+    # waiting for the last slots costs one query of the claims table per poll
+    poll_s: float = 0.25
 
     def __post_init__(self) -> None:
         if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
@@ -180,12 +311,6 @@ def is_postgresql(url: str) -> bool:
     return url.startswith(("postgresql", "postgres://"))
 
 
-def _lock_key(name: str) -> int:
-    return int.from_bytes(
-        hashlib.sha256(b"workbench:" + name.encode()).digest()[:8], "big", signed=True
-    )
-
-
 @dataclass(frozen=True)
 class WorkerId:
     """Who a worker is: host, process, GPU. ``key`` names it in trials and in the study."""
@@ -206,10 +331,22 @@ class WorkerId:
 
 @dataclass
 class Claim:
-    """The outcome of a claim and the study's trials as read under the lock."""
+    """The outcome of a claim: ``skip`` None means the key holds a budget slot (``claim_id``)."""
 
-    skip: Skip | None  #: None: the trial holds a budget slot
-    trials: list[FrozenTrial]
+    skip: Skip | None
+    claim_id: int | None = None
+    reclaimed: bool = False  #: in place of a dead claim (its result may be in the store)
+
+
+@dataclass
+class Progress:
+    """A shared study as one worker's round sees it (one query of the claims table)."""
+
+    done: list[tuple[int, str, dict[str, Any], float | None]]  #: (order, key, params, value)
+    in_flight: dict[str, dict[str, Any]]  #: key -> params of live claims not complete yet
+    complete: int  #: claims whose trial is COMPLETE (they count against the budget)
+    live: int  #: claims holding a budget slot (complete or running)
+    waiting: list[int]  #: ids of WAITING trials (re-queued ones to take first)
 
 
 class Database:
@@ -230,6 +367,9 @@ class Database:
             raise WorkbenchError(
                 f"no PostgreSQL driver: pip install 'psycopg[binary]' ({exc})"
             ) from None
+        # the claims' engine: autocommit and no pre-ping (each call is one statement, one round
+        # trip; a dropped connection fails the call, which Outage retries on a new one)
+        self.claims: Engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=2)
         self._storage: RDBStorage | None = None
 
     @contextlib.contextmanager
@@ -244,6 +384,7 @@ class Database:
         """Optuna's RDB storage in its own schema, with heartbeats and the retry callback."""
         if self._storage is None:
             with self.locks.begin() as conn:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
                 conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
             s = self.settings
             retry = _retry_callback(s.max_retry)
@@ -263,6 +404,10 @@ class Database:
                     grace_period=s.grace_s,
                     **{callback_arg: retry},
                 )
+            with self.locks.begin() as conn:  # after Optuna's tables: the functions read them
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
+                # psycopg runs several statements only without parameters: the driver's own call
+                conn.connection.driver_connection.execute(CLAIMS_DDL)  # type: ignore[union-attr]
         return self._storage
 
     def configure(self, heartbeat_s: int, grace_s: int) -> None:
@@ -288,6 +433,7 @@ class Database:
         if self._storage is not None:
             self._storage.engine.dispose()
         self.locks.dispose()
+        self.claims.dispose()
 
 
 @contextlib.contextmanager
@@ -322,15 +468,15 @@ class SharedStudy:
     def __init__(self, db: Database, name: str) -> None:
         self.db = db
         self.name = name
-        # Reads go through Optuna's cache: finished trials never change, so reading the study
-        # costs only its unfinished and new trials (what every claim reads). Trials are created
-        # on the RDB storage itself: the cache would keep a trial it created as it was then.
+        # Whole-study reads (status, seeding, tests) go through Optuna's cache: finished trials
+        # never change. A worker's rounds read the claims table instead (:meth:`progress`).
+        # Trials are created on the RDB storage itself: the cache would keep a trial it created
+        # as it was then.
         self.rdb = db.storage()
         self.storage = optuna.storages._CachedStorage(self.rdb)
         self.study_id = db.outage.call(self.storage.get_study_id_from_name, name)
         with _quiet_experimental():  # the study (for fail_stale_trials) has a cache of its own
             self.study = optuna.load_study(study_name=name, storage=self.rdb)
-        self.lock_key = _lock_key(name)
 
     @classmethod
     def exists(cls, db: Database, name: str) -> bool:
@@ -412,45 +558,134 @@ class SharedStudy:
         )
         return self.db.outage.call(self.rdb.create_new_trial, self.study_id, template)
 
-    def pop_waiting(self) -> FrozenTrial | None:
-        """Take a WAITING trial (a re-queued or enqueued one) as RUNNING, if there is one."""
-        for t in self.trials((TrialState.WAITING,)):
+    def pop_waiting(self, trial_ids: Sequence[int]) -> FrozenTrial | None:
+        """Take one of the WAITING trials ``trial_ids`` (re-queued or enqueued) as RUNNING."""
+        for trial_id in trial_ids:
             try:
                 if self.db.outage.call(
-                    self.storage.set_trial_state_values, t._trial_id, TrialState.RUNNING
+                    self.rdb.set_trial_state_values, trial_id, TrialState.RUNNING
                 ):
-                    return t
+                    return self.db.outage.call(self.rdb.get_trial, trial_id)
             except UpdateFinishedTrialError:
                 continue
         return None
 
+    # -- claims (see the module) --------------------------------------------------------------
+    def progress(self, since: int) -> Progress:
+        """Completions after order ``since``, the keys in flight and the counts, in one query."""
+
+        def read() -> list[Any]:
+            with self.db.claims.connect() as conn:
+                return list(
+                    conn.execute(
+                        text(PROGRESS_SQL),
+                        {"study": self.study_id, "since": since, "grace": self.grace},
+                    )
+                )
+
+        done, flight, counts, waiting = [], {}, {"complete": 0, "live": 0}, []
+        for kind, key, params, value, n in self.db.outage.call(read):
+            if kind == "done":
+                done.append((int(n), key, json.loads(params), value))
+            elif kind == "flight":
+                flight[key] = json.loads(params)
+            elif kind == "waiting":
+                waiting.append(int(n))
+            else:
+                counts[kind] = int(n)
+        done.sort(key=lambda d: d[0])
+        return Progress(done, flight, counts["complete"], counts["live"], sorted(waiting))
+
+    @property
+    def grace(self) -> float:
+        return float(self.db.settings.grace_s)
+
     def claim(
         self,
-        trial_id: int,
         key: str,
-        key_of: Callable[[FrozenTrial], str | None],
-        budget: int | None,
+        params: Mapping[str, Any],
         worker: str,
+        budget: int | None,
+        trial_id: int | None = None,
     ) -> Claim:
-        """Give ``trial_id`` (config ``key``) a budget slot, or say why not (see the module)."""
+        """Claim config ``key`` for ``worker`` (with ``trial_id`` when its trial exists: a
+        re-queued one; else :meth:`link` the trial once created). One round trip."""
 
-        def attempt() -> Claim:
-            with self.db.lock(self.lock_key):
-                trials = self.storage.get_all_trials(self.study_id, deepcopy=False)
-                slots = 0
-                for t in trials:
-                    if t._trial_id == trial_id or CLAIM not in t.system_attrs:
-                        continue
-                    if t.state in (TrialState.RUNNING, TrialState.COMPLETE):
-                        slots += 1
-                        if key_of(t) == key:
-                            return Claim(Skip.DUPLICATE, trials)
-                if budget is not None and slots >= budget:
-                    return Claim(Skip.SURPLUS, trials)
-                self.storage.set_trial_system_attr(trial_id, CLAIM, worker)
-                return Claim(None, trials)
+        def attempt() -> tuple[str, int | None]:
+            with self.db.claims.connect() as conn:
+                row = conn.execute(
+                    text(
+                        f"SELECT * FROM {OPTUNA_SCHEMA}.workbench_claim("
+                        ":study, :key, :params, :worker, :budget, :trial, :grace)"
+                    ),
+                    {
+                        "study": self.study_id,
+                        "key": key,
+                        "params": json.dumps(dict(params), sort_keys=True),
+                        "worker": worker,
+                        "budget": budget,
+                        "trial": trial_id,
+                        "grace": self.grace,
+                    },
+                ).one()
+            return row[0], row[1]
+
+        outcome, claim_id = self.db.outage.call(attempt)
+        if outcome in ("ok", "reclaimed"):
+            return Claim(None, claim_id, reclaimed=outcome == "reclaimed")
+        return Claim(Skip(outcome), None)
+
+    def link(self, key: str, claim_id: int, trial_id: int) -> bool:
+        """Give claim ``claim_id`` its new trial; False if the claim expired meanwhile (a stall
+        longer than the grace period: the trial must then be skipped)."""
+
+        def attempt() -> bool:
+            with self.db.claims.connect() as conn:
+                return bool(
+                    conn.execute(
+                        text(
+                            f"SELECT {OPTUNA_SCHEMA}.workbench_link("
+                            ":study, :key, :claim, :trial, :grace)"
+                        ),
+                        {
+                            "study": self.study_id,
+                            "key": key,
+                            "claim": claim_id,
+                            "trial": trial_id,
+                            "grace": self.grace,
+                        },
+                    ).scalar_one()
+                )
 
         return self.db.outage.call(attempt)
+
+    def done(self, key: str, claim_id: int, value: float) -> None:
+        """Publish the value of a claim whose trial completed (what the others learn from)."""
+
+        def attempt() -> None:
+            with self.db.claims.connect() as conn:
+                conn.execute(
+                    text(
+                        f"UPDATE {OPTUNA_SCHEMA}.workbench_claims SET value = :value, "
+                        f"done = nextval('{OPTUNA_SCHEMA}.workbench_claim_seq') "
+                        "WHERE study_id = :study AND config_key = :key AND claim_id = :claim "
+                        "AND done IS NULL"
+                    ),
+                    {"study": self.study_id, "key": key, "claim": claim_id, "value": value},
+                )
+
+        self.db.outage.call(attempt)
+
+    def unclaim(self, key: str, claim_id: int) -> None:
+        """Drop a claim that never got its trial (the worker stops): its slot returns now."""
+        with self.db.claims.connect() as conn:
+            conn.execute(
+                text(
+                    f"DELETE FROM {OPTUNA_SCHEMA}.workbench_claims WHERE study_id = :study "
+                    "AND config_key = :key AND claim_id = :claim AND trial_id IS NULL"
+                ),
+                {"study": self.study_id, "key": key, "claim": claim_id},
+            )
 
     def heartbeat(self, trial_id: int) -> None:
         self.storage.record_heartbeat(trial_id)

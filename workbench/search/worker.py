@@ -1,11 +1,13 @@
 """A worker of a shared study: the tune loop of :mod:`workbench.search.tuner`, coordinated
-through Optuna's RDB storage (see :mod:`workbench.search.shared`).
+through Optuna's RDB storage and the claims table (see :mod:`workbench.search.shared`).
 
-Each round: learn what the other workers finished, stop if the global budget is complete, take
-a re-queued trial or propose a new config, claim a budget slot for it, answer it from the store
-if any worker already measured it, else measure it, store it with its raw samples, and complete
-the trial. Proposers are the same as for one process (``--sampler``); the study's history is
-fed to them as it grows.
+Each round: read what changed (one query: completions since the last read, keys in flight,
+counts), stop if the global budget is complete, take a re-queued trial or propose a new config
+(the keys in flight elsewhere held back from the proposer), claim its key, and only then create
+its trial; answer it from the store if any worker already measured it, else measure it, store
+it with its raw samples, and complete the trial. A claim that conflicts costs one round trip
+and the worker proposes again at once. Proposers are the same as for one process
+(``--sampler``); the study's history is fed to them as it grows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
@@ -36,7 +38,7 @@ from workbench.spaces.model import Config
 from workbench.store import Store, StoredEvaluation, StoreError
 
 #: After this many proposals in a row that another worker holds or finished, take a random
-#: config nobody holds (proposers do not know about configs in flight elsewhere).
+#: config nobody holds (a proposer may ignore what it is told is held elsewhere).
 MAX_TAKEN_PROPOSALS = 3
 #: Told to a proposer about a config another worker is measuring right now.
 IN_FLIGHT = Measurement.failure(TrialOutcome.INFEASIBLE, "being measured by another worker")
@@ -54,6 +56,8 @@ class WorkerStats:
     lost: int = 0  #: trials failed as stale while it held them (answered by the retry)
     seconds: float = 0.0  #: time in the loop
     runner_seconds: float = 0.0  #: ... of which measuring (the rest is coordination)
+    cpu_seconds: float = 0.0  #: this process's CPU time in the loop (all threads)
+    runner_cpu_seconds: float = 0.0  #: ... of which measuring
 
 
 class SharedTuner:
@@ -84,69 +88,47 @@ class SharedTuner:
         self.command = command
         self.dists = self.problem.distributions()
         self.results: dict[str, Measurement] = {}  #: config key -> outcome, of complete trials
-        self._known: set[int] = set()  #: trial ids already told to the proposer
-        self._completed: set[int] = set()  #: trial ids this worker completed
-        self._keys: dict[int, str | None] = {}
+        self.values: list[float] = []  #: complete trials' values in completion order (patience)
+        self._since = 0  #: completion order of the last completion read
         self.stats = WorkerStats()
         self.db = shared.db
 
     # -- the study as seen from here ---------------------------------------------------------
-    def key_of(self, t: FrozenTrial) -> str | None:
-        """The config key of a trial (cached: a trial's params never change)."""
-        if t._trial_id not in self._keys:
-            try:
-                self._keys[t._trial_id] = self.problem.key(self.problem.decode(t.params))
-            except (KeyError, IndexError, ValueError):
-                self._keys[t._trial_id] = None  # not a config of this problem
-        return self._keys[t._trial_id]
-
-    def _learn(self, proposer: Proposer, trials: Sequence[FrozenTrial]) -> None:
-        """Tell the proposer every trial completed elsewhere since the last round."""
+    def _learn(
+        self, proposer: Proposer, done: Sequence[tuple[int, str, dict, float | None]]
+    ) -> None:
+        """Tell the proposer every trial completed (elsewhere) since the last round."""
         new = []
-        for t in trials:
-            if t.state is not TrialState.COMPLETE or t._trial_id in self._known:
-                continue
-            self._known.add(t._trial_id)
-            key = self.key_of(t)
-            if key is None or CLAIM not in t.system_attrs or key in self.results:
-                continue
-            m = _measurement(t.value)
+        for order, key, params, value in done:
+            self._since = max(self._since, order)
+            self.values.append(math.inf if value is None else value)
+            if key in self.results:
+                continue  # this worker's own (observed already)
+            try:
+                config = self.problem.decode(params)
+            except (KeyError, IndexError, ValueError):
+                continue  # not a config of this problem
+            m = _measurement(value)
             self.results[key] = m
-            new.append(StoredEvaluation(t.number, self.problem.decode(t.params), m, -1, None))
+            new.append(StoredEvaluation(-1, config, m, -1, None))
         if new:
             proposer.start(new)
 
-    def _taken(self, trials: Sequence[FrozenTrial]) -> set[str]:
-        """Configs of claimed trials that are running or complete."""
-        return {
-            k
-            for t in trials
-            if CLAIM in t.system_attrs
-            and t.state in (TrialState.RUNNING, TrialState.COMPLETE)
-            and (k := self.key_of(t)) is not None
-        }
-
-    def _tally(self, trials: Sequence[FrozenTrial]) -> tuple[list[FrozenTrial], int]:
-        """(claimed complete trials in completion order, claimed live trials). The trials were
-        read when this worker last claimed: its own trial completed since counts as complete."""
-        done, live = [], 0
-        for t in trials:
-            mine = t._trial_id in self._completed
-            if CLAIM not in t.system_attrs and not mine:
+    def _hold(self, proposer: Proposer, in_flight: dict[str, dict]) -> set[str]:
+        """Tell the proposer the configs in flight elsewhere; returns their keys."""
+        held = []
+        for params in in_flight.values():
+            try:
+                held.append(self.problem.decode(params))
+            except (KeyError, IndexError, ValueError):
                 continue
-            if t.state is TrialState.COMPLETE or mine:
-                done.append(t)
-                live += 1
-            elif t.state is TrialState.RUNNING:
-                live += 1
-        done.sort(key=lambda t: (t.datetime_complete or t.datetime_start, t.number))
-        return done, live
+        proposer.hold(held)
+        return set(in_flight)
 
     @staticmethod
-    def _since_best(done: Sequence[FrozenTrial]) -> int:
+    def _since_best(values: Sequence[float]) -> int:
         best, since = math.inf, 0
-        for t in done:
-            v = t.value if t.value is not None else math.inf
+        for v in values:
             if v < best:
                 best, since = v, 0
             else:
@@ -221,17 +203,19 @@ class SharedTuner:
         valid = self.problem.valid_configs()
         n_valid = len(valid) if valid is not None else None
         started = time.perf_counter()
+        cpu_started = time.process_time()
         last_stale_check = -math.inf
         proposals = 0
         stop = StopReason.EXHAUSTED
         state = "failed"
         trial_id: int | None = None
+        pending: tuple[str, int] | None = None  # a claim whose trial is not created yet
         try:
-            trials = self.shared.trials()
             while True:
-                self._learn(proposer, trials)
-                done, live = self._tally(trials)
-                if budget.evaluations is not None and len(done) >= budget.evaluations:
+                view = self.shared.progress(self._since)
+                self._learn(proposer, view.done)
+                taken = self._hold(proposer, view.in_flight)
+                if budget.evaluations is not None and view.complete >= budget.evaluations:
                     stop = StopReason.BUDGET
                     break
                 if budget.seconds is not None and time.perf_counter() - started >= budget.seconds:
@@ -239,65 +223,88 @@ class SharedTuner:
                     break
                 if (
                     budget.patience is not None
-                    and done
-                    and self._since_best(done) >= budget.patience
+                    and self.values
+                    and self._since_best(self.values) >= budget.patience
                 ):
                     stop = StopReason.PATIENCE
                     break
-                taken = self._taken(trials)
-                exhausted = n_valid is not None and len(taken | set(self.results)) >= n_valid
-                if exhausted and live == len(done):
+                # live claims have distinct keys: as many as the valid configs means none is left
+                exhausted = n_valid is not None and view.live >= n_valid
+                if exhausted and view.live == view.complete:
                     stop = StopReason.EXHAUSTED
                     break
-                full = budget.evaluations is not None and live >= budget.evaluations
+                full = budget.evaluations is not None and view.live >= budget.evaluations
                 now = time.perf_counter()
-                stale_checked = (
-                    full or exhausted or now - last_stale_check >= self.db.settings.heartbeat_s
-                )
-                if stale_checked:
-                    self.shared.fail_stale()  # a dead worker's slot comes back through here
+                if now - last_stale_check >= self.db.settings.heartbeat_s:
+                    # a dead worker's trial is failed and re-queued here (its slot comes back);
+                    # nothing is stale before the grace period, so once a heartbeat is enough
+                    self.shared.fail_stale()
                     last_stale_check = now
-                # re-queued trials appear when stale ones are failed: look only when the last
-                # read of the study showed some, or after failing stale trials (saves a read)
-                waiting = stale_checked or any(t.state is TrialState.WAITING for t in trials)
-                trial = self.shared.pop_waiting() if waiting else None
+                trial = self.shared.pop_waiting(view.waiting) if view.waiting else None
                 if trial is None and (full or exhausted):
                     time.sleep(self.db.settings.poll_s)  # others are finishing the last slots
-                    trials = self.shared.trials()
                     continue
                 proposal = None
                 if trial is not None:  # a re-queued trial of a dead worker (or an enqueued one)
                     trial_id = trial._trial_id
                     config = self.problem.decode(trial.params)
+                    key = self.problem.key(config)
+                    pulse.watch(trial_id)
+                    claim = self.shared.claim(
+                        key, trial.params, self.worker.key, budget.evaluations, trial_id
+                    )
+                    if claim.skip is not None:
+                        self._skip(trial_id, claim.skip)
+                        pulse.watch(trial_id := None)
+                        continue
+                    with _suppress_db():  # who holds it, for status and tests (best effort)
+                        call(
+                            self.shared.storage.set_trial_system_attr,
+                            trial_id,
+                            CLAIM,
+                            self.worker.key,
+                        )
                 else:
                     proposal = self._propose(proposer, taken)
                     if proposal is None:
                         time.sleep(self.db.settings.poll_s)
-                        trials = self.shared.trials()
                         continue
                     config = proposal
-                    trial_id = self.shared.create_trial(self.problem.encode(config), self.dists)
-                proposals += 1
-                pulse.watch(trial_id)
-                key = self.problem.key(config)
-                claim = self.shared.claim(
-                    trial_id, key, self.key_of, budget.evaluations, self.worker.key
-                )
-                trials = claim.trials
-                if claim.skip is not None:
-                    self._skip(trial_id, claim.skip)
-                    pulse.watch(trial_id := None)
-                    if proposal is not None:
+                    key = self.problem.key(config)
+                    params = self.problem.encode(config)
+                    # the key first: a conflict costs this round trip and no trial
+                    claim = self.shared.claim(key, params, self.worker.key, budget.evaluations)
+                    if claim.skip is not None:
+                        self._count_skip(claim.skip)
                         proposer.observe(proposal, self.results.get(key, IN_FLIGHT))
-                    continue
-                m = self._evaluate(study, run_id, config, started)
+                        continue  # the next round reads what is in flight and proposes again
+                    assert claim.claim_id is not None
+                    pending = (key, claim.claim_id)
+                    trial_id = self.shared.create_trial(
+                        params, self.dists, system_attrs={CLAIM: self.worker.key}
+                    )
+                    pending = None
+                    pulse.watch(trial_id)  # a heartbeat before the link: it can go stale
+                    if not self.shared.link(key, claim.claim_id, trial_id):
+                        self._skip(trial_id, Skip.SURPLUS)  # stalled past the grace period
+                        pulse.watch(trial_id := None)
+                        proposer.observe(proposal, IN_FLIGHT)
+                        continue
+                proposals += 1
+                # only a re-queued trial or a dead worker's key can have a stored result (a
+                # study's stored results were seeded as complete claims when workers joined)
+                m = self._evaluate(
+                    study, run_id, config, started, trial is not None or claim.reclaimed
+                )
                 if m is None:  # the runner rejects it: never counts
                     self._skip(trial_id, Skip.INFEASIBLE)
                     pulse.watch(trial_id := None)
                     if proposal is not None:
                         proposer.observe(proposal, INFEASIBLE)
                     continue
-                if self.shared.finish(trial_id, trial_value(m.value)):
+                value = trial_value(m.value)
+                if self.shared.finish(trial_id, value):
+                    self.shared.done(key, claim.claim_id, value)  # type: ignore[arg-type]
                     self.stats.completed += 1
                     self.stats.recovered += int(
                         trial is not None and "failed_trial" in trial.system_attrs
@@ -305,8 +312,6 @@ class SharedTuner:
                     info["completed"] = self.stats.completed
                 else:
                     self.stats.lost += 1
-                self._known.add(trial_id)
-                self._completed.add(trial_id)
                 pulse.watch(trial_id := None)
                 self.results[key] = m
                 if proposal is not None:
@@ -320,9 +325,13 @@ class SharedTuner:
             stop, state = StopReason.INTERRUPTED, "interrupted"
         finally:
             self.stats.seconds = time.perf_counter() - started
+            self.stats.cpu_seconds = time.process_time() - cpu_started
             if trial_id is not None:  # stopped mid-trial: hand it back at once
                 with _suppress_db():
                     self.shared.release(trial_id)
+            if pending is not None:  # claimed, no trial yet: the slot returns at once
+                with _suppress_db():
+                    self.shared.unclaim(*pending)
             pulse.stop("stopped")
             with _suppress_db():
                 self.store.finish_run(run_id, state)
@@ -340,21 +349,28 @@ class SharedTuner:
             history=history,
         )
 
-    def _skip(self, trial_id: int, why: Skip) -> None:
-        self.shared.skip(trial_id, why)
+    def _count_skip(self, why: Skip) -> None:
         self.stats.skipped[why.value] = self.stats.skipped.get(why.value, 0) + 1
 
-    def _evaluate(self, study, run_id: int, config: Config, started: float) -> Measurement | None:
-        """The stored measurement of ``config`` if any worker made one, else a new one, stored
-        with its samples before the trial completes. None: the runner rejects the config."""
+    def _skip(self, trial_id: int, why: Skip) -> None:
+        self.shared.skip(trial_id, why)
+        self._count_skip(why)
+
+    def _evaluate(
+        self, study, run_id: int, config: Config, started: float, look: bool = True
+    ) -> Measurement | None:
+        """The stored measurement of ``config`` if any worker made one (looked up when ``look``),
+        else a new one, stored with its samples before the trial completes. None: the runner
+        rejects the config."""
         call = self.db.outage.call
-        stored = call(self.store.lookup, study, config)
+        stored = call(self.store.lookup, study, config) if look else None
         if stored is not None:
             self.stats.from_store += 1
             return stored.measurement
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m = self.plan.runner.evaluate(config)
         self.stats.runner_seconds += time.perf_counter() - t0
+        self.stats.runner_cpu_seconds += time.process_time() - c0
         self.stats.measured += 1
         if m.outcome is TrialOutcome.INFEASIBLE:
             return None
@@ -401,15 +417,12 @@ def seed_from_store(shared: SharedStudy, store: Store, plan: TunePlan) -> int:
     copied from SQLite, or tuned before by one process): workers never measure them again and
     the budget counts them, as a resumed single-process tune does. Returns how many."""
     problem = plan.problem
-    # the store first, then the trials: a worker claims before it stores, so every stored config
-    # whose worker is still at it shows up below as a claimed running trial, and is skipped
-    # (that worker completes it; if it dies, the retry is answered from the store)
+    # the store first, then the claims: a worker claims before it stores, so every stored config
+    # whose worker is still at it has a live claim, and is skipped below (that worker completes
+    # it; if it dies, the retry is answered from the store)
     stored = shared.db.outage.call(store.evaluations, plan.study, with_samples=False)
-    have = {
-        problem.key(problem.decode(t.params))
-        for t in shared.trials((TrialState.COMPLETE, TrialState.RUNNING))
-        if CLAIM in t.system_attrs
-    }
+    view = shared.progress(0)
+    have = {key for _, key, _, _ in view.done} | set(view.in_flight)
     dists = problem.distributions()
     added = 0
     for e in stored:
@@ -420,13 +433,15 @@ def seed_from_store(shared: SharedStudy, store: Store, plan: TunePlan) -> int:
             params = problem.encode(e.config)
         except (KeyError, ValueError):
             continue  # a config of an older version of the space
-        shared.create_trial(
-            params,
-            dists,
-            state=TrialState.COMPLETE,
-            value=trial_value(e.measurement.value),
-            system_attrs={CLAIM: "store"},
+        claim = shared.claim(key, params, "store", None)
+        if claim.skip is not None or claim.claim_id is None:
+            continue
+        value = trial_value(e.measurement.value)
+        trial_id = shared.create_trial(
+            params, dists, state=TrialState.COMPLETE, value=value, system_attrs={CLAIM: "store"}
         )
+        if shared.link(key, claim.claim_id, trial_id):
+            shared.done(key, claim.claim_id, value)
         have.add(key)
         added += 1
     return added
