@@ -149,7 +149,6 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
         "--json",
         *FAST,
     )
-    wait_for(lambda: _exists(url, "k"), 60, "the study")
     worker = [
         "worker",
         "--storage",
@@ -162,7 +161,8 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
         "0.4",
         "--json",
     ]
-    victim = start(*worker)
+    victim = start(*worker)  # started with the creator: a worker waits for the study
+    wait_for(lambda: _exists(url, "k"), 60, "the study")
     study = shared(url, "k")
     victim_key = f":{victim.pid}:"
     held = []
@@ -217,8 +217,7 @@ def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
         "--json",
         *slow,
     )
-    wait_for(lambda: _exists(url, "o"), 60, "the study")
-    other = start(
+    other = start(  # started with the creator: a worker waits for the study
         "worker",
         "--storage",
         url,
@@ -230,7 +229,7 @@ def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
         "0.25",
         "--json",
     )
-    wait_for(lambda: len(store_rows(url)) >= 6, 60, "some evaluations")
+    wait_for(lambda: _n_rows(url) >= 6, 60, "some evaluations")
     pg_cluster.stop()
     time.sleep(4)
     pg_cluster.start()
@@ -319,7 +318,7 @@ def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
         str(path),
         "--json",
         "--replay-delay",
-        "0.2",
+        "0.1",
     ]
     # two processes on one study: one tunes, the other (this one) is refused with a pointer to
     # PostgreSQL
@@ -352,6 +351,13 @@ def _sqlite_count(path: Path) -> int:
         return con.execute("SELECT count(*) FROM evaluations").fetchone()[0]
     except sqlite3.Error:
         return 0
+
+
+def _n_rows(url: str) -> int:
+    try:
+        return len(store_rows(url))
+    except psycopg.Error:
+        return 0  # the store's tables are not created yet
 
 
 def _exists(url: str, name: str) -> bool:

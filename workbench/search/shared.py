@@ -289,7 +289,7 @@ class Outage:
                         "trial is re-queued by the others once its heartbeat is stale"
                     ) from exc
                 time.sleep(delay)
-                delay = min(2 * delay, 5.0)
+                delay = min(2 * delay, 2.0)  # retries are cheap: notice a return soon
                 continue
             if start is not None:
                 self.log(f"database at {self.where} back after {time.monotonic() - start:.1f} s")
