@@ -130,6 +130,9 @@ def main() -> None:
     ap.add_argument("--storage", help="an existing PostgreSQL server (a database per point)")
     ap.add_argument("--recording", type=Path, default=CACHE)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument(
+        "--before", type=Path, help="an earlier result file to keep alongside, as 'before'"
+    )
     a = ap.parse_args()
     load_before = os.getloadavg()
     points = []
@@ -148,7 +151,8 @@ def main() -> None:
         "benchmark": "scale_out",
         "date": dt.date.today().isoformat(),
         "machine": f"2-core CPU VM ({os.cpu_count()} logical CPUs, {platform.machine()}, "
-        f"{platform.platform()}), no GPU; shared with other jobs: load average "
+        f"{platform.platform()}), no GPU; its 2 cores shared with other jobs (other agents' "
+        "tests and a long benchmark): load average "
         f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after",
         "recording": a.recording.name,
         "trials_per_point": a.trials,
@@ -156,6 +160,8 @@ def main() -> None:
         "postgresql": _server_version(),
         "points": points,
     }
+    if a.before is not None:
+        doc["before"] = json.loads(a.before.read_text())
     print(
         f"\n{'workers':>7} {'trials/s':>9} {'coord ms/trial':>15} {'worker CPU ms':>14} "
         f"{'server CPU ms':>14} {'skipped':>24}"
