@@ -383,32 +383,41 @@ class Database:
     def storage(self) -> RDBStorage:
         """Optuna's RDB storage in its own schema, with heartbeats and the retry callback."""
         if self._storage is None:
-            with self.locks.begin() as conn:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
-                conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
-            s = self.settings
-            retry = _retry_callback(s.max_retry)
-            callback_arg = (
-                "heartbeat_stale_trial_callback"
-                if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
-                else "failed_trial_callback"  # Optuna < 4.9
-            )
-            with _quiet_experimental():
-                self._storage = RDBStorage(
-                    self.url,
-                    engine_kwargs={
-                        "pool_pre_ping": True,
-                        "connect_args": {"options": f"-c search_path={OPTUNA_SCHEMA}"},
-                    },
-                    heartbeat_interval=s.heartbeat_s,
-                    grace_period=s.grace_s,
-                    **{callback_arg: retry},
-                )
-            with self.locks.begin() as conn:  # after Optuna's tables: the functions read them
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
-                # psycopg runs several statements only without parameters: the driver's own call
-                conn.connection.driver_connection.execute(CLAIMS_DDL)  # type: ignore[union-attr]
+            # Workers starting together would race to create Optuna's tables (and its version
+            # row) and ours: one session-level lock over all of it, released by the session's
+            # end if this process dies. Always taken last (callers may hold SETUP_LOCK).
+            with self.claims.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": DDL_LOCK})
+                try:
+                    conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
+                    storage = self._open_optuna()
+                    # after Optuna's tables, which the functions read; psycopg runs several
+                    # statements only without parameters: the driver's own call
+                    conn.connection.driver_connection.execute(CLAIMS_DDL)  # type: ignore[union-attr]
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": DDL_LOCK})
+            self._storage = storage
         return self._storage
+
+    def _open_optuna(self) -> RDBStorage:
+        s = self.settings
+        retry = _retry_callback(s.max_retry)
+        callback_arg = (
+            "heartbeat_stale_trial_callback"
+            if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+            else "failed_trial_callback"  # Optuna < 4.9
+        )
+        with _quiet_experimental():
+            return RDBStorage(
+                self.url,
+                engine_kwargs={
+                    "pool_pre_ping": True,
+                    "connect_args": {"options": f"-c search_path={OPTUNA_SCHEMA}"},
+                },
+                heartbeat_interval=s.heartbeat_s,
+                grace_period=s.grace_s,
+                **{callback_arg: retry},
+            )
 
     def configure(self, heartbeat_s: int, grace_s: int) -> None:
         """Adopt a study's heartbeat and grace period (every worker must judge staleness
