@@ -13,7 +13,6 @@ from workbench.cli.common import cli_errors, console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store, StudyInfo
-from workbench.store.exchange import export_kt_cache, export_table, import_recording
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
@@ -102,8 +101,12 @@ def export(
         store = open_store(storage)
         info = find_study(store, study)
         if fmt == "kt-cache":
+            from workbench.store.exchange import export_kt_cache  # pandas: only when used
+
             path = export_kt_cache(store, info, out)
         elif fmt == "table":
+            from workbench.store.exchange import export_table
+
             path = export_table(store, info, out)
         else:
             raise ConfigError(f"--format {fmt!r}: expected table or kt-cache")
@@ -120,6 +123,8 @@ def import_(
     """Import a recorded space as a study (entries already there are skipped)."""
     with cli_errors():
         store = open_store(storage)
+        from workbench.store.exchange import import_recording
+
         info, added = import_recording(store, recording)
         console.print(f"study {escape(info.name)!r}: {added} evaluations imported")
 

@@ -47,8 +47,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import quad
-from scipy.stats import mannwhitneyu
 
 #: asv's significance level for Mann-Whitney U on raw samples.
 ALPHA = 0.002
@@ -173,6 +171,8 @@ def _trimmed_mean_square(n: int) -> float:
     """Mean of the ``n - 1`` smallest of ``n`` squared standard normals, in expectation:
     ``(n - E[max]) / (n - 1)``, with ``E[max] = integral of 1 - P(Z^2 <= x)^n`` (0.69 for
     ``n = 10``). Dividing by it unbiases the trimmed mean square."""
+    from scipy.integrate import quad  # imported here: scipy costs ~1 s at CLI start-up
+
     e_max, _ = quad(lambda x: 1.0 - math.erf(math.sqrt(x / 2.0)) ** n, 0.0, math.inf)
     return (n - e_max) / (n - 1)
 
@@ -267,6 +267,8 @@ def _mann_whitney_p(base: np.ndarray, cand: np.ndarray) -> float:
         return 1.0  # identical constants: scipy warns and returns nan
     n1, n2 = len(cand), len(base)
     if min(n1, n2) <= EXACT_MAX:
+        from scipy.stats import mannwhitneyu  # imported here: see above
+
         return float(mannwhitneyu(cand, base, alternative="two-sided", method="auto").pvalue)
     _, inverse, counts = np.unique(
         np.concatenate([cand, base]), return_inverse=True, return_counts=True

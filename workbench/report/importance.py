@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import optuna
 import plotly.graph_objects as go
 from optuna.distributions import CategoricalDistribution
-from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
 from optuna.trial import create_trial
 
 from workbench.report.data import StudyData
@@ -66,6 +65,9 @@ def gather_importance(data: StudyData) -> Importance:
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # experimental-API notices are not page content
+        # imported here: optuna.importance pulls in scikit-learn (~0.6 s at CLI start-up)
+        from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
+
         scores = get_param_importances(
             study, evaluator=PedAnovaImportanceEvaluator(target_quantile=TARGET_QUANTILE)
         )
