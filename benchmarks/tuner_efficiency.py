@@ -279,26 +279,34 @@ def main() -> None:
             print(
                 f"  {tool:<13}{strategy:<24}{line}   ({time.perf_counter() - t0:.1f}s)", flush=True
             )
+            if args.json:
+                write_json(args.json, records, started)
         if plain is not None:
             os.unlink(plain)
     print_table(records, budgets)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "tuner_efficiency",
-                    "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-                    "python": sys.version.split()[0],
-                    "default_sampler": DEFAULT_SAMPLER,
-                    "seconds": time.perf_counter() - started,
-                    "records": records,
-                },
-                indent=1,
-            )
-        )
+        write_json(args.json, records, started)
         print(f"wrote {args.json}")
+
+
+def write_json(path: Path, records: list[dict], started: float) -> None:
+    """The records so far (rewritten after every strategy: a long run stopped early keeps what
+    it measured)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps(
+            {
+                "benchmark": "tuner_efficiency",
+                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                "python": sys.version.split()[0],
+                "default_sampler": DEFAULT_SAMPLER,
+                "seconds": time.perf_counter() - started,
+                "records": records,
+            },
+            indent=1,
+        )
+    )
 
 
 def print_table(records: list[dict], budgets: list[int]) -> None:
