@@ -12,15 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_checks import gpu, verify_on_gpu
 
 from workbench.analysis import kernel_resources
 from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
-from workbench.gpu import probe_gpu
 from workbench.references import ReferenceCall
 from workbench.references.reduce import reduce_1d, reduce_all, reduce_rows, sum_all
-from workbench.runners.base import TrialOutcome
-from workbench.runners.cuda import CudaRunner
-from workbench.runners.timing import StoppingRule, TimingOptions
 from workbench.runners.verify import tolerance_for
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.launch import launch_geometry
@@ -264,25 +261,6 @@ def test_f16_and_rows_sass(cache: CompileCache) -> None:
 
 
 # -- on a GPU (-m gpu; skipped cleanly without one) ----------------------------------------
-GPU = probe_gpu()
-gpu = pytest.mark.skipif(not GPU.available, reason=f"no CUDA GPU: {GPU.reason}")
-#: verification is the point here; a few timing samples only
-BRIEF = TimingOptions(rule=StoppingRule(max_time_s=0.2, max_samples=20))
-
-
-def verify_on_gpu(kernel: str, shape: dict[str, int], assignments: list[str], tmp: Path) -> None:
-    """Every config runs on the GPU and matches the reference on fresh random inputs."""
-    spec = load_kernel(kernel)
-    arch = f"sm_{GPU.cc}"
-    if arch not in spec.arches:
-        pytest.skip(f"{kernel} does not declare {arch}")
-    space = Space(spec, shape=shape, arch=Arch.parse(arch))
-    configs = [space.parse_config(a.split(",") if a else []) for a in assignments]
-    assert all(space.is_valid(c) for c in configs)
-    with CudaRunner(space, CompileCache(tmp), timing=BRIEF) as runner:
-        for config in configs:
-            m = runner.evaluate(config)
-            assert m.outcome is TrialOutcome.OK, (config, m.reason)
 
 
 @gpu
