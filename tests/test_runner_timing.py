@@ -374,3 +374,54 @@ def test_is_throttled() -> None:
     assert not is_throttled(1500.0, 1980.0)
     assert not is_throttled(None, 1980.0) and not is_throttled(1000.0, None)
     assert not is_throttled(math.nan, 1980.0)
+
+
+def test_measure_follows_the_protocol_for_configs_and_baselines() -> None:
+    """The one timing loop (runner and compare): warm-up launches, then a flush, a timed launch
+    and a clock reading per sample until the rule stops; outputs reset before every launch;
+    slow-clock samples marked throttled."""
+    from types import SimpleNamespace
+
+    from workbench.runners.cuda.worker import Heartbeat, measure
+
+    events: list[str] = []
+    speeds = iter([1400.0, 600.0] * 50)  # every other sample at 600 of 1500 MHz: throttled
+    clocks = SimpleNamespace(max_sm_clock_mhz=1500.0, sm_clock_mhz=lambda: next(speeds))
+    opts = TimingOptions(
+        rule=StoppingRule(min_samples=4, max_noise=1.0, min_time_s=0.0, max_samples=50),
+        warmup_s=0.0,
+        warmup_min_launches=3,
+    )
+
+    def timed() -> float:
+        events.append("timed")
+        return 1.0
+
+    timing = measure(
+        opts,
+        launch=lambda: events.append("launch"),
+        timed_launch=timed,
+        flush=lambda: events.append("flush"),
+        clocks=clocks,  # type: ignore[arg-type]
+        clock_note="",
+        beat=Heartbeat(lambda _msg: None),
+        before_launch=lambda: events.append("reset"),
+    )
+    assert timing.warmup_launches == 3
+    assert events[:6] == ["reset", "launch"] * 3
+    n = len(timing.samples_ms)
+    assert events[6:] == ["reset", "flush", "timed"] * n
+    assert timing.throttled == tuple(i % 2 == 1 for i in range(n))
+    assert sum(not t for t in timing.throttled) >= 4  # the rule counts unthrottled samples
+    assert timing.sm_clock_mhz[:2] == (1400.0, 600.0) and timing.max_sm_clock_mhz == 1500.0
+    without_flush = measure(
+        TimingOptions(rule=opts.rule, warmup_s=0.0, warmup_min_launches=1, flush_l2=False),
+        launch=lambda: None,
+        timed_launch=lambda: 1.0,
+        flush=lambda: events.append("flush!"),
+        clocks=None,
+        clock_note="no NVML",
+        beat=Heartbeat(lambda _msg: None),
+    )
+    assert "flush!" not in events and without_flush.sm_clock_mhz == ()
+    assert without_flush.clock_note == "no NVML" and not any(without_flush.throttled)

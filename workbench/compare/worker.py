@@ -13,7 +13,6 @@ is kept, and the median with its interval is computed by the parent with the sam
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from workbench.compare.baselines import REGISTRY, BaselineUnsupported, Prepared,
 from workbench.compare.problems import Problem
 from workbench.runners.protocol import Timing, read_raw, write_raw
 from workbench.runners.supervisor import Progress
-from workbench.runners.timing import TimingOptions, is_throttled
+from workbench.runners.timing import TimingOptions
 
 
 @dataclass(frozen=True)
@@ -118,40 +117,22 @@ class BaselineExecutor:
         return tuple(files)
 
     def _time(self, prepared: Prepared, opts: TimingOptions, progress: Progress) -> Timing:
-        from workbench.runners.cuda.worker import Heartbeat
+        # the runner's protocol, so that a baseline and the tuned config are timed alike
+        from workbench.runners.cuda.worker import Heartbeat, measure
 
-        beat = Heartbeat(progress)
-        start = time.perf_counter()
-        warmups = 0
-        while warmups < opts.warmup_min_launches or time.perf_counter() - start < opts.warmup_s:
+        def launch() -> None:
             prepared.launch()
             self.gpu.synchronize()
-            warmups += 1
-            beat("warm-up", f"call {warmups}")
-        rule = opts.rule.clone()
-        rule.reset()
-        max_clock = self.clocks.max_sm_clock_mhz if self.clocks else None
-        samples: list[float] = []
-        clocks: list[float | None] = []
-        flags: list[bool] = []
-        while not rule.done():
-            if opts.flush_l2:
-                self.flusher.flush()
-            samples.append(self.events.time(prepared.launch))
-            clocks.append(self.clocks.sm_clock_mhz() if self.clocks else None)
-            flags.append(is_throttled(clocks[-1], max_clock, opts.throttle_fraction))
-            rule.add(samples[-1], throttled=flags[-1])
-            beat("timing", f"sample {len(samples)}")
-        assert rule.stop_reason is not None
-        return Timing(
-            samples_ms=tuple(samples),
-            sm_clock_mhz=tuple(clocks) if self.clocks else (),
-            throttled=tuple(flags),
-            max_sm_clock_mhz=max_clock,
-            stop_reason=rule.stop_reason,
-            warmup_launches=warmups,
-            seconds=time.perf_counter() - start,
+
+        return measure(
+            opts,
+            launch=launch,
+            timed_launch=lambda: self.events.time(prepared.launch),
+            flush=self.flusher.flush,
+            clocks=self.clocks,
             clock_note=self.clock_note,
+            beat=Heartbeat(progress),
+            unit="call",
         )
 
     def close(self) -> None:

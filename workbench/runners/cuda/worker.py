@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from workbench.runners.protocol import (
     write_raw,
 )
 from workbench.runners.supervisor import Progress
-from workbench.runners.timing import is_throttled
+from workbench.runners.timing import TimingOptions, is_throttled
 
 #: Loaded modules kept per worker (a search revisits configs; a module is a few hundred KB).
 MODULE_CACHE = 32
@@ -91,6 +91,59 @@ class Heartbeat:
         if stage != self._stage or now - self._last >= HEARTBEAT_S:
             self.progress(f"{stage} {detail}".strip())
             self._stage, self._last = stage, now
+
+
+def measure(
+    opts: TimingOptions,
+    *,
+    launch: Callable[[], None],
+    timed_launch: Callable[[], float],
+    flush: Callable[[], None],
+    clocks: ClockReader | None,
+    clock_note: str,
+    beat: Heartbeat,
+    before_launch: Callable[[], None] = lambda: None,
+    unit: str = "launch",
+) -> Timing:
+    """The timing protocol, one copy for a config and for a baseline library call: warm up
+    (``launch`` runs once and synchronises) for at least ``warmup_min_launches`` and
+    ``warmup_s``, then take samples until the stopping rule is satisfied, each after an L2
+    flush (when ``opts.flush_l2``) and followed by an SM clock reading that marks throttled
+    samples. ``before_launch`` runs before every launch, warm-up or timed (outputs that must
+    start from their fill value)."""
+    start = time.perf_counter()
+    warmups = 0
+    while warmups < opts.warmup_min_launches or time.perf_counter() - start < opts.warmup_s:
+        before_launch()
+        launch()
+        warmups += 1
+        beat("warm-up", f"{unit} {warmups}")
+    rule = opts.rule.clone()
+    rule.reset()
+    max_clock = clocks.max_sm_clock_mhz if clocks else None
+    samples: list[float] = []
+    readings: list[float | None] = []
+    flags: list[bool] = []
+    while not rule.done():
+        before_launch()
+        if opts.flush_l2:
+            flush()
+        samples.append(timed_launch())
+        readings.append(clocks.sm_clock_mhz() if clocks else None)
+        flags.append(is_throttled(readings[-1], max_clock, opts.throttle_fraction))
+        rule.add(samples[-1], throttled=flags[-1])
+        beat("timing", f"sample {len(samples)}")
+    assert rule.stop_reason is not None
+    return Timing(
+        samples_ms=tuple(samples),
+        sm_clock_mhz=tuple(readings) if clocks else (),
+        throttled=tuple(flags),
+        max_sm_clock_mhz=max_clock,
+        stop_reason=rule.stop_reason,
+        warmup_launches=warmups,
+        seconds=time.perf_counter() - start,
+        clock_note=clock_note,
+    )
 
 
 class CudaExecutor:
@@ -222,44 +275,26 @@ class CudaExecutor:
         job, opts = request.job, request.options
         kernel, args, outputs = self._prepare(job, progress)
         resets = [(o, b) for o, b in outputs if o.reset_each_launch]
-        beat = Heartbeat(progress)
-        start = time.perf_counter()
+
+        def reset() -> None:
+            for out, buf in resets:
+                self.gpu.fill(buf, out.fill)
+
+        def launch() -> None:
+            self.gpu.launch(kernel, job.launch, args)
+            self.gpu.synchronize()
+
         with self.ranges.range(job.label):
-            warmups = 0
-            while warmups < opts.warmup_min_launches or time.perf_counter() - start < opts.warmup_s:
-                for out, buf in resets:
-                    self.gpu.fill(buf, out.fill)
-                self.gpu.launch(kernel, job.launch, args)
-                self.gpu.synchronize()
-                warmups += 1
-                beat("warm-up", f"launch {warmups}")
-            rule = opts.rule.clone()
-            rule.reset()
-            max_clock = self.clocks.max_sm_clock_mhz if self.clocks else None
-            samples: list[float] = []
-            clocks: list[float | None] = []
-            flags: list[bool] = []
-            while not rule.done():
-                for out, buf in resets:
-                    self.gpu.fill(buf, out.fill)
-                if opts.flush_l2:
-                    self.flusher.flush()
-                samples.append(self.gpu.timed_launch(kernel, job.launch, args))
-                clocks.append(self.clocks.sm_clock_mhz() if self.clocks else None)
-                flags.append(is_throttled(clocks[-1], max_clock, opts.throttle_fraction))
-                rule.add(samples[-1], throttled=flags[-1])
-                beat("timing", f"sample {len(samples)}")
-        assert rule.stop_reason is not None
-        return Timing(
-            samples_ms=tuple(samples),
-            sm_clock_mhz=tuple(clocks) if self.clocks else (),
-            throttled=tuple(flags),
-            max_sm_clock_mhz=max_clock,
-            stop_reason=rule.stop_reason,
-            warmup_launches=warmups,
-            seconds=time.perf_counter() - start,
-            clock_note=self.clock_note,
-        )
+            return measure(
+                opts,
+                launch=launch,
+                timed_launch=lambda: self.gpu.timed_launch(kernel, job.launch, args),
+                flush=self.flusher.flush,
+                clocks=self.clocks,
+                clock_note=self.clock_note,
+                beat=Heartbeat(progress),
+                before_launch=reset,
+            )
 
     def close(self) -> None:
         for kernel in self.kernels.values():
