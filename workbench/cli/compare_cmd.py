@@ -23,7 +23,7 @@ from workbench.cli.common import (
     err_console,
 )
 from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import open_store
+from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.cli.tune_cmd import _spaces
 from workbench.compare.baselines import Choice
 from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
@@ -67,10 +67,7 @@ def compare_command(
     spaces: SpacesOpt = None,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
-    storage: Annotated[
-        str | None,
-        typer.Option("--storage", help="Store URL or SQLite path.", show_default=False),
-    ] = None,
+    storage: StorageOpt = None,
     study: Annotated[
         str | None, typer.Option("--study", help="With --config best: the study to take it from.")
     ] = None,

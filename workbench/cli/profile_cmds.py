@@ -23,7 +23,7 @@ from workbench.cli.common import (
     space_from_options,
 )
 from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import open_store
+from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.errors import ConfigError
 from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
@@ -90,10 +90,7 @@ def profile(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
-    storage: Annotated[
-        str | None,
-        typer.Option("--storage", help="Store URL or SQLite path.", show_default=False),
-    ] = None,
+    storage: StorageOpt = None,
     study: Annotated[
         str | None,
         typer.Option("--study", help="With --config best: the study to take it from."),
