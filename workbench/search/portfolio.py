@@ -24,6 +24,7 @@ larger space the tuner uses TPE instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -89,20 +90,20 @@ class PortfolioProposer(Proposer):
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
         self.best = math.inf
         self._last_move: str | None = None
-        self._smoothing = [
-            self._kernel(int(k)) if o else None
+        # per parameter: Gaussian smoothing between neighbouring ordinal values, identity for
+        # a categorical one
+        smoothing = [
+            self._kernel(int(k)) if o else np.eye(int(k))
             for k, o in zip(self.cards, self.ordinal, strict=True)
         ]
         varying = [j for j, k in enumerate(self.cards) if k > 1]
-        self.pairs = [(a, b) for i, a in enumerate(varying) for b in varying[i + 1 :]]
+        pairs = [(a, b) for i, a in enumerate(varying) for b in varying[i + 1 :]]
         # Every table (one per varying parameter, one per pair) is a block of one flat array;
         # each config's cell in each table is computed once, offsets included, so building
         # the tables is two bincounts and scoring is one gather.
-        shapes = [(1, int(self.cards[j])) for j in varying]
-        shapes += [(int(self.cards[a]), int(self.cards[b])) for a, b in self.pairs]
-        cells = [self.X[:, j] for j in varying]
-        cells += [self.X[:, a] * int(self.cards[b]) + self.X[:, b] for a, b in self.pairs]
-        sizes = [r * c for r, c in shapes]
+        tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
+        sizes = [math.prod(int(self.cards[j]) for j in t) for t in tables]
+        cells = [self._cell(t) for t in tables]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._cells = (
             np.stack(cells, axis=1) + self._offsets[:-1]
@@ -110,17 +111,8 @@ class PortfolioProposer(Proposer):
             else np.zeros((len(configs), 0), dtype=np.int64)
         ).astype(np.int32)
         # Smoothing of all tables at once: a block-diagonal operator, each block the Kronecker
-        # product of its axes' smoothing kernels (identity for a categorical axis).
-        blocks = []
-        for (rows, cols), axes in zip(
-            shapes,
-            [(None, self._smoothing[j]) for j in varying]
-            + [(self._smoothing[a], self._smoothing[b]) for a, b in self.pairs],
-            strict=True,
-        ):
-            ka = axes[0] if axes[0] is not None else np.eye(rows)
-            kb = axes[1] if axes[1] is not None else np.eye(cols)
-            blocks.append(np.kron(ka, kb))
+        # product of its parameters' smoothing.
+        blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
         self._smooth = scipy.sparse.block_diag(blocks, format="csr") if blocks else None
         block_of = np.repeat(np.arange(len(sizes)), sizes)
         self._prior = PRIOR / np.asarray(sizes, dtype=float)[block_of]
@@ -131,6 +123,13 @@ class PortfolioProposer(Proposer):
         )
 
     # -- bookkeeping -----------------------------------------------------------------------
+    def _cell(self, params: tuple[int, ...]) -> np.ndarray:
+        """Each config's row-major cell in the joint table of ``params``."""
+        cell = np.zeros(len(self.X), dtype=np.int64)
+        for j in params:
+            cell = cell * int(self.cards[j]) + self.X[:, j]
+        return cell
+
     @staticmethod
     def _kernel(k: int) -> np.ndarray:
         """Row-normalised Gaussian smoothing between neighbouring ordinal values."""
