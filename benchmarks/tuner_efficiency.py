@@ -8,6 +8,13 @@ found after ``t`` unique evaluations, ``B(t)`` the exact expected best of random
 replacement after ``t`` evaluations, and ``f_opt`` the recorded optimum: random search scores 0,
 finding the optimum scores 1.
 
+Order invariance: ``--value-order reversed`` lists every parameter's values (and the recorded
+configs) in the reverse order for both tools. A search strategy's merit should not depend on the
+order in which a space happens to list its values; a strategy whose score changes with it has a
+built-in bias toward one end of the space (Kernel Tuner's search space lists the largest values
+first, and a strategy that repairs an invalid config with the first valid neighbour it finds
+inherits that order).
+
 Equal footing: both tools search the same space, the configurations the file holds, failed
 ones included (a failed configuration costs one evaluation and yields no value; Kernel Tuner's
 own ``tune_cache`` would drop failed configurations from its space, so this script passes a
@@ -21,6 +28,7 @@ value.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import gzip
 import json
@@ -110,8 +118,14 @@ def _lcomb(n: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
-def load_space(path: Path) -> Space:
+def load_space(path: Path, *, value_order: str = "as-recorded") -> Space:
     rec = load_recording(path)
+    if value_order == "reversed":
+        rec = dataclasses.replace(
+            rec,
+            parameters=tuple((name, tuple(reversed(vals))) for name, vals in rec.parameters),
+            entries=dict(reversed(list(rec.entries.items()))),
+        )
     values = np.array(
         [e.value if e.outcome is TrialOutcome.OK else np.inf for e in rec.entries.values()],
         dtype=float,
@@ -155,6 +169,8 @@ def run_kernel_tuner(
         return tuple(p[k] for k in keys) in recorded
 
     raw = json.loads(plain_cache.read_text())
+    # the value order the space lists (reversed or not: see the module docstring)
+    tune_params = {name: list(values) for name, values in rec.parameters}
     size = raw["problem_size"]
     size = tuple(size) if isinstance(size, list) else (size,)
     random.seed(seed)  # Kernel Tuner ignores its seed argument: seed the generators it uses
@@ -168,7 +184,7 @@ def run_kernel_tuner(
             "",
             size,
             [],
-            raw["tune_params"],
+            tune_params,
             cache=str(cache),
             restrictions=in_recording,
             simulation_mode=True,
@@ -222,16 +238,23 @@ def main() -> None:
     parser.add_argument("--kt-strategies", default=",".join(KT_STRATEGIES))
     parser.add_argument("--tools", default="workbench,kernel_tuner")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--value-order",
+        choices=("as-recorded", "reversed"),
+        default="as-recorded",
+        help="order of each parameter's values given to both tools (see the module docstring)",
+    )
     args = parser.parse_args()
     budgets = sorted(int(b) for b in args.budgets.split(","))
     tools = args.tools.split(",")
     records: list[dict] = []
     started = time.perf_counter()
     for path in args.caches:
-        space = load_space(path)
+        space = load_space(path, value_order=args.value_order)
         print(
             f"\n{space.name}: {len(space.values)} recorded configs on "
-            f"{space.recording.device.name}, optimum {space.f_opt:.5g}",
+            f"{space.recording.device.name}, optimum {space.f_opt:.5g}"
+            + (", values in reversed order" if args.value_order == "reversed" else ""),
             flush=True,
         )
         plain = None
@@ -265,6 +288,7 @@ def main() -> None:
                     "strategy": strategy,
                     "budget": b,
                     "repeats": args.repeats,
+                    "value_order": args.value_order,
                     "score": space.score(statistics.fmean(bests), b),
                     "mean_best": statistics.fmean(bests),
                     "evals_to_within_5pct": median_or_none(
