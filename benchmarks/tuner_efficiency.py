@@ -234,6 +234,12 @@ def main() -> None:
     parser.add_argument("caches", nargs="+", type=Path)
     parser.add_argument("--budgets", default="50,100,200")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="repeat i uses seed FIRST_SEED + i (report on seeds the samplers were not tuned on)",
+    )
     parser.add_argument("--samplers", default=",".join(WB_SAMPLERS))
     parser.add_argument("--kt-strategies", default=",".join(KT_STRATEGIES))
     parser.add_argument("--tools", default="workbench,kernel_tuner")
@@ -272,7 +278,7 @@ def main() -> None:
         for tool, strategy, per_budget in runs:
             traces: dict[int, list[list[float | None]]] = {b: [] for b in budgets}
             t0 = time.perf_counter()
-            for rep in range(args.repeats):
+            for rep in range(args.first_seed, args.first_seed + args.repeats):
                 if per_budget:  # Kernel Tuner strategies plan with max_fevals: one run per budget
                     for b in budgets:
                         traces[b].append(run_kernel_tuner(space, strategy, b, rep, plain))
@@ -288,6 +294,7 @@ def main() -> None:
                     "strategy": strategy,
                     "budget": b,
                     "repeats": args.repeats,
+                    "first_seed": args.first_seed,
                     "value_order": args.value_order,
                     "score": space.score(statistics.fmean(bests), b),
                     "mean_best": statistics.fmean(bests),

@@ -7,19 +7,23 @@ everywhere, so the sampler keeps four and lets the search decide (as OpenTuner's
 does), rewarding a move when its proposal improves the best value:
 
 * ``random``: an unvisited valid config, uniformly (exploration; the baseline itself);
-* ``model``: a draw from the softmax of a Parzen density ratio (TPE's l/g) over unvisited
-  valid configs (a random subset in large spaces), ordinal domains smoothed between
-  neighbouring values; the ratio mixes per-parameter densities with densities over pairs of
-  parameters, because tiles, block sizes and vector widths interact (a block size is good
+* ``model``: Thompson sampling from a Bayesian linear regression of log time on one-hot
+  features of every parameter and of every pair of parameters (a second-order model, as in
+  BOCS, Baptista & Poloczek 2018), ordinal values smoothed between neighbours: the unvisited
+  valid config (a random subset in large spaces) that one posterior draw predicts fastest.
+  Pairs matter because tiles, block sizes and vector widths interact (a block size is good
   only with some tile sizes);
 * ``crossover``: uniform crossover of two elite configs plus a small mutation (ordinal
   parameters step to a nearby value), as a genetic algorithm would;
-* ``line``: the best-scoring unvisited config that differs from the incumbent in one
-  parameter (a model-ranked coordinate move).
+* ``line``: the unvisited config that differs from the incumbent in one parameter and that
+  the same posterior draw predicts fastest (a model-ranked coordinate move).
 
-Moves choose among valid configs only, so no proposal is wasted on a point outside the space,
-and never propose a visited one. The space must be enumerable (the problem's valid set); for a
-larger space the tuner uses TPE instead.
+The regression target is log time clipped at the median of the evaluated configs (failed ones
+count as the median): the model has to rank the good half, not explain how slow the slow half
+is. Moves choose among valid configs only, so no proposal is wasted on a point outside the
+space, and never propose a visited one. The space must be enumerable (the problem's valid set);
+for a larger space the tuner uses TPE instead. Choices here were made on the recorded spaces
+with ``benchmarks/tuner_efficiency.py`` (its results name the seeds).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 
 from workbench.runners.base import Measurement, TrialOutcome
@@ -40,18 +45,21 @@ from workbench.store import StoredEvaluation
 MOVES = ("random", "model", "crossover", "line")
 #: Random configs before the moves start (a model needs a few points).
 N_STARTUP = 10
-#: Share of the evaluated configs that make the "good" density (TPE's gamma).
-GOOD_FRACTION = 0.25
 #: Bandit: recent proposals that count, and the weight of the exploration bonus (UCB1).
 WINDOW = 40
 EXPLORATION = 0.3
-#: Softmax temperature of the model move (1: proportional to the density ratio l/g).
-TEMPERATURE = 1.0
-#: Prior weight spread over each parameter's values in both densities.
-PRIOR = 1.0
-#: Weight of the pairwise densities in the model score (the rest: per-parameter densities).
-#: 0.5 scored best of 0, 0.5 and 1 on the recorded spaces (benchmarks/tuner_efficiency.py).
+#: Prior variance of the pairwise features' share of the model (the rest: per-parameter
+#: features). 0.5 scored best of 0, 0.5 and 1 on the recorded spaces.
 PAIR_WEIGHT = 0.5
+#: Observation noise of the regression (standardised target): small, because measurements
+#: repeat well and a larger value made the search wander (0.01 scored best of 0.01, 0.03, 0.1
+#: and 0.3 on the recorded spaces).
+NOISE = 0.01
+#: The target is clipped at this quantile of the evaluated configs' log times.
+CLIP_QUANTILE = 0.5
+#: The regression is fitted on at most this many evaluated configs (half of them the best,
+#: half drawn from the rest), so a long run's fit stays a small dense solve.
+MAX_FIT = 256
 #: The model move scores at most this many unvisited configs (a random subset): a few
 #: milliseconds per proposal in spaces of tens of thousands of configs. Smaller subsets cost
 #: search efficiency (2048 scored clearly worse than 8192 on the recorded 4k-config spaces).
@@ -98,9 +106,9 @@ class PortfolioProposer(Proposer):
         ]
         varying = [j for j, k in enumerate(self.cards) if k > 1]
         pairs = [(a, b) for i, a in enumerate(varying) for b in varying[i + 1 :]]
-        # Every table (one per varying parameter, one per pair) is a block of one flat array;
-        # each config's cell in each table is computed once, offsets included, so building
-        # the tables is two bincounts and scoring is one gather.
+        # The model's features: one-hot cells of a table per varying parameter and per pair,
+        # all tables blocks of one flat array; each config's cell in each table is computed
+        # once, offsets included, so a prediction is one gather.
         tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
         sizes = [math.prod(int(self.cards[j]) for j in t) for t in tables]
         cells = [self._cell(t) for t in tables]
@@ -115,12 +123,13 @@ class PortfolioProposer(Proposer):
         blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
         self._smooth = scipy.sparse.block_diag(blocks, format="csr") if blocks else None
         block_of = np.repeat(np.arange(len(sizes)), sizes)
-        self._prior = PRIOR / np.asarray(sizes, dtype=float)[block_of]
         n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
-        self._table, self._table_at = np.zeros(0), -1
-        self._weight = np.where(
-            block_of < len(varying), 1 - PAIR_WEIGHT, PAIR_WEIGHT / n_pair_terms
+        # prior standard deviation of each cell's weight: a config's pair terms together weigh
+        # PAIR_WEIGHT, its per-parameter terms the rest
+        self._prior_sd = np.sqrt(
+            np.where(block_of < len(varying), 1 - PAIR_WEIGHT, PAIR_WEIGHT / n_pair_terms)
         )
+        self._draw, self._draw_at = np.zeros(0), -1
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _cell(self, params: tuple[int, ...]) -> np.ndarray:
@@ -180,35 +189,58 @@ class PortfolioProposer(Proposer):
             self._record(config, m, move)
 
     # -- moves -----------------------------------------------------------------------------
-    def _good_bad(self) -> tuple[np.ndarray, np.ndarray]:
-        """Evaluated rows split into the best GOOD_FRACTION of the successful ones and the rest
-        (failed configs are "bad")."""
+    def _fit_rows(self) -> np.ndarray:
+        """Evaluated rows the regression is fitted on: all, or the best MAX_FIT // 2 and a
+        random draw from the rest."""
         done = np.flatnonzero(self.visited)
-        vals = self.values[done]
-        order = done[np.argsort(vals, kind="stable")]
-        n_ok = int(np.isfinite(vals).sum())
-        n_good = max(1, math.ceil(GOOD_FRACTION * n_ok))
-        return order[:n_good], order[n_good:]
+        if len(done) <= MAX_FIT:
+            return done
+        order = done[np.argsort(self.values[done], kind="stable")]
+        best, rest = order[: MAX_FIT // 2], order[MAX_FIT // 2 :]
+        return np.concatenate([best, self.rng.choice(rest, MAX_FIT - len(best), replace=False)])
 
-    def _log_ratio_table(self) -> np.ndarray:
-        """log l - log g for every cell of every table (flat, blocks at ``_offsets``) from the
-        good and bad evaluated rows, smoothed, weighted for the mix of per-parameter and
-        pairwise terms (PAIR_WEIGHT; a config's pair terms sum like its per-parameter ones)."""
-        total = int(self._offsets[-1])
-        if total == 0:
-            return np.zeros(0)
-        h = np.stack(
-            [np.bincount(self._cells[r].ravel(), minlength=total) for r in self._good_bad()]
-        ).astype(float)
-        h = np.asarray(h @ self._smooth) + self._prior
-        h /= np.add.reduceat(h, self._offsets[:-1], axis=1).repeat(np.diff(self._offsets), axis=1)
-        return self._weight * (np.log(h[0]) - np.log(h[1]))
+    def _features(self, rows: np.ndarray) -> scipy.sparse.csr_matrix:
+        """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
+        the weights' prior is a standard normal)."""
+        cells = self._cells[rows]
+        n, t = cells.shape
+        onehot = scipy.sparse.csr_matrix(
+            (self._prior_sd[cells].ravel(), cells.ravel(), np.arange(0, n * t + 1, t)),
+            shape=(n, int(self._offsets[-1])),
+        )
+        return onehot @ self._smooth
+
+    def _posterior_draw(self) -> np.ndarray:
+        """One draw from the regression's posterior, as a prediction per cell (flat, blocks
+        at ``_offsets``): a config's predicted standardised log time is the sum of its cells.
+        Drawn with the perturbation trick in the dual form (an n x n solve, n <= MAX_FIT): the
+        weights that fit perturbed targets under a perturbed prior are a posterior sample."""
+        rows = self._fit_rows()
+        vals = self.values[rows]
+        ok = np.isfinite(vals)
+        y = np.zeros(len(rows))
+        if ok.any():
+            y[ok] = np.log(vals[ok])
+            cap = np.quantile(y[ok], CLIP_QUANTILE)
+            y = np.where(ok, np.minimum(y, cap), cap)  # failed configs count as the cap
+            y = (y - y.mean()) / (y.std() or 1.0)
+        phi = self._features(rows)
+        gram = (phi @ phi.T).toarray()
+        gram[np.diag_indices_from(gram)] += NOISE
+        w0 = self.rng.standard_normal(phi.shape[1])
+        eps = self.rng.standard_normal(len(rows)) * math.sqrt(NOISE)
+        alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
+        w = w0 + phi.T @ alpha
+        return self._prior_sd * (self._smooth @ w)
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
-        """Model score of ``rows``: per-parameter log density ratios mixed with pairwise ones."""
-        if self._table_at != self.n_visited:  # the tables change only with a new observation
-            self._table, self._table_at = self._log_ratio_table(), self.n_visited
-        return self._table[self._cells[rows]].sum(axis=1)
+        """Model score of ``rows`` (higher is better): minus the predicted log time of one
+        posterior draw, the same draw for every move until the next observation."""
+        if self._smooth is None:  # nothing varies: every config scores the same
+            return np.zeros(len(rows))
+        if self._draw_at != self.n_visited:
+            self._draw, self._draw_at = self._posterior_draw(), self.n_visited
+        return -self._draw[self._cells[rows]].sum(axis=1)
 
     def _random(self) -> int | None:
         left = np.flatnonzero(self._open())
@@ -220,9 +252,8 @@ class PortfolioProposer(Proposer):
             return None
         if len(left) > MODEL_CANDIDATES:
             left = self.rng.choice(left, MODEL_CANDIDATES, replace=False)
-        s = self._scores(left) / TEMPERATURE
-        p = np.exp(s - s.max())
-        return int(left[self.rng.choice(len(left), p=p / p.sum())])
+        s = self._scores(left)
+        return int(left[self.rng.choice(np.flatnonzero(s == s.max()))])
 
     def _elite(self) -> np.ndarray:
         done = np.flatnonzero(self.visited & np.isfinite(self.values))

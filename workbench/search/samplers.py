@@ -63,8 +63,8 @@ def _portfolio(problem: Problem, seed: int | None) -> Proposer:
 SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
     "portfolio": (
         _portfolio,
-        "bandit over random, model (TPE-like), crossover and coordinate "
-        "moves on the valid set (TPE when the space is too large to enumerate)",
+        "bandit over random, model (Thompson sampling of a pairwise regression), crossover "
+        "and coordinate moves on the valid set (TPE when the space is too large to enumerate)",
     ),
     "tpe": (_tpe, "Optuna TPE (multivariate), constraints learned from infeasible/failed points"),
     "gp": (_gp, "Optuna Gaussian-process sampler with constraints (needs PyTorch)"),
