@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.linalg
 import scipy.sparse
+import threadpoolctl
 
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.problem import Problem
@@ -64,6 +65,11 @@ MAX_FIT = 256
 #: milliseconds per proposal in spaces of tens of thousands of configs. Smaller subsets cost
 #: search efficiency (2048 scored clearly worse than 8192 on the recorded 4k-config spaces).
 MODEL_CANDIDATES = 8192
+
+#: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
+#: contention (10-30x slower on a busy 2-core machine than one thread, measured), so the fit
+#: runs on one thread.
+_BLAS = threadpoolctl.ThreadpoolController()
 
 
 class PortfolioProposer(Proposer):
@@ -121,6 +127,7 @@ class PortfolioProposer(Proposer):
         # Smoothing of all tables at once: a block-diagonal operator, each block the Kronecker
         # product of its parameters' smoothing.
         blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
+        self._blocks = blocks
         self._smooth = scipy.sparse.block_diag(blocks, format="csr") if blocks else None
         block_of = np.repeat(np.arange(len(sizes)), sizes)
         n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
@@ -199,16 +206,16 @@ class PortfolioProposer(Proposer):
         best, rest = order[: MAX_FIT // 2], order[MAX_FIT // 2 :]
         return np.concatenate([best, self.rng.choice(rest, MAX_FIT - len(best), replace=False)])
 
-    def _features(self, rows: np.ndarray) -> scipy.sparse.csr_matrix:
+    def _features(self, rows: np.ndarray) -> np.ndarray:
         """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
-        the weights' prior is a standard normal)."""
+        the weights' prior is a standard normal): per table, the smoothing rows of the rows'
+        cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
         cells = self._cells[rows]
-        n, t = cells.shape
-        onehot = scipy.sparse.csr_matrix(
-            (self._prior_sd[cells].ravel(), cells.ravel(), np.arange(0, n * t + 1, t)),
-            shape=(n, int(self._offsets[-1])),
-        )
-        return onehot @ self._smooth
+        phi = np.empty((len(rows), int(self._offsets[-1])))
+        for t, block in enumerate(self._blocks):
+            lo, hi = self._offsets[t], self._offsets[t + 1]
+            phi[:, lo:hi] = block[cells[:, t] - lo]
+        return phi * self._prior_sd
 
     def _posterior_draw(self) -> np.ndarray:
         """One draw from the regression's posterior, as a prediction per cell (flat, blocks
@@ -225,7 +232,7 @@ class PortfolioProposer(Proposer):
             y = np.where(ok, np.minimum(y, cap), cap)  # failed configs count as the cap
             y = (y - y.mean()) / (y.std() or 1.0)
         phi = self._features(rows)
-        gram = (phi @ phi.T).toarray()
+        gram = phi @ phi.T
         gram[np.diag_indices_from(gram)] += NOISE
         w0 = self.rng.standard_normal(phi.shape[1])
         eps = self.rng.standard_normal(len(rows)) * math.sqrt(NOISE)
@@ -239,7 +246,8 @@ class PortfolioProposer(Proposer):
         if self._smooth is None:  # nothing varies: every config scores the same
             return np.zeros(len(rows))
         if self._draw_at != self.n_visited:
-            self._draw, self._draw_at = self._posterior_draw(), self.n_visited
+            with _BLAS.limit(limits=1, user_api="blas"):
+                self._draw, self._draw_at = self._posterior_draw(), self.n_visited
         return -self._draw[self._cells[rows]].sum(axis=1)
 
     def _random(self) -> int | None:
