@@ -1,0 +1,46 @@
+"""benchmarks/tuner_efficiency.py: scores and the reversed value order of a recorded space."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHES = ROOT.parent / "shared" / "datasets" / "tuning-caches"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tuner_efficiency as bench  # noqa: E402
+
+
+def test_reversed_value_order_is_the_same_space_listed_backwards() -> None:
+    path = CACHES / "pnpoly_RTX_3090.json.gz"
+    plain = bench.load_space(path)
+    rev = bench.load_space(path, value_order="reversed")
+    for (name, values), (rname, rvalues) in zip(
+        plain.recording.parameters, rev.recording.parameters, strict=True
+    ):
+        assert name == rname and tuple(reversed(values)) == rvalues
+    assert list(rev.recording.entries) == list(reversed(list(plain.recording.entries)))
+    assert rev.f_opt == plain.f_opt and rev.worst == plain.worst
+    assert sorted(rev.values.tolist()) == sorted(plain.values.tolist())
+    # the random-search baseline depends on the values only, not on their order
+    assert rev.random_baseline(50) == plain.random_baseline(50)
+
+
+def test_scores_random_search_at_zero_and_the_optimum_at_one() -> None:
+    space = bench.load_space(CACHES / "convolution_milo_A100.json.gz")
+    for t in (50, 200):
+        assert abs(space.score(space.random_baseline(t), t)) < 1e-12
+        assert space.score(space.f_opt, t) == 1.0
+    # a better best value scores higher
+    assert space.score(space.f_opt * 1.1, 50) > space.score(space.f_opt * 1.3, 50)
+
+
+def test_a_workbench_run_on_the_reversed_space_is_valid(tmp_path: Path) -> None:
+    space = bench.load_space(CACHES / "pnpoly_RTX_3090.json.gz", value_order="reversed")
+    trace = bench.run_workbench(space, "portfolio", 30, seed=3)
+    assert len(trace) == 30
+    recorded = {v for v in space.values.tolist() if np.isfinite(v)}
+    assert all(v is None or v in recorded for v in trace)
