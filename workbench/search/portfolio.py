@@ -34,7 +34,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse
 import threadpoolctl
 
 from workbench.runners.base import Measurement, TrialOutcome
@@ -129,11 +128,8 @@ class PortfolioProposer(Proposer):
             if cells
             else np.zeros((len(configs), 0), dtype=np.int64)
         ).astype(np.int32)
-        # Smoothing of all tables at once: a block-diagonal operator, each block the Kronecker
-        # product of its parameters' smoothing.
-        blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
-        self._blocks = blocks
-        self._smooth = scipy.sparse.block_diag(blocks, format="csr") if blocks else None
+        # Smoothing of each table: the Kronecker product of its parameters' smoothing.
+        self._blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
         block_of = np.repeat(np.arange(len(sizes)), sizes)
         n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
         # prior standard deviation of each cell's weight: a config's pair terms together weigh
@@ -211,14 +207,17 @@ class PortfolioProposer(Proposer):
         best, rest = order[: MAX_FIT // 2], order[MAX_FIT // 2 :]
         return np.concatenate([best, self.rng.choice(rest, MAX_FIT - len(best), replace=False)])
 
+    def _spans(self) -> zip[tuple[np.ndarray, int, int]]:
+        """Each table's smoothing block with the start and end of its cells in the flat array."""
+        return zip(self._blocks, self._offsets[:-1], self._offsets[1:], strict=True)
+
     def _features(self, rows: np.ndarray) -> np.ndarray:
         """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
         the weights' prior is a standard normal): per table, the smoothing rows of the rows'
         cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
         cells = self._cells[rows]
         phi = np.empty((len(rows), int(self._offsets[-1])))
-        for t, block in enumerate(self._blocks):
-            lo, hi = self._offsets[t], self._offsets[t + 1]
+        for t, (block, lo, hi) in enumerate(self._spans()):
             phi[:, lo:hi] = block[cells[:, t] - lo]
         return phi * self._prior_sd
 
@@ -243,12 +242,13 @@ class PortfolioProposer(Proposer):
         eps = self.rng.standard_normal(len(rows)) * math.sqrt(NOISE)
         alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
         w = w0 + phi.T @ alpha
-        return self._prior_sd * (self._smooth @ w)
+        smoothed = [block @ w[lo:hi] for block, lo, hi in self._spans()]
+        return self._prior_sd * np.concatenate(smoothed)
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
         """Model score of ``rows`` (higher is better): minus the predicted log time of one
         posterior draw, the same draw for every move until the next observation."""
-        if self._smooth is None:  # nothing varies: every config scores the same
+        if not self._blocks:  # nothing varies: every config scores the same
             return np.zeros(len(rows))
         if self._draw_at != self.n_visited:
             with _BLAS.limit(limits=1, user_api="blas"):
