@@ -37,6 +37,38 @@ FAST = ["--heartbeat", "1", "--grace", "3"]
 pytestmark = pytest.mark.skipif(not PNPOLY.exists(), reason=f"{PNPOLY} is not here")
 
 
+def tune_args(
+    storage: object, study: str, budget: int, *extra: str, recording: Path = PNPOLY
+) -> list[str]:
+    """``tune --replay RECORDING --storage STORAGE --study STUDY --budget N EXTRA...``"""
+    return [
+        "tune",
+        "--replay",
+        str(recording),
+        "--storage",
+        str(storage),
+        "--study",
+        study,
+        "--budget",
+        str(budget),
+        *extra,
+    ]
+
+
+def worker_args(storage: object, study: str, *extra: str, recording: Path = PNPOLY) -> list[str]:
+    """``worker --storage STORAGE --study STUDY --replay RECORDING EXTRA...``"""
+    return [
+        "worker",
+        "--storage",
+        str(storage),
+        "--study",
+        study,
+        "--replay",
+        str(recording),
+        *extra,
+    ]
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*WORKBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -83,22 +115,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 def test_four_workers_share_one_budget(pg_cluster) -> None:
     url = pg_cluster.database()
     budget = 200
-    procs = [
-        start(
-            "tune",
-            "--replay",
-            str(PNPOLY),
-            "--storage",
-            url,
-            "--study",
-            "fleet",
-            "--budget",
-            str(budget),
-            "--json",
-            *FAST,
-        )
-        for _ in range(4)
-    ]
+    procs = [start(*tune_args(url, "fleet", budget, "--json", *FAST)) for _ in range(4)]
     results = [finish(p) for p in procs]
     for rc, _, err in results:
         assert rc == 0, err[-2000:]
@@ -134,33 +151,8 @@ def test_four_workers_share_one_budget(pg_cluster) -> None:
 def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) -> None:
     url = pg_cluster.database()
     budget = 16
-    creator = start(
-        "tune",
-        "--replay",
-        str(PNPOLY),
-        "--storage",
-        url,
-        "--study",
-        "k",
-        "--budget",
-        str(budget),
-        "--replay-delay",
-        "0.4",
-        "--json",
-        *FAST,
-    )
-    worker = [
-        "worker",
-        "--storage",
-        url,
-        "--study",
-        "k",
-        "--replay",
-        str(PNPOLY),
-        "--replay-delay",
-        "0.4",
-        "--json",
-    ]
+    creator = start(*tune_args(url, "k", budget, "--replay-delay", "0.4", "--json", *FAST))
+    worker = worker_args(url, "k", "--replay-delay", "0.4", "--json")
     victim = start(*worker)  # started with the creator: a worker waits for the study
     wait_for(lambda: _exists(url, "k"), 60, "the study")
     study = shared(url, "k")
@@ -204,31 +196,9 @@ def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
     budget = 24
     # grace longer than the outage: running trials are not re-queued meanwhile
     slow = ["--replay-delay", "0.25", "--heartbeat", "1", "--grace", "20"]
-    creator = start(
-        "tune",
-        "--replay",
-        str(PNPOLY),
-        "--storage",
-        url,
-        "--study",
-        "o",
-        "--budget",
-        str(budget),
-        "--json",
-        *slow,
-    )
-    other = start(  # started with the creator: a worker waits for the study
-        "worker",
-        "--storage",
-        url,
-        "--study",
-        "o",
-        "--replay",
-        str(PNPOLY),
-        "--replay-delay",
-        "0.25",
-        "--json",
-    )
+    creator = start(*tune_args(url, "o", budget, "--json", *slow))
+    # started with the creator: a worker waits for the study
+    other = start(*worker_args(url, "o", "--replay-delay", "0.25", "--json"))
     wait_for(lambda: _n_rows(url) >= 6, 60, "some evaluations")
     pg_cluster.stop()
     time.sleep(4)
@@ -247,38 +217,16 @@ def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
 
 def test_device_classes_never_mix(pg_cluster) -> None:
     url = pg_cluster.database()
-    rc, _, err = invoke(
-        "tune",
-        "--replay",
-        str(CONV_A100),
-        "--storage",
-        url,
-        "--study",
-        "conv",
-        "--budget",
-        "3",
-        *FAST,
-    )
+    rc, _, err = invoke(*tune_args(url, "conv", 3, *FAST, recording=CONV_A100))
     assert rc == 0, err
-    rc, _, err = invoke("worker", "--storage", url, "--study", "conv", "--replay", str(CONV_A4000))
+    rc, _, err = invoke(*worker_args(url, "conv", recording=CONV_A4000))
     assert rc == 2
     assert "device class" in err and "A100" in err and "A4000" in err
 
 
 def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster) -> None:
     local = tmp_path / "store.sqlite"
-    rc, out, err = invoke(
-        "tune",
-        "--replay",
-        str(PNPOLY),
-        "--storage",
-        str(local),
-        "--study",
-        "mig",
-        "--budget",
-        "15",
-        "--json",
-    )
+    rc, out, err = invoke(*tune_args(local, "mig", 15, "--json"))
     assert rc == 0, err
     url = pg_cluster.database()
     rc, out, err = invoke("store", "copy", str(local), url)
@@ -287,19 +235,7 @@ def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster
     rc, out, _ = invoke("store", "copy", str(local), url)  # twice: nothing new
     assert "evaluations: 0 copied, 15 already there" in out
     before = {r[0] for r in store_rows(url)}
-    rc, out, err = invoke(
-        "tune",
-        "--replay",
-        str(PNPOLY),
-        "--storage",
-        url,
-        "--study",
-        "mig",
-        "--budget",
-        "25",
-        "--json",
-        *FAST,
-    )
+    rc, out, err = invoke(*tune_args(url, "mig", 25, "--json", *FAST))
     assert rc == 0, err
     doc = json.loads(out)
     assert "15 evaluations already in the store joined" in err
@@ -310,25 +246,16 @@ def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster
 
 def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    base = [
-        "tune",
-        "--replay",
-        str(PNPOLY),
-        "--storage",
-        str(path),
-        "--json",
-        "--replay-delay",
-        "0.1",
-    ]
+    extra = ("--json", "--replay-delay", "0.1")
     # two processes on one study: one tunes, the other (this one) is refused with a pointer to
     # PostgreSQL
-    first = start(*base, "--study", "same", "--budget", "60")
+    first = start(*tune_args(path, "same", 60, *extra))
     wait_for(lambda: _sqlite_count(path) > 0, 60, "the first process to store something")
-    rc, _, err = invoke(*base, "--study", "same", "--budget", "60")
+    rc, _, err = invoke(*tune_args(path, "same", 60, *extra))
     assert rc == 2 and "another process" in err and "PostgreSQL" in err
     # meanwhile another study of the same file works from another process (this one)
     assert first.poll() is None, "the first process should still be tuning"
-    rc2, _, err2 = invoke(*base, "--study", "other", "--budget", "10")
+    rc2, _, err2 = invoke(*tune_args(path, "other", 10, *extra))
     rc1, _, err1 = finish(first)
     assert rc1 == 0 and rc2 == 0, err1 + err2
     con = sqlite3.connect(path)
