@@ -1,9 +1,9 @@
-"""The default sampler: a bandit over four search moves on the valid set of a discrete space.
+"""The default sampler: a bandit over five search moves on the valid set of a discrete space.
 
 Autotuning spaces are small, discrete and constrained, and they differ: some reward
 exploitation around the incumbent, some hide the optimum behind a parameter interaction that
 only a population or a global model finds (recorded spaces show both). No single move wins
-everywhere, so the sampler keeps four and lets the search decide (as OpenTuner's AUC bandit
+everywhere, so the sampler keeps five and lets the search decide (as OpenTuner's AUC bandit
 does), rewarding a move when its proposal improves the best value:
 
 * ``random``: an unvisited valid config, uniformly (exploration; the baseline itself);
@@ -16,7 +16,12 @@ does), rewarding a move when its proposal improves the best value:
 * ``crossover``: uniform crossover of two elite configs plus a small mutation (ordinal
   parameters step to a nearby value), as a genetic algorithm would;
 * ``line``: the unvisited config that differs from the incumbent in one parameter and that
-  the same posterior draw predicts fastest (a model-ranked coordinate move).
+  the same posterior draw predicts fastest (a model-ranked coordinate move);
+* ``pair``: the same for configs that differ from the incumbent in two parameters: it leaves
+  basins that no single change improves (on the recorded A100 convolution, a basin at 1.47x
+  the optimum needs two flags flipped together; one flag alone is worse). Added as a fifth
+  move, it raised the mean score over the recorded spaces from 0.437/0.628/0.817 to
+  0.471/0.659/0.830 at budgets 50/100/200 (mean of four 40-seed blocks).
 
 The regression target is log time clipped at the median of the evaluated configs (failed ones
 count as the median): the model has to rank the good half, not explain how slow the slow half
@@ -29,6 +34,7 @@ with ``benchmarks/tuner_efficiency.py`` (its results name the seeds).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -42,7 +48,7 @@ from workbench.search.proposers import Proposer
 from workbench.spaces.model import Config
 from workbench.store import StoredEvaluation
 
-MOVES = ("random", "model", "crossover", "line")
+MOVES = ("random", "model", "crossover", "line", "pair")
 #: Random configs before the moves start (a model needs a few points).
 N_STARTUP = 10
 #: Bandit: recent proposals that count, and the weight of the exploration bonus (UCB1).
@@ -265,8 +271,7 @@ class PortfolioProposer(Proposer):
             return None
         if len(left) > MODEL_CANDIDATES:
             left = self.rng.choice(left, MODEL_CANDIDATES, replace=False)
-        s = self._scores(left)
-        return int(left[self.rng.choice(np.flatnonzero(s == s.max()))])
+        return self._best_scored(left)
 
     def _elite(self) -> np.ndarray:
         done = np.flatnonzero(self.visited & np.isfinite(self.values))
@@ -297,25 +302,36 @@ class PortfolioProposer(Proposer):
                 return row
         return None
 
+    def _neighbours(self, base: np.ndarray, flips: int) -> np.ndarray:
+        """Open rows that differ from ``base`` in exactly ``flips`` parameters (1 or 2)."""
+        varying = [j for j, k in enumerate(self.cards) if k > 1]
+        keys = []
+        for params in itertools.combinations(varying, flips):
+            others = [np.delete(np.arange(self.cards[j]), base[j]) for j in params]
+            grid = np.stack(np.meshgrid(*others, indexing="ij"), axis=-1).reshape(-1, flips)
+            key = np.repeat(base[None, :], len(grid), axis=0)
+            key[:, list(params)] = grid
+            keys.append(key)
+        if not keys:
+            return np.zeros(0, dtype=np.int64)
+        found = (self.row_of.get(k) for k in map(tuple, np.concatenate(keys).tolist()))
+        is_open = self._open()
+        return np.array([r for r in found if r is not None and is_open[r]], dtype=np.int64)
+
+    def _best_scored(self, rows: np.ndarray) -> int | None:
+        """The row of ``rows`` the posterior draw predicts fastest (ties broken at random)."""
+        if not len(rows):
+            return None
+        s = self._scores(rows)
+        return int(rows[self.rng.choice(np.flatnonzero(s == s.max()))])
+
     def _line(self) -> int | None:
         elite = self._elite()
-        if not len(elite):
-            return None
-        base = self.X[elite[0]]
-        rows = []
-        for j, k in enumerate(self.cards):
-            for v in range(int(k)):
-                if v != base[j]:
-                    key = base.copy()
-                    key[j] = v
-                    row = self.row_of.get(tuple(key.tolist()))
-                    if row is not None and not self.visited[row] and not self.held[row]:
-                        rows.append(row)
-        if not rows:
-            return None
-        cand = np.array(rows)
-        s = self._scores(cand)
-        return int(cand[self.rng.choice(np.flatnonzero(s == s.max()))])
+        return self._best_scored(self._neighbours(self.X[elite[0]], 1)) if len(elite) else None
+
+    def _pair(self) -> int | None:
+        elite = self._elite()
+        return self._best_scored(self._neighbours(self.X[elite[0]], 2)) if len(elite) else None
 
     def _ranked_moves(self) -> list[str]:
         """Moves by UCB1 score over the recent window, best first (ties in random order)."""

@@ -64,7 +64,8 @@ SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
     "portfolio": (
         _portfolio,
         "bandit over random, model (Thompson sampling of a pairwise regression), crossover "
-        "and coordinate moves on the valid set (TPE when the space is too large to enumerate)",
+        "and one- or two-parameter moves on the valid set (TPE when the space is too large "
+        "to enumerate)",
     ),
     "tpe": (_tpe, "Optuna TPE (multivariate), constraints learned from infeasible/failed points"),
     "gp": (_gp, "Optuna Gaussian-process sampler with constraints (needs PyTorch)"),
