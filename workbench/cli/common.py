@@ -71,6 +71,14 @@ ShapeOpt = Annotated[
         show_default=False,
     ),
 ]
+ShapesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shapes",
+        help="A named shape set of the space (each of its shapes in turn).",
+        show_default=False,
+    ),
+]
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from workbench.cli.common import (
     ArchOpt,
     DeviceOpt,
     ShapeOpt,
+    ShapesOpt,
     SpacesOpt,
     cli_errors,
     console,
@@ -39,10 +40,7 @@ from workbench.sweep import select_configs
 
 def compare_command(
     kernel: Annotated[str, typer.Argument(help="A kernel name or space file.", show_default=False)],
-    shapes: Annotated[
-        str | None,
-        typer.Option("--shapes", help="A named shape set of the space (each shape is compared)."),
-    ] = None,
+    shapes: ShapesOpt = None,
     shape: ShapeOpt = None,
     config: Annotated[
         str | None,

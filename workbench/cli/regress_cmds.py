@@ -16,12 +16,15 @@ from rich.table import Table
 from workbench.cli.common import (
     ArchOpt,
     DeviceOpt,
+    ShapeOpt,
+    ShapesOpt,
     SpacesOpt,
     cli_errors,
     console,
     err_console,
     parse_shape,
 )
+from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.errors import ConfigError
 from workbench.regress.check import CheckReport, check
@@ -59,14 +62,8 @@ def record_command(
             help="A kernel name or space file; optional with --replay.", show_default=False
         ),
     ] = None,
-    shapes: Annotated[
-        str | None,
-        typer.Option("--shapes", help="A named shape set of the space.", show_default=False),
-    ] = None,
-    shape: Annotated[
-        list[str] | None,
-        typer.Option("--shape", help="Problem size NAME=VALUE (repeatable).", show_default=False),
-    ] = None,
+    shapes: ShapesOpt = None,
+    shape: ShapeOpt = None,
     label: Annotated[
         str | None,
         typer.Option("--label", help="A label for --baseline LABEL.", show_default=False),
@@ -98,10 +95,7 @@ def record_command(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     storage: StorageOpt = None,
-    cache_dir: Annotated[
-        Path | None,
-        typer.Option("--cache-dir", help="Compile cache directory.", show_default=False),
-    ] = None,
+    cache_dir: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the best config(s) of K per shape (tune studies, else the default) and store the

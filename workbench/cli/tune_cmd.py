@@ -16,6 +16,8 @@ from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
     DeviceOpt,
+    ShapeOpt,
+    ShapesOpt,
     SpacesOpt,
     cli_errors,
     console,
@@ -69,18 +71,8 @@ def tune(
         ),
     ] = None,
     spaces: SpacesOpt = None,
-    shape: Annotated[
-        list[str] | None,
-        typer.Option("--shape", help="Problem size NAME=VALUE (repeatable).", show_default=False),
-    ] = None,
-    shapes: Annotated[
-        str | None,
-        typer.Option(
-            "--shapes",
-            help="A named shape set of the space (tunes each shape).",
-            show_default=False,
-        ),
-    ] = None,
+    shape: ShapeOpt = None,
+    shapes: ShapesOpt = None,
     budget: Annotated[
         int | None,
         typer.Option(
