@@ -173,3 +173,18 @@ def test_neighbours_differ_in_exactly_the_asked_number_of_parameters() -> None:
         expected = np.flatnonzero((distance == flips) & ~proposer.visited)
         assert len(found) > 0
         assert sorted(found.tolist()) == expected.tolist()
+
+
+def test_a_large_neighbourhood_is_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many parameters with many values: the pair move looks up a bounded random subset of its
+    neighbours (here 20 of the A100 convolution's 261), still all two changes away."""
+    import workbench.search.portfolio as portfolio
+
+    monkeypatch.setattr(portfolio, "MODEL_CANDIDATES", 20)
+    rec = load_recording(CACHES / "convolution_milo_A100.json.gz")
+    problem = RecordingProblem(rec)
+    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    base = proposer.X[7]
+    found = proposer._neighbours(base, 2)
+    assert 0 < len(found) <= 20
+    assert ((base != proposer.X[found]).sum(axis=1) == 2).all()

@@ -71,9 +71,10 @@ CLIP_QUANTILE = 0.5
 #: The regression is fitted on at most this many evaluated configs (half of them the best,
 #: half drawn from the rest), so a long run's fit stays a small dense solve.
 MAX_FIT = 256
-#: The model move scores at most this many unvisited configs (a random subset): a few
-#: milliseconds per proposal in spaces of tens of thousands of configs. Smaller subsets cost
-#: search efficiency (2048 scored clearly worse than 8192 on the recorded 4k-config spaces).
+#: The model move scores at most this many unvisited configs (a random subset), and the pair
+#: move looks up at most this many neighbours: a few milliseconds per proposal in spaces of
+#: tens of thousands of configs. Smaller subsets cost search efficiency (2048 scored clearly
+#: worse than 8192 on the recorded 4k-config spaces).
 MODEL_CANDIDATES = 8192
 
 #: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
@@ -314,7 +315,10 @@ class PortfolioProposer(Proposer):
             keys.append(key)
         if not keys:
             return np.zeros(0, dtype=np.int64)
-        found = (self.row_of.get(k) for k in map(tuple, np.concatenate(keys).tolist()))
+        every = np.concatenate(keys)
+        if len(every) > MODEL_CANDIDATES:  # many parameters and values: a random subset
+            every = every[np.sort(self.rng.choice(len(every), MODEL_CANDIDATES, replace=False))]
+        found = (self.row_of.get(k) for k in map(tuple, every.tolist()))
         is_open = self._open()
         return np.array([r for r in found if r is not None and is_open[r]], dtype=np.int64)
 
