@@ -155,9 +155,11 @@ def test_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path)
     assert proposer.X[row].tolist() == [1, 1, 0]
 
 
-def test_neighbours_differ_in_exactly_the_asked_number_of_parameters() -> None:
+@pytest.mark.parametrize("lookup", ["codes", "keys"])
+def test_neighbours_differ_in_exactly_the_asked_number_of_parameters(lookup: str) -> None:
     """On a recorded constrained space: every neighbour is valid, open, and one or two changes
-    away from the base; none is missed (checked against a scan of the whole valid set)."""
+    away from the base; none is missed (checked against a scan of the whole valid set). Both
+    lookups: by sorted config codes, and key by key (spaces whose product overflows int64)."""
     import numpy as np
 
     import workbench.search.portfolio as portfolio
@@ -165,6 +167,8 @@ def test_neighbours_differ_in_exactly_the_asked_number_of_parameters() -> None:
     rec = load_recording(CACHES / "convolution_milo_A100.json.gz")
     problem = RecordingProblem(rec)
     proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    if lookup == "keys":
+        proposer._radix = None
     proposer.visited[:50] = True  # visited rows are not neighbours to propose
     base = proposer.X[7]
     distance = (base != proposer.X).sum(axis=1)

@@ -106,6 +106,15 @@ class PortfolioProposer(Proposer):
             len(configs), len(params)
         )
         self.row_of = {tuple(r): i for i, r in enumerate(self.X.tolist())}
+        # Each config's row-major code in the cartesian product, sorted, so that a batch of
+        # neighbours is found with one searchsorted (None if the product overflows an int64:
+        # then neighbours are looked up one by one in row_of).
+        self._radix: np.ndarray | None = None
+        if math.prod(int(k) for k in self.cards) < 2**62:
+            self._radix = np.cumprod([1, *self.cards[:0:-1]])[::-1].astype(np.int64)
+            codes = self.X.astype(np.int64) @ self._radix
+            self._code_order = np.argsort(codes)
+            self._sorted_codes = codes[self._code_order]
         self.visited = np.zeros(len(configs), dtype=bool)
         # configs other workers are measuring now (a shared study): skipped by every move, so
         # concurrent workers with the same history diverge instead of colliding
@@ -304,23 +313,42 @@ class PortfolioProposer(Proposer):
         return None
 
     def _neighbours(self, base: np.ndarray, flips: int) -> np.ndarray:
-        """Open rows that differ from ``base`` in exactly ``flips`` parameters (1 or 2)."""
+        """Open rows that differ from ``base`` in exactly ``flips`` parameters (1 or 2), in
+        parameter order then value order; at most MODEL_CANDIDATES of them looked up (a random
+        subset when there are more)."""
         varying = [j for j, k in enumerate(self.cards) if k > 1]
-        keys = []
-        for params in itertools.combinations(varying, flips):
-            others = [np.delete(np.arange(self.cards[j]), base[j]) for j in params]
-            grid = np.stack(np.meshgrid(*others, indexing="ij"), axis=-1).reshape(-1, flips)
-            key = np.repeat(base[None, :], len(grid), axis=0)
-            key[:, list(params)] = grid
-            keys.append(key)
-        if not keys:
-            return np.zeros(0, dtype=np.int64)
-        every = np.concatenate(keys)
-        if len(every) > MODEL_CANDIDATES:  # many parameters and values: a random subset
-            every = every[np.sort(self.rng.choice(len(every), MODEL_CANDIDATES, replace=False))]
-        found = (self.row_of.get(k) for k in map(tuple, every.tolist()))
-        is_open = self._open()
-        return np.array([r for r in found if r is not None and is_open[r]], dtype=np.int64)
+        others = {j: np.delete(np.arange(self.cards[j]), base[j]) for j in varying}
+        combos = list(itertools.combinations(varying, flips))
+        total = sum(math.prod(len(others[j]) for j in c) for c in combos)
+        chosen = None
+        if total > MODEL_CANDIDATES:
+            chosen = np.sort(self.rng.choice(total, MODEL_CANDIDATES, replace=False))
+        if not combos:
+            rows = np.zeros(0, dtype=np.int64)
+        elif self._radix is not None:
+            # a neighbour's code is the base's plus what each change adds
+            step = {j: (others[j] - base[j]) * self._radix[j] for j in varying}
+            codes = int(base.astype(np.int64) @ self._radix) + np.concatenate(
+                [functools.reduce(np.add.outer, [step[j] for j in c]).ravel() for c in combos]
+            )
+            if chosen is not None:
+                codes = codes[chosen]
+            known = self._sorted_codes
+            pos = np.minimum(np.searchsorted(known, codes), len(known) - 1)
+            rows = self._code_order[pos[known[pos] == codes]]
+        else:
+            keys = []
+            for c in combos:
+                grid = np.meshgrid(*(others[j] for j in c), indexing="ij")
+                key = np.repeat(base[None, :], grid[0].size, axis=0)
+                key[:, list(c)] = np.stack([g.ravel() for g in grid], axis=1)
+                keys.append(key)
+            every = np.concatenate(keys)
+            if chosen is not None:
+                every = every[chosen]
+            found = (self.row_of.get(k) for k in map(tuple, every.tolist()))
+            rows = np.array([r for r in found if r is not None], dtype=np.int64)
+        return rows[self._open()[rows]]
 
     def _best_scored(self, rows: np.ndarray) -> int | None:
         """The row of ``rows`` the posterior draw predicts fastest (ties broken at random)."""
