@@ -6,7 +6,9 @@ evaluations, repeated with different seeds. Scores follow the autotuning methodo
 (FACTS.md): ``P(t) = (S(t) - B(t)) / (f_opt - B(t))``, where ``S(t)`` is the mean best value
 found after ``t`` unique evaluations, ``B(t)`` the exact expected best of random search without
 replacement after ``t`` evaluations, and ``f_opt`` the recorded optimum: random search scores 0,
-finding the optimum scores 1.
+finding the optimum scores 1. Each record also holds every repeat's best value and a bootstrap
+90% interval of the score over repeats (``score_ci90``): at 40 repeats a cell's score can move by
+0.1 or more with the seeds, so compare intervals, not single scores.
 
 Order invariance: ``--value-order reversed`` lists every parameter's values (and the recorded
 configs) in the reverse order for both tools. A search strategy's merit should not depend on the
@@ -108,6 +110,19 @@ class Space:
         if math.isclose(b, self.f_opt):
             return 1.0 if math.isclose(best, self.f_opt) else 0.0  # degenerate: budget >= space
         return (b - best) / (b - self.f_opt)
+
+    def score_interval(
+        self, bests: Sequence[float], t: int, *, level: float = 0.9, resamples: int = 2000
+    ) -> tuple[float, float]:
+        """Bootstrap interval of the score over repeats (percentile method, fixed seed): how
+        far another set of seeds could move it. The score is affine in the mean best value, so
+        resampling the repeats' best values is enough."""
+        rng = np.random.default_rng(0)
+        arr = np.asarray(bests, dtype=float)
+        means = arr[rng.integers(0, len(arr), size=(resamples, len(arr)))].mean(axis=1)
+        lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+        a, b = self.score(float(hi), t), self.score(float(lo), t)  # a larger best scores lower
+        return (min(a, b), max(a, b))
 
 
 def _lcomb(n: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
@@ -297,7 +312,9 @@ def main() -> None:
                     "first_seed": args.first_seed,
                     "value_order": args.value_order,
                     "score": space.score(statistics.fmean(bests), b),
+                    "score_ci90": list(space.score_interval(bests, b)),
                     "mean_best": statistics.fmean(bests),
+                    "best_by_repeat": bests,
                     "evals_to_within_5pct": median_or_none(
                         [evals_to_within(tr, space.f_opt, 0.05) for tr in traces[b]]
                     ),

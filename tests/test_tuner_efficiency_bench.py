@@ -44,3 +44,19 @@ def test_a_workbench_run_on_the_reversed_space_is_valid(tmp_path: Path) -> None:
     assert len(trace) == 30
     recorded = {v for v in space.values.tolist() if np.isfinite(v)}
     assert all(v is None or v in recorded for v in trace)
+
+
+def test_score_interval_brackets_the_score_and_narrows_with_repeats() -> None:
+    space = bench.load_space(CACHES / "convolution_milo_A100.json.gz")
+    rng = np.random.default_rng(1)
+    finite = np.sort(space.values[np.isfinite(space.values)])
+    few = rng.choice(finite[:200], 10).tolist()
+    many = rng.choice(finite[:200], 400).tolist()
+    for bests in (few, many):
+        lo, hi = space.score_interval(bests, 100)
+        assert lo <= space.score(float(np.mean(bests)), 100) <= hi
+    width = [np.subtract(*space.score_interval(b, 100)[::-1]) for b in (few, many)]
+    assert width[1] < width[0] / 3
+    # identical repeats: no spread
+    lo, hi = space.score_interval([space.f_opt] * 5, 100)
+    assert lo == hi == 1.0
