@@ -111,7 +111,7 @@ class PortfolioProposer(Proposer):
         # then neighbours are looked up one by one in row_of).
         self._radix: np.ndarray | None = None
         if math.prod(int(k) for k in self.cards) < 2**62:
-            self._radix = np.cumprod([1, *self.cards[:0:-1]])[::-1].astype(np.int64)
+            self._radix = np.cumprod([1, *self.cards[::-1]])[-2::-1].astype(np.int64)
             codes = self.X.astype(np.int64) @ self._radix
             self._code_order = np.argsort(codes)
             self._sorted_codes = codes[self._code_order]
