@@ -28,6 +28,27 @@ def run(tmp: Path, rec, sampler: str, budget: int, seed: int):
     )
 
 
+def proposer_on(path: Path, parameters: list, entries: list):
+    """The default sampler's proposer on a recording written from ``entries``."""
+    import workbench.search.portfolio as portfolio
+
+    rec = load_recording(
+        write_recording(
+            path, kernel=path.stem, device=DeviceInfo("GPU"), parameters=parameters, entries=entries
+        )
+    )
+    problem = RecordingProblem(rec)
+    return portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+
+
+def a100_proposer():
+    """The default sampler's proposer on the recorded A100 convolution (a constrained space)."""
+    import workbench.search.portfolio as portfolio
+
+    problem = RecordingProblem(load_recording(CACHES / "convolution_milo_A100.json.gz"))
+    return portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+
+
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory):
     """A 3-parameter space with an interaction and a failing region (values from a formula)."""
@@ -98,17 +119,9 @@ def test_model_learns_an_interaction_between_two_parameters(
         for a in range(8)
         for b in range(8)
     ]
-    rec = load_recording(
-        write_recording(
-            tmp_path / "quadrants.json",
-            kernel="quadrants",
-            device=DeviceInfo("GPU"),
-            parameters=[("a", list(range(8))), ("b", list(range(8)))],
-            entries=entries,
-        )
+    proposer = proposer_on(
+        tmp_path / "quadrants.json", [("a", list(range(8))), ("b", list(range(8)))], entries
     )
-    problem = RecordingProblem(rec)
-    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
     good, bad = [(1, 2), (6, 5)], [(1, 6), (6, 2)]
     for config, m in entries:
         if (config["a"], config["b"]) not in good + bad:
@@ -122,7 +135,6 @@ def test_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path)
     """Two flags that only help together: from the incumbent (0, 0, c=0), every config one
     change away is visited (or worse), so the line move has nothing to offer; the pair move
     proposes the config with both flags flipped, which is the optimum."""
-    import workbench.search.portfolio as portfolio
 
     def value(a: int, b: int, c: int) -> float:
         if a == b == 1:
@@ -135,17 +147,9 @@ def test_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path)
         for b in (0, 1)
         for c in range(6)
     ]
-    rec = load_recording(
-        write_recording(
-            tmp_path / "flags.json",
-            kernel="flags",
-            device=DeviceInfo("GPU"),
-            parameters=[("a", [0, 1]), ("b", [0, 1]), ("c", list(range(6)))],
-            entries=entries,
-        )
+    proposer = proposer_on(
+        tmp_path / "flags.json", [("a", [0, 1]), ("b", [0, 1]), ("c", list(range(6)))], entries
     )
-    problem = RecordingProblem(rec)
-    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
     for config, m in entries:
         if not config["a"] == config["b"] == 1:
             proposer.observe(config, m)
@@ -162,11 +166,7 @@ def test_neighbours_differ_in_exactly_the_asked_number_of_parameters(lookup: str
     lookups: by sorted config codes, and key by key (spaces whose product overflows int64)."""
     import numpy as np
 
-    import workbench.search.portfolio as portfolio
-
-    rec = load_recording(CACHES / "convolution_milo_A100.json.gz")
-    problem = RecordingProblem(rec)
-    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    proposer = a100_proposer()
     if lookup == "keys":
         proposer._radix = None
     proposer.visited[:50] = True  # visited rows are not neighbours to propose
@@ -185,9 +185,7 @@ def test_a_large_neighbourhood_is_sampled(monkeypatch: pytest.MonkeyPatch) -> No
     import workbench.search.portfolio as portfolio
 
     monkeypatch.setattr(portfolio, "MODEL_CANDIDATES", 20)
-    rec = load_recording(CACHES / "convolution_milo_A100.json.gz")
-    problem = RecordingProblem(rec)
-    proposer = portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    proposer = a100_proposer()
     base = proposer.X[7]
     found = proposer._neighbours(base, 2)
     assert 0 < len(found) <= 20

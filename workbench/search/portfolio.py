@@ -357,13 +357,18 @@ class PortfolioProposer(Proposer):
         s = self._scores(rows)
         return int(rows[self.rng.choice(np.flatnonzero(s == s.max()))])
 
-    def _line(self) -> int | None:
+    def _around_incumbent(self, flips: int) -> int | None:
+        """The best-scored open config ``flips`` parameter changes from the incumbent."""
         elite = self._elite()
-        return self._best_scored(self._neighbours(self.X[elite[0]], 1)) if len(elite) else None
+        if not len(elite):
+            return None
+        return self._best_scored(self._neighbours(self.X[elite[0]], flips))
+
+    def _line(self) -> int | None:
+        return self._around_incumbent(1)
 
     def _pair(self) -> int | None:
-        elite = self._elite()
-        return self._best_scored(self._neighbours(self.X[elite[0]], 2)) if len(elite) else None
+        return self._around_incumbent(2)
 
     def _ranked_moves(self) -> list[str]:
         """Moves by UCB1 score over the recent window, best first (ties in random order)."""
