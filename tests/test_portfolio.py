@@ -190,3 +190,58 @@ def test_a_large_neighbourhood_is_sampled(monkeypatch: pytest.MonkeyPatch) -> No
     found = proposer._neighbours(base, 2)
     assert 0 < len(found) <= 20
     assert ((base != proposer.X[found]).sum(axis=1) == 2).all()
+
+
+def test_grouped_scores_equal_the_sum_of_every_table() -> None:
+    """Scores from the groups' joint tables equal the sum of the per-parameter and pair
+    tables' predictions, on a space whose tables do not fit one group (A100 convolution)."""
+    import numpy as np
+
+    proposer = a100_proposer()
+    assert len(proposer._group_shapes) > 1
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        draw = rng.standard_normal(int(proposer._offsets[-1]))
+        proposer._group_table = proposer._grouped(draw)
+        proposer._draw_at = proposer.n_visited  # score with this draw
+        rows = rng.choice(len(proposer.X), 500, replace=False)
+        direct = -draw[proposer._cells[rows]].sum(axis=1)
+        assert np.allclose(proposer._scores(rows), direct, rtol=0, atol=1e-9)
+
+
+def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below MAX_FIT evaluations every new observation brings a new posterior draw; past 384,
+    one draw serves two new evaluations."""
+    import numpy as np
+
+    import workbench.search.portfolio as portfolio
+
+    proposer = a100_proposer()
+    draws = []
+    real = proposer._posterior_draw
+    monkeypatch.setattr(proposer, "_posterior_draw", lambda: draws.append(1) or real())
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(proposer.X))
+
+    def observe(n: int) -> None:
+        for row in order[proposer.n_visited : proposer.n_visited + n]:
+            config = {
+                p.name: p.values[proposer.X[row, j]] for j, p in enumerate(proposer.problem.params)
+            }
+            proposer.observe(config, Measurement(TrialOutcome.OK, value=float(rng.uniform(1, 2))))
+
+    rows = np.arange(10)
+    observe(100)
+    proposer._scores(rows)
+    observe(1)
+    proposer._scores(rows)
+    assert len(draws) == 2
+    observe(400 - proposer.n_visited)
+    proposer._scores(rows)
+    observe(1)
+    proposer._scores(rows)  # the same draw
+    assert len(draws) == 3
+    observe(1)
+    proposer._scores(rows)
+    assert len(draws) == 4
+    assert portfolio.MAX_FIT < 400
