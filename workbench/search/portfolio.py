@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 import threadpoolctl
 
 from workbench.runners.base import Measurement, TrialOutcome
@@ -157,6 +158,19 @@ class PortfolioProposer(Proposer):
         # Smoothing of each table: the Kronecker product of its parameters' smoothing.
         self._blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
         block_of = np.repeat(np.arange(len(sizes)), sizes)
+        # Every table's smoothing rows in one flat array, so that a config's features are one
+        # gather: feature column k (table t, position i in it) of a config whose cell in t is
+        # c is the flat array at t's start + (c - t's first cell) * t's size + i.
+        self._smoothing_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in self._blocks)])
+        self._smoothing = scipy.sparse.block_diag(self._blocks or [np.zeros((0, 0))], format="csr")
+        block_starts = np.concatenate([[0], np.cumsum(np.square(sizes, dtype=np.int64))])
+        self._column_table = block_of
+        self._column_size = np.array(sizes, dtype=np.int64)[block_of]
+        self._column_base = (
+            block_starts[:-1][block_of]
+            + np.arange(len(block_of))
+            - self._offsets[:-1][block_of] * (1 + self._column_size)
+        )
         n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
         # prior standard deviation of each cell's weight: a config's pair terms together weigh
         # PAIR_WEIGHT, its per-parameter terms the rest
@@ -167,20 +181,31 @@ class PortfolioProposer(Proposer):
         # per table. After each draw the tables are summed into a few joint tables over
         # groups of parameters that cover every pair (pair_cover), so a score gathers one
         # number per group (3 instead of 55 on the recorded gemm space). A table goes to the
-        # first group that holds its parameters, broadcast over the group's other axes.
+        # first group that holds its parameters: each of the group's cells adds the table's
+        # cell for the same values, one sparse product (_assembly) for all groups at once.
         groups = [tuple(varying[i] for i in g) for g in pair_cover(self.cards[varying].tolist())]
         group_sizes = [math.prod(int(self.cards[j]) for j in g) for g in groups]
-        self._group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
-        self._group_shapes = [tuple(int(self.cards[j]) for j in g) for g in groups]
+        group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
         self._group_cells = np.zeros((len(groups), len(configs)), dtype=np.intp)
         for g, group in enumerate(groups):
-            self._group_cells[g] = self._cell(group) + self._group_offsets[g]
-        self._placement = []
-        for t in tables:
+            self._group_cells[g] = self._cell(group) + group_offsets[g]
+        into, source = [], []
+        for t, lo in zip(tables, self._offsets[:-1], strict=True):
             g = next(i for i, group in enumerate(groups) if set(t) <= set(group))
-            self._placement.append(
-                (g, tuple(int(self.cards[j]) if j in t else 1 for j in groups[g]))
-            )
+            shape = tuple(int(self.cards[j]) if j in t else 1 for j in groups[g])
+            cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
+            into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
+            source.append(np.broadcast_to(cells, [int(self.cards[j]) for j in groups[g]]).ravel())
+        self._assembly = scipy.sparse.csr_array(
+            (
+                np.ones(sum(len(i) for i in into)),
+                (
+                    np.concatenate([np.zeros(0, np.int64), *into]),
+                    np.concatenate([np.zeros(0, np.int64), *source]),
+                ),
+            ),
+            shape=(int(group_offsets[-1]), int(self._offsets[-1])),
+        )
         self._memo = GramMemo(len(configs), self._features)
         self._group_table, self._draw_at = np.zeros(0), -1
         self._elite_rows, self._elite_at = np.zeros(0, dtype=np.int64), -1
@@ -277,19 +302,12 @@ class PortfolioProposer(Proposer):
         best, rest = order[: MAX_FIT // 2], order[MAX_FIT // 2 :]
         return np.concatenate([best, self.rng.choice(rest, MAX_FIT - len(best), replace=False)])
 
-    def _spans(self) -> zip[tuple[np.ndarray, int, int]]:
-        """Each table's smoothing block with the start and end of its cells in the flat array."""
-        return zip(self._blocks, self._offsets[:-1], self._offsets[1:], strict=True)
-
     def _features(self, rows: np.ndarray) -> np.ndarray:
         """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
         the weights' prior is a standard normal): per table, the smoothing rows of the rows'
         cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
-        cells = self._cells[rows]
-        phi = np.empty((len(rows), int(self._offsets[-1])))
-        for t, (block, lo, hi) in enumerate(self._spans()):
-            phi[:, lo:hi] = block[cells[:, t] - lo]
-        return phi * self._prior_sd
+        cells = self._cells[rows][:, self._column_table]  # each column's table's cell
+        return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
 
     def _posterior_draw(self) -> np.ndarray:
         """One draw from the regression's posterior, as a prediction per cell (flat, blocks
@@ -311,8 +329,7 @@ class PortfolioProposer(Proposer):
         eps = self.rng.standard_normal(len(rows)) * math.sqrt(NOISE)
         alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
         w = w0 + phi.T @ alpha
-        smoothed = [block @ w[lo:hi] for block, lo, hi in self._spans()]
-        return self._prior_sd * np.concatenate(smoothed)
+        return self._prior_sd * (self._smoothing @ w)
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
         """Model score of ``rows`` (higher is better): minus the predicted log time of one
@@ -325,25 +342,9 @@ class PortfolioProposer(Proposer):
         stride = max(1, self.n_visited // (MAX_FIT // 2) - 1)
         if self._draw_at < 0 or self.n_visited - self._draw_at >= stride:
             with _BLAS.limit(limits=1, user_api="blas"):
-                self._group_table = self._grouped(self._posterior_draw())
+                self._group_table = self._assembly @ self._posterior_draw()
             self._draw_at = self.n_visited
         return -np.take(self._group_table, self._group_cells[:, rows]).sum(axis=0)
-
-    def _grouped(self, draw: np.ndarray) -> np.ndarray:
-        """The per-cell predictions of ``draw`` summed into the groups' joint tables (flat,
-        blocks at ``_group_offsets``)."""
-        flat = np.zeros(int(self._group_offsets[-1]))
-        views = [
-            flat[lo:hi].reshape(shape)
-            for lo, hi, shape in zip(
-                self._group_offsets[:-1], self._group_offsets[1:], self._group_shapes, strict=True
-            )
-        ]
-        for (g, shape), lo, hi in zip(
-            self._placement, self._offsets[:-1], self._offsets[1:], strict=True
-        ):
-            views[g] += draw[lo:hi].reshape(shape)
-        return flat
 
     def _random(self) -> int | None:
         left = np.flatnonzero(self._open())
