@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.search.gram_memo import GramMemo
+from workbench.search.gram_memo import LIMIT, MAX_BYTES, GramMemo, limit_for
 
 
 def test_matrices_equal_a_direct_computation_in_any_order_and_past_the_limit() -> None:
@@ -35,3 +35,10 @@ def test_matrices_equal_a_direct_computation_in_any_order_and_past_the_limit() -
     gram += 1.0
     _, again = memo.matrices(asked[0])
     assert np.allclose(again, features[asked[0]] @ features[asked[0]].T, rtol=0, atol=1e-12)
+
+
+def test_many_features_keep_fewer_configs() -> None:
+    assert limit_for(490) == LIMIT  # the recorded gemm space's model
+    few = limit_for(100_000)
+    assert 1 <= few < LIMIT
+    assert 8 * few * (100_000 + few) <= MAX_BYTES

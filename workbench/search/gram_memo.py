@@ -15,9 +15,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: Evaluated configs whose features and inner products are kept (the Gram matrix is
-#: limit x limit: 32 MiB at 2048).
+#: Evaluated configs whose features and inner products are kept at most (the Gram matrix
+#: is limit x limit: 32 MiB at 2048) ...
 LIMIT = 2048
+#: ... and fewer when the features are many: the memo stays within this many bytes.
+MAX_BYTES = 64 * 2**20
+
+
+def limit_for(n_features: int) -> int:
+    """How many configs a memo of ``n_features`` features per config may keep: LIMIT, or
+    fewer so that features and Gram matrix stay within MAX_BYTES."""
+    return max(1, min(LIMIT, MAX_BYTES // (8 * (n_features + LIMIT))))
 
 
 class GramMemo:

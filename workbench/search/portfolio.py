@@ -52,7 +52,7 @@ import scipy.sparse
 import threadpoolctl
 
 from workbench.runners.base import Measurement, TrialOutcome
-from workbench.search.gram_memo import GramMemo
+from workbench.search.gram_memo import GramMemo, limit_for
 from workbench.search.pair_cover import pair_cover
 from workbench.search.problem import Problem
 from workbench.search.proposers import Proposer
@@ -213,7 +213,7 @@ class PortfolioProposer(Proposer):
             ),
             shape=(int(group_offsets[-1]), int(self._offsets[-1])),
         )
-        self._memo = GramMemo(len(configs), self._features)
+        self._memo = GramMemo(len(configs), self._features, limit=limit_for(int(self._offsets[-1])))
         self._group_table, self._draw_at = np.zeros(0), -1
         self._elite_rows, self._elite_at = np.zeros(0, dtype=np.int64), -1
 
