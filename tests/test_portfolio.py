@@ -105,9 +105,9 @@ def test_model_learns_an_interaction_between_two_parameters(
     seeds of the posterior draw when this was written; the test uses one)."""
     import numpy as np
 
-    import workbench.search.portfolio as portfolio
+    import workbench.search.pair_model as pair_model
 
-    monkeypatch.setattr(portfolio, "PAIR_WEIGHT", pair_weight)
+    monkeypatch.setattr(pair_model, "PAIR_WEIGHT", pair_weight)
 
     def value(a: int, b: int) -> float:
         if (a < 4) == (b < 4):
@@ -197,16 +197,15 @@ def test_grouped_scores_equal_the_sum_of_every_table() -> None:
     tables' predictions, on a space whose tables do not fit one group (A100 convolution)."""
     import numpy as np
 
-    proposer = a100_proposer()
-    assert len(proposer._group_cells) > 1  # more than one group
+    model = a100_proposer().model
+    assert len(model.group_cells) > 1  # more than one group
     rng = np.random.default_rng(1)
     for _ in range(3):
-        draw = rng.standard_normal(int(proposer._offsets[-1]))
-        proposer._group_table = proposer._assembly @ draw
-        proposer._draw_at = proposer.n_visited  # score with this draw
-        rows = rng.choice(len(proposer.X), 500, replace=False)
-        direct = -draw[proposer._cells[rows]].sum(axis=1)
-        assert np.allclose(proposer._scores(rows), direct, rtol=0, atol=1e-9)
+        prediction = rng.standard_normal(model.n_cells)
+        rows = rng.choice(len(model.cells), 500, replace=False)
+        direct = -prediction[model.cells[rows]].sum(axis=1)
+        scores = model.scores(model.grouped(prediction), rows)
+        assert np.allclose(scores, direct, rtol=0, atol=1e-9)
 
 
 def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,8 +217,8 @@ def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.Monk
 
     proposer = a100_proposer()
     draws = []
-    real = proposer._posterior_draw
-    monkeypatch.setattr(proposer, "_posterior_draw", lambda: draws.append(1) or real())
+    real = proposer.model.draw
+    monkeypatch.setattr(proposer.model, "draw", lambda *args: draws.append(1) or real(*args))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(proposer.X))
 

@@ -23,11 +23,10 @@ does), rewarding a move when its proposal improves the best value:
   move, it raised the mean score over the recorded spaces from 0.437/0.628/0.817 to
   0.471/0.659/0.830 at budgets 50/100/200 (mean of four 40-seed blocks).
 
-Cost: the model is refitted after every new observation (past 384 evaluations, after every
-few: batch Thompson sampling), and a fit reuses what it can: the evaluated configs' features
-and inner products are kept (``gram_memo``), and the per-parameter and pair tables are summed
-into a few joint tables over groups of parameters (``pair_cover``) so that scoring thousands of
-candidates is a gather of a few numbers each. ``benchmarks/tuner_overhead.py`` measures it:
+Cost: the model (``pair_model``) is refitted after every new observation (past 384
+evaluations, after every few: batch Thompson sampling), and a fit reuses what it can (see
+``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
+is a small dense solve. ``benchmarks/tuner_overhead.py`` measures it:
 2.7 ms per unique evaluation over 1,000 on the recorded gemm space, store included, below each
 of Kernel Tuner's search strategies (all but random sampling) on the same replay.
 
@@ -47,13 +46,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse
-import threadpoolctl
 
 from workbench.runners.base import Measurement, TrialOutcome
-from workbench.search.gram_memo import GramMemo, limit_for
-from workbench.search.pair_cover import pair_cover
+from workbench.search.pair_model import PairModel
 from workbench.search.problem import Problem
 from workbench.search.proposers import Proposer
 from workbench.spaces.model import Config
@@ -65,18 +60,6 @@ N_STARTUP = 10
 #: Bandit: recent proposals that count, and the weight of the exploration bonus (UCB1).
 WINDOW = 40
 EXPLORATION = 0.3
-#: Prior variance of the pairwise features' share of the model (the rest: per-parameter
-#: features). 0.5 scored best of 0, 0.5 and 1 on the recorded spaces.
-PAIR_WEIGHT = 0.5
-#: Prior standard deviation of the weights, in units of the standardised target's: a wide
-#: prior keeps the posterior uncertain about combinations not yet seen, so Thompson sampling
-#: still explores them (4 scored better than 0.5, 1 and 2 on the recorded spaces: runs left
-#: deceptive basins that a narrow prior kept them in).
-PRIOR_SD = 4.0
-#: Observation noise of the regression (standardised target): small, because measurements
-#: repeat well and a larger value made the search wander (0.01 scored best of 0.01, 0.03, 0.1
-#: and 0.3 on the recorded spaces).
-NOISE = 0.01
 #: The target is clipped at this quantile of the evaluated configs' log times.
 CLIP_QUANTILE = 0.5
 #: The regression is fitted on at most this many evaluated configs (half of them the best,
@@ -86,11 +69,6 @@ MAX_FIT = 256
 #: move looks up at most this many neighbours. Smaller subsets cost search efficiency (2048
 #: scored clearly worse than 8192 on the recorded 4k-config spaces).
 MODEL_CANDIDATES = 8192
-
-#: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
-#: contention (10-30x slower on a busy 2-core machine than one thread, measured), so the fit
-#: runs on one thread.
-_BLAS = threadpoolctl.ThreadpoolController()
 
 
 class PortfolioProposer(Proposer):
@@ -134,104 +112,20 @@ class PortfolioProposer(Proposer):
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
         self.best = math.inf
         self._last_move: str | None = None
-        # per parameter: Gaussian smoothing between neighbouring ordinal values, identity for
-        # a categorical one
-        smoothing = [
-            self._kernel(int(k)) if o else np.eye(int(k))
-            for k, o in zip(self.cards, self.ordinal, strict=True)
-        ]
-        varying = [j for j, k in enumerate(self.cards) if k > 1]
         # the line and pair moves' neighbourhoods: which parameters change together, how many
         # neighbours that makes, and (filled as incumbents come) each parameter's other values
-        self._varying = varying
-        self._combos = {f: list(itertools.combinations(varying, f)) for f in (1, 2)}
+        self._varying = [j for j, k in enumerate(self.cards) if k > 1]
+        self._combos = {f: list(itertools.combinations(self._varying, f)) for f in (1, 2)}
         self._n_neighbours = {
             f: sum(math.prod(int(self.cards[j]) - 1 for j in c) for c in combos)
             for f, combos in self._combos.items()
         }
         self._changes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        # The model's features: one-hot cells of a table per varying parameter and per pair,
-        # all tables blocks of one flat array; each config's cell in each table is computed
-        # once, offsets included, so a prediction is one gather.
-        tables: list[tuple[int, ...]] = [(j,) for j in varying] + self._combos[2]
-        sizes = [math.prod(int(self.cards[j]) for j in t) for t in tables]
-        cells = [self._cell(t) for t in tables]
-        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self._cells = (
-            np.stack(cells, axis=1) + self._offsets[:-1]
-            if cells
-            else np.zeros((len(configs), 0), dtype=np.int64)
-        ).astype(np.int32)
-        # Smoothing of each table: the Kronecker product of its parameters' smoothing.
-        self._blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
-        block_of = np.repeat(np.arange(len(sizes)), sizes)
-        # Every table's smoothing rows in one flat array, so that a config's features are one
-        # gather: feature column k (table t, position i in it) of a config whose cell in t is
-        # c is the flat array at t's start + (c - t's first cell) * t's size + i.
-        self._smoothing_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in self._blocks)])
-        self._smoothing = scipy.sparse.block_diag(self._blocks or [np.zeros((0, 0))], format="csr")
-        block_starts = np.concatenate([[0], np.cumsum(np.square(sizes, dtype=np.int64))])
-        self._column_table = block_of
-        self._column_size = np.array(sizes, dtype=np.int64)[block_of]
-        self._column_base = (
-            block_starts[:-1][block_of]
-            + np.arange(len(block_of))
-            - self._offsets[:-1][block_of] * (1 + self._column_size)
-        )
-        n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
-        # prior standard deviation of each cell's weight: a config's pair terms together weigh
-        # PAIR_WEIGHT, its per-parameter terms the rest
-        self._prior_sd = PRIOR_SD * np.sqrt(
-            np.where(block_of < len(varying), 1 - PAIR_WEIGHT, PAIR_WEIGHT / n_pair_terms)
-        )
-        # Scoring: a config's predicted log time is the sum of its cells' predictions, one
-        # per table. After each draw the tables are summed into a few joint tables over
-        # groups of parameters that cover every pair (pair_cover), so a score gathers one
-        # number per group (3 instead of 55 on the recorded gemm space). A table goes to the
-        # first group that holds its parameters: each of the group's cells adds the table's
-        # cell for the same values, one sparse product (_assembly) for all groups at once.
-        groups = [tuple(varying[i] for i in g) for g in pair_cover(self.cards[varying].tolist())]
-        group_sizes = [math.prod(int(self.cards[j]) for j in g) for g in groups]
-        group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
-        self._group_cells = np.zeros((len(groups), len(configs)), dtype=np.intp)
-        for g, group in enumerate(groups):
-            self._group_cells[g] = self._cell(group) + group_offsets[g]
-        into, source = [], []
-        for t, lo in zip(tables, self._offsets[:-1], strict=True):
-            g = next(i for i, group in enumerate(groups) if set(t) <= set(group))
-            shape = tuple(int(self.cards[j]) if j in t else 1 for j in groups[g])
-            cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
-            into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
-            source.append(np.broadcast_to(cells, [int(self.cards[j]) for j in groups[g]]).ravel())
-        self._assembly = scipy.sparse.csr_array(
-            (
-                np.ones(sum(len(i) for i in into)),
-                (
-                    np.concatenate([np.zeros(0, np.int64), *into]),
-                    np.concatenate([np.zeros(0, np.int64), *source]),
-                ),
-            ),
-            shape=(int(group_offsets[-1]), int(self._offsets[-1])),
-        )
-        self._memo = GramMemo(len(configs), self._features, limit=limit_for(int(self._offsets[-1])))
-        self._group_table, self._draw_at = np.zeros(0), -1
+        self.model = PairModel(self.X, self.cards, self.ordinal)
+        self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         self._elite_rows, self._elite_at = np.zeros(0, dtype=np.int64), -1
 
     # -- bookkeeping -----------------------------------------------------------------------
-    def _cell(self, params: tuple[int, ...]) -> np.ndarray:
-        """Each config's row-major cell in the joint table of ``params``."""
-        cell = np.zeros(len(self.X), dtype=np.int64)
-        for j in params:
-            cell = cell * int(self.cards[j]) + self.X[:, j]
-        return cell
-
-    @staticmethod
-    def _kernel(k: int) -> np.ndarray:
-        """Row-normalised Gaussian smoothing between neighbouring ordinal values."""
-        idx = np.arange(k)
-        w = np.exp(-0.5 * (idx[:, None] - idx[None, :]) ** 2)
-        return w / w.sum(axis=1, keepdims=True)
-
     def _encode(self, config: Config) -> list[int]:
         return [self._index[j][config[p.name]] for j, p in enumerate(self.problem.params)]
 
@@ -309,49 +203,33 @@ class PortfolioProposer(Proposer):
         best, rest = order[: MAX_FIT // 2], order[MAX_FIT // 2 :]
         return np.concatenate([best, self.rng.choice(rest, MAX_FIT - len(best), replace=False)])
 
-    def _features(self, rows: np.ndarray) -> np.ndarray:
-        """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
-        the weights' prior is a standard normal): per table, the smoothing rows of the rows'
-        cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
-        cells = self._cells[rows][:, self._column_table]  # each column's table's cell
-        return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
-
-    def _posterior_draw(self) -> np.ndarray:
-        """One draw from the regression's posterior, as a prediction per cell (flat, blocks
-        at ``_offsets``): a config's predicted standardised log time is the sum of its cells.
-        Drawn with the perturbation trick in the dual form (an n x n solve, n <= MAX_FIT): the
-        weights that fit perturbed targets under a perturbed prior are a posterior sample."""
-        rows = self._fit_rows()
+    def _target(self, rows: np.ndarray) -> np.ndarray:
+        """The regression target of ``rows``: log time clipped at CLIP_QUANTILE of the
+        evaluated ones (failed configs count as the clip), standardised."""
         vals = self.values[rows]
         ok = np.isfinite(vals)
         y = np.zeros(len(rows))
         if ok.any():
             y[ok] = np.log(vals[ok])
             cap = np.quantile(y[ok], CLIP_QUANTILE)
-            y = np.where(ok, np.minimum(y, cap), cap)  # failed configs count as the cap
+            y = np.where(ok, np.minimum(y, cap), cap)
             y = (y - y.mean()) / (y.std() or 1.0)
-        phi, gram = self._memo.matrices(rows)  # a copy: the diagonal may change in place
-        gram[np.diag_indices_from(gram)] += NOISE
-        w0 = self.rng.standard_normal(phi.shape[1])
-        eps = self.rng.standard_normal(len(rows)) * math.sqrt(NOISE)
-        alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
-        w = w0 + phi.T @ alpha
-        return self._prior_sd * (self._smoothing @ w)
+        return y
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
         """Model score of ``rows`` (higher is better): minus the predicted log time of one
         posterior draw, the same draw for every move until the next observation (past
         MAX_FIT evaluations, the next few)."""
-        if not self._blocks:  # nothing varies: every config scores the same
+        if self.model.constant:
             return np.zeros(len(rows))
         # past MAX_FIT evaluations, where the fit is a subsample anyway, one draw serves a
         # few new evaluations (batch Thompson sampling): 2 from 384, 6 at 1000
         stride = max(1, self.n_visited // (MAX_FIT // 2) - 1)
         if self._draw_at < 0 or self.n_visited - self._draw_at >= stride:
-            with _BLAS.limit(limits=1, user_api="blas"):
-                self._group_table = self._assembly @ self._posterior_draw()
+            fit = self._fit_rows()
+            self._drawn = self.model.draw(fit, self._target(fit), self.rng)
             self._draw_at = self.n_visited
-        return -np.take(self._group_table, self._group_cells[:, rows]).sum(axis=0)
+        return self.model.scores(self._drawn, rows)
 
     def _random(self) -> int | None:
         left = np.flatnonzero(self._open())

@@ -1,0 +1,173 @@
+"""The portfolio's model: a Bayesian linear regression over a discrete space's configs.
+
+A config's standardised log time is modelled as a sum of weights, one per cell of a table per
+varying parameter and per pair of parameters (a second-order model, as in BOCS, Baptista &
+Poloczek 2018): pairs matter because tiles, block sizes and vector widths interact. Ordinal
+values are smoothed between neighbours (a weight also speaks for the values next to it).
+Weights have a Gaussian prior; the portfolio draws one sample from the posterior per fit
+(Thompson sampling) and ranks configs by the sample's prediction.
+
+Everything a fit needs about the space is computed once here, so that a fit costs about a
+small dense solve: each config's cells, the smoothing of every table in one flat array (a
+config's features are one gather), the features and inner products of configs already fitted
+(``gram_memo``), and joint tables over groups of parameters that cover every pair
+(``pair_cover``), into which each prediction is summed so that a config's score is a few
+gathered numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+import threadpoolctl
+
+from workbench.search.gram_memo import GramMemo, limit_for
+from workbench.search.pair_cover import pair_cover
+
+#: Prior variance of the pairwise features' share of the model (the rest: per-parameter
+#: features). 0.5 scored best of 0, 0.5 and 1 on the recorded spaces.
+PAIR_WEIGHT = 0.5
+#: Prior standard deviation of the weights, in units of the standardised target's: a wide
+#: prior keeps the posterior uncertain about combinations not yet seen, so Thompson sampling
+#: still explores them (4 scored better than 0.5, 1 and 2 on the recorded spaces: runs left
+#: deceptive basins that a narrow prior kept them in).
+PRIOR_SD = 4.0
+#: Observation noise of the regression (standardised target): small, because measurements
+#: repeat well and a larger value made the search wander (0.01 scored best of 0.01, 0.03, 0.1
+#: and 0.3 on the recorded spaces).
+NOISE = 0.01
+
+#: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
+#: contention (10-30x slower on a busy 2-core machine than one thread, measured), so the fit
+#: runs on one thread.
+_BLAS = threadpoolctl.ThreadpoolController()
+
+
+def smoothing_kernel(k: int) -> np.ndarray:
+    """Row-normalised Gaussian smoothing between neighbouring ordinal values."""
+    idx = np.arange(k)
+    w = np.exp(-0.5 * (idx[:, None] - idx[None, :]) ** 2)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def joint_cells(X: np.ndarray, cards: np.ndarray, params: Sequence[int]) -> np.ndarray:
+    """Each config's (row of ``X``'s) row-major cell in the joint table of ``params``."""
+    cell = np.zeros(len(X), dtype=np.int64)
+    for j in params:
+        cell = cell * int(cards[j]) + X[:, j]
+    return cell
+
+
+class PairModel:
+    """The regression over the configs whose value indices are the rows of ``X`` (one column
+    per parameter, ``cards`` values each; ``ordinal`` parameters are smoothed)."""
+
+    def __init__(self, X: np.ndarray, cards: np.ndarray, ordinal: Sequence[bool]) -> None:
+        n = len(X)
+        # per parameter: Gaussian smoothing between neighbouring ordinal values, identity for
+        # a categorical one
+        smoothing = [
+            smoothing_kernel(int(k)) if o else np.eye(int(k))
+            for k, o in zip(cards, ordinal, strict=True)
+        ]
+        varying = [j for j, k in enumerate(cards) if k > 1]
+        pairs = [(a, b) for i, a in enumerate(varying) for b in varying[i + 1 :]]
+        # The features: one-hot cells of a table per varying parameter and per pair, all
+        # tables blocks of one flat array; each config's cell in each table is computed once,
+        # offsets included.
+        tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
+        sizes = [math.prod(int(cards[j]) for j in t) for t in tables]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n_cells = int(self.offsets[-1])
+        self.cells = np.zeros((n, len(tables)), dtype=np.int32)
+        for t, table in enumerate(tables):
+            self.cells[:, t] = joint_cells(X, cards, table) + self.offsets[t]
+        # Smoothing of each table: the Kronecker product of its parameters' smoothing.
+        blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
+        self._smoothing = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
+        block_of = np.repeat(np.arange(len(sizes)), sizes)
+        # Every table's smoothing rows in one flat array, so that a config's features are one
+        # gather: feature column k (table t, position i in it) of a config whose cell in t is
+        # c is the flat array at t's start + (c - t's first cell) * t's size + i.
+        self._smoothing_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
+        block_starts = np.concatenate([[0], np.cumsum(np.square(sizes, dtype=np.int64))])
+        self._column_table = block_of
+        self._column_size = np.array(sizes, dtype=np.int64)[block_of]
+        self._column_base = (
+            block_starts[:-1][block_of]
+            + np.arange(len(block_of))
+            - self.offsets[:-1][block_of] * (1 + self._column_size)
+        )
+        n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
+        # prior standard deviation of each cell's weight: a config's pair terms together weigh
+        # PAIR_WEIGHT, its per-parameter terms the rest
+        self._prior_sd = PRIOR_SD * np.sqrt(
+            np.where(block_of < len(varying), 1 - PAIR_WEIGHT, PAIR_WEIGHT / n_pair_terms)
+        )
+        # Scoring: a config's prediction is the sum of its cells' predictions, one per table.
+        # The tables are summed into a few joint tables over groups of parameters that cover
+        # every pair (pair_cover), so a score gathers one number per group (3 instead of 55
+        # on the recorded gemm space). A table goes to the first group that holds its
+        # parameters: each of the group's cells adds the table's cell for the same values,
+        # one sparse product (_assembly) for all groups at once.
+        groups = [tuple(varying[i] for i in g) for g in pair_cover(cards[varying].tolist())]
+        group_sizes = [math.prod(int(cards[j]) for j in g) for g in groups]
+        group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
+        self.group_cells = np.zeros((len(groups), n), dtype=np.intp)
+        for g, group in enumerate(groups):
+            self.group_cells[g] = joint_cells(X, cards, group) + group_offsets[g]
+        into, source = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for t, lo in zip(tables, self.offsets[:-1], strict=True):
+            g = next(i for i, group in enumerate(groups) if set(t) <= set(group))
+            shape = tuple(int(cards[j]) if j in t else 1 for j in groups[g])
+            table_cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
+            into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
+            source.append(np.broadcast_to(table_cells, [int(cards[j]) for j in groups[g]]).ravel())
+        into_all, source_all = np.concatenate(into), np.concatenate(source)
+        self._assembly = scipy.sparse.csr_array(
+            (np.ones(len(into_all)), (into_all, source_all)),
+            shape=(int(group_offsets[-1]), self.n_cells),
+        )
+        self._memo = GramMemo(n, self.features, limit=limit_for(self.n_cells))
+
+    @property
+    def constant(self) -> bool:
+        """Nothing varies: every config scores the same."""
+        return self.n_cells == 0
+
+    def features(self, rows: np.ndarray) -> np.ndarray:
+        """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
+        the weights' prior is a standard normal): per table, the smoothing rows of the rows'
+        cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
+        cells = self.cells[rows][:, self._column_table]  # each column's table's cell
+        return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
+
+    def draw(self, rows: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One draw from the posterior given the configs ``rows`` and their standardised
+        targets ``y``, as the groups' joint tables (for ``scores``). Drawn with the
+        perturbation trick in the dual form (an n x n solve): the weights that fit perturbed
+        targets under a perturbed prior are a posterior sample."""
+        with _BLAS.limit(limits=1, user_api="blas"):
+            phi, gram = self._memo.matrices(rows)  # a copy: the diagonal may change in place
+            gram[np.diag_indices_from(gram)] += NOISE
+            w0 = rng.standard_normal(phi.shape[1])
+            eps = rng.standard_normal(len(rows)) * math.sqrt(NOISE)
+            alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
+            w = w0 + phi.T @ alpha
+        return self.grouped(self._prior_sd * (self._smoothing @ w))
+
+    def grouped(self, prediction: np.ndarray) -> np.ndarray:
+        """A prediction per cell (flat, tables at ``offsets``) summed into the groups' joint
+        tables."""
+        return self._assembly @ prediction
+
+    def scores(self, grouped: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Minus the predicted standardised log time of ``rows`` (higher is better)."""
+        if self.constant:
+            return np.zeros(len(rows))
+        return -np.take(grouped, self.group_cells[:, rows]).sum(axis=0)
