@@ -112,15 +112,16 @@ class PortfolioProposer(Proposer):
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
         self.best = math.inf
         self._last_move: str | None = None
-        # the line and pair moves' neighbourhoods: which parameters change together, how many
-        # neighbours that makes, and (filled as incumbents come) each parameter's other values
+        # the line and pair moves' neighbourhoods: which parameters change together, and how
+        # many neighbours each combination makes
         self._varying = [j for j, k in enumerate(self.cards) if k > 1]
-        self._combos = {f: list(itertools.combinations(self._varying, f)) for f in (1, 2)}
-        self._n_neighbours = {
-            f: sum(math.prod(int(self.cards[j]) - 1 for j in c) for c in combos)
-            for f, combos in self._combos.items()
+        self._combos = {
+            f: np.array(list(itertools.combinations(self._varying, f)), dtype=np.int64).reshape(
+                -1, f
+            )
+            for f in (1, 2)
         }
-        self._changes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._combo_sizes = {f: np.prod(self.cards[c] - 1, axis=1) for f, c in self._combos.items()}
         self.model = PairModel(self.X, self.cards, self.ordinal)
         self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         self._elite_rows, self._elite_at = np.zeros(0, dtype=np.int64), -1
@@ -279,44 +280,28 @@ class PortfolioProposer(Proposer):
         """Open rows that differ from ``base`` in exactly ``flips`` parameters (1 or 2), in
         parameter order then value order; at most MODEL_CANDIDATES of them looked up (a random
         subset when there are more)."""
-        combos, total = self._combos[flips], self._n_neighbours[flips]
-        changes = {j: self._changes_of(j, int(base[j])) for j in self._varying}
-        chosen = None
+        combos, sizes = self._combos[flips], self._combo_sizes[flips]
+        total = int(sizes.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
         if total > MODEL_CANDIDATES:
-            chosen = np.sort(self.rng.choice(total, MODEL_CANDIDATES, replace=False))
-        if not combos:
-            rows = np.zeros(0, dtype=np.int64)
-        elif self._radix is not None:
-            # a neighbour's code is the base's plus what each change adds
-            codes = int(base.astype(np.int64) @ self._radix) + np.concatenate(
-                [functools.reduce(np.add.outer, [changes[j][1] for j in c]).ravel() for c in combos]
-            )
-            if chosen is not None:
-                codes = codes[chosen]
-            rows = self._rows_of_codes(codes)
+            picks = np.sort(self.rng.choice(total, MODEL_CANDIDATES, replace=False))
         else:
-            keys = []
-            for c in combos:
-                grid = np.meshgrid(*(changes[j][0] for j in c), indexing="ij")
-                key = np.repeat(base[None, :], grid[0].size, axis=0)
-                key[:, list(c)] = np.stack([g.ravel() for g in grid], axis=1)
-                keys.append(key)
-            every = np.concatenate(keys)
-            if chosen is not None:
-                every = every[chosen]
-            rows = self._rows_of(every)
+            picks = np.arange(total)
+        # the k-th neighbour of the ordered list: its combination of parameters, then (within
+        # it, row-major) which other value each of them takes
+        ends = np.cumsum(sizes)
+        combo = np.searchsorted(ends, picks, side="right")
+        within = picks - (ends - sizes)[combo]
+        keys = np.repeat(base[None, :].astype(np.int64), len(picks), axis=0)
+        for position in reversed(range(flips)):
+            param = combos[combo, position]
+            count = self.cards[param] - 1  # the parameter's other values
+            within, other = np.divmod(within, count)
+            keys[np.arange(len(picks)), param] = other + (other >= base[param])
+        rows = self._rows_of(keys)
         rows = rows[rows >= 0]
         return rows[self._open()[rows]]
-
-    def _changes_of(self, j: int, value: int) -> tuple[np.ndarray, np.ndarray]:
-        """Parameter ``j``'s values other than ``value``, and what changing to each adds to a
-        config's code (kept: incumbents repeat)."""
-        got = self._changes.get((j, value))
-        if got is None:
-            others = np.delete(np.arange(self.cards[j]), value)
-            radix = 0 if self._radix is None else int(self._radix[j])
-            got = self._changes[(j, value)] = (others, (others - value) * radix)
-        return got
 
     def _best_scored(self, rows: np.ndarray) -> int | None:
         """The row of ``rows`` the posterior draw predicts fastest (ties broken at random)."""
