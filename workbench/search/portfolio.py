@@ -27,7 +27,7 @@ Cost: the model (``pair_model``) is refitted after every new observation (past 3
 evaluations, after every few: batch Thompson sampling), and a fit reuses what it can (see
 ``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
 is a small dense solve. ``benchmarks/tuner_overhead.py`` measures it:
-2.7 ms per unique evaluation over 1,000 on the recorded gemm space, store included, below each
+2.6 ms per unique evaluation over 1,000 on the recorded gemm space, store included, below each
 of Kernel Tuner's search strategies (all but random sampling) on the same replay.
 
 The regression target is log time clipped at the median of the evaluated configs (failed ones
