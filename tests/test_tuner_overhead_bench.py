@@ -1,0 +1,40 @@
+"""benchmarks/tuner_overhead.py: per-trial accounting of ours, per-unique accounting of theirs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHES = ROOT.parent / "shared" / "datasets" / "tuning-caches"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tuner_overhead as bench  # noqa: E402
+
+
+def test_kernel_tuner_overhead_is_divided_by_unique_configs() -> None:
+    """Kernel Tuner's results repeat configs (a population revisits them); its overhead per
+    unique evaluation counts every result's time once and divides by distinct configs."""
+    results = [
+        {"a": 1, "b": 2, "framework_time": 1.0, "strategy_time": 0.5},
+        {"a": 1, "b": 2, "framework_time": 0.1, "strategy_time": 0.0},  # a revisit
+        {"a": 2, "b": 2, "framework_time": 2.0, "strategy_time": 0.5},
+        {},  # Kernel Tuner leaves empty results for configs it skipped
+        {"a": 3, "b": 2, "framework_time": 0.4},
+    ]
+    got = bench.per_unique(results, ["a", "b"])
+    assert got["unique"] == 3 and got["results"] == 4
+    assert got["total_ms"] == pytest.approx(4.5)
+    assert got["per_unique_ms"] == pytest.approx(1.5)
+    assert got["median_per_result_ms"] == pytest.approx((0.4 + 1.5) / 2)
+
+
+def test_workbench_overhead_times_every_new_evaluation() -> None:
+    got = bench.workbench_overhead(CACHES / "pnpoly_RTX_3090.json.gz", 30, "portfolio", 0)
+    assert got["evaluations"] == 30
+    per_trial = got["per_trial_ms"]
+    assert len(per_trial) == 30 and min(per_trial) > 0
+    assert got["first_ms"] == per_trial[0]  # the setup is in the first evaluation's share
+    assert got["mean_ms"] == pytest.approx(sum(per_trial) / 30)
