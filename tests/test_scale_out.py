@@ -191,6 +191,37 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
     assert len(rows) == budget == len({r[0] for r in rows})  # nothing lost or duplicated
 
 
+def test_a_trial_left_without_a_heartbeat_is_failed_and_requeued(pg_cluster) -> None:
+    """A worker killed between creating its trial and its first heartbeat leaves a RUNNING
+    trial that Optuna never judges stale (it has no heartbeat). The survivors release it a
+    grace period after they first see it: FAIL, and a WAITING retry with its config. A trial
+    whose worker beats is left alone."""
+    from optuna.distributions import IntDistribution
+    from optuna.trial import TrialState
+
+    db = Database(pg_cluster.database(), Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
+    study = SharedStudy.create(db, "zombie", {"kernel": "k"}, "GPU")
+    dists = {"x": IntDistribution(0, 3)}
+    zombie = study.create_trial({"x": 1}, dists, system_attrs={CLAIM: "w:1:"})
+    alive = study.create_trial({"x": 2}, dists, system_attrs={CLAIM: "w:2:"})
+    study.heartbeat(alive)
+    study.fail_stale()  # first seen without a heartbeat: not yet
+    assert study.storage.get_trial(zombie).state is TrialState.RUNNING
+    time.sleep(2.2)
+    study.heartbeat(alive)
+    study.fail_stale()
+    trials = {t._trial_id: t for t in study.trials()}
+    assert trials[zombie].state is TrialState.FAIL
+    assert trials[alive].state is TrialState.RUNNING
+    retries = [
+        t for t in trials.values() if t.system_attrs.get("failed_trial") == trials[zombie].number
+    ]
+    assert len(retries) == 1 and retries[0].state is TrialState.WAITING
+    assert retries[0].params == {"x": 1} and CLAIM not in retries[0].system_attrs
+    study.fail_stale()  # released once only
+    assert len([t for t in study.trials() if t.state is TrialState.WAITING]) == 1
+
+
 def test_database_outage_makes_workers_wait_not_crash(pg_cluster) -> None:
     url = pg_cluster.database()
     budget = 24

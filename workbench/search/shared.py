@@ -202,6 +202,14 @@ class Skip(enum.Enum):
     RELEASED = "released"  #: its worker stopped (Ctrl-C) before measuring it
 
 
+#: RUNNING trials of a study that have no heartbeat (see SharedStudy.fail_stale).
+UNBEATEN_SQL = f"""
+SELECT t.trial_id FROM {OPTUNA_SCHEMA}.trials t
+WHERE t.study_id = :study AND t.state::text = 'RUNNING'
+    AND NOT EXISTS (SELECT 1 FROM {OPTUNA_SCHEMA}.trial_heartbeats h WHERE h.trial_id = t.trial_id)
+"""
+
+
 @dataclass(frozen=True)
 class Coordination:
     """Timing of the shared study. ``grace_s`` should exceed the longest database outage to
@@ -486,6 +494,8 @@ class SharedStudy:
         self.study_id = db.outage.call(self.storage.get_study_id_from_name, name)
         with _quiet_experimental():  # the study (for fail_stale_trials) has a cache of its own
             self.study = optuna.load_study(study_name=name, storage=self.rdb)
+        # RUNNING trials seen without a heartbeat, and when (this process's clock)
+        self._unbeaten: dict[int, float] = {}
 
     @classmethod
     def exists(cls, db: Database, name: str) -> bool:
@@ -717,7 +727,8 @@ class SharedStudy:
             pass
 
     def release(self, trial_id: int) -> None:
-        """Give a claimed trial back (Ctrl-C): FAIL it and re-queue it, as a stale one would be."""
+        """Give a claimed trial back (Ctrl-C, or its worker died before its first heartbeat):
+        FAIL it and re-queue it, as a stale one would be."""
         # no waiting here: this runs on the way out, maybe because the database is gone (the
         # trial is then failed as stale by the other workers)
         try:
@@ -729,9 +740,26 @@ class SharedStudy:
             pass
 
     def fail_stale(self) -> None:
-        """Fail trials whose worker stopped beating; Optuna's callback re-queues them."""
+        """Fail trials whose worker stopped beating; Optuna's callback re-queues them.
+
+        Optuna judges only trials that have a heartbeat. A worker killed between creating its
+        trial and the first beat (a few milliseconds) leaves a RUNNING trial with none, which
+        would stay RUNNING for ever (its budget slot returns anyway: its claim was not linked
+        yet). Such a trial still without a heartbeat a grace period after this worker first saw
+        it is released like a stale one (timed on this worker's clock: hosts' clocks differ)."""
         with _quiet_experimental():
             self.db.outage.call(fail_stale_trials, self.study)
+
+        def unbeaten() -> list[int]:
+            with self.db.claims.connect() as conn:
+                return list(conn.execute(text(UNBEATEN_SQL), {"study": self.study_id}).scalars())
+
+        now = time.monotonic()
+        seen = {t: self._unbeaten.get(t, now) for t in self.db.outage.call(unbeaten)}
+        for trial_id, since in seen.items():
+            if now - since >= self.grace:
+                self.release(trial_id)
+        self._unbeaten = {t: since for t, since in seen.items() if now - since < self.grace}
 
     # -- workers -----------------------------------------------------------------------------
     def announce(self, worker: WorkerId, info: Mapping[str, Any]) -> None:
