@@ -761,6 +761,12 @@ class SharedStudy:
                 self.release(trial_id)
         self._unbeaten = {t: since for t, since in seen.items() if now - since < self.grace}
 
+    def settled(self) -> bool:
+        """Sweep (:meth:`fail_stale`); True when no trial without a heartbeat is left to
+        release, so a worker may stop."""
+        self.fail_stale()
+        return not self._unbeaten
+
     # -- workers -----------------------------------------------------------------------------
     def announce(self, worker: WorkerId, info: Mapping[str, Any]) -> None:
         """Publish this worker's presence (host, pid, GPU, last seen by the database's clock)."""

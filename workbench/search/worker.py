@@ -216,8 +216,13 @@ class SharedTuner:
                 self._learn(proposer, view.done)
                 taken = self._hold(proposer, view.in_flight)
                 if budget.evaluations is not None and view.complete >= budget.evaluations:
-                    stop = StopReason.BUDGET
-                    break
+                    if self.shared.settled():
+                        stop = StopReason.BUDGET
+                        break
+                    # a dead worker's trial has no heartbeat yet: released within the grace
+                    # period, so that no trial is left RUNNING
+                    time.sleep(self.db.settings.poll_s)
+                    continue
                 if budget.seconds is not None and time.perf_counter() - started >= budget.seconds:
                     stop = StopReason.TIME
                     break
