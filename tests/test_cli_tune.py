@@ -40,6 +40,13 @@ def test_replay_a_kernel_tuner_cache_with_json() -> None:
     assert set(doc["best_config"]) == {"block_size_x", "tile_size", "between_method", "use_method"}
     assert "RTX 3090" in doc["replayed_from"]
     assert "REPLAY" in err  # the banner goes to stderr with --json
+    # the default sampler says which of its moves proposed what, and which improved the best
+    moves = doc["moves"]
+    assert set(moves) == {"random", "model", "crossover", "line", "pair"}
+    assert sum(m["proposed"] for m in moves.values()) == 30
+    assert moves["random"]["proposed"] >= 10  # the random start
+    assert 1 <= sum(m["improved"] for m in moves.values()) <= 30
+    assert all(m["improved"] <= m["proposed"] for m in moves.values())
 
 
 def test_rerun_resumes_the_same_study() -> None:

@@ -450,6 +450,8 @@ def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
     }
     if plan.recorded_optimum is not None:
         doc["recorded_optimum"] = plan.recorded_optimum
+    if result.moves is not None:
+        doc["moves"] = result.moves
     if best and plan.throughput is not None:
         doc["throughput"] = {
             "value": plan.throughput(best.config, best.measurement.value),
@@ -487,4 +489,9 @@ def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> 
         gap = result.best.measurement.value / plan.recorded_optimum  # type: ignore[operator]
         line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
     out.print(line)  # type: ignore[attr-defined]
+    if result.moves:
+        used = ", ".join(
+            f"{move} {s['proposed']}/{s['improved']}" for move, s in result.moves.items()
+        )
+        out.print(f"Search moves (proposed/improved the best): {used}")  # type: ignore[attr-defined]
     out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]

@@ -356,6 +356,11 @@ class PortfolioProposer(Proposer):
         self._last_move = move
         return {p.name: p.values[self.X[row, j]] for j, p in enumerate(self.problem.params)}
 
-    def move_counts(self) -> dict[str, int]:
-        """How often each move was used (for reports)."""
-        return {m: sum(1 for move, _ in self.history if move == m) for m in MOVES}
+    def moves(self) -> dict[str, dict[str, int]]:
+        """Per move, the configs it proposed and how many improved the best value (this run's,
+        evaluated ones only)."""
+        stats = {m: {"proposed": 0, "improved": 0} for m in MOVES}
+        for move, reward in self.history:
+            stats[move]["proposed"] += 1
+            stats[move]["improved"] += int(reward > 0)
+        return stats

@@ -58,6 +58,11 @@ class Proposer(ABC):
             return self._queue.popleft()
         return self.propose()
 
+    def moves(self) -> dict[str, dict[str, int]] | None:
+        """Per search move of a strategy that has several: how many configs it proposed and
+        how many of them improved the best value (None: a single strategy)."""
+        return None
+
     @abstractmethod
     def propose(self) -> Config | None:
         """The strategy's next config, or None when it has nothing more to propose."""

@@ -75,6 +75,8 @@ class TuneResult:
     proposals: int  #: sampler proposals in this run (repeats and infeasible included)
     best: StoredEvaluation | None
     history: list[StoredEvaluation] = field(default_factory=list)
+    #: per search move of the sampler (the default has five): proposed, improved
+    moves: dict[str, dict[str, int]] | None = None
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
         ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
@@ -239,4 +241,5 @@ class Tuner:
             proposals=proposals,
             best=self._best(),
             history=list(self.history),
+            moves=proposer.moves(),
         )

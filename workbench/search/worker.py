@@ -352,6 +352,7 @@ class SharedTuner:
             proposals=proposals,
             best=best,
             history=history,
+            moves=proposer.moves(),
         )
 
     def _count_skip(self, why: Skip) -> None:
