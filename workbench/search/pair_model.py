@@ -82,11 +82,11 @@ class PairModel:
         # offsets included.
         tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
         sizes = [math.prod(int(cards[j]) for j in t) for t in tables]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.n_cells = int(self.offsets[-1])
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n_cells = int(offsets[-1])
         self.cells = np.zeros((n, len(tables)), dtype=np.int32)
         for t, table in enumerate(tables):
-            self.cells[:, t] = joint_cells(X, cards, table) + self.offsets[t]
+            self.cells[:, t] = joint_cells(X, cards, table) + offsets[t]
         # Smoothing of each table: the Kronecker product of its parameters' smoothing.
         blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
         self._smoothing = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
@@ -101,7 +101,7 @@ class PairModel:
         self._column_base = (
             block_starts[:-1][block_of]
             + np.arange(len(block_of))
-            - self.offsets[:-1][block_of] * (1 + self._column_size)
+            - offsets[:-1][block_of] * (1 + self._column_size)
         )
         n_pair_terms = max(1, len(varying) - 1)  # each parameter appears in (n - 1) pairs
         # prior standard deviation of each cell's weight: a config's pair terms together weigh
@@ -122,7 +122,7 @@ class PairModel:
         for g, group in enumerate(groups):
             self.group_cells[g] = joint_cells(X, cards, group) + group_offsets[g]
         into, source = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for t, lo in zip(tables, self.offsets[:-1], strict=True):
+        for t, lo in zip(tables, offsets[:-1], strict=True):
             g = next(i for i, group in enumerate(groups) if set(t) <= set(group))
             shape = tuple(int(cards[j]) if j in t else 1 for j in groups[g])
             table_cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
@@ -162,7 +162,7 @@ class PairModel:
         return self.grouped(self._prior_sd * (self._smoothing @ w))
 
     def grouped(self, prediction: np.ndarray) -> np.ndarray:
-        """A prediction per cell (flat, tables at ``offsets``) summed into the groups' joint
+        """A prediction per cell (flat, one table after another) summed into the groups' joint
         tables."""
         return self._assembly @ prediction
 

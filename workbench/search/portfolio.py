@@ -114,11 +114,9 @@ class PortfolioProposer(Proposer):
         self._last_move: str | None = None
         # the line and pair moves' neighbourhoods: which parameters change together, and how
         # many neighbours each combination makes
-        self._varying = [j for j, k in enumerate(self.cards) if k > 1]
+        varying = [j for j, k in enumerate(self.cards) if k > 1]
         self._combos = {
-            f: np.array(list(itertools.combinations(self._varying, f)), dtype=np.int64).reshape(
-                -1, f
-            )
+            f: np.array(list(itertools.combinations(varying, f)), dtype=np.int64).reshape(-1, f)
             for f in (1, 2)
         }
         self._combo_sizes = {f: np.prod(self.cards[c] - 1, axis=1) for f, c in self._combos.items()}
