@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import load_recording, write_recording
@@ -244,3 +247,36 @@ def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.Monk
     proposer._scores(rows)
     assert len(draws) == 4
     assert portfolio.MAX_FIT < 400
+
+
+@settings(deadline=None)  # the first example imports scipy.stats
+@given(st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.5, math.inf]), min_size=1, max_size=40))
+def test_average_ranks_match_scipy(values: list[float]) -> None:
+    """Ties (repeated times, failed configs as +inf) share their mean rank, as scipy's."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    from workbench.search.portfolio import average_ranks
+
+    v = np.array(values)
+    assert (average_ranks(v) == rankdata(v)).all()
+
+
+def test_target_ranks_configs_and_caps_the_slow_tail() -> None:
+    """The target follows the times' order whatever their scale; the slowest tenth (here a
+    1000x-slow config) and the failed configs share one value, the cap."""
+    import numpy as np
+
+    import workbench.search.portfolio as portfolio
+
+    proposer = a100_proposer()
+    rows = np.arange(40)
+    proposer.values[rows] = np.r_[np.linspace(1.0, 2.0, 36), [1000.0], np.full(3, np.inf)]
+    y = proposer._target(rows)
+    assert np.isclose(y.mean(), 0) and np.isclose(y.std(), 1)
+    assert (np.diff(y[:36]) > 0).all()  # faster configs score lower
+    capped = y[36:]
+    assert np.allclose(capped, capped[0]) and capped[0] > y[35]  # slow and failed alike
+    proposer.values[rows[:36]] = np.linspace(1.0, 2.0, 36) ** 8  # same order, other scale
+    assert np.allclose(proposer._target(rows), y)
+    assert portfolio.TARGET_CAP == 0.9
