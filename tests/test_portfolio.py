@@ -280,3 +280,54 @@ def test_target_ranks_configs_and_caps_the_slow_tail() -> None:
     proposer.values[rows[:36]] = np.linspace(1.0, 2.0, 36) ** 8  # same order, other scale
     assert np.allclose(proposer._target(rows), y)
     assert portfolio.TARGET_CAP == 0.9
+
+
+def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
+    tmp_path: Path,
+) -> None:
+    """While the best improves, the line move changes one parameter of the incumbent; once it
+    has not improved for STALL evaluations, it changes one of an elite config that differs
+    from the incumbent in ESCAPE_DISTANCE parameters or more (here the only such one)."""
+    import itertools
+
+    import numpy as np
+
+    import workbench.search.portfolio as portfolio
+
+    names = ["a", "b", "c", "d"]
+    configs = [dict(zip(names, v, strict=True)) for v in itertools.product(range(4), repeat=4)]
+    entries = [(c, Measurement(TrialOutcome.OK, value=2.0 + sum(c.values()))) for c in configs]
+    proposer = proposer_on(tmp_path / "s.json", [(n, list(range(4))) for n in names], entries)
+    incumbent, far = (0, 0, 0, 0), (3, 3, 3, 0)
+
+    def observe(key: tuple[int, ...], value: float) -> None:
+        proposer.observe(dict(zip(names, key, strict=True)), Measurement(TrialOutcome.OK, value))
+
+    def changes_from(row: int | None) -> list[int]:
+        assert row is not None
+        return [int((proposer.X[row] != np.array(base)).sum()) for base in (incumbent, far)]
+
+    observe(incumbent, 1.0)
+    observe(far, 1.1)
+
+    def distance(key: tuple[int, ...], base: tuple[int, ...]) -> int:
+        return sum(a != b for a, b in zip(key, base, strict=True))
+
+    # slow configs two changes from the incumbent, three or more from the far elite
+    slow = [
+        k
+        for k in itertools.product(range(4), repeat=4)
+        if distance(k, incumbent) == 2 and distance(k, far) > 2
+    ]
+    for key in slow[: portfolio.STALL - 3]:
+        observe(key, 10.0)
+    assert proposer.n_visited - proposer._improved_at < portfolio.STALL
+    for _ in range(5):
+        assert changes_from(proposer._line())[0] == 1  # around the incumbent
+        assert changes_from(proposer._pair())[0] == 2
+    for key in slow[portfolio.STALL - 3 : portfolio.STALL]:
+        observe(key, 10.0)
+    assert proposer.n_visited - proposer._improved_at >= portfolio.STALL
+    for _ in range(5):
+        assert changes_from(proposer._line())[1] == 1  # around the far elite
+        assert changes_from(proposer._pair())[1] == 2

@@ -77,6 +77,17 @@ MAX_FIT = 256
 #: scored clearly worse than 8192 on the recorded 4k-config spaces).
 MODEL_CANDIDATES = 8192
 
+#: Escape: once the best value has not improved for STALL evaluations, the line and pair
+#: moves search around another of the ESCAPE_POOL fastest configs, at random, preferring those
+#: that differ from the incumbent in ESCAPE_DISTANCE parameters or more (another basin), as an
+#: iterated local search restarts. The recorded A100 convolution has a basin at 1.47x the
+#: optimum four changes away from the optimum's region (runs above 1.4x at 200 evaluations:
+#: 15% without, 8% with); mean score over the recorded spaces 0.461/0.668/0.853 without,
+#: 0.454/0.671/0.865 with, at 50/100/200 evaluations (three 160-seed blocks).
+STALL = 20
+ESCAPE_POOL = 8
+ESCAPE_DISTANCE = 3
+
 _CAP_SCORE = float(ndtri(TARGET_CAP))
 
 
@@ -132,6 +143,7 @@ class PortfolioProposer(Proposer):
         self.n_visited = 0
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
         self.best = math.inf
+        self._improved_at = 0  # n_visited when the best value last improved
         self._last_move: str | None = None
         # the line and pair moves' neighbourhoods: which parameters change together, and how
         # many neighbours each combination makes
@@ -190,7 +202,8 @@ class PortfolioProposer(Proposer):
         self.values[row] = value
         if move is not None:
             self.history.append((move, 1.0 if value < self.best else 0.0))
-        self.best = min(self.best, value)
+        if value < self.best:
+            self.best, self._improved_at = value, self.n_visited
 
     def start(self, history: Sequence[StoredEvaluation]) -> None:
         for e in history:
@@ -324,11 +337,19 @@ class PortfolioProposer(Proposer):
         return int(rows[self.rng.choice(np.flatnonzero(s == s.max()))])
 
     def _around_incumbent(self, flips: int) -> int | None:
-        """The best-scored open config ``flips`` parameter changes from the incumbent."""
+        """The best-scored open config ``flips`` parameter changes from the incumbent, or,
+        once the best has not improved for STALL evaluations, from another elite config in
+        another basin (one of the ESCAPE_POOL fastest, ESCAPE_DISTANCE parameters or more
+        from the incumbent where one is), at random."""
         elite = self._elite()
         if not len(elite):
             return None
-        return self._best_scored(self._neighbours(self.X[elite[0]], flips))
+        base = elite[0]
+        if self.n_visited - self._improved_at >= STALL and len(elite) > 1:
+            others = elite[1:ESCAPE_POOL]
+            far = (self.X[others] != self.X[base]).sum(axis=1) >= ESCAPE_DISTANCE
+            base = self.rng.choice(others[far] if far.any() else others)
+        return self._best_scored(self._neighbours(self.X[base], flips))
 
     def _line(self) -> int | None:
         return self._around_incumbent(1)
