@@ -1,6 +1,6 @@
 """Groups of parameters that together contain every pair of parameters.
 
-The portfolio's model predicts a config's log time as a sum over one table per parameter and
+The portfolio's model predicts a config's target as a sum over one table per parameter and
 one per pair of parameters: 55 tables for 10 parameters, so scoring every config of a large
 space gathers 55 numbers per config. Tables over a group of parameters can hold the sum of
 all the per-parameter and pair tables inside the group; when every pair lies in some group, a

@@ -1,11 +1,12 @@
 """The portfolio's model: a Bayesian linear regression over a discrete space's configs.
 
-A config's standardised log time is modelled as a sum of weights, one per cell of a table per
-varying parameter and per pair of parameters (a second-order model, as in BOCS, Baptista &
-Poloczek 2018): pairs matter because tiles, block sizes and vector widths interact. Ordinal
-values are smoothed between neighbours (a weight also speaks for the values next to it).
-Weights have a Gaussian prior; the portfolio draws one sample from the posterior per fit
-(Thompson sampling) and ranks configs by the sample's prediction.
+A config's standardised target (the portfolio's: a score of its time's rank) is modelled as a
+sum of weights, one per cell of a table per varying parameter and per pair of parameters (a
+second-order model, as in BOCS, Baptista & Poloczek 2018): pairs matter because tiles, block
+sizes and vector widths interact. Ordinal values are smoothed between neighbours (a weight
+also speaks for the values next to it). Weights have a Gaussian prior; the portfolio draws one
+sample from the posterior per fit (Thompson sampling) and ranks configs by the sample's
+prediction.
 
 Everything a fit needs about the space is computed once here, so that a fit costs about a
 small dense solve: each config's cells, the smoothing of every table in one flat array (a
@@ -167,7 +168,7 @@ class PairModel:
         return self._assembly @ prediction
 
     def scores(self, grouped: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Minus the predicted standardised log time of ``rows`` (higher is better)."""
+        """Minus the predicted standardised target of ``rows`` (higher is better)."""
         if self.constant:
             return np.zeros(len(rows))
         return -np.take(grouped, self.group_cells[:, rows]).sum(axis=0)

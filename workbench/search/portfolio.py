@@ -7,12 +7,12 @@ everywhere, so the sampler keeps five and lets the search decide (as OpenTuner's
 does), rewarding a move when its proposal improves the best value:
 
 * ``random``: an unvisited valid config, uniformly (exploration; the baseline itself);
-* ``model``: Thompson sampling from a Bayesian linear regression of log time on one-hot
-  features of every parameter and of every pair of parameters (a second-order model, as in
-  BOCS, Baptista & Poloczek 2018), ordinal values smoothed between neighbours: the unvisited
-  valid config (a random subset in large spaces) that one posterior draw predicts fastest.
-  Pairs matter because tiles, block sizes and vector widths interact (a block size is good
-  only with some tile sizes);
+* ``model``: Thompson sampling from a Bayesian linear regression of the configs' rank scores
+  (see the target below) on one-hot features of every parameter and of every pair of
+  parameters (a second-order model, as in BOCS, Baptista & Poloczek 2018), ordinal values
+  smoothed between neighbours: the unvisited valid config (a random subset in large spaces)
+  that one posterior draw predicts fastest. Pairs matter because tiles, block sizes and
+  vector widths interact (a block size is good only with some tile sizes);
 * ``crossover``: uniform crossover of two elite configs plus a small mutation (ordinal
   parameters step to a nearby value), as a genetic algorithm would;
 * ``line``: the unvisited config that differs from the incumbent in one parameter and that
@@ -22,6 +22,10 @@ does), rewarding a move when its proposal improves the best value:
   the optimum needs two flags flipped together; one flag alone is worse). Added as a fifth
   move, it raised the mean score over the recorded spaces from 0.437/0.628/0.817 to
   0.471/0.659/0.830 at budgets 50/100/200 (mean of four 40-seed blocks).
+
+When the best value has not improved for a while (STALL evaluations), ``line`` and ``pair``
+search around another elite config in another basin instead of the incumbent, as an iterated
+local search restarts (see STALL).
 
 Cost: the model (``pair_model``) is refitted after every new observation (past 384
 evaluations, after every few: batch Thompson sampling), and a fit reuses what it can (see
@@ -244,7 +248,7 @@ class PortfolioProposer(Proposer):
         return (y - y.mean()) / (y.std() or 1.0)
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
-        """Model score of ``rows`` (higher is better): minus the predicted log time of one
+        """Model score of ``rows`` (higher is better): minus the predicted target of one
         posterior draw, the same draw for every move until the next observation (past
         MAX_FIT evaluations, the next few)."""
         if self.model.constant:
