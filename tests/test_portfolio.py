@@ -290,8 +290,6 @@ def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
     from the incumbent in ESCAPE_DISTANCE parameters or more (here the only such one)."""
     import itertools
 
-    import numpy as np
-
     import workbench.search.portfolio as portfolio
 
     names = ["a", "b", "c", "d"]
@@ -303,16 +301,15 @@ def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
     def observe(key: tuple[int, ...], value: float) -> None:
         proposer.observe(dict(zip(names, key, strict=True)), Measurement(TrialOutcome.OK, value))
 
-    def changes_from(row: int | None) -> list[int]:
-        assert row is not None
-        return [int((proposer.X[row] != np.array(base)).sum()) for base in (incumbent, far)]
-
-    observe(incumbent, 1.0)
-    observe(far, 1.1)
-
     def distance(key: tuple[int, ...], base: tuple[int, ...]) -> int:
         return sum(a != b for a, b in zip(key, base, strict=True))
 
+    def changes_from(row: int | None) -> list[int]:
+        assert row is not None
+        return [distance(tuple(proposer.X[row].tolist()), base) for base in (incumbent, far)]
+
+    observe(incumbent, 1.0)
+    observe(far, 1.1)
     # slow configs two changes from the incumbent, three or more from the far elite
     slow = [
         k

@@ -93,8 +93,6 @@ STALL = 20
 ESCAPE_POOL = 8
 ESCAPE_DISTANCE = 3
 
-_CAP_SCORE = float(ndtri(TARGET_CAP))
-
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """Each value's rank, 1 for the smallest; tied values share their mean rank (as
@@ -205,9 +203,10 @@ class PortfolioProposer(Proposer):
         self.visited[row] = True
         self.n_visited += 1
         self.values[row] = value
+        improved = value < self.best
         if move is not None:
-            self.history.append((move, 1.0 if value < self.best else 0.0))
-        if value < self.best:
+            self.history.append((move, float(improved)))
+        if improved:
             self.best, self._improved_at = value, self.n_visited
 
     def start(self, history: Sequence[StoredEvaluation]) -> None:
@@ -245,7 +244,7 @@ class PortfolioProposer(Proposer):
         """The regression target of ``rows`` (lower is faster): the normal score of each one's
         rank among them (ties share their mean rank; failed configs rank last), capped at
         TARGET_CAP's score, standardised."""
-        y = np.minimum(ndtri(average_ranks(self.values[rows]) / (len(rows) + 1)), _CAP_SCORE)
+        y = np.minimum(ndtri(average_ranks(self.values[rows]) / (len(rows) + 1)), ndtri(TARGET_CAP))
         return (y - y.mean()) / (y.std() or 1.0)
 
     def _scores(self, rows: np.ndarray) -> np.ndarray:
