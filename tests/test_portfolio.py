@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from pathlib import Path
@@ -161,84 +160,6 @@ def test_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path)
     row = proposer._pair()
     assert row is not None
     assert proposer.X[row].tolist() == [1, 1, 0]
-
-
-def test_adjacent_move_crosses_to_a_basin_four_changes_away(tmp_path: Path) -> None:
-    """Four flags that only help all together: every config one or two changes from the
-    incumbent (all flags 0, e = 0) is visited, so line and pair have nothing to offer; the
-    adjacent move changes every parameter by at most one step at once and proposes a config
-    with all four flags set."""
-
-    def value(flags: tuple[int, ...], e: int) -> float:
-        if all(flags):
-            return 1.0 + e / 100
-        return 1.5 + e / 100 if not any(flags) else 3.0
-
-    names = ["a", "b", "c", "d"]
-    entries = [
-        (
-            {**dict(zip(names, flags, strict=True)), "e": e},
-            Measurement(TrialOutcome.OK, value=value(flags, e)),
-        )
-        for flags in itertools.product((0, 1), repeat=4)
-        for e in range(4)
-    ]
-    proposer = proposer_on(
-        tmp_path / "flags4.json", [*((n, [0, 1]) for n in names), ("e", list(range(4)))], entries
-    )
-    for config, m in entries:
-        if not all(config[n] for n in names):
-            proposer.observe(config, m)
-    assert proposer._line() is None
-    assert proposer._pair() is None
-    row = proposer._adjacent()
-    assert row is not None
-    assert proposer.X[row].tolist()[:4] == [1, 1, 1, 1]
-    assert proposer.X[row][4] in (0, 1)  # e = 0 or one step from it
-
-
-def test_adjacent_neighbourhood_steps_ordinal_values_and_takes_any_categorical_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The adjacent move ranks every open config whose ordinal values are at most one step
-    from the base's and whose categorical values are any (a layout has no next value)."""
-    layouts = ["aos", "soa", "tiled"]
-    entries = [
-        ({"n": n, "layout": lay}, Measurement(TrialOutcome.OK, value=1.0 + n + i / 10))
-        for n in range(5)
-        for i, lay in enumerate(layouts)
-    ]
-    proposer = proposer_on(
-        tmp_path / "lay.json", [("n", list(range(5))), ("layout", layouts)], entries
-    )
-    proposer.observe({"n": 2, "layout": "soa"}, Measurement(TrialOutcome.OK, value=0.5))
-    proposer.observe({"n": 3, "layout": "aos"}, Measurement(TrialOutcome.OK, value=4.0))
-    ranked: list[set[tuple[int, str]]] = []
-
-    def capture(rows):
-        ranked.append({(proposer.X[r, 0].item(), layouts[proposer.X[r, 1]]) for r in rows})
-        return int(rows[0])
-
-    monkeypatch.setattr(proposer, "_best_scored", capture)
-    proposer._adjacent()
-    expected = {(n, lay) for n in (1, 2, 3) for lay in layouts} - {(2, "soa"), (3, "aos")}
-    assert ranked == [expected]
-
-
-def test_a_move_earns_credit_for_a_clear_improvement_only(tmp_path: Path) -> None:
-    """A proposal that beats the best by less than CREDIT_MARGIN still becomes the best, but
-    its move earns no credit; one that beats it by more does."""
-    import workbench.search.portfolio as portfolio
-
-    entries = [({"n": n}, Measurement(TrialOutcome.OK, value=10.0 - n)) for n in range(4)]
-    proposer = proposer_on(tmp_path / "n.json", [("n", list(range(4)))], entries)
-    hair = 100.0 * (1 - portfolio.CREDIT_MARGIN / 2)
-    clear = hair * (1 - 2 * portfolio.CREDIT_MARGIN)
-    for n, (move, value) in enumerate([("random", 100.0), ("line", hair), ("pair", clear)]):
-        proposer._last_move = move
-        proposer.observe({"n": n}, Measurement(TrialOutcome.OK, value=value))
-        assert proposer.best == value
-    assert proposer.history == [("random", 1.0), ("line", 0.0), ("pair", 1.0)]
 
 
 @pytest.mark.parametrize("lookup", ["codes", "keys"])

@@ -75,7 +75,7 @@ class TuneResult:
     proposals: int  #: sampler proposals in this run (repeats and infeasible included)
     best: StoredEvaluation | None
     history: list[StoredEvaluation] = field(default_factory=list)
-    #: per search move of the sampler (the default has six): proposed, improved
+    #: per search move of the sampler (the default has five): proposed, improved
     moves: dict[str, dict[str, int]] | None = None
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
