@@ -25,6 +25,14 @@ value.
 
     python benchmarks/tuner_efficiency.py ../shared/datasets/tuning-caches/*.json.gz \\
         --budgets 50,100,200 --repeats 10 --json benchmarks/out/tuner_efficiency.json
+
+Pooling: runs on disjoint seed ranges (``--first-seed``) can be pooled into one record per
+space, tool, strategy and budget: ``--merge A.json B.json ... --caches-dir DIR [--json OUT]``
+rescores the pooled repeats (the score is affine in the mean best value, so it is exactly what one
+run of all those seeds would score; the interval needs every repeat's best value, which records
+written before those were kept lack; the evaluations-to-within medians are not kept per repeat,
+so pooled records have none) and prints the goal table. Both modes end with it: per space and
+budget, the default sampler against the best Kernel Tuner strategy run on the same seeds.
 """
 
 from __future__ import annotations
@@ -245,6 +253,9 @@ def median_or_none(values: list[int | None]) -> float | None:
 
 
 def main() -> None:
+    if "--merge" in sys.argv[1:]:
+        merge_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("caches", nargs="+", type=Path)
     parser.add_argument("--budgets", default="50,100,200")
@@ -332,8 +343,144 @@ def main() -> None:
         if plain is not None:
             os.unlink(plain)
     print_table(records, budgets)
+    print_goal(records)
     if args.json:
         write_json(args.json, records, started)
+        print(f"wrote {args.json}")
+
+
+def _seeds(record: dict) -> set[int]:
+    """The seeds of a record's repeats (a pooled record lists its seed ranges)."""
+    ranges = record.get("seeds") or [
+        [record["first_seed"], record["first_seed"] + record["repeats"] - 1]
+    ]
+    return {seed for first, last in ranges for seed in range(first, last + 1)}
+
+
+def merge_records(records: Sequence[dict], spaces: dict[str, Space]) -> list[dict]:
+    """One record per (space, tool, strategy, budget, value order): the repeats of every
+    given record pooled and rescored.
+
+    Raises:
+        ValueError: two records of the same cell share a seed (a repeat would count twice).
+    """
+    cells: dict[tuple, list[dict]] = {}
+    for r in records:
+        key = (r["space"], r["tool"], r["strategy"], r["budget"], r.get("value_order"))
+        cells.setdefault(key, []).append(r)
+    merged = []
+    for (name, tool, strategy, budget, order), parts in cells.items():
+        parts = sorted(parts, key=lambda r: min(_seeds(r)))  # repeats in seed order
+        seen: set[int] = set()
+        for r in parts:
+            if shared := seen & _seeds(r):
+                raise ValueError(
+                    f"{name} {tool} {strategy} t={budget}: seed {min(shared)} is in two runs"
+                )
+            seen |= _seeds(r)
+        repeats = sum(r["repeats"] for r in parts)
+        mean_best = sum(r["mean_best"] * r["repeats"] for r in parts) / repeats
+        # the interval needs every repeat's best value (records written before they were kept
+        # have only the mean: pooled without an interval)
+        kept = all("best_by_repeat" in r for r in parts)
+        bests = [v for r in parts for v in r["best_by_repeat"]] if kept else None
+        space = spaces[name]
+        merged.append(
+            {
+                "space": name,
+                "tool": tool,
+                "strategy": strategy,
+                "budget": budget,
+                "repeats": repeats,
+                "seeds": _ranges(seen),
+                "value_order": order,
+                "score": space.score(mean_best, budget),
+                "score_ci90": list(space.score_interval(bests, budget)) if bests else None,
+                "mean_best": mean_best,
+                "best_by_repeat": bests,
+                "evals_to_within_5pct": None,
+                "evals_to_within_1pct": None,
+            }
+        )
+    return merged
+
+
+def _ranges(seeds: set[int]) -> list[list[int]]:
+    """Seeds as sorted [first, last] ranges of consecutive seeds."""
+    out: list[list[int]] = []
+    for seed in sorted(seeds):
+        if out and seed == out[-1][1] + 1:
+            out[-1][1] = seed
+        else:
+            out.append([seed, seed])
+    return out
+
+
+def goal_rows(records: Sequence[dict]) -> list[dict]:
+    """Per space and budget: the default sampler's record and the best-scoring Kernel Tuner
+    strategy's among those with the same repeats (the same seeds)."""
+    ours = {
+        (r["space"], r["budget"]): r
+        for r in records
+        if r["tool"] == "workbench" and r["strategy"] == DEFAULT_SAMPLER
+    }
+    rows = []
+    for (name, budget), r in sorted(ours.items()):
+        rivals = [
+            k
+            for k in records
+            if k["tool"] == "kernel_tuner"
+            and (k["space"], k["budget"]) == (name, budget)
+            and _seeds(k) == _seeds(r)
+        ]
+        best = max(rivals, key=lambda k: k["score"], default=None)
+        rows.append({"space": name, "budget": budget, "ours": r, "kernel_tuner": best})
+    return rows
+
+
+def print_goal(records: Sequence[dict]) -> None:
+    """The goal table: the default sampler against the best Kernel Tuner strategy per cell."""
+    rows = goal_rows(records)
+    if not rows or all(row["kernel_tuner"] is None for row in rows):
+        return
+    print(f"\ngoal: {DEFAULT_SAMPLER} against the best Kernel Tuner strategy on the same seeds")
+    ahead = 0
+    for row in rows:
+        r, k = row["ours"], row["kernel_tuner"]
+        ci = "[{:.3f}, {:.3f}]".format(*r["score_ci90"]) if r.get("score_ci90") else ""
+        if k is None:
+            print(f"  {row['space']:<26}{row['budget']:>5}  {r['score']:.3f} {ci}  no rival")
+            continue
+        ahead += r["score"] > k["score"]
+        verdict = "ahead" if r["score"] > k["score"] else "behind"
+        print(
+            f"  {row['space']:<26}{row['budget']:>5}  {r['score']:.3f} {ci}  "
+            f"{k['strategy']:<24}{k['score']:.3f}  {r['score'] - k['score']:+.3f} {verdict}"
+        )
+    print(f"  ahead in {ahead} of {sum(row['kernel_tuner'] is not None for row in rows)} cells")
+
+
+def merge_main() -> None:
+    parser = argparse.ArgumentParser(description="Pool runs on disjoint seeds and rescore them.")
+    parser.add_argument("--merge", nargs="+", type=Path, required=True, metavar="JSON")
+    parser.add_argument("--caches-dir", type=Path, required=True, help="where the spaces are")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    records = [r for path in args.merge for r in json.loads(path.read_text())["records"]]
+    spaces: dict[str, Space] = {}
+    for name, order in {(r["space"], r.get("value_order", "as-recorded")) for r in records}:
+        matches = sorted(args.caches_dir.glob(f"{name}.json*"))
+        if not matches:
+            sys.exit(f"error: no recorded space {name!r} in {args.caches_dir}")
+        spaces[name] = load_space(matches[0], value_order=order)
+    try:
+        merged = merge_records(records, spaces)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
+    print_table(merged, sorted({r["budget"] for r in merged}))
+    print_goal(merged)
+    if args.json:
+        write_json(args.json, merged, time.perf_counter())
         print(f"wrote {args.json}")
 
 

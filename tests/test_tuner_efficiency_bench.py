@@ -60,3 +60,71 @@ def test_score_interval_brackets_the_score_and_narrows_with_repeats() -> None:
     # identical repeats: no spread
     lo, hi = space.score_interval([space.f_opt] * 5, 100)
     assert lo == hi == 1.0
+
+
+def _record(space, tool: str, strategy: str, first_seed: int, bests: list[float], t: int = 50):
+    return {
+        "space": space.name,
+        "tool": tool,
+        "strategy": strategy,
+        "budget": t,
+        "repeats": len(bests),
+        "first_seed": first_seed,
+        "value_order": "as-recorded",
+        "score": space.score(float(np.mean(bests)), t),
+        "score_ci90": list(space.score_interval(bests, t)),
+        "mean_best": float(np.mean(bests)),
+        "best_by_repeat": bests,
+    }
+
+
+def test_pooled_runs_score_as_one_run_of_all_their_seeds() -> None:
+    """Two runs on disjoint seeds pool into the record one run of all the seeds would give;
+    a run kept without per-repeat values still pools its score (it is affine in the mean
+    best), without an interval."""
+    space = bench.load_space(CACHES / "pnpoly_RTX_3090.json.gz")
+    finite = np.sort(space.values[np.isfinite(space.values)])
+    a, b = finite[:40:4].tolist(), finite[100:130:3].tolist()
+    whole = _record(space, "workbench", "portfolio", 0, a + b)
+    (pooled,) = bench.merge_records(
+        [
+            _record(space, "workbench", "portfolio", 10, b),
+            _record(space, "workbench", "portfolio", 0, a),
+        ],
+        {space.name: space},
+    )
+    assert pooled["repeats"] == 20 and pooled["seeds"] == [[0, 19]]
+    assert np.isclose(pooled["score"], whole["score"])
+    assert np.allclose(pooled["score_ci90"], whole["score_ci90"])
+    old = _record(space, "workbench", "portfolio", 10, b)
+    del old["best_by_repeat"]
+    (partial,) = bench.merge_records(
+        [_record(space, "workbench", "portfolio", 0, a), old], {space.name: space}
+    )
+    assert np.isclose(partial["score"], whole["score"]) and partial["score_ci90"] is None
+
+
+def test_pooling_refuses_a_seed_counted_twice() -> None:
+    space = bench.load_space(CACHES / "pnpoly_RTX_3090.json.gz")
+    bests = [space.f_opt] * 10
+    runs = [
+        _record(space, "kernel_tuner", "pso", 0, bests),
+        _record(space, "kernel_tuner", "pso", 5, bests),
+    ]
+    try:
+        bench.merge_records(runs, {space.name: space})
+    except ValueError as exc:
+        assert "seed 5 is in two runs" in str(exc)
+    else:
+        raise AssertionError("overlapping seeds were pooled")
+
+
+def test_goal_compares_with_rivals_run_on_the_same_seeds_only() -> None:
+    space = bench.load_space(CACHES / "pnpoly_RTX_3090.json.gz")
+    finite = np.sort(space.values[np.isfinite(space.values)])
+    ours = _record(space, "workbench", "portfolio", 0, finite[10:20].tolist())
+    same = _record(space, "kernel_tuner", "pso", 0, finite[30:40].tolist())
+    luckier = _record(space, "kernel_tuner", "firefly_algorithm", 100, finite[:10].tolist())
+    (row,) = bench.goal_rows([ours, same, luckier])
+    assert row["kernel_tuner"]["strategy"] == "pso"  # firefly ran on other seeds
+    assert row["ours"]["score"] > row["kernel_tuner"]["score"]
