@@ -369,15 +369,16 @@ def merge_records(records: Sequence[dict], spaces: dict[str, Space]) -> list[dic
         key = (r["space"], r["tool"], r["strategy"], r["budget"], r.get("value_order"))
         cells.setdefault(key, []).append(r)
     merged = []
-    for (name, tool, strategy, budget, order), parts in cells.items():
-        parts = sorted(parts, key=lambda r: min(_seeds(r)))  # repeats in seed order
+    for (name, tool, strategy, budget, order), runs in cells.items():
+        by_seeds = sorted(((_seeds(r), r) for r in runs), key=lambda sr: min(sr[0]))
+        parts = [r for _, r in by_seeds]  # repeats in seed order
         seen: set[int] = set()
-        for r in parts:
-            if shared := seen & _seeds(r):
+        for seeds, _ in by_seeds:
+            if shared := seen & seeds:
                 raise ValueError(
                     f"{name} {tool} {strategy} t={budget}: seed {min(shared)} is in two runs"
                 )
-            seen |= _seeds(r)
+            seen |= seeds
         repeats = sum(r["repeats"] for r in parts)
         mean_best = sum(r["mean_best"] * r["repeats"] for r in parts) / repeats
         # the interval needs every repeat's best value (records written before they were kept
@@ -426,12 +427,13 @@ def goal_rows(records: Sequence[dict]) -> list[dict]:
     }
     rows = []
     for (name, budget), r in sorted(ours.items()):
+        seeds = _seeds(r)
         rivals = [
             k
             for k in records
             if k["tool"] == "kernel_tuner"
             and (k["space"], k["budget"]) == (name, budget)
-            and _seeds(k) == _seeds(r)
+            and _seeds(k) == seeds
         ]
         best = max(rivals, key=lambda k: k["score"], default=None)
         rows.append({"space": name, "budget": budget, "ours": r, "kernel_tuner": best})
@@ -467,12 +469,14 @@ def merge_main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     records = [r for path in args.merge for r in json.loads(path.read_text())["records"]]
+    # a score depends on the recorded values only, not on the order a run listed them in, so
+    # each space is loaded once whatever value orders its records ran with
     spaces: dict[str, Space] = {}
-    for name, order in {(r["space"], r.get("value_order", "as-recorded")) for r in records}:
+    for name in {r["space"] for r in records}:
         matches = sorted(args.caches_dir.glob(f"{name}.json*"))
         if not matches:
             sys.exit(f"error: no recorded space {name!r} in {args.caches_dir}")
-        spaces[name] = load_space(matches[0], value_order=order)
+        spaces[name] = load_space(matches[0])
     try:
         merged = merge_records(records, spaces)
     except ValueError as exc:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHES = ROOT.parent / "shared" / "datasets" / "tuning-caches"
@@ -111,12 +112,8 @@ def test_pooling_refuses_a_seed_counted_twice() -> None:
         _record(space, "kernel_tuner", "pso", 0, bests),
         _record(space, "kernel_tuner", "pso", 5, bests),
     ]
-    try:
+    with pytest.raises(ValueError, match="seed 5 is in two runs"):
         bench.merge_records(runs, {space.name: space})
-    except ValueError as exc:
-        assert "seed 5 is in two runs" in str(exc)
-    else:
-        raise AssertionError("overlapping seeds were pooled")
 
 
 def test_goal_compares_with_rivals_run_on_the_same_seeds_only() -> None:
