@@ -44,6 +44,19 @@ def proposer_on(path: Path, parameters: list, entries: list):
     return portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
 
 
+def observe_rows(proposer, rows, values) -> None:
+    """Tell ``proposer`` that the configs at ``rows`` took ``values`` (inf: failed)."""
+    for row, value in zip(rows, values, strict=True):
+        params = proposer.problem.params
+        config = {p.name: p.values[proposer.X[row, j]] for j, p in enumerate(params)}
+        m = (
+            Measurement(TrialOutcome.OK, value=float(value))
+            if math.isfinite(value)
+            else Measurement.failure(TrialOutcome.LAUNCH_FAILED, "boom")
+        )
+        proposer.observe(config, m)
+
+
 def a100_proposer():
     """The default sampler's proposer on the recorded A100 convolution (a constrained space)."""
     import workbench.search.portfolio as portfolio
@@ -226,11 +239,8 @@ def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.Monk
     order = rng.permutation(len(proposer.X))
 
     def observe(n: int) -> None:
-        for row in order[proposer.n_visited : proposer.n_visited + n]:
-            config = {
-                p.name: p.values[proposer.X[row, j]] for j, p in enumerate(proposer.problem.params)
-            }
-            proposer.observe(config, Measurement(TrialOutcome.OK, value=float(rng.uniform(1, 2))))
+        rows = order[proposer.n_visited : proposer.n_visited + n]
+        observe_rows(proposer, rows, rng.uniform(1, 2, len(rows)))
 
     rows = np.arange(10)
     observe(100)
@@ -328,3 +338,80 @@ def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
     for _ in range(5):
         assert changes_from(proposer._line())[1] == 1  # around the far elite
         assert changes_from(proposer._pair())[1] == 2
+
+
+def test_elite_stays_ordered_by_value_then_row_as_configs_arrive() -> None:
+    """The elite (kept in order as each result arrives) equals sorting the successful results
+    by value, ties by row; failed configs are not in it."""
+    import numpy as np
+
+    proposer = a100_proposer()
+    rng = np.random.default_rng(2)
+    rows = rng.choice(len(proposer.X), 300, replace=False)
+    values = rng.choice([1.0, 1.5, 2.0, 2.5, math.inf], len(rows))  # many ties
+    for lo in range(0, len(rows), 50):
+        observe_rows(proposer, rows[lo : lo + 50], values[lo : lo + 50])
+        done = np.flatnonzero(proposer.visited & np.isfinite(proposer.values))
+        expected = done[np.argsort(proposer.values[done], kind="stable")]
+        assert np.array_equal(proposer._elite(), expected)
+
+
+def test_fits_extend_the_last_one_and_always_hold_the_best() -> None:
+    """Up to MAX_FIT evaluations the fit is every evaluated config in the order evaluated;
+    past it, a selection followed by each config evaluated since, renewed every MAX_FIT // 2,
+    so that consecutive fits share all but their new rows, and the fit always holds the
+    MAX_FIT // 2 fastest."""
+    import numpy as np
+
+    import workbench.search.portfolio as portfolio
+
+    proposer = a100_proposer()
+    rng = np.random.default_rng(3)
+    order = rng.permutation(len(proposer.X))[:700]
+    values = rng.uniform(1.0, 2.0, len(order))
+    half = portfolio.MAX_FIT // 2
+    last = np.zeros(0, dtype=np.int64)
+    renewed = 0
+    for n in range(1, len(order) + 1):
+        observe_rows(proposer, order[n - 1 : n], values[n - 1 : n])
+        fit = proposer._fit_rows()
+        assert len(set(fit.tolist())) == len(fit) <= portfolio.MAX_FIT + half
+        if n <= portfolio.MAX_FIT:
+            assert np.array_equal(fit, order[:n])
+        best = order[np.argsort(values[:n])[:half]]
+        assert set(best.tolist()) <= set(fit.tolist())
+        if np.array_equal(fit[: len(last)], last):
+            assert np.array_equal(fit[len(last) :], order[n - 1 : n])  # the new one at the end
+        else:
+            renewed += 1
+            assert len(fit) == portfolio.MAX_FIT
+        last = fit
+    assert renewed == len(range(portfolio.MAX_FIT + 1, len(order) + 1, half + 1))
+
+
+def test_an_exhausted_neighbourhood_is_skipped_until_a_held_config_is_released(
+    tmp_path: Path,
+) -> None:
+    """Once every config one change from the incumbent is visited or held, the line move has
+    nothing to offer and does not look again; when another worker releases a held config
+    (it failed to claim it, say), the line move proposes it."""
+    import itertools
+
+    names = ["a", "b", "c"]
+    configs = [dict(zip(names, v, strict=True)) for v in itertools.product(range(3), repeat=3)]
+    entries = [(c, Measurement(TrialOutcome.OK, value=2.0 + sum(c.values()))) for c in configs]
+    proposer = proposer_on(tmp_path / "s.json", [(n, list(range(3))) for n in names], entries)
+    incumbent = {"a": 0, "b": 0, "c": 0}
+    line = [{**incumbent, n: v} for n in names for v in (1, 2)]
+    proposer.observe(incumbent, Measurement(TrialOutcome.OK, 1.0))
+    for config in line[1:]:
+        proposer.observe(config, Measurement(TrialOutcome.OK, 5.0))
+    proposer.hold([line[0]])
+    looked: list[int] = []
+    real = proposer._neighbours
+    proposer._neighbours = lambda *args: looked.append(1) or real(*args)
+    assert proposer._line() is None and proposer._line() is None
+    assert len(looked) == 1
+    proposer.hold([])
+    row = proposer._line()
+    assert row is not None and proposer.X[row].tolist() == [1, 0, 0]

@@ -10,10 +10,11 @@ prediction.
 
 Everything a fit needs about the space is computed once here, so that a fit costs about a
 small dense solve: each config's cells, the smoothing of every table in one flat array (a
-config's features are one gather), the features and inner products of configs already fitted
-(``gram_memo``), and joint tables over groups of parameters that cover every pair
-(``pair_cover``), into which each prediction is summed so that a config's score is a few
-gathered numbers.
+config's features are one gather), and joint tables over groups of parameters that cover every
+pair (``pair_cover``), into which each prediction is summed so that a config's score is a few
+gathered numbers. Consecutive fits share most of their rows (the portfolio adds the newly
+evaluated configs at the end), so a fit keeps its rows' features and Cholesky factor and the
+next one extends them: adding b rows to n costs O(n^2 b), not a new O(n^3) factorisation.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
 import threadpoolctl
+from scipy.linalg import lapack
 
-from workbench.search.gram_memo import GramMemo, limit_for
 from workbench.search.pair_cover import pair_cover
 
 #: Prior variance of the pairwise features' share of the model (the rest: per-parameter
@@ -134,7 +134,12 @@ class PairModel:
             (np.ones(len(into_all)), (into_all, source_all)),
             shape=(int(group_offsets[-1]), self.n_cells),
         )
-        self._memo = GramMemo(n, self.features, limit=limit_for(self.n_cells))
+        # The last fit: its rows, their features (the first rows of a buffer that grows) and
+        # the lower Cholesky factor of their Gram matrix plus the noise (Fortran order, as
+        # LAPACK takes it), which the next fit extends (see _factor).
+        self._fit_rows = np.zeros(0, dtype=np.int64)
+        self._fit_phi = np.zeros((0, self.n_cells))
+        self._fit_chol = np.zeros((0, 0), order="F")
 
     @property
     def constant(self) -> bool:
@@ -148,18 +153,66 @@ class PairModel:
         cells = self.cells[rows][:, self._column_table]  # each column's table's cell
         return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
 
+    def _factor(self, rows: np.ndarray) -> int:
+        """Make the first ``len(rows)`` rows of the fit's feature buffer the features of
+        ``rows`` and the leading block of its factor buffer the lower Cholesky factor of their
+        Gram matrix plus NOISE on the diagonal, reusing the last fit's for the longest prefix
+        ``rows`` share with its rows (the factor of a matrix's leading block does not depend
+        on the rest; the new rows' block is L21 = (L11^-1 B)^T, L22 = chol(C - L21 L21^T)).
+        Returns the number of rows."""
+        last, n = self._fit_rows, len(rows)
+        m = min(len(last), n)
+        differ = np.flatnonzero(last[:m] != rows[:m])
+        k = int(differ[0]) if len(differ) else m
+        self._fit_rows = rows.copy()
+        if k == n:  # the same rows, or the first of them
+            return n
+        if n > len(self._fit_phi):  # grow both buffers by doubling
+            size = max(n, 2 * len(self._fit_phi), 64)
+            phi, chol = np.zeros((size, self.n_cells)), np.zeros((size, size), order="F")
+            phi[:k], chol[:k, :k] = self._fit_phi[:k], self._fit_chol[:k, :k]
+            self._fit_phi, self._fit_chol = phi, chol
+        new_phi = self.features(rows[k:])
+        self._fit_phi[k:n] = new_phi
+        schur = new_phi @ new_phi.T
+        schur.flat[:: n - k + 1] += NOISE
+        failed = 0
+        if k:
+            # the leading k x k block of the factor buffer, whose columns are contiguous
+            below, failed = lapack.dtrtrs(
+                self._fit_chol[:, :k], self._fit_phi[:k] @ new_phi.T, lower=1
+            )
+            schur -= below.T @ below
+            self._fit_chol[k:n, :k] = below.T
+        corner, info = lapack.dpotrf(schur, lower=1)
+        if failed or info:
+            self._fit_rows = self._fit_rows[:0]
+            raise np.linalg.LinAlgError(f"Cholesky factor of {n} configs' Gram matrix: {info}")
+        self._fit_chol[k:n, k:n] = corner
+        return n
+
+    def _solve(self, n: int, b: np.ndarray) -> np.ndarray:
+        """(L L^T)^-1 b for the fit's factor L (n x n, the buffer's leading block)."""
+        lower = self._fit_chol[:, :n]
+        x, _ = lapack.dtrtrs(lower, b[:, None], lower=1)
+        x, _ = lapack.dtrtrs(lower, x, lower=1, trans=1)
+        return x[:n, 0]
+
     def draw(self, rows: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One draw from the posterior given the configs ``rows`` and their standardised
         targets ``y``, as the groups' joint tables (for ``scores``). Drawn with the
         perturbation trick in the dual form (an n x n solve): the weights that fit perturbed
-        targets under a perturbed prior are a posterior sample."""
+        targets under a perturbed prior are a posterior sample. The draw does not depend on
+        the order of ``rows`` (each row's noise is drawn in ascending row order); the order
+        only decides what the next fit can reuse (see _factor)."""
         with _BLAS.limit(limits=1, user_api="blas"):
-            phi, gram = self._memo.matrices(rows)  # a copy: the diagonal may change in place
-            gram[np.diag_indices_from(gram)] += NOISE
+            n = self._factor(rows)
+            phi = self._fit_phi[:n]
             w0 = rng.standard_normal(phi.shape[1])
-            eps = rng.standard_normal(len(rows)) * math.sqrt(NOISE)
-            alpha = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram), y - phi @ w0 - eps)
-            w = w0 + phi.T @ alpha
+            rank = np.empty(n, dtype=np.int64)
+            rank[np.argsort(rows, kind="stable")] = np.arange(n)
+            eps = rng.standard_normal(n)[rank] * math.sqrt(NOISE)
+            w = w0 + phi.T @ self._solve(n, y - phi @ w0 - eps)
         return self.grouped(self._prior_sd * (self._smoothing @ w))
 
     def grouped(self, prediction: np.ndarray) -> np.ndarray:
@@ -171,4 +224,8 @@ class PairModel:
         """Minus the predicted standardised target of ``rows`` (higher is better)."""
         if self.constant:
             return np.zeros(len(rows))
-        return -np.take(grouped, self.group_cells[:, rows]).sum(axis=0)
+        # a gather per group, summed in place (a 2-d gather and a sum cost twice as much)
+        total = grouped[self.group_cells[0][rows]]
+        for cells in self.group_cells[1:]:
+            total += grouped[cells[rows]]
+        return -total

@@ -1,0 +1,64 @@
+"""The portfolio's regression: a posterior draw reuses the last fit's factor without changing
+what it draws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.runners.recordings import load_recording
+from workbench.search.pair_model import PairModel
+from workbench.search.portfolio import PortfolioProposer
+from workbench.search.problem import RecordingProblem
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+
+
+@pytest.fixture(scope="module")
+def space() -> tuple[np.ndarray, np.ndarray, list[bool]]:
+    """The recorded A100 convolution's configs (value indices), cardinalities and kinds."""
+    problem = RecordingProblem(load_recording(CACHES / "convolution_milo_A100.json.gz"))
+    proposer = PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    return proposer.X, proposer.cards, proposer.ordinal
+
+
+def fresh_draw(space, rows: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
+    """A draw by a model that has never fitted anything (its factor computed whole)."""
+    return PairModel(*space).draw(rows, y, np.random.default_rng(seed))
+
+
+def test_a_draw_does_not_depend_on_the_order_of_its_rows(space) -> None:
+    rng = np.random.default_rng(0)
+    rows = rng.choice(len(space[0]), 120, replace=False)
+    y = rng.standard_normal(len(rows))
+    shuffled = rng.permutation(len(rows))
+    a = fresh_draw(space, rows, y, seed=3)
+    b = fresh_draw(space, rows[shuffled], y[shuffled], seed=3)
+    assert np.allclose(a, b, rtol=0, atol=1e-7)
+    assert not np.allclose(a, fresh_draw(space, rows, y, seed=4), rtol=0, atol=1e-3)
+
+
+def test_a_fit_that_extends_or_shares_a_prefix_with_the_last_draws_as_a_fresh_one(space) -> None:
+    """Rows added at the end (one or several), rows replaced after a shared prefix, a prefix
+    of the last rows, the same rows again and a fit with nothing in common: each draw equals
+    the one a fresh model makes, so reusing the factor changes nothing but the cost."""
+    rng = np.random.default_rng(1)
+    order = rng.permutation(len(space[0]))
+    other = order[500:]
+    fits = [
+        order[:40],
+        order[:41],
+        order[:47],
+        np.r_[order[:20], other[:30]],  # replaced after 20
+        order[:15],  # a prefix of the last
+        order[:15],
+        other[:60],  # nothing in common
+        np.r_[other[:60], order[:300]],  # past the buffers' first size
+    ]
+    model = PairModel(*space)
+    for i, rows in enumerate(fits):
+        y = rng.standard_normal(len(rows))
+        reused = model.draw(rows, y, np.random.default_rng(i))
+        assert np.allclose(reused, fresh_draw(space, rows, y, seed=i), rtol=0, atol=1e-7), i
