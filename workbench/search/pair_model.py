@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse
 import threadpoolctl
-from scipy.linalg import blas, lapack
+from scipy.linalg import lapack
 
 from workbench.search.pair_cover import pair_cover
 
@@ -43,10 +43,6 @@ PRIOR_SD = 4.0
 #: and 0.3 on the recorded spaces).
 NOISE = 0.01
 
-#: Inner products computed by gathering one number per table (see PairModel.gram) up to this
-#: many pairs of configs; more (a fit from scratch) multiply the features instead.
-GATHERED_PRODUCTS = 4096
-
 #: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
 #: contention (10-30x slower on a busy 2-core machine than one thread, measured), so the fit
 #: runs on one thread.
@@ -58,11 +54,6 @@ def smoothing_kernel(k: int) -> np.ndarray:
     idx = np.arange(k)
     w = np.exp(-0.5 * (idx[:, None] - idx[None, :]) ** 2)
     return w / w.sum(axis=1, keepdims=True)
-
-
-def packed_size(n: int) -> int:
-    """Entries of a packed triangular n x n matrix."""
-    return n * (n + 1) // 2
 
 
 def joint_cells(X: np.ndarray, cards: np.ndarray, params: Sequence[int]) -> np.ndarray:
@@ -143,27 +134,12 @@ class PairModel:
             (np.ones(len(into_all)), (into_all, source_all)),
             shape=(int(group_offsets[-1]), self.n_cells),
         )
-        self._smoothing_t = self._smoothing.T.tocsr()
-        # Inner products of features, table by table: different tables' features do not
-        # overlap (the smoothing is block-diagonal), so two configs' inner product is the sum
-        # over tables of one entry of the table's cell Gram matrix (its smoothing rows scaled
-        # by the prior standard deviations, times their transpose): a gather of one number per
-        # table, from a few kilobytes, instead of a dot product of n_cells numbers. Entry
-        # (c, d) of table t, for global cells c and d, is at _gram_base[t] + c * size + d.
-        scaled = np.split(self._prior_sd, offsets[1:-1])
-        cell_grams = [(b * sd) @ (b * sd).T for b, sd in zip(blocks, scaled, strict=True)]
-        self._gram_flat = np.concatenate([np.zeros(0), *(g.ravel() for g in cell_grams)])
-        size = np.array(sizes, dtype=np.int64)
-        self._gram_base = block_starts[:-1] - offsets[:-1] * (size + 1)
-        self._table_size = size
-        # The last fit: its rows, their cells (the first rows of a buffer that grows) and the
-        # lower Cholesky factor L of their Gram matrix plus the noise, packed: row i of L
-        # (columns 0..i) at i (i + 1) / 2 (as LAPACK's packed upper U = L^T, column-major),
-        # so that rows added to the fit are appended and a prefix of the fit is a prefix of
-        # the buffer. The next fit extends it (see _factor).
+        # The last fit: its rows, their features (the first rows of a buffer that grows) and
+        # the lower Cholesky factor of their Gram matrix plus the noise (Fortran order, as
+        # LAPACK takes it), which the next fit extends (see _factor).
         self._fit_rows = np.zeros(0, dtype=np.int64)
-        self._fit_cells = np.zeros((0, len(tables)), dtype=np.int64)
-        self._fit_packed = np.zeros(0)
+        self._fit_phi = np.zeros((0, self.n_cells))
+        self._fit_chol = np.zeros((0, 0), order="F")
 
     @property
     def constant(self) -> bool:
@@ -174,30 +150,16 @@ class PairModel:
         """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
         the weights' prior is a standard normal): per table, the smoothing rows of the rows'
         cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
-        return self._features_of(self.cells[rows])
-
-    def _features_of(self, cells: np.ndarray) -> np.ndarray:
-        """The features of configs with ``cells`` (one row each): one gather."""
-        columns = cells[:, self._column_table]  # each column's table's cell
-        return (
-            self._smoothing_flat[self._column_base + columns * self._column_size] * self._prior_sd
-        )
-
-    def gram(self, cells: np.ndarray, others: np.ndarray) -> np.ndarray:
-        """Inner products of the features of configs with ``cells`` (one row each) with those
-        of configs with cells ``others``: a gather per table (see __init__), or for many
-        pairs (a fit from scratch), a product of the features."""
-        if len(cells) * len(others) > GATHERED_PRODUCTS:
-            return self._features_of(cells) @ self._features_of(others).T
-        base = self._gram_base + cells * self._table_size  # each config's entries, per table
-        return self._gram_flat[base[:, None, :] + others[None, :, :]].sum(axis=2)
+        cells = self.cells[rows][:, self._column_table]  # each column's table's cell
+        return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
 
     def _factor(self, rows: np.ndarray) -> int:
-        """Make the fit's cells those of ``rows`` and its packed factor the lower Cholesky
-        factor of their Gram matrix plus NOISE on the diagonal, reusing the last fit's for the
-        longest prefix ``rows`` share with its rows (the factor of a matrix's leading block
-        does not depend on the rest; the new rows' block is L21 = (L11^-1 B)^T,
-        L22 = chol(C - L21 L21^T)). Returns the number of rows."""
+        """Make the first ``len(rows)`` rows of the fit's feature buffer the features of
+        ``rows`` and the leading block of its factor buffer the lower Cholesky factor of their
+        Gram matrix plus NOISE on the diagonal, reusing the last fit's for the longest prefix
+        ``rows`` share with its rows (the factor of a matrix's leading block does not depend
+        on the rest; the new rows' block is L21 = (L11^-1 B)^T, L22 = chol(C - L21 L21^T)).
+        Returns the number of rows."""
         last, n = self._fit_rows, len(rows)
         m = min(len(last), n)
         differ = np.flatnonzero(last[:m] != rows[:m])
@@ -205,38 +167,36 @@ class PairModel:
         self._fit_rows = rows.copy()
         if k == n:  # the same rows, or the first of them
             return n
-        if n > len(self._fit_cells):  # grow both buffers by doubling
-            size = max(n, 2 * len(self._fit_cells), 64)
-            cells, packed = (
-                np.zeros((size, self.cells.shape[1]), np.int64),
-                np.zeros(packed_size(size)),
-            )
-            cells[:k], packed[: packed_size(k)] = (
-                self._fit_cells[:k],
-                self._fit_packed[: packed_size(k)],
-            )
-            self._fit_cells, self._fit_packed = cells, packed
-        new = self.cells[rows[k:]].astype(np.int64)
-        self._fit_cells[k:n] = new
-        schur = self.gram(new, new)
+        if n > len(self._fit_phi):  # grow both buffers by doubling
+            size = max(n, 2 * len(self._fit_phi), 64)
+            phi, chol = np.zeros((size, self.n_cells)), np.zeros((size, size), order="F")
+            phi[:k], chol[:k, :k] = self._fit_phi[:k], self._fit_chol[:k, :k]
+            self._fit_phi, self._fit_chol = phi, chol
+        new_phi = self.features(rows[k:])
+        self._fit_phi[k:n] = new_phi
+        schur = new_phi @ new_phi.T
         schur.flat[:: n - k + 1] += NOISE
-        below = np.zeros((n - k, k))
+        failed = 0
         if k:
-            cross = self.gram(new, self._fit_cells[:k])
-            kept = self._fit_packed[: packed_size(k)]
-            for i, b in enumerate(cross):  # L11 x = b, as U11^T x = b
-                below[i] = blas.dtpsv(k, kept, b, lower=0, trans=1)
-            schur -= below @ below.T
+            # the leading k x k block of the factor buffer, whose columns are contiguous
+            below, failed = lapack.dtrtrs(
+                self._fit_chol[:, :k], self._fit_phi[:k] @ new_phi.T, lower=1
+            )
+            schur -= below.T @ below
+            self._fit_chol[k:n, :k] = below.T
         corner, info = lapack.dpotrf(schur, lower=1)
-        if info:
+        if failed or info:
             self._fit_rows = self._fit_rows[:0]
             raise np.linalg.LinAlgError(f"Cholesky factor of {n} configs' Gram matrix: {info}")
-        # the new rows of L, one after another: [below[i], corner[i, :i + 1]]
-        block = np.concatenate([below, corner], axis=1)
-        self._fit_packed[packed_size(k) : packed_size(n)] = block[
-            np.tril(np.ones(block.shape, dtype=bool), k)
-        ]
+        self._fit_chol[k:n, k:n] = corner
         return n
+
+    def _solve(self, n: int, b: np.ndarray) -> np.ndarray:
+        """(L L^T)^-1 b for the fit's factor L (n x n, the buffer's leading block)."""
+        lower = self._fit_chol[:, :n]
+        x, _ = lapack.dtrtrs(lower, b[:, None], lower=1)
+        x, _ = lapack.dtrtrs(lower, x, lower=1, trans=1)
+        return x[:n, 0]
 
     def draw(self, rows: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One draw from the posterior given the configs ``rows`` and their standardised
@@ -244,26 +204,15 @@ class PairModel:
         perturbation trick in the dual form (an n x n solve): the weights that fit perturbed
         targets under a perturbed prior are a posterior sample. The draw does not depend on
         the order of ``rows`` (each row's noise is drawn in ascending row order); the order
-        only decides what the next fit can reuse (see _factor). The features are never
-        formed: a config's features are its cells' smoothing rows scaled by the prior standard
-        deviations, so features times weights is a sum of one number per table, and features
-        transposed times a vector is a histogram of the cells."""
+        only decides what the next fit can reuse (see _factor)."""
         with _BLAS.limit(limits=1, user_api="blas"):
             n = self._factor(rows)
-            cells = self._fit_cells[:n]
-            w0 = rng.standard_normal(self.n_cells)
+            phi = self._fit_phi[:n]
+            w0 = rng.standard_normal(phi.shape[1])
             rank = np.empty(n, dtype=np.int64)
             rank[np.argsort(rows, kind="stable")] = np.arange(n)
             eps = rng.standard_normal(n)[rank] * math.sqrt(NOISE)
-            predicted = (self._smoothing @ (self._prior_sd * w0))[cells].sum(axis=1)
-            alpha, _ = lapack.dpptrs(
-                n, self._fit_packed[: packed_size(n)], (y - predicted - eps)[:, None]
-            )
-            alpha = alpha[:, 0]
-            per_cell = np.bincount(
-                cells.ravel(), weights=np.repeat(alpha, cells.shape[1]), minlength=self.n_cells
-            )
-            w = w0 + self._prior_sd * (self._smoothing_t @ per_cell)
+            w = w0 + phi.T @ self._solve(n, y - phi @ w0 - eps)
         return self.grouped(self._prior_sd * (self._smoothing @ w))
 
     def grouped(self, prediction: np.ndarray) -> np.ndarray:
