@@ -62,3 +62,29 @@ def test_a_fit_that_extends_or_shares_a_prefix_with_the_last_draws_as_a_fresh_on
         y = rng.standard_normal(len(rows))
         reused = model.draw(rows, y, np.random.default_rng(i))
         assert np.allclose(reused, fresh_draw(space, rows, y, seed=i), rtol=0, atol=1e-7), i
+
+
+def test_a_draw_is_the_perturbed_least_squares_fit_of_the_features(space) -> None:
+    """The draw equals the textbook one, w = w0 + Phi^T (Phi Phi^T + noise I)^-1
+    (y - Phi w0 - eps), with w0 and eps drawn as the model draws them (eps in ascending row
+    order), and the groups' tables built from w."""
+    import math
+
+    from workbench.search.pair_model import NOISE
+
+    model = PairModel(*space)
+    rng = np.random.default_rng(5)
+    rows = rng.choice(len(space[0]), 150, replace=False)
+    y = rng.standard_normal(len(rows))
+    model.draw(rows[:100], y[:100], np.random.default_rng(8))  # a factor to extend
+    drawn = model.draw(rows, y, np.random.default_rng(9))
+
+    phi = model.features(rows)
+    draws = np.random.default_rng(9)
+    w0 = draws.standard_normal(model.n_cells)
+    eps = np.empty(len(rows))
+    eps[np.argsort(rows)] = draws.standard_normal(len(rows)) * math.sqrt(NOISE)
+    gram = phi @ phi.T + NOISE * np.eye(len(rows))
+    w = w0 + phi.T @ np.linalg.solve(gram, y - phi @ w0 - eps)
+    expected = model.grouped(model._prior_sd * (model._smoothing @ w))
+    assert np.allclose(drawn, expected, rtol=0, atol=1e-7)
