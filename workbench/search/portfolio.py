@@ -80,6 +80,11 @@ TARGET_CAP = 0.9
 #: dense solve. Long runs (400/600/1000 evaluations, A100 convolution and dedispersion, seeds
 #: 0-39) scored 0.883/0.958/1.000 this way, 0.870/0.902/0.997 with a new selection at every fit.
 MAX_FIT = 256
+#: Past MAX_FIT evaluations a posterior draw serves n // DRAW_STRIDE - 3 new evaluations.
+#: Long runs (400/600/1000 evaluations, A100 convolution and dedispersion, seeds 0-39 and
+#: 520-559) scored as well as with n // 128 - 1 (half as many draws from 384 on), and the
+#: draws are the largest part of the sampler's cost per evaluation.
+DRAW_STRIDE = 64
 #: The model move scores at most this many unvisited configs (a random subset), and the pair
 #: move looks up at most this many neighbours. Smaller subsets cost search efficiency (2048
 #: scored clearly worse than 8192 on the recorded 4k-config spaces).
@@ -286,8 +291,9 @@ class PortfolioProposer(Proposer):
         if self.model.constant:
             return np.zeros(len(rows))
         # past MAX_FIT evaluations, where the fit is a subsample anyway, one draw serves a
-        # few new evaluations (batch Thompson sampling): 2 from 384, 6 at 1000
-        stride = max(1, self.n_visited // (MAX_FIT // 2) - 1)
+        # few new evaluations (batch Thompson sampling): 2 from 320, 3 from 384, 12 at 1000
+        # (see DRAW_STRIDE)
+        stride = max(1, self.n_visited // DRAW_STRIDE - 3)
         if self._draw_at < 0 or self.n_visited - self._draw_at >= stride:
             fit = self._fit_rows()
             self._drawn = self.model.draw(fit, self._target(fit), self.rng)
