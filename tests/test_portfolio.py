@@ -185,7 +185,7 @@ def test_neighbours_differ_in_exactly_the_asked_number_of_parameters(lookup: str
     proposer = a100_proposer()
     if lookup == "keys":
         proposer._radix = None
-    proposer.visited[:50] = True  # visited rows are not neighbours to propose
+    observe_rows(proposer, np.arange(50), np.ones(50))  # visited: not neighbours to propose
     base = proposer.X[7]
     distance = (base != proposer.X).sum(axis=1)
     for flips in (1, 2):

@@ -150,6 +150,7 @@ class PortfolioProposer(Proposer):
         # configs other workers are measuring now (a shared study): skipped by every move, so
         # concurrent workers with the same history diverge instead of colliding
         self.held = np.zeros(len(configs), dtype=bool)
+        self._open_rows = np.ones(len(configs), dtype=bool)
         self.values = np.full(len(configs), np.nan)  # objective; +inf for failed configs
         self.n_visited = 0
         self._visit_order = np.zeros(len(configs), dtype=np.int64)  # rows, as evaluated
@@ -222,6 +223,7 @@ class PortfolioProposer(Proposer):
         ok = m.outcome is TrialOutcome.OK and m.value is not None
         value = float(m.value) if ok else math.inf  # type: ignore[arg-type]
         self.visited[row] = True
+        self._open_rows[row] = False
         self._visit_order[self.n_visited] = row
         self.n_visited += 1
         self.values[row] = value
@@ -249,10 +251,12 @@ class PortfolioProposer(Proposer):
             row = self._row(config)
             if row is not None:
                 self.held[row] = True
+        self._open_rows = ~(self.visited | self.held)
 
     def _open(self) -> np.ndarray:
-        """Rows a move may propose: not visited, not held elsewhere."""
-        return ~(self.visited | self.held)
+        """Rows a move may propose: not visited, not held elsewhere (kept up to date by
+        _record and hold; read-only)."""
+        return self._open_rows
 
     def observe(self, config: Config, m: Measurement) -> None:
         move, self._last_move = self._last_move, None
