@@ -38,3 +38,4 @@ def test_workbench_overhead_times_every_new_evaluation() -> None:
     assert len(per_trial) == 30 and min(per_trial) > 0
     assert got["first_ms"] == per_trial[0]  # the setup is in the first evaluation's share
     assert got["mean_ms"] == pytest.approx(sum(per_trial) / 30)
+    assert 0 < got["store_mean_ms"] < got["mean_ms"]  # one insert and commit per evaluation
