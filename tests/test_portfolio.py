@@ -47,8 +47,7 @@ def proposer_on(path: Path, parameters: list, entries: list):
 def observe_rows(proposer, rows, values) -> None:
     """Tell ``proposer`` that the configs at ``rows`` took ``values`` (inf: failed)."""
     for row, value in zip(rows, values, strict=True):
-        params = proposer.problem.params
-        config = {p.name: p.values[proposer.X[row, j]] for j, p in enumerate(params)}
+        config = proposer.config_at(row)
         m = (
             Measurement(TrialOutcome.OK, value=float(value))
             if math.isfinite(value)

@@ -172,6 +172,7 @@ class PortfolioProposer(Proposer):
             for f in (1, 2)
         }
         self._combo_sizes = {f: np.prod(self.cards[c] - 1, axis=1) for f, c in self._combos.items()}
+        self._neighbourhood_size = {f: int(sizes.sum()) for f, sizes in self._combo_sizes.items()}
         self.model = PairModel(self.X, self.cards, self.ordinal)
         self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         # successfully evaluated rows, fastest first (ties by row), and their values
@@ -351,7 +352,7 @@ class PortfolioProposer(Proposer):
         parameter order then value order; at most MODEL_CANDIDATES of them looked up (a random
         subset when there are more)."""
         combos, sizes = self._combos[flips], self._combo_sizes[flips]
-        total = int(sizes.sum())
+        total = self._neighbourhood_size[flips]
         if not total:
             return np.zeros(0, dtype=np.int64)
         if total > MODEL_CANDIDATES:
@@ -396,7 +397,7 @@ class PortfolioProposer(Proposer):
         if (int(base), flips) in self._exhausted:
             return None
         rows = self._neighbours(self.X[base], flips)
-        if not len(rows) and self._combo_sizes[flips].sum() <= MODEL_CANDIDATES:
+        if not len(rows) and self._neighbourhood_size[flips] <= MODEL_CANDIDATES:
             self._exhausted.add((int(base), flips))  # every neighbour was looked up
         return self._best_scored(rows)
 
@@ -437,10 +438,12 @@ class PortfolioProposer(Proposer):
         if row is None:
             return None  # every valid config visited
         self._last_move, self._last_row = move, row
-        self._last_config = {
-            p.name: p.values[self.X[row, j]] for j, p in enumerate(self.problem.params)
-        }
+        self._last_config = self.config_at(row)
         return self._last_config
+
+    def config_at(self, row: int) -> Config:
+        """The config of the enumerated valid set's ``row``."""
+        return {p.name: p.values[self.X[row, j]] for j, p in enumerate(self.problem.params)}
 
     def moves(self) -> dict[str, dict[str, int]]:
         """Per move, the configs it proposed and how many improved the best value (this run's,
