@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from workbench.runners.recordings import load_recording
-from workbench.search.pair_model import PairModel
+from workbench.search.pair_model import PairModel, one_blas_thread
 from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
 
@@ -88,3 +89,20 @@ def test_a_draw_is_the_perturbed_least_squares_fit_of_the_features(space) -> Non
     w = w0 + phi.T @ np.linalg.solve(gram, y - phi @ w0 - eps)
     expected = model.grouped(model._prior_sd * (model._smoothing @ w))
     assert np.allclose(drawn, expected, rtol=0, atol=1e-7)
+
+
+def test_the_fit_runs_on_one_blas_thread_and_restores_each_librarys_threads() -> None:
+    def blas_threads() -> list[int]:
+        info = threadpoolctl.threadpool_info()
+        return [library["num_threads"] for library in info if library["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before  # numpy's and scipy's BLAS are loaded
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        with one_blas_thread():
+            assert blas_threads() == [1] * len(before)
+        assert blas_threads() == [2] * len(before)
+        with pytest.raises(RuntimeError), one_blas_thread():
+            raise RuntimeError("a failed fit")
+        assert blas_threads() == [2] * len(before)
+    assert blas_threads() == before
