@@ -177,6 +177,8 @@ class PortfolioProposer(Proposer):
         self._window_sums = dict.fromkeys(MOVES, 0.0)
         self.best = math.inf
         self._improved_at = 0  # n_visited when the best value last improved
+        # the escape's bases (see _around_incumbent), until the ESCAPE_POOL fastest change
+        self._escape_bases: np.ndarray | None = None
         self._last_move: str | None = None
         # the last proposal, as returned and as a row: observe finds its row without encoding
         self._last_config: Config | None = None
@@ -254,6 +256,8 @@ class PortfolioProposer(Proposer):
             rows, values = self._elite_rows, self._elite_values  # (np.insert costs 10x more)
             self._elite_rows = np.concatenate((rows[:at], [row], rows[at:]))
             self._elite_values = np.concatenate((values[:at], [value], values[at:]))
+            if at < ESCAPE_POOL:
+                self._escape_bases = None
         if move is not None:
             self.history.append((move, float(improved)))
             self._window_counts[move] += 1
@@ -423,9 +427,11 @@ class PortfolioProposer(Proposer):
             return None
         base = elite[0]
         if self.n_visited - self._improved_at >= STALL and len(elite) > 1:
-            others = elite[1:ESCAPE_POOL]
-            far = (self.X[others] != self.X[base]).sum(axis=1) >= ESCAPE_DISTANCE
-            base = self._pick(others[far] if far.any() else others)
+            if self._escape_bases is None:
+                others = elite[1:ESCAPE_POOL]
+                far = (self.X[others] != self.X[base]).sum(axis=1) >= ESCAPE_DISTANCE
+                self._escape_bases = others[far] if far.any() else others
+            base = self._pick(self._escape_bases)
         if (int(base), flips) in self._exhausted:
             return None
         rows = self._neighbours(self.X[base], flips)
