@@ -580,10 +580,6 @@ def _make_engine(url: str, lock_timeout_s: float) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
             cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
-            # A checkpoint costs an fsync (15-25 ms on the 2-core VM, where SQLite's default
-            # of 1,000 pages made one every ~250 trials): checkpoint every 8,192 pages (32 MiB
-            # of WAL, about 2,000 trials) instead. Commits still write every trial.
-            cur.execute("PRAGMA wal_autocheckpoint=8192")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
