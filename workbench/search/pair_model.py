@@ -224,9 +224,8 @@ class PairModel:
             n = self._factor(rows)
             phi = self._fit_phi[:n]
             w0 = rng.standard_normal(phi.shape[1])
-            rank = np.empty(n, dtype=np.int64)
-            rank[np.argsort(rows, kind="stable")] = np.arange(n)
-            eps = rng.standard_normal(n)[rank] * math.sqrt(NOISE)
+            eps = np.empty(n)  # drawn for the rows in ascending order
+            eps[np.argsort(rows, kind="stable")] = rng.standard_normal(n) * math.sqrt(NOISE)
             w = w0 + phi.T @ self._solve(n, y - phi @ w0 - eps)
         return self.grouped(self._prior_sd * (self._smoothing @ w))
 
