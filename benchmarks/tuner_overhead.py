@@ -14,6 +14,13 @@ batch's time over the batch's results, so a per-result median says little: both 
 compared by their total overhead per *unique* evaluation, ours over the same number of unique
 evaluations that the strategy reached (several stop short of N).
 
+Like for like: Kernel Tuner's framework time starts before it reads the cache file (its
+``util.process_cache``: parsing the JSON, about 0.5 s for the 16 MB gemm file), while ours
+starts after ``load_recording`` has read the same file. Reading the recording is the replay's
+stand-in for measuring, so the goal compares both *without* it: Kernel Tuner's time minus its
+``process_cache`` (timed here by wrapping it) against ours. Kernel Tuner's own total, and ours
+with the recording's load added, are printed too.
+
     python benchmarks/tuner_overhead.py [CACHE] [--trials 1000] [--kt-strategies a,b,...]
 """
 
@@ -72,7 +79,9 @@ class TimedReplay(Runner):
 
 
 def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dict[str, float]:
+    loading = time.perf_counter()
     recording = load_recording(cache)
+    load_ms = (time.perf_counter() - loading) * 1e3
     runner = TimedReplay(ReplayRunner(recording))
     stamps: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,6 +135,7 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
         "first_ms": float(per_trial_ms[0]),
         "store_mean_ms": float(np.sum(in_store) * 1e3 / len(per_trial_ms)),
         "close_ms": close_ms,
+        "load_ms": load_ms,
         "total_s": total,
         "per_trial_ms": per_trial_ms.tolist(),
     }
@@ -158,8 +168,20 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
     def in_recording(p: dict) -> bool:  # a def, not a lambda: Kernel Tuner parses lambdas' source
         return tuple(p[k] for k in keys) in recorded
 
+    # time Kernel Tuner's reading of the cache file (inside its framework time; see above)
+    reading: list[float] = []
+    process_cache = kernel_tuner.util.process_cache
+
+    def timed_process_cache(*args: object, **kwargs: object) -> object:
+        start = time.perf_counter()
+        try:
+            return process_cache(*args, **kwargs)
+        finally:
+            reading.append(time.perf_counter() - start)
+
     random.seed(seed)
     np.random.seed(seed)
+    kernel_tuner.util.process_cache = timed_process_cache
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = Path(tmp) / "cache.json"
@@ -179,7 +201,13 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
             quiet=True,
         )
         total = time.perf_counter() - start
-    return {**per_unique(results, keys), "total_s": total}
+    kernel_tuner.util.process_cache = process_cache
+    if not reading:
+        raise RuntimeError("Kernel Tuner no longer reads its cache through util.process_cache")
+    counts = per_unique(results, keys)
+    read_ms = float(np.sum(reading) * 1e3)
+    without = (counts["total_ms"] - read_ms) / counts["unique"] if counts["unique"] else np.nan
+    return {**counts, "read_cache_ms": read_ms, "per_unique_ms_unread": without, "total_s": total}
 
 
 #: Strategies compared by default: those that led a cell of tuner_efficiency's comparison,
@@ -232,6 +260,9 @@ def main() -> None:
             kt["workbench_per_unique_ms"] = (
                 float((per_trial[:n].sum() + mine["close_ms"]) / n) if n else float("nan")
             )
+            kt["workbench_loaded_per_unique_ms"] = kt["workbench_per_unique_ms"] + (
+                mine["load_ms"] / n if n else float("nan")
+            )
             theirs[strategy].append(kt)
     print(
         f"{args.cache.name}: {args.trials} unique evaluations, {os.cpu_count()} CPUs, "
@@ -243,35 +274,56 @@ def main() -> None:
         f"{_median([m['mean_ms'] for m in ours]):.3f} ms per trial (the first, with the setup: "
         f"{_median([m['first_ms'] for m in ours]):.0f} ms), of which the store's writes "
         f"{_median([m['store_mean_ms'] for m in ours]):.3f} ms; closing the store "
-        f"{_median([m['close_ms'] for m in ours]):.0f} ms"
+        f"{_median([m['close_ms'] for m in ours]):.0f} ms; reading the recording (not counted) "
+        f"{_median([m['load_ms'] for m in ours]):.0f} ms"
     )
     summary = []
     if strategies:
+        reads = [k["read_cache_ms"] for runs in theirs.values() for k in runs]
         print(
-            f"\n{'Kernel Tuner strategy':<24}{'unique':>7}{'KT ms/unique':>14}"
-            f"{'ours ms/unique':>16}{'ours/KT':>9}"
+            f"Kernel Tuner reads the cache file inside its framework time: {_median(reads):.0f} ms"
+            "\n\nms per unique evaluation (KT: its framework_time + strategy_time; 'unread': "
+            "without reading the cache file, like ours)"
+            f"\n{'Kernel Tuner strategy':<24}{'unique':>7}{'KT':>9}{'KT unread':>11}{'ours':>8}"
+            f"{'ours + read':>13}{'ours/KT unread':>16}"
         )
     for strategy, runs in theirs.items():
         row = {
             "strategy": strategy,
             "unique": _median([k["unique"] for k in runs]),
             "per_unique_ms": _median([k["per_unique_ms"] for k in runs]),
+            "per_unique_ms_unread": _median([k["per_unique_ms_unread"] for k in runs]),
             "workbench_per_unique_ms": _median([k["workbench_per_unique_ms"] for k in runs]),
+            "workbench_loaded_per_unique_ms": _median(
+                [k["workbench_loaded_per_unique_ms"] for k in runs]
+            ),
             "runs": runs,
         }
         summary.append(row)
         print(
-            f"{strategy:<24}{row['unique']:>7.0f}{row['per_unique_ms']:>14.3f}"
-            f"{row['workbench_per_unique_ms']:>16.3f}"
-            f"{row['workbench_per_unique_ms'] / row['per_unique_ms']:>9.2f}"
+            f"{strategy:<24}{row['unique']:>7.0f}{row['per_unique_ms']:>9.3f}"
+            f"{row['per_unique_ms_unread']:>11.3f}{row['workbench_per_unique_ms']:>8.3f}"
+            f"{row['workbench_loaded_per_unique_ms']:>13.3f}"
+            f"{row['workbench_per_unique_ms'] / row['per_unique_ms_unread']:>16.2f}"
         )
     print(f"\ngoal: workbench median < 2 ms: {'met' if median_ms < 2 else 'NOT met'}")
-    if summary:
-        above = [
-            r["strategy"] for r in summary if r["workbench_per_unique_ms"] >= r["per_unique_ms"]
-        ]
+    for label, ours_key, theirs_key in (
+        (
+            "like for like (neither reading the recording)",
+            "workbench_per_unique_ms",
+            "per_unique_ms_unread",
+        ),
+        (
+            "Kernel Tuner's own total (its reading of the file included, ours not)",
+            "workbench_per_unique_ms",
+            "per_unique_ms",
+        ),
+    ):
+        if not summary:
+            break
+        above = [r["strategy"] for r in summary if r[ours_key] >= r[theirs_key]]
         print(
-            "goal: overhead per unique evaluation below Kernel Tuner's: "
+            f"goal: overhead per unique evaluation below Kernel Tuner's, {label}: "
             + ("met for every strategy" if not above else "NOT met against " + ", ".join(above))
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)

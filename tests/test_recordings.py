@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from pathlib import Path
@@ -136,3 +137,38 @@ def test_truncated_gzip_of_a_real_cache(tmp_path: Path) -> None:
         load_recording(path)
     with pytest.raises(RecordingError, match="cannot read"):
         load_recording(tmp_path / "missing.json")
+
+
+def test_reading_a_recording_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    good = CACHES / "pnpoly_RTX_3090.json.gz"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"cache": {"1,2": {"time": 1.0}}, "tune_params_keys": ["a"]}')
+    assert gc.isenabled()
+    try:
+        load_recording(good)
+        assert gc.isenabled()
+        with pytest.raises(RecordingError):
+            load_recording(bad)
+        assert gc.isenabled()
+        gc.disable()  # a caller that paused it keeps it paused
+        load_recording(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_kernel_tuner_times_become_the_samples_and_non_numbers_are_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "cache.json"
+    cache = {
+        "1": {"a": 1, "time": 1.5, "times": [1, 2.5, 1.0]},
+        "2": {"a": 2, "time": 2.0, "times": [2.0, "n/a", 2.25]},
+        "3": {"a": 3, "time": 3.0},
+    }
+    path.write_text(
+        json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": [1, 2, 3]}, "cache": cache})
+    )
+    rec = load_recording(path)
+    assert rec.lookup({"a": 1}).samples == (1.0, 2.5, 1.0)
+    assert all(type(t) is float for t in rec.lookup({"a": 1}).samples)
+    assert rec.lookup({"a": 2}).samples == (2.0, 2.25)
+    assert rec.lookup({"a": 3}).samples == ()
