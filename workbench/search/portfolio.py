@@ -31,9 +31,10 @@ Cost: the model (``pair_model``) is refitted after every new observation (past 3
 evaluations, after every few: batch Thompson sampling), and a fit extends the last one (see
 ``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
 adds a row or a few to a Cholesky factor. ``benchmarks/tuner_overhead.py`` measures it:
-1.5 ms per unique evaluation over 1,000 on the recorded gemm space, 0.3 ms of it the store's
-writes, below each of Kernel Tuner's search strategies but random sampling (1.1 ms, no store
-writes) on the same replay.
+1.35 ms per unique evaluation over 1,000 on the recorded gemm space, 0.36 ms of it the
+store's writes; like for like (neither tool's reading of the recording counted) that is
+0.04-0.70 of each of Kernel Tuner's search strategies on the same replay, and 1.7x its random
+sampling (0.8 ms, no store writes).
 
 The regression target is the normal score of each evaluated config's rank (a Gaussian copula
 of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
