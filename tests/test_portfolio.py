@@ -415,3 +415,35 @@ def test_an_exhausted_neighbourhood_is_skipped_until_a_held_config_is_released(
     proposer.hold([])
     row = proposer._line()
     assert row is not None and proposer.X[row].tolist() == [1, 0, 0]
+
+
+def test_the_bandit_ranks_moves_by_ucb_over_the_last_window_of_proposals() -> None:
+    import workbench.search.portfolio as portfolio
+
+    proposer = a100_proposer()
+    recording = load_recording(CACHES / "convolution_milo_A100.json.gz")
+    for step in range(portfolio.WINDOW + 60):
+        config = proposer.propose()
+        entry = recording.lookup(config)
+        ok = entry.outcome is TrialOutcome.OK
+        proposer.observe(config, Measurement(entry.outcome, value=entry.value if ok else None))
+        if step in (portfolio.WINDOW - 5, portfolio.WINDOW + 59):  # a partial and a full window
+            recent = proposer.history[-portfolio.WINDOW :]
+            state = proposer.rng.bit_generator.state
+            ties = proposer.rng.random(len(portfolio.MOVES))
+            proposer.rng.bit_generator.state = state  # the ranking draws the same tie-breaks
+
+            def ucb(move: str, recent=recent) -> float:
+                rewards = [r for m, r in recent if m == move]
+                if not rewards:
+                    return math.inf
+                bonus = math.sqrt(math.log(len(recent) + 1) / len(rewards))
+                return sum(rewards) / len(rewards) + portfolio.EXPLORATION * bonus
+
+            expected = sorted(
+                portfolio.MOVES,
+                key=lambda m: (ucb(m), ties[portfolio.MOVES.index(m)]),
+                reverse=True,
+            )
+            assert proposer._ranked_moves() == expected
+    assert len(proposer.history) > portfolio.WINDOW  # moves entered and left the window
