@@ -338,6 +338,14 @@ def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
     for _ in range(5):
         assert changes_from(proposer._line())[1] == 1  # around the far elite
         assert changes_from(proposer._pair())[1] == 2
+    # another far config joins the fastest (no better than the incumbent: still stalled), so
+    # the escape now picks either far elite
+    far2 = (0, 3, 3, 3)
+    observe(far2, 1.2)
+    keys = [tuple(proposer.X[proposer._line()].tolist()) for _ in range(40)]
+    from_far = [(distance(k, far), distance(k, far2)) for k in keys]
+    assert all(1 in d for d in from_far)  # one change from one of the far elites
+    assert any(d[0] != 1 for d in from_far)  # some from far2 (not only around the first)
 
 
 def test_elite_stays_ordered_by_value_then_row_as_configs_arrive() -> None:
