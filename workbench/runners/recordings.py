@@ -143,7 +143,7 @@ def load_recording(path: str | Path) -> Recording:
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a recording is read: parsing and building
     allocate hundreds of thousands of containers, none of them garbage, and each full pass
-    over them rescans the whole parse (a third of building the entries of an 18k-config
+    over them rescans the whole parse (about a quarter of building the entries of an 18k-config
     cache, measured)."""
     was_enabled = gc.isenabled()
     gc.disable()
