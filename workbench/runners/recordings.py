@@ -183,13 +183,13 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     parameters = tuple((k, tuple(params[k])) for k in keys)
     objective = Objective(str(data.get("objective") or "time"), "ms")
     entries: dict[tuple[Value, ...], RecordedEntry] = {}
-    by_text = {k: {str(v): v for v in params[k]} for k in keys}
+    by_text = [{str(v): v for v in params[k]} for k in keys]  # each key's values by their text
     for text_key, record in cache.items():
         parts = str(text_key).split(",")
         if len(parts) != len(keys) or not isinstance(record, dict):
             raise RecordingError(path, f"cache key {text_key!r} does not match tune_params_keys")
         try:
-            values = tuple(by_text[k][p] for k, p in zip(keys, parts, strict=True))
+            values = tuple(map(dict.__getitem__, by_text, parts))  # (in C: 18k entries)
         except KeyError as exc:
             raise RecordingError(
                 path, f"cache key {text_key!r}: value {exc} not in tune_params"
