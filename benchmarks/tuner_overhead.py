@@ -36,7 +36,9 @@ import random
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -59,6 +61,9 @@ DEFAULT_CACHE = (
 )
 
 
+T = TypeVar("T")
+
+
 class TimedReplay(Runner):
     """A replay runner that keeps the time spent inside each evaluation."""
 
@@ -76,6 +81,19 @@ class TimedReplay(Runner):
         m = self.inner.evaluate(config)
         self.inside.append(time.perf_counter() - start)
         return m
+
+
+def timed(function: Callable[..., T], spent: list[float]) -> Callable[..., T]:
+    """``function``, appending the seconds each call takes to ``spent``."""
+
+    def call(*args: object, **kwargs: object) -> T:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    return call
 
 
 def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dict[str, float]:
@@ -96,16 +114,7 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
         # the store's share (insert and commit of every evaluation), which Kernel Tuner's
         # simulation mode has no counterpart of
         in_store: list[float] = []
-        record = store.record
-
-        def timed_record(*args: object, **kwargs: object) -> int:
-            start = time.perf_counter()
-            try:
-                return record(*args, **kwargs)
-            finally:
-                in_store.append(time.perf_counter() - start)
-
-        store.record = timed_record  # type: ignore[method-assign]
+        store.record = timed(store.record, in_store)  # type: ignore[method-assign]
         tuner = Tuner(
             problem,
             runner,
@@ -171,37 +180,31 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
     # time Kernel Tuner's reading of the cache file (inside its framework time; see above)
     reading: list[float] = []
     process_cache = kernel_tuner.util.process_cache
-
-    def timed_process_cache(*args: object, **kwargs: object) -> object:
-        start = time.perf_counter()
-        try:
-            return process_cache(*args, **kwargs)
-        finally:
-            reading.append(time.perf_counter() - start)
-
     random.seed(seed)
     np.random.seed(seed)
-    kernel_tuner.util.process_cache = timed_process_cache
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = Path(tmp) / "cache.json"
-        path.write_text(json.dumps(raw))
-        start = time.perf_counter()
-        results, _ = kernel_tuner.tune_kernel(
-            raw["kernel_name"],
-            "",
-            size,
-            [],
-            raw["tune_params"],
-            cache=str(path),
-            restrictions=in_recording,
-            simulation_mode=True,
-            strategy=strategy,
-            strategy_options={"max_fevals": trials},
-            quiet=True,
-        )
-        total = time.perf_counter() - start
-    kernel_tuner.util.process_cache = process_cache
+    kernel_tuner.util.process_cache = timed(process_cache, reading)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            path = Path(tmp) / "cache.json"
+            path.write_text(json.dumps(raw))
+            start = time.perf_counter()
+            results, _ = kernel_tuner.tune_kernel(
+                raw["kernel_name"],
+                "",
+                size,
+                [],
+                raw["tune_params"],
+                cache=str(path),
+                restrictions=in_recording,
+                simulation_mode=True,
+                strategy=strategy,
+                strategy_options={"max_fevals": trials},
+                quiet=True,
+            )
+            total = time.perf_counter() - start
+    finally:  # Kernel Tuner's own function back, also when the run fails
+        kernel_tuner.util.process_cache = process_cache
     if not reading:
         raise RuntimeError("Kernel Tuner no longer reads its cache through util.process_cache")
     counts = per_unique(results, keys)
