@@ -56,6 +56,7 @@ import itertools
 import math
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -338,10 +339,10 @@ class PortfolioProposer(Proposer):
             self._draw_at = self.n_visited
         return self.model.scores(self._drawn, rows)
 
-    def _pick(self, rows: np.ndarray) -> np.integer:
-        """One of ``rows`` (not empty), uniformly: the draw Generator.choice makes, without
-        its checks (which cost ten times the draw)."""
-        return rows[self.rng.integers(0, len(rows))]
+    def _pick(self, rows: np.ndarray, size: int | tuple[int, ...] | None = None) -> Any:
+        """One of ``rows`` (not empty), uniformly, or an array of ``size`` such picks: the draw
+        Generator.choice makes, without its checks (which cost ten times the draw)."""
+        return rows[self.rng.integers(0, len(rows), size)]
 
     def _random(self) -> int | None:
         left = np.flatnonzero(self._open())
@@ -369,12 +370,12 @@ class PortfolioProposer(Proposer):
         shape = (32, self.X.shape[1])
         child = np.where(
             self.rng.random(shape) < 0.5,
-            self.X[pool[self.rng.integers(0, len(pool), shape[0])]],
-            self.X[pool[self.rng.integers(0, len(pool), shape[0])]],
+            self.X[self._pick(pool, shape[0])],
+            self.X[self._pick(pool, shape[0])],
         )
         # mutation, one parameter per child on average: ordinal values step to a nearby
         # value, categorical ones are redrawn
-        stepped = child + _STEPS[self.rng.integers(0, len(_STEPS), shape)]
+        stepped = child + self._pick(_STEPS, shape)
         stepped = np.minimum(np.maximum(stepped, 0), self._top)
         redrawn = (self.rng.random(shape) * self.cards).astype(child.dtype)
         mutated = np.where(self._is_ordinal, stepped, redrawn)
