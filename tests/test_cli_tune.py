@@ -12,6 +12,7 @@ from workbench.cli.main import app
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
+from workbench.store import Store
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 runner = CliRunner()
@@ -206,3 +207,69 @@ def test_gp_sampler_without_torch_says_what_to_install() -> None:
         "5",
     )
     assert code == 2 and "workbench[gp]" in out + err
+
+
+def stored_configs(tmp_path: Path, study: str) -> list[dict]:
+    """The configs a study of the test's store evaluated, in order."""
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    (info,) = [s for s in store.studies() if s.name == study]
+    return [e.config for e in store.evaluations(info)]
+
+
+def test_enqueue_best_starts_from_the_best_found_on_another_gpu(tmp_path: Path) -> None:
+    code, out, err = invoke(
+        "tune", "--replay", str(CACHES / "convolution_milo_A4000.json.gz"), "--budget", "15",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    a4000 = json.loads(out)["best_config"]
+    invoke("tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "2")
+    a100 = str(CACHES / "convolution_milo_A100.json.gz")
+    code, out, err = invoke(
+        "tune", "--replay", a100, "--budget", "3", "--enqueue", "best", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert stored_configs(tmp_path, doc["study"])[0] == a4000  # evaluated first
+    assert "--enqueue best: first" in err and "RTX A4000" in err
+    assert "pnpoly" not in err  # another kernel's study is not a warm start
+    # one study by id; one whose configs do not fit this space is refused, naming why
+    code, out, err = invoke("tune", "--replay", a100, "--budget", "4", "--enqueue", "best:2")
+    assert code == 2 and "best:2" in out + err and "it has no block_size_y" in out + err
+    for item, message in [("best:nope", "no such study"), ("best:", "takes a study")]:
+        code, out, err = invoke("tune", "--replay", a100, "--enqueue", item)
+        assert code == 2 and message in out + err and "Traceback" not in out + err
+
+
+def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Path) -> None:
+    path = project / "spaces" / "tiny.yaml"
+    path.write_text(
+        path.read_text().replace(
+            "SCALE: {values: [1, 2, 3], default: 2}",
+            "SCALE: {values: [1, 2, 3], default: 2, tunable: false}",
+        )
+    )
+    rec = str(recording_of(Space(load_space(path)), project / "rec.json"))
+    tune = ["tune", str(path), "--replay", rec, "--json"]
+    # by default the space's default comes first
+    code, out, err = invoke(*tune, "--budget", "1")
+    doc = json.loads(out)
+    assert code == 0 and doc["best_config"] == {"BLOCK": 128, "SCALE": 2, "WAVES": 1}, err
+    # a config given on the command line (twice: evaluated once), then the default (evaluated
+    # by the first run: not again)
+    item = "BLOCK=64,SCALE=2,WAVES=2"
+    code, out, err = invoke(
+        *tune, "--budget", "3", "--enqueue", item, "--enqueue", item, "--enqueue", "default"
+    )
+    assert code == 0, err
+    assert stored_configs(project, json.loads(out)["study"])[:2] == [
+        {"BLOCK": 128, "SCALE": 2, "WAVES": 1},  # the first run's
+        {"BLOCK": 64, "SCALE": 2, "WAVES": 2},
+    ]
+    code, out, err = invoke(*tune, "--budget", "50")  # the whole variant: best BLOCK=32 WAVES=1
+    # another problem variant (SCALE=3) starts from the SCALE=2 study's best, SCALE set to 3
+    code, out, err = invoke(*tune, "--budget", "1", "--set", "SCALE=3", "--enqueue", "best")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert doc["best_config"] == {"BLOCK": 32, "SCALE": 3, "WAVES": 1}
+    assert "first BLOCK=32,SCALE=3,WAVES=1" in err and "[SCALE=2]" in err

@@ -115,3 +115,26 @@ def test_locked_database_gives_a_clear_error(tmp_path: Path) -> None:
         blocker.close()
     store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
     assert store.count_evaluations(study) == 1
+
+
+def test_best_is_the_fastest_correct_evaluation_first_committed_among_equals(
+    tmp_path: Path,
+) -> None:
+    store = Store(url(tmp_path / "s.sqlite"))
+    study, env, run = fill(store)
+    assert store.best(study) is None  # nothing evaluated yet
+    store.record(study, run, env, {"A": 1}, Measurement.failure(TrialOutcome.WRONG, "max error 3"))
+    store.record(study, run, env, {"A": 2}, Measurement.failure(TrialOutcome.TIMEOUT, "hung"))
+    assert store.best(study) is None  # a wrong or failed config is never the best
+    store.record(study, run, env, {"A": 3}, Measurement(TrialOutcome.OK, value=2.0, samples=(2.0,)))
+    other = store.study(kernel="k", shape_label="n=9", device_key="H200", parameters=[("A", [3])])
+    store.record(other, run, env, {"A": 3}, Measurement(TrialOutcome.OK, value=1.0))
+    best = store.best(study)
+    assert best is not None and best.config == {"A": 3} and best.measurement.value == 2.0
+    assert best.measurement.samples == (2.0,)  # read whole, samples included
+    later = store.study(
+        kernel="k", shape_label="n=10", device_key="H200", parameters=[("A", [1, 2])]
+    )
+    store.record(later, run, env, {"A": 2}, Measurement(TrialOutcome.OK, value=1.0))
+    store.record(later, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
+    assert store.best(later).config == {"A": 2}  # type: ignore[union-attr]

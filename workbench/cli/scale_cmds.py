@@ -176,7 +176,7 @@ def tune_shared(
                 spec = dict(spec, budget=old["budget"])  # joining: keep the study's budget
         shared = SharedStudy.create(db, name, spec, device_class)
         seeded = seed_from_store(shared, store, plan)
-        enqueue_first(shared, plan, _enqueue(plan, enqueue))
+        enqueue_first(shared, plan, _enqueue(plan, enqueue, store, out))
     if plan.banner:
         out.print(escape(plan.banner), style="bold yellow")
     if seeded:

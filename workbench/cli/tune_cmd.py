@@ -42,6 +42,7 @@ from workbench.search.session import (
 )
 from workbench.search.shared import Coordination, is_postgresql
 from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
+from workbench.search.warm_start import best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import resolve_arches
@@ -132,7 +133,9 @@ def tune(
         typer.Option(
             "--enqueue",
             help="Configs to evaluate first: 'default' (the space's default, the "
-            "default behaviour), 'none', or NAME=VALUE,... (repeatable).",
+            "default behaviour), 'none', 'best' (the fastest config of every other study of "
+            "this kernel in the store: other GPUs, shapes, variants), 'best:STUDY' (one "
+            "study's, by name or id), or NAME=VALUE,... (repeatable).",
             show_default=False,
         ),
     ] = None,
@@ -262,7 +265,7 @@ def tune(
                 plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
             if plan.banner:
                 out.print(Panel(escape(plan.banner), style="bold yellow"))
-            queue = _enqueue(plan, enqueue)
+            queue = _enqueue(plan, enqueue, store, out)
             results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
         summaries = [_summary(p, r, store.url) for p, r in zip(plans, results, strict=True)]
         for plan, result in zip(plans, results, strict=True):
@@ -362,7 +365,9 @@ def _compile_stage(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _enqueue(plan: TunePlan, items: list[str] | None) -> list[dict]:
+def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object) -> list[dict]:
+    """The configs ``--enqueue`` asks to evaluate first, without repeats, in order: the space's
+    default, another study's best (``best``, ``best:STUDY``), or NAME=VALUE,..."""
     items = items or ["default"]
     queue: list[dict] = []
     for item in items:
@@ -370,12 +375,37 @@ def _enqueue(plan: TunePlan, items: list[str] | None) -> list[dict]:
             return []
         if item == "default":
             queue += plan.problem.defaults()
-            continue
-        space = getattr(plan.problem, "space", None)
-        if space is None:
-            raise ConfigError("--enqueue NAME=VALUE needs a kernel's space, not a bare recording")
-        queue.append(space.parse_config(item.split(",")))
-    return queue
+        elif item == "best" or item.startswith("best:"):
+            queue += _warm_starts(plan, item, store, out)
+        else:
+            space = getattr(plan.problem, "space", None)
+            if space is None:
+                raise ConfigError(
+                    "--enqueue NAME=VALUE needs a kernel's space, not a bare recording"
+                )
+            queue.append(space.parse_config(item.split(",")))
+    unique = {plan.problem.key(c): c for c in reversed(queue)}  # the first of equal configs
+    return list(reversed(unique.values()))
+
+
+def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[dict]:
+    """``--enqueue best``: the fastest config of every other study of this kernel in the store
+    (those that fit this space; the others are named and skipped). ``--enqueue best:STUDY``:
+    that study's, which must fit."""
+    source = item.partition(":")[2] if ":" in item else None
+    if source == "":
+        raise ConfigError(
+            "--enqueue best: takes a study, e.g. best:3 or 'best:NAME' (see store list)"
+        )
+    found = best_elsewhere(store, plan.problem, plan.study, source)
+    if source is not None and found[0].config is None:
+        raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
+    if not found:
+        out.print(f"--enqueue best: no other study of {escape(plan.study.kernel)} in the store")  # type: ignore[attr-defined]
+    for start in found:
+        verb = "first" if start.config is not None else "skipped"
+        out.print(f"--enqueue best: {verb} {escape(start.describe())}")  # type: ignore[attr-defined]
+    return [start.config for start in found if start.config is not None]
 
 
 def _run(

@@ -161,7 +161,6 @@ def best_config(
         StoreError: the database failed.
     """
     from workbench.errors import ConfigError
-    from workbench.runners.base import TrialOutcome
 
     if study is not None:
         found = [s for s in store.studies() if s.name == study]
@@ -178,12 +177,7 @@ def best_config(
         names = "; ".join(s.name for s in found)
         raise ConfigError(f"--config best: several studies match ({names}); pass --study NAME")
     chosen = found[0]
-    ok = [
-        e
-        for e in store.evaluations(chosen, with_samples=False)
-        if e.measurement.outcome is TrialOutcome.OK and e.measurement.value is not None
-    ]
-    if not ok:
+    best = store.best(chosen)
+    if best is None:
         raise ConfigError(f"--config best: study {chosen.name!r} has no correct evaluation")
-    best = min(ok, key=lambda e: e.measurement.value or 0.0)
     return dict(best.config), chosen

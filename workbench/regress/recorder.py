@@ -28,11 +28,11 @@ from workbench.regress.records import (
     run_measurements,
     save_run,
 )
-from workbench.runners.base import Runner, TrialOutcome
+from workbench.runners.base import Runner
 from workbench.runners.timing import Noise, StoppingRule, TimingOptions
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.spaces.model import Config, config_label
-from workbench.store import Store
+from workbench.store import Store, StoredEvaluation
 
 #: Regression timing: at least 50 samples and 0.2 s of kernel time, until the median's 95 %
 #: interval is within +-0.25 % (blind to rare outliers), capped at 2000 samples or 10 s. The
@@ -80,16 +80,16 @@ def best_from_studies(
     Raises:
         StoreError: the store is damaged.
     """
-    best: tuple[float, Config] | None = None
+    best: StoredEvaluation | None = None
     for study in store.studies():
         if (study.kernel, study.shape_label, study.device_key) != (kernel, shape_label, device_key):
             continue
-        for ev in store.evaluations(study, with_samples=False):
-            m = ev.measurement
-            ok = m.outcome is TrialOutcome.OK and m.value is not None
-            if ok and (best is None or m.value < best[0]):  # type: ignore[operator]
-                best = (m.value, dict(ev.config))  # type: ignore[assignment]
-    return best[1] if best else None
+        found = store.best(study)
+        if found is None:
+            continue
+        if best is None or found.measurement.value < best.measurement.value:  # type: ignore[operator]
+            best = found
+    return dict(best.config) if best else None
 
 
 def choose_targets(

@@ -372,6 +372,22 @@ class Store:
             ).all()
             return [_stored(i, ev, with_samples) for i, ev in enumerate(rows)]
 
+    def best(self, study: StudyInfo) -> StoredEvaluation | None:
+        """The fastest correct evaluation of a study (the first committed among equals, with
+        its samples), or None when it has none: one indexed query, not a read of the study."""
+        with self.session() as s:
+            ev = s.scalars(
+                select(Evaluation)
+                .where(
+                    Evaluation.study_id == study.id,
+                    Evaluation.outcome == TrialOutcome.OK.value,
+                    Evaluation.value.is_not(None),
+                )
+                .order_by(Evaluation.value, Evaluation.id)
+                .limit(1)
+            ).first()
+            return None if ev is None else _stored(-1, ev, True)
+
     def lookup(self, study: StudyInfo, config: Config) -> StoredEvaluation | None:
         """The evaluation of ``config`` in ``study``, if there is one (with its samples)."""
         key = config_label(config)

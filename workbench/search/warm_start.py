@@ -1,0 +1,106 @@
+"""Warm starts: the fastest config found for the same kernel in another study of the store
+(another GPU, another shape, another problem variant), fitted to the problem being tuned.
+
+Such a config is a cheap first guess (``tune --enqueue best``): it costs one evaluation, and
+tile and block sizes often carry over between shapes and between GPUs. Often is not always:
+on the recorded convolution the A4000's optimum runs at 1.49x the A100's, in the A100's
+deceptive basin (``../shared/datasets/tuning-caches``), so warm starts are asked for, not
+made by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from workbench.errors import ConfigError
+from workbench.search.problem import Problem
+from workbench.spaces.model import Config, Value, config_label
+from workbench.store import Store, StudyInfo
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Another study's fastest config, as this problem would evaluate it."""
+
+    source: StudyInfo
+    value: float | None  #: its time in the source study (None: it has no correct evaluation)
+    config: Config | None  #: fitted to this problem; None when it does not fit
+    reason: str | None  #: why there is no config to try (None when there is)
+
+    def describe(self) -> str:
+        if self.config is None:
+            return f"{self.source.name!r}: not used, {self.reason}"
+        return (
+            f"{config_label(self.config)} ({self.value:.4g} {self.source.unit} in "
+            f"{self.source.name!r})"
+        )
+
+
+def base_kernel(kernel: str) -> str:
+    """A study's kernel without its problem variant: ``reduce[OP=max]`` -> ``reduce``."""
+    return kernel.split("[", 1)[0]
+
+
+def fit_config(problem: Problem, config: Mapping[str, Value]) -> tuple[Config | None, str | None]:
+    """``config`` as a config of ``problem``, or None and why it is not one.
+
+    Parameters this problem does not tune (one value: a pinned problem variant) take this
+    problem's value; every other parameter must be in the other config, with a value of this
+    problem's domain, and the result must satisfy the problem's constraints."""
+    fitted: Config = {}
+    missing, outside = [], []
+    for p in problem.params:
+        if len(p.values) == 1:
+            fitted[p.name] = p.values[0]
+        elif p.name not in config:
+            missing.append(p.name)
+        elif config[p.name] not in p.values:
+            outside.append(f"{p.name}={config[p.name]!r}")
+        else:
+            fitted[p.name] = config[p.name]
+    if missing:
+        return None, f"it has no {', '.join(missing)}"
+    if outside:
+        return None, f"{', '.join(outside)} outside this space"
+    violations = problem.violations(fitted)
+    if violations:
+        return None, f"{config_label(fitted)} is invalid here: {'; '.join(violations)}"
+    return fitted, None
+
+
+def best_elsewhere(
+    store: Store, problem: Problem, study: StudyInfo, source: str | None = None
+) -> list[WarmStart]:
+    """The fastest correct config of each other study of the same kernel (studies on the same
+    device first, then in the order they were created), or of the study ``source`` names (by
+    name or id, any kernel), each fitted to ``problem``.
+
+    Raises:
+        ConfigError: ``source`` names no study in the store, or names this one.
+        StoreError: the database failed.
+    """
+    studies = store.studies()
+    if source is None:
+        kernel = base_kernel(study.kernel)
+        chosen = [s for s in studies if s.id != study.id and base_kernel(s.kernel) == kernel]
+        chosen.sort(key=lambda s: (s.device_key != study.device_key, s.id))
+    else:
+        chosen = [s for s in studies if source in (s.name, str(s.id))]
+        if not chosen:
+            known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
+            raise ConfigError(f"--enqueue best:{source}: no such study in the store ({known})")
+        if chosen[0].id == study.id:
+            raise ConfigError(
+                f"--enqueue best:{source} names the study being tuned; its evaluations are "
+                "already the search's history"
+            )
+    found = []
+    for other in chosen:
+        best = store.best(other)
+        if best is None:
+            found.append(WarmStart(other, None, None, "it has no correct evaluation"))
+            continue
+        config, reason = fit_config(problem, best.config)
+        found.append(WarmStart(other, best.measurement.value, config, reason))
+    return found
