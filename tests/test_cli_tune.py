@@ -236,7 +236,7 @@ def test_enqueue_best_starts_from_the_best_found_on_another_gpu(tmp_path: Path) 
     # one study by id; one whose configs do not fit this space is refused, naming why
     code, out, err = invoke("tune", "--replay", a100, "--budget", "4", "--enqueue", "best:2")
     assert code == 2 and "best:2" in out + err and "it has no block_size_y" in out + err
-    for item, message in [("best:nope", "no such study"), ("best:", "takes a study")]:
+    for item, message in [("best:nope", "no study matches"), ("best:", "takes a study")]:
         code, out, err = invoke("tune", "--replay", a100, "--enqueue", item)
         assert code == 2 and message in out + err and "Traceback" not in out + err
 

@@ -72,12 +72,14 @@ def test_best_elsewhere_takes_each_other_study_of_the_kernel(
     assert found[1].config == {"BLOCK": 64, "SCALE": 3, "WAVES": 2} and found[1].reason is None
     assert found[1].value == 1.0 and "BLOCK=64,SCALE=3,WAVES=2 (1 ms in" in found[1].describe()
     assert found[2].config is None and found[2].reason == "it has no correct evaluation"
-    # one study by name or id, of any kernel
-    (named,) = best_elsewhere(store, scale3, target, variant.name)
+    # one study by name, id or a unique part of its name, of any kernel
+    (named,) = best_elsewhere(store, scale3, target, "SCALE=2")  # a unique part of the name
     assert named.config == {"BLOCK": 64, "SCALE": 3, "WAVES": 2}
     (by_id,) = best_elsewhere(store, scale3, target, str(other_kernel.id))
     assert by_id.config is None and by_id.reason == "it has no BLOCK, WAVES"
-    with pytest.raises(ConfigError, match="no such study in the store"):
+    with pytest.raises(ConfigError, match="no study matches .nope.; studies: 1: "):
         best_elsewhere(store, scale3, target, "nope")
+    with pytest.raises(ConfigError, match="several studies match 'tiny'"):
+        best_elsewhere(store, scale3, target, "tiny")
     with pytest.raises(ConfigError, match="names the study being tuned"):
         best_elsewhere(store, scale3, target, str(target.id))

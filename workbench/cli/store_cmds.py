@@ -12,7 +12,7 @@ from rich.table import Table
 from workbench.cli.common import cli_errors, console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.store import Store, StudyInfo
+from workbench.store import Store
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
@@ -32,24 +32,6 @@ def open_store(storage: str | None) -> Store:
     if storage is not None and "://" not in storage:
         storage = f"sqlite:///{Path(storage).absolute()}"
     return Store(storage)
-
-
-def find_study(store: Store, name: str) -> StudyInfo:
-    """A study by exact name, by id, or by a unique part of its name.
-
-    Raises:
-        ConfigError: no study or several match.
-    """
-    studies = store.studies()
-    for s in studies:
-        if s.name == name or str(s.id) == name:
-            return s
-    matches = [s for s in studies if name in s.name]
-    if len(matches) == 1:
-        return matches[0]
-    known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
-    what = "several studies match" if matches else "no study matches"
-    raise ConfigError(f"{what} {name!r}; studies: {known}")
 
 
 @app.command("list")
@@ -99,7 +81,7 @@ def export(
     """Export a study's evaluations."""
     with cli_errors():
         store = open_store(storage)
-        info = find_study(store, study)
+        info = store.find_study(study)
         if fmt == "kt-cache":
             from workbench.store.exchange import export_kt_cache  # pandas: only when used
 

@@ -74,22 +74,23 @@ def best_elsewhere(
 ) -> list[WarmStart]:
     """The fastest correct config of each other study of the same kernel (studies on the same
     device first, then in the order they were created), or of the study ``source`` names (by
-    name or id, any kernel), each fitted to ``problem``.
+    name, id or a unique part of the name; any kernel), each fitted to ``problem``.
 
     Raises:
-        ConfigError: ``source`` names no study in the store, or names this one.
+        ConfigError: ``source`` names no study in the store, several, or this one.
         StoreError: the database failed.
     """
-    studies = store.studies()
     if source is None:
         kernel = base_kernel(study.kernel)
-        chosen = [s for s in studies if s.id != study.id and base_kernel(s.kernel) == kernel]
+        chosen = [
+            s for s in store.studies() if s.id != study.id and base_kernel(s.kernel) == kernel
+        ]
         chosen.sort(key=lambda s: (s.device_key != study.device_key, s.id))
     else:
-        chosen = [s for s in studies if source in (s.name, str(s.id))]
-        if not chosen:
-            known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
-            raise ConfigError(f"--enqueue best:{source}: no such study in the store ({known})")
+        try:
+            chosen = [store.find_study(source)]
+        except ConfigError as exc:
+            raise ConfigError(f"--enqueue best:{source}: {exc}") from None
         if chosen[0].id == study.id:
             raise ConfigError(
                 f"--enqueue best:{source} names the study being tuned; its evaluations are "

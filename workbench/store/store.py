@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from workbench.errors import WorkbenchError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.spaces.model import Config, Value, config_label
 from workbench.store import models
@@ -252,6 +252,23 @@ class Store:
     def studies(self) -> list[StudyInfo]:
         with self.session() as s:
             return [_study_info(r) for r in s.scalars(select(Study).order_by(Study.id))]
+
+    def find_study(self, name: str) -> StudyInfo:
+        """A study by exact name, by id, or by a unique part of its name.
+
+        Raises:
+            ConfigError: no study or several match.
+        """
+        studies = self.studies()
+        for s in studies:
+            if s.name == name or str(s.id) == name:
+                return s
+        matches = [s for s in studies if name in s.name]
+        if len(matches) == 1:
+            return matches[0]
+        known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
+        what = "several studies match" if matches else "no study matches"
+        raise ConfigError(f"{what} {name!r}; studies: {known}")
 
     def start_run(
         self,
