@@ -26,6 +26,11 @@ value.
     python benchmarks/tuner_efficiency.py ../shared/datasets/tuning-caches/*.json.gz \\
         --budgets 50,100,200 --repeats 10 --json benchmarks/out/tuner_efficiency.json
 
+Warm starts: ``--warm-start CACHE`` makes our samplers evaluate CACHE's fastest config first,
+as ``workbench tune --enqueue best`` does after tuning that recording (another GPU's recording
+of the same kernel); such runs are recorded as strategy ``SAMPLER+warm`` and stay out of the
+goal table, which compares searches that start from nothing.
+
 Pooling: runs on disjoint seed ranges (``--first-seed``) can be pooled into one record per
 space, tool, strategy and budget: ``--merge A.json B.json ... --caches-dir DIR [--json OUT]``
 rescores the pooled repeats (the score is affine in the mean best value, so it is exactly what one
@@ -63,7 +68,10 @@ from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
 from workbench.search.tuner import Budget, Tuner
-from workbench.store import Store
+from workbench.search.warm_start import best_elsewhere
+from workbench.spaces.model import Config
+from workbench.store import Store, StudyInfo
+from workbench.store.exchange import import_recording
 
 #: Kernel Tuner strategies compared by default: every single-objective strategy that needs no
 #: extra package (skopt needs scikit-optimize, pyatf_strategies needs pyATF; nsga2/nsga3 are
@@ -162,21 +170,46 @@ def load_space(path: Path, *, value_order: str = "as-recorded") -> Space:
 # ---- runs: each returns the objective of every unique evaluation in order (None: failed) ----
 
 
-def run_workbench(space: Space, sampler: str, budget: int, seed: int) -> list[float | None]:
+def _study(store: Store, space: Space) -> StudyInfo:
+    return store.study(
+        kernel=space.name,
+        shape_label="recorded",
+        device_key="replay",
+        parameters=space.recording.parameters,
+    )
+
+
+def run_workbench(
+    space: Space, sampler: str, budget: int, seed: int, enqueue: Sequence[Config] = ()
+) -> list[float | None]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/s.sqlite")
         problem = RecordingProblem(space.recording)
-        study = store.study(
-            kernel=space.name,
-            shape_label="recorded",
-            device_key="replay",
-            parameters=space.recording.parameters,
-        )
-        result = Tuner(
-            problem, ReplayRunner(space.recording), store, study, sampler=sampler, seed=seed
-        ).run(Budget(evaluations=budget))
+        runner = ReplayRunner(space.recording)
+        study = _study(store, space)
+        tuner = Tuner(problem, runner, store, study, sampler=sampler, seed=seed, enqueue=enqueue)
+        result = tuner.run(Budget(evaluations=budget))
         store.close()
     return [e.measurement.value for e in result.history]
+
+
+def warm_start(space: Space, source: Path) -> list[Config]:
+    """What ``tune --enqueue best:SOURCE`` evaluates first on ``space``: the fastest config
+    recorded in ``source`` (another GPU's recording of the same kernel), fitted to the space.
+
+    Raises:
+        SystemExit: the source's fastest config is not a config of the space.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{tmp}/s.sqlite")
+        other, _ = import_recording(store, source)
+        problem = RecordingProblem(space.recording)
+        (found,) = best_elsewhere(store, problem, _study(store, space), str(other.id))
+        store.close()
+    if found.config is None:
+        raise SystemExit(f"--warm-start {source}: {found.describe()}")
+    print(f"  warm start: {found.describe()}", flush=True)
+    return [found.config]
 
 
 def run_kernel_tuner(
@@ -271,6 +304,15 @@ def main() -> None:
     parser.add_argument("--tools", default="workbench,kernel_tuner")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
+        "--warm-start",
+        type=Path,
+        default=None,
+        metavar="CACHE",
+        help="our samplers evaluate CACHE's fastest config first, as tune --enqueue best would "
+        "after tuning that recording (another GPU's, same kernel); recorded as strategy "
+        "SAMPLER+warm, outside the goal table",
+    )
+    parser.add_argument(
         "--value-order",
         choices=("as-recorded", "reversed"),
         default="as-recorded",
@@ -297,8 +339,10 @@ def main() -> None:
                 fh.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
             plain = Path(name)
         runs: list[tuple[str, str, bool]] = []
+        enqueue = warm_start(space, args.warm_start) if args.warm_start else []
+        suffix = "+warm" if enqueue else ""
         if "workbench" in tools:
-            runs += [("workbench", s, False) for s in args.samplers.split(",") if s]
+            runs += [("workbench", s + suffix, False) for s in args.samplers.split(",") if s]
         if plain is not None:
             runs += [("kernel_tuner", s, True) for s in args.kt_strategies.split(",") if s]
         for tool, strategy, per_budget in runs:
@@ -309,7 +353,8 @@ def main() -> None:
                     for b in budgets:
                         traces[b].append(run_kernel_tuner(space, strategy, b, rep, plain))
                 else:  # our samplers do not look at the budget: prefixes of one run
-                    trace = run_workbench(space, strategy, budgets[-1], rep)
+                    sampler = strategy.removesuffix(suffix)
+                    trace = run_workbench(space, sampler, budgets[-1], rep, enqueue)
                     for b in budgets:
                         traces[b].append(trace[:b])
             for b in budgets:
@@ -322,6 +367,7 @@ def main() -> None:
                     "repeats": args.repeats,
                     "first_seed": args.first_seed,
                     "value_order": args.value_order,
+                    "warm_start": args.warm_start.name if enqueue and tool == "workbench" else None,
                     "score": space.score(statistics.fmean(bests), b),
                     "score_ci90": list(space.score_interval(bests, b)),
                     "mean_best": statistics.fmean(bests),

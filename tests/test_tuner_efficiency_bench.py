@@ -47,6 +47,23 @@ def test_a_workbench_run_on_the_reversed_space_is_valid(tmp_path: Path) -> None:
     assert all(v is None or v in recorded for v in trace)
 
 
+def test_a_warm_start_evaluates_the_other_gpus_fastest_config_first() -> None:
+    a100 = bench.load_space(CACHES / "convolution_milo_A100.json.gz")
+    source = CACHES / "convolution_milo_A4000.json.gz"
+    (first,) = bench.warm_start(a100, source)
+    a4000 = bench.load_space(source)
+    fastest = min(
+        (e for e in a4000.recording.entries.values() if e.value is not None),
+        key=lambda e: e.value,  # type: ignore[arg-type,return-value]
+    )
+    assert first == dict(fastest.config)
+    trace = bench.run_workbench(a100, "portfolio", 5, seed=0, enqueue=[first])
+    assert trace[0] == a100.recording.lookup(first).value  # type: ignore[union-attr]
+    # a recording of another kernel has no config of this space
+    with pytest.raises(SystemExit, match="it has no"):
+        bench.warm_start(a100, CACHES / "pnpoly_RTX_3090.json.gz")
+
+
 def test_score_interval_brackets_the_score_and_narrows_with_repeats() -> None:
     space = bench.load_space(CACHES / "convolution_milo_A100.json.gz")
     rng = np.random.default_rng(1)

@@ -77,7 +77,7 @@ def test_best_elsewhere_takes_each_other_study_of_the_kernel(
     assert named.config == {"BLOCK": 64, "SCALE": 3, "WAVES": 2}
     (by_id,) = best_elsewhere(store, scale3, target, str(other_kernel.id))
     assert by_id.config is None and by_id.reason == "it has no BLOCK, WAVES"
-    with pytest.raises(ConfigError, match="no study matches .nope.; studies: 1: "):
+    with pytest.raises(ConfigError, match=r"no study matches 'nope'; studies: 1: "):
         best_elsewhere(store, scale3, target, "nope")
     with pytest.raises(ConfigError, match="several studies match 'tiny'"):
         best_elsewhere(store, scale3, target, "tiny")
