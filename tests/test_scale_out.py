@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from workbench.cli.main import app
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
+from workbench.store import Store
 from workbench.store.store import sqlalchemy_url
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
@@ -338,3 +339,18 @@ def test_postgresql_urls_use_psycopg_3() -> None:
     assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("sqlite:///x.sqlite") == "sqlite:///x.sqlite"
+
+
+def test_a_shared_study_starts_from_another_gpus_best(pg_cluster) -> None:
+    url = pg_cluster.database()
+    rc, _, err = invoke(*tune_args(url, "a4000", 6, *FAST, recording=CONV_A4000))
+    assert rc == 0, err
+    rc, _, err = invoke(
+        *tune_args(url, "a100", 2, "--enqueue", "best", "--json", *FAST, recording=CONV_A100)
+    )
+    assert rc == 0, err
+    assert "--enqueue best: first" in err and "a4000" in err
+    store = Store(url)
+    a4000, a100 = (store.find_study(name) for name in ("a4000", "a100"))
+    assert store.evaluations(a100)[0].config == store.best(a4000).config  # type: ignore[union-attr]
+    store.close()
