@@ -106,6 +106,7 @@ def test_kernel_with_its_own_recording(project: Path) -> None:
     assert doc["evaluations"] == 22  # the whole valid space: stop "exhausted"
     assert doc["stop"] == "exhausted"
     assert doc["throughput"]["unit"] == "GB/s"
+    assert "roofline" not in doc["throughput"]  # no datasheet of a "Test GPU"
 
 
 def test_without_gpu_a_recording_beside_the_space_is_replayed(project: Path) -> None:
@@ -273,3 +274,35 @@ def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Pa
     assert code == 0, err
     assert doc["best_config"] == {"BLOCK": 32, "SCALE": 3, "WAVES": 1}
     assert "first BLOCK=32,SCALE=3,WAVES=1" in err and "[SCALE=2]" in err
+
+
+def test_the_share_of_the_roofline_bound_on_a_gpu_with_a_known_datasheet(project: Path) -> None:
+    from workbench.devices import DEVICES
+
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    entries = [
+        (c, Measurement(TrialOutcome.OK, value=0.001 * c["BLOCK"] / 32 + 0.0001 * c["SCALE"]))
+        for c in Space(spec).iter_valid()
+    ]
+    rec = write_recording(
+        project / "h200.json",
+        kernel="tiny",
+        device=DeviceInfo("NVIDIA H200"),
+        parameters=[(p.name, p.values) for p in spec.parameters],
+        entries=entries,
+        shape={"n": 1000},
+    )
+    code, out, err = invoke(
+        "tune", str(spec.path), "--replay", str(rec), "--budget", "30", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    roofline = doc["throughput"]["roofline"]
+    bytes_per_s = 12 * 1000 / (doc["best_value"] * 1e-3)  # the space's work: 12 n bytes
+    dram = DEVICES["h200"].dram_bandwidth_gbs * 1e9
+    assert roofline["fraction"] == pytest.approx(bytes_per_s / dram)
+    assert roofline["limit"] == "memory" and "H200" in roofline["ceilings"][-1]
+    # the progress line and the table say it too, also when a rerun finds nothing left to do
+    code, out, _ = invoke("tune", str(spec.path), "--replay", str(rec), "--budget", "31")
+    assert code == 0 and "22/31 best 0.0011 ms (10.9 GB/s, 0.2% of the roofline bound)" in out
+    assert "┃ roofline bound ┃" in out and "top configs: tiny [n=1000] on NVIDIA H200" in out

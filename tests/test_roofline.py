@@ -283,3 +283,37 @@ def test_bad_ceiling_files(tmp_path: Path) -> None:
     path.write_text("{}")
     with pytest.raises(CeilingFileError, match="no ceiling"):
         measured_ceilings(path)
+
+
+def test_a_preset_is_found_by_the_exact_gpu_the_driver_names() -> None:
+    from workbench.devices import preset_named
+
+    assert preset_named("NVIDIA H200") is DEVICES["h200"]
+    assert preset_named("NVIDIA GeForce RTX 3090") is DEVICES["rtx3090"]
+    assert preset_named("NVIDIA A100-SXM4-80GB") is DEVICES["a100"]
+    assert preset_named("Tesla T4") is DEVICES["t4"]
+    # other parts of a family have other peaks: no preset rather than a wrong roofline
+    for name in ("NVIDIA H200 NVL", "NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4000", "Test GPU"):
+        assert preset_named(name) is None
+
+
+def test_a_tuned_configs_share_of_the_roofline_bound_by_hand() -> None:
+    from workbench.runners.base import DeviceInfo
+    from workbench.search.session import roofline_of
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.launch import work_counts
+
+    space = Space(load_kernel("gemm_int8"))
+    config = space.spec.default_config()
+    ops, nbytes = work_counts(space, config)
+    h200 = DEVICES["h200"]
+    bound = roofline_of(space, DeviceInfo("NVIDIA H200"))
+    assert bound is not None
+    # a 4096^3 int8 GEMM is right of the ridge: bound by the int8 tensor-core peak
+    assert ops / nbytes > h200.peak_int8_tops * 1e12 / (h200.dram_bandwidth_gbs * 1e9)
+    b = bound(config, 0.1)
+    assert b is not None and b.limit == "compute"
+    assert b.fraction == pytest.approx(ops / 1e-4 / (h200.peak_int8_tops * 1e12))
+    assert any("tensor_int8" in c and "H200" in c for c in b.ceilings)
+    # a GPU without a preset of its own gets no share
+    assert roofline_of(space, DeviceInfo("NVIDIA H200 NVL")) is None

@@ -159,6 +159,18 @@ def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
     return DEVICES[preset]
 
 
+def preset_named(gpu_name: str) -> DeviceSpec | None:
+    """The preset of a GPU as the driver names it (``NVIDIA H200``, ``NVIDIA GeForce RTX
+    3090``), or None. Exact model only: an H200 NVL or a PCIe A100 has other peaks than the
+    H200 SXM and A100 SXM presets, so it gets none rather than the wrong roofline."""
+    key = _normalised(gpu_name).removeprefix("nvidia")
+    return next((d for d in DEVICES.values() if _normalised(d.name) == key), None)
+
+
+def _normalised(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
 def arch_namespace(arch: Arch) -> dict[str, int | str | bool]:
     """``arch.cc``, ``arch.sm``, ``arch.specific``: what ``expect_sass.when`` etc. may use."""
     return {"arch.cc": arch.cc, "arch.sm": arch.sm, "arch.specific": arch.suffix == "a"}

@@ -445,7 +445,9 @@ def _run(
             on_evaluation=on_evaluation,
             command=" ".join(sys.argv),
         )
-        progress.update(task, completed=0)
+        # a resumed study starts from what the store holds (even if nothing new is evaluated)
+        best = _best_text(plan, store.best(plan.study))
+        progress.update(task, completed=store.count_evaluations(plan.study), best=best)
         return tuner.run(budget)
 
 
@@ -457,8 +459,18 @@ def _best_text(plan: TunePlan, best: object) -> str:
     if plan.throughput is not None:
         rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
         if rate is not None:
-            text += f" ({rate:,.1f} {plan.unit})"
+            text += f" ({rate:,.1f} {plan.unit}"
+            share = _bound_share(plan, best.config, m.value)  # type: ignore[attr-defined]
+            text += f", {share} of the roofline bound)" if share else ")"
     return text
+
+
+def _bound_share(plan: TunePlan, config: dict, ms: float) -> str:
+    """``"42%"`` of the roofline bound, or "" when the GPU's roofline is not known."""
+    bound = plan.roofline(config, ms) if plan.roofline is not None else None
+    if bound is None:
+        return ""
+    return f"{bound.fraction:.1%}" if bound.fraction < 0.1 else f"{bound.fraction:.0%}"
 
 
 def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
@@ -487,14 +499,21 @@ def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
             "value": plan.throughput(best.config, best.measurement.value),
             "unit": plan.unit,
         }
+        bound = plan.roofline(best.config, best.measurement.value) if plan.roofline else None
+        if bound is not None:  # the share of the roofline bound, and the roofs it is under
+            doc["throughput"]["roofline"] = {
+                "fraction": bound.fraction,
+                "limit": bound.limit,
+                "ceilings": list(bound.ceilings),
+            }
     return doc
 
 
 def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
+    problem, device = plan.problem, plan.runner.device.name
+    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
     table = Table(
-        title=f"top configs: {escape(plan.problem.kernel)} "
-        f"[{escape(plan.problem.shape_label)}] on "
-        f"{escape(plan.runner.device.name)}"
+        title=escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
     )
     table.add_column("#", justify="right")
     table.add_column("config", overflow="fold")
@@ -503,11 +522,15 @@ def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> 
     )
     if plan.throughput is not None:
         table.add_column(plan.unit or "", justify="right")
+    if plan.roofline is not None:
+        table.add_column("roofline bound", justify="right")
     for i, e in enumerate(result.top(10), 1):
         cells = [str(i), escape(config_label(e.config)), f"{e.measurement.value:.5g}"]
         if plan.throughput is not None:
             rate = plan.throughput(e.config, e.measurement.value)  # type: ignore[arg-type]
             cells.append("" if rate is None else f"{rate:,.1f}")
+        if plan.roofline is not None:
+            cells.append(_bound_share(plan, e.config, e.measurement.value))  # type: ignore[arg-type]
         table.add_row(*cells)
     out.print(table)  # type: ignore[attr-defined]
     failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)

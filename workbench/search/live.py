@@ -8,7 +8,7 @@ from workbench.compiler import CompileCache, CompileResult
 from workbench.gitinfo import repo_state
 from workbench.runners.cuda.runner import CudaRunner
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import TunePlan, space_study, throughput_of
+from workbench.search.session import TunePlan, roofline_of, space_study, throughput_of
 from workbench.spaces.model import Config, Value
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
@@ -39,7 +39,8 @@ def plan_live(
     )
     runner.on_compiled = compile_recorder(store, study, runner.space)
     unit, throughput = throughput_of(space)
-    return TunePlan(problem, runner, study, env, None, unit, throughput)
+    roofline = roofline_of(space, runner.device)
+    return TunePlan(problem, runner, study, env, None, unit, throughput, roofline=roofline)
 
 
 def compile_recorder(

@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.compare.table import TUNED, Bound, Entry, Status, roofline_bound
+from workbench.devices import preset_named
 from workbench.errors import ConfigError, WorkbenchError
-from workbench.runners.base import Runner
+from workbench.roofline import Ceilings, datasheet_ceilings
+from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
@@ -24,6 +27,9 @@ from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
 
 Throughput = Callable[[Config, float], float | None]
+#: Where a config's time (ms) sits under the roofline of the GPU that measured it (None: its
+#: work is unknown for that config)
+RooflineBound = Callable[[Config, float], Bound | None]
 
 
 @dataclass
@@ -38,6 +44,9 @@ class TunePlan:
     unit: str | None  #: throughput unit (TOPS, TFLOP/s, GB/s) when the space has a work model
     throughput: Throughput | None
     recorded_optimum: float | None = None
+    #: share of the roofline bound, when the space has a work model and the measuring GPU's
+    #: datasheet is known
+    roofline: RooflineBound | None = None
 
 
 def space_sha256(spec: SpaceSpec) -> str:
@@ -132,6 +141,7 @@ def plan_space_replay(
         unit,
         throughput,
         optimum.value if optimum else None,
+        roofline_of(space, recording.device),
     )
 
 
@@ -173,6 +183,31 @@ def throughput_of(space: Space) -> tuple[str, Throughput]:
         return amount / (ms * 1e-3) if ms > 0 else None
 
     return unit, per_second
+
+
+def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
+    """A config's share of the roofline bound on the GPU that measured it (``device``): the
+    space's work model (operations, minimum bytes) over the time, against the datasheet
+    ceilings of that GPU's preset (compute at the work's precision, DRAM), as ``workbench
+    compare`` computes it. None when no preset is that exact GPU: another part's roofline
+    (an H200 NVL's, a PCIe A100's) would give a wrong share."""
+    from workbench.profile.fallback import work_precision  # (the profiling stack is heavy)
+
+    preset = preset_named(device.name)
+    if preset is None:
+        return None
+    ceilings = Ceilings(datasheet_ceilings(preset))
+    precision = work_precision(space)
+
+    def bound(config: Config, ms: float) -> Bound | None:
+        try:
+            ops, nbytes = work_counts(space, config)
+        except ConfigError:
+            return None
+        entry = Entry(TUNED, "", Status.OK, median_ms=ms, ops=ops, nbytes=nbytes)
+        return roofline_bound(entry, precision, ceilings)
+
+    return bound
 
 
 def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
