@@ -135,7 +135,7 @@ def tune(
             help="Configs to evaluate first: 'default' (the space's default, the "
             "default behaviour), 'none', 'best' (the fastest config of every other study of "
             "this kernel in the store: other GPUs, shapes, variants), 'best:STUDY' (one "
-            "study's, by name or id), or NAME=VALUE,... (repeatable).",
+            "study's: name, id or a unique part of the name), or NAME=VALUE,... (repeatable).",
             show_default=False,
         ),
     ] = None,
