@@ -306,3 +306,20 @@ def test_the_share_of_the_roofline_bound_on_a_gpu_with_a_known_datasheet(project
     code, out, _ = invoke("tune", str(spec.path), "--replay", str(rec), "--budget", "31")
     assert code == 0 and "22/31 best 0.0011 ms (10.9 GB/s, 0.2% of the roofline bound)" in out
     assert "┃ roofline bound ┃" in out and "top configs: tiny [n=1000] on NVIDIA H200" in out
+
+
+def test_enqueue_best_takes_at_most_three_studies(project: Path) -> None:
+    from workbench.search.warm_start import MAX_WARM_STARTS
+
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    rec = str(recording_of(Space(spec), project / "rec.json"))
+    tune = ["tune", str(spec.path), "--replay", rec, "--json", "--budget"]
+    for i in range(MAX_WARM_STARTS + 1):  # studies whose bests differ (one config each)
+        config = f"BLOCK=32,SCALE={1 + i % 3},WAVES={1 + i // 3}"
+        code, _, err = invoke(*tune, "1", "--study", f"earlier {i}", "--enqueue", config)
+        assert code == 0, err
+    code, _, err = invoke(*tune, "9", "--study", "now", "--enqueue", "best")
+    assert code == 0, err
+    assert err.count("--enqueue best: first") == MAX_WARM_STARTS == 3
+    assert err.count("--enqueue best: not used (at most 3; best:STUDY picks one)") == 1
+    assert "'earlier 3'" in err.split("not used")[1]  # the latest study is the one left out

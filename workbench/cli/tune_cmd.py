@@ -42,7 +42,7 @@ from workbench.search.session import (
 )
 from workbench.search.shared import Coordination, is_postgresql
 from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
-from workbench.search.warm_start import best_elsewhere
+from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import resolve_arches
@@ -133,8 +133,9 @@ def tune(
         typer.Option(
             "--enqueue",
             help="Configs to evaluate first: 'default' (the space's default, the "
-            "default behaviour), 'none', 'best' (the fastest config of every other study of "
-            "this kernel in the store: other GPUs, shapes, variants), 'best:STUDY' (one "
+            "default behaviour), 'none', 'best' (the fastest config of each other study of "
+            "this kernel in the store, other GPUs, shapes, variants: at most 3, this GPU's "
+            "first), 'best:STUDY' (one "
             "study's: name, id or a unique part of the name), or NAME=VALUE,... (repeatable).",
             show_default=False,
         ),
@@ -389,9 +390,9 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
 
 
 def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[dict]:
-    """``--enqueue best``: the fastest config of every other study of this kernel in the store
-    (those that fit this space; the others are named and skipped). ``--enqueue best:STUDY``:
-    that study's, which must fit."""
+    """``--enqueue best``: the fastest config of each other study of this kernel in the store
+    (those that fit this space, at most MAX_WARM_STARTS; the others are named and skipped).
+    ``--enqueue best:STUDY``: that study's, which must fit."""
     source = item.partition(":")[2] if ":" in item else None
     if source == "":
         raise ConfigError(
@@ -402,10 +403,17 @@ def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[d
         raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
     if not found:
         out.print(f"--enqueue best: no other study of {escape(plan.study.kernel)} in the store")  # type: ignore[attr-defined]
+    queue: list[dict] = []
     for start in found:
-        verb = "first" if start.config is not None else "skipped"
-        out.print(f"--enqueue best: {verb} {escape(start.describe())}")  # type: ignore[attr-defined]
-    return [start.config for start in found if start.config is not None]
+        if start.config is None:
+            line = f"skipped {start.describe()}"
+        elif len(queue) == MAX_WARM_STARTS:
+            line = f"not used (at most {MAX_WARM_STARTS}; best:STUDY picks one) {start.describe()}"
+        else:
+            queue.append(start.config)
+            line = f"first {start.describe()}"
+        out.print(f"--enqueue best: {escape(line)}")  # type: ignore[attr-defined]
+    return queue
 
 
 def _run(

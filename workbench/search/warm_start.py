@@ -20,6 +20,12 @@ from workbench.search.problem import Problem
 from workbench.spaces.model import Config, Value, config_label
 from workbench.store import Store, StudyInfo
 
+#: ``--enqueue best`` evaluates the best of this many other studies at most (the nearest
+#: first: same GPU, then by age): each costs an evaluation, and misleading ones add up (on the
+#: recorded A100 convolution, the A4000's fastest config first scores 0.431 at 200
+#: evaluations, its three fastest -0.052, against 0.818 from nothing).
+MAX_WARM_STARTS = 3
+
 
 @dataclass(frozen=True)
 class WarmStart:
