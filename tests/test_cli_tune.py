@@ -323,3 +323,26 @@ def test_enqueue_best_takes_at_most_three_studies(project: Path) -> None:
     assert err.count("--enqueue best: first") == MAX_WARM_STARTS == 3
     assert err.count("--enqueue best: not used (at most 3; best:STUDY picks one)") == 1
     assert "'earlier 3'" in err.split("not used")[1]  # the latest study is the one left out
+
+
+def test_a_space_whose_every_config_is_invalid_is_refused_by_name(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.errors import ConfigError
+    from workbench.search import problem as problem_module
+
+    tiny = project / "spaces" / "tiny.yaml"
+    rec = str(recording_of(Space(load_space(tiny)), project / "rec.json"))
+    empty = project / "spaces" / "empty.yaml"
+    empty.write_text(tiny.read_text().replace("BLOCK * SCALE <= 512", "BLOCK * SCALE < 32"))
+    code, out, err = invoke("tune", str(empty), "--replay", rec, "--budget", "5")
+    assert code == 2 and "Traceback" not in out + err
+    assert (
+        "tiny [n=1000]: no config is valid (24 in the product of the parameters' values); the "
+        "reasons, counted over all 24: violates BLOCK * SCALE < 32 (keeps the test space small)"
+    ) in " ".join((out + err).split())
+    # a larger product is sampled to say why
+    monkeypatch.setattr(problem_module, "EMPTY_SAMPLE", 5)
+    sp = problem_module.SpaceProblem(Space(load_space(empty)))
+    with pytest.raises(ConfigError, match=r"counted over 5 drawn at random: violates BLOCK"):
+        sp.check_not_empty()

@@ -215,3 +215,32 @@ def test_kill_9_mid_run_leaves_an_intact_store_that_resumes(
     con = sqlite3.connect(store_path)
     distinct = con.execute("SELECT count(DISTINCT config_key) FROM evaluations").fetchone()[0]
     assert distinct == done + 20
+
+
+def test_a_space_without_a_valid_config_starts_no_run(tmp_path: Path, project: Path) -> None:
+    from workbench.errors import ConfigError
+    from workbench.search.problem import SpaceProblem
+    from workbench.spaces import Space, load_space
+
+    empty = project / "spaces" / "empty.yaml"
+    tiny = (project / "spaces" / "tiny.yaml").read_text()
+    empty.write_text(tiny.replace("BLOCK * SCALE <= 512", "BLOCK * SCALE < 32"))
+    space = Space(load_space(empty))
+    params = [(p.name, p.values) for p in space.spec.parameters]
+    config = {"BLOCK": 32, "SCALE": 1, "WAVES": 1}  # recorded, but not valid in this space
+    path = write_recording(
+        tmp_path / "r.json",
+        kernel="tiny",
+        device=DeviceInfo("GPU"),
+        parameters=params,
+        entries=[(config, Measurement(TrialOutcome.OK, value=1.0))],
+    )
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
+    runner = CountingRunner(load_recording(path))
+    tuner = Tuner(SpaceProblem(space), runner, store, study, enqueue=[config])
+    with pytest.raises(ConfigError, match=r"no config is valid \(24 in the product"):
+        tuner.run(Budget(evaluations=5))
+    assert runner.calls == [] and store.count_evaluations(study) == 0
+    with sqlite3.connect(tmp_path / "s.sqlite") as con:  # no run was started
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)

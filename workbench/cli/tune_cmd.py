@@ -266,6 +266,7 @@ def tune(
                 plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
             if plan.banner:
                 out.print(Panel(escape(plan.banner), style="bold yellow"))
+            plan.problem.check_not_empty()  # (before the progress bar; the tuner checks too)
             queue = _enqueue(plan, enqueue, store, out)
             results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
         summaries = [_summary(p, r, store.url) for p, r in zip(plans, results, strict=True)]

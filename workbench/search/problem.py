@@ -9,9 +9,12 @@ categories.
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +30,8 @@ from workbench.spaces.space import Space
 ENUMERATE_LIMIT = 500_000
 #: ... provided the enumeration (a pruned walk of the product) ends within this time.
 ENUMERATE_SECONDS = 60.0
+#: Configs drawn to say what rules out every config of an empty space.
+EMPTY_SAMPLE = 1000
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,33 @@ class Problem(ABC):
     def defaults(self) -> list[Config]:
         """Known-good configs to try first (the space's default, when it has one)."""
         return []
+
+    def check_not_empty(self) -> None:
+        """Refuse a problem none of whose configs is valid, saying what rules them out (a
+        search would end at once with nothing evaluated).
+
+        Raises:
+            ConfigError: the valid set is known and empty.
+        """
+        valid = self.valid_configs()
+        if valid is None or valid:
+            return
+        size = self.cartesian_size
+        if size <= EMPTY_SAMPLE:
+            rows = itertools.product(*(p.values for p in self.params))
+            seen = f"all {size}"
+        else:
+            rng = random.Random(0)
+            rows = (tuple(rng.choice(p.values) for p in self.params) for _ in range(EMPTY_SAMPLE))
+            seen = f"{EMPTY_SAMPLE} drawn at random"
+        reasons: Counter[str] = Counter()
+        for row in rows:
+            reasons.update(self.violations(dict(zip(self.names, row, strict=True))))
+        top = "; ".join(f"{why} ({count})" for why, count in reasons.most_common(3))
+        raise ConfigError(
+            f"{self.kernel} [{self.shape_label}]: no config is valid ({size:,} in the product "
+            f"of the parameters' values); the reasons, counted over {seen}: {top or 'none'}"
+        )
 
 
 class SpaceProblem(Problem):

@@ -141,6 +141,7 @@ class Tuner:
         """Search until the budget is used, the space is exhausted, or Ctrl-C.
 
         Raises:
+            ConfigError: no config of the space is valid.
             StoreError: the store failed (what was committed stays), or another process is
                 tuning the same study in a SQLite store (shared studies need PostgreSQL).
         """
@@ -148,6 +149,7 @@ class Tuner:
             return self._run(budget)
 
     def _run(self, budget: Budget) -> TuneResult:
+        self.problem.check_not_empty()
         self.history = self.store.evaluations(self.study_info)
         self.seen = {self.problem.key(e.config): e for e in self.history}
         run_id = self.store.start_run(

@@ -174,9 +174,11 @@ class SharedTuner:
         time budget is used, or Ctrl-C.
 
         Raises:
+            ConfigError: no config of the space is valid.
             DatabaseUnavailable: the database stayed unavailable past the wait limit.
             StoreError, WorkbenchError: the store or the runner cannot go on.
         """
+        self.problem.check_not_empty()
         call = self.db.outage.call
         study = self.plan.study
         run_id = call(
