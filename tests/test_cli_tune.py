@@ -341,6 +341,10 @@ def test_a_space_whose_every_config_is_invalid_is_refused_by_name(
         "tiny [n=1000]: no config is valid (24 in the product of the parameters' values); the "
         "reasons, counted over all 24: violates BLOCK * SCALE < 32 (keeps the test space small)"
     ) in " ".join((out + err).split())
+    # the no-GPU compile stage, and compile, say the same (not "the default is invalid")
+    for args in (["tune", str(empty), "--sample", "3"], ["compile", str(empty), "--all"]):
+        code, out, err = invoke(*args)
+        assert code == 2 and "no config is valid (24 in the product" in out + err, args
     # a larger product is sampled to say why
     monkeypatch.setattr(problem_module, "EMPTY_SAMPLE", 5)
     sp = problem_module.SpaceProblem(Space(load_space(empty)))

@@ -85,7 +85,8 @@ def select_configs(
     """Which configs a sweep covers: given ones, all valid ones, or the default plus a sample.
 
     Raises:
-        ConfigError: a given config is malformed or invalid (with the reasons).
+        ConfigError: a given config is malformed or invalid (with the reasons), or no config
+            of the space is valid.
     """
     if assignments:
         configs = [space.parse_config(list(a)) for a in assignments]
@@ -95,8 +96,13 @@ def select_configs(
                 reasons = "; ".join(v.message for v in problems)
                 raise ConfigError(f"{config_label(cfg)} is invalid: {reasons}")
         return configs
+    from workbench.search.problem import SpaceProblem
+
     if all_configs:
-        return list(space.iter_valid())
+        configs = list(space.iter_valid())
+        if not configs:
+            SpaceProblem(space).check_not_empty()  # raises, naming what rules them out
+        return configs
     default = space.spec.default_config()
     picked: list[Config] = []
     if space.is_valid(default):
@@ -104,6 +110,8 @@ def select_configs(
     for cfg in space.sample(sample or 0, seed=seed) if sample else []:
         if cfg != default:
             picked.append(cfg)
+    if not picked and sample:  # the sample holds every valid config when there are few
+        SpaceProblem(space).check_not_empty()
     if not picked:
         raise ConfigError(
             f"{space.spec.name}: the default config is invalid ("
