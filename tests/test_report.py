@@ -23,7 +23,7 @@ from workbench.report.data import gather_studies
 from workbench.report.history import gather_history
 from workbench.report.importance import gather_importance
 from workbench.report.overview import replay_banner
-from workbench.report.roofline import from_profiles, preset_for_gpu
+from workbench.report.roofline import from_profiles
 from workbench.search.session import plan_replay_file
 from workbench.search.tuner import Budget, Tuner
 from workbench.spaces import Space, load_space
@@ -129,12 +129,6 @@ def test_profile_figures_come_from_the_imported_reports(filled) -> None:
     h800 = [p for p in load_profiles(store) if "flyinglandlord" in (p.source_file or "")]
     flash = [v for v in gather_variants(h800) if "flash_fwd" in v.label]
     assert flash and flash[0].divergence.threads_per_inst is None  # NaN in the report
-
-
-def test_gpu_names_map_to_presets() -> None:
-    assert preset_for_gpu("NVIDIA GeForce RTX 3090").name == "GeForce RTX 3090"  # type: ignore[union-attr]
-    assert preset_for_gpu("NVIDIA H200").name == "H200"  # type: ignore[union-attr]
-    assert preset_for_gpu("NVIDIA GeForce RTX 4000 Ada") is None
 
 
 def test_pages_render_in_chromium(built) -> None:

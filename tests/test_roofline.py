@@ -292,8 +292,15 @@ def test_a_preset_is_found_by_the_exact_gpu_the_driver_names() -> None:
     assert preset_named("NVIDIA GeForce RTX 3090") is DEVICES["rtx3090"]
     assert preset_named("NVIDIA A100-SXM4-80GB") is DEVICES["a100"]
     assert preset_named("Tesla T4") is DEVICES["t4"]
+    assert preset_named("NVIDIA H100 80GB HBM3") is DEVICES["h100"]  # the SXM5 part's name
     # other parts of a family have other peaks: no preset rather than a wrong roofline
-    for name in ("NVIDIA H200 NVL", "NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4000", "Test GPU"):
+    others = (
+        "NVIDIA H200 NVL",
+        "NVIDIA A100-PCIE-40GB",
+        "NVIDIA A100-SXM4-40GB",
+        "NVIDIA H100 PCIe",
+    )
+    for name in (*others, "NVIDIA GeForce RTX 4000 Ada", "NVIDIA RTX A4000", "Test GPU"):
         assert preset_named(name) is None
 
 

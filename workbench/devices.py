@@ -159,11 +159,18 @@ def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
     return DEVICES[preset]
 
 
+#: Driver names of preset GPUs that differ from the preset's name (normalised, see below).
+_DRIVER_NAMES = {"h10080gbhbm3": "h100"}  # the H100 SXM5 80 GB
+
+
 def preset_named(gpu_name: str) -> DeviceSpec | None:
     """The preset of a GPU as the driver names it (``NVIDIA H200``, ``NVIDIA GeForce RTX
-    3090``), or None. Exact model only: an H200 NVL or a PCIe A100 has other peaks than the
-    H200 SXM and A100 SXM presets, so it gets none rather than the wrong roofline."""
+    3090``), or None. Exact model only: an H200 NVL, a PCIe A100 or a 40 GB A100 has other
+    peaks than the H200 SXM and A100-SXM4-80GB presets, so it gets none rather than the wrong
+    roofline."""
     key = _normalised(gpu_name).removeprefix("nvidia")
+    if key in _DRIVER_NAMES:
+        return DEVICES[_DRIVER_NAMES[key]]
     return next((d for d in DEVICES.values() if _normalised(d.name) == key), None)
 
 

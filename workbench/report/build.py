@@ -34,6 +34,10 @@ class NothingToReport(WorkbenchError):
     """The store holds nothing of the kernel (and it is not a library kernel)."""
 
 
+class ReportNotWritten(WorkbenchError):
+    """The output directory cannot be created or written."""
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     out_dir: Path = DEFAULT_OUT
@@ -66,6 +70,7 @@ def build_reports(
     Raises:
         NothingToReport: no study, profile or regression run of ``kernel``, and it is no
             kernel of the library (or the store is empty).
+        ReportNotWritten: the output directory cannot be created or written.
         StoreError: the database failed.
         PngUnavailable: ``png`` was asked for and kaleido or Chromium is missing (the HTML
             pages are written first).
@@ -108,6 +113,24 @@ def build_reports(
             )
         pages.append(_static(kernel, options, say))
     out = options.out_dir
+    try:
+        return _write(store, out, pages, regress_files, messages, options, say)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
+        raise ReportNotWritten(f"cannot write the report to {out}: {reason}{where}") from None
+
+
+def _write(
+    store: Store,
+    out: Path,
+    pages: list[tuple[str, Page, Link]],
+    regress_files: dict[str, str],
+    messages: list[str],
+    options: ReportOptions,
+    say: Progress,
+) -> ReportResult:
+    """Write the pages, the regression timelines, the index and the PNGs under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     result = ReportResult(index=out / "index.html", messages=messages)
     figures, paths = [], []

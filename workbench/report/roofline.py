@@ -9,13 +9,11 @@ traffic). The math is :mod:`workbench.roofline`'s; this module only selects and 
 
 from __future__ import annotations
 
-import itertools
-import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from workbench.devices import DEVICES, DeviceSpec
+from workbench.devices import preset_named
 from workbench.errors import ConfigError
 from workbench.profile.chips import chip_for_name
 from workbench.profile.storage import ProfileRecord
@@ -60,22 +58,11 @@ class Roofline:
     notes: tuple[str, ...] = ()
 
 
-def preset_for_gpu(name: str) -> DeviceSpec | None:
-    """The device preset whose key is a word (or two adjacent words) of a GPU's name:
-    ``NVIDIA GeForce RTX 3090`` -> rtx3090, ``NVIDIA H200`` -> h200."""
-    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
-    keys = set(words) | {a + b for a, b in itertools.pairwise(words)}
-    for key, spec in DEVICES.items():
-        if key in keys:
-            return spec
-    return None
-
-
 def device_ceilings(gpu: str | None, measured: Ceilings | None) -> tuple[Ceilings, list[str]]:
     """Datasheet ceilings of the GPU's preset plus the measured ones of the same chip."""
     notes: list[str] = []
     found = Ceilings()
-    spec = preset_for_gpu(gpu) if gpu else None
+    spec = preset_named(gpu) if gpu else None
     if spec is not None:
         found = found.add(datasheet_ceilings(spec))
     elif gpu:
