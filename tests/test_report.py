@@ -250,3 +250,17 @@ def test_png_export_needs_chromium(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(report_png.PngUnavailable, match="needs Chromium"):
         report_png.write_pngs([fig], [tmp_path / "b.png"])
+
+
+def test_an_output_path_that_cannot_be_written_is_a_clear_error(filled) -> None:
+    from workbench.cli.main import app
+    from workbench.report.build import ReportNotWritten
+
+    store, tmp = filled
+    (tmp / "a-file").write_text("not a directory")
+    out = tmp / "a-file" / "reports"
+    with pytest.raises(ReportNotWritten, match=r"cannot write the report to .*: Not a directory"):
+        build_reports(store, None, ReportOptions(out_dir=out))
+    result = CliRunner().invoke(app, ["report", "--storage", store.url, "--out", str(out)])
+    assert result.exit_code == 2 and "cannot write the report" in result.output
+    assert "Traceback" not in result.output
