@@ -350,3 +350,14 @@ def test_a_space_whose_every_config_is_invalid_is_refused_by_name(
     sp = problem_module.SpaceProblem(Space(load_space(empty)))
     with pytest.raises(ConfigError, match=r"counted over 5 drawn at random: violates BLOCK"):
         sp.check_not_empty()
+
+
+def test_an_output_file_that_cannot_be_written_is_one_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    invoke("tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "2")
+    (tmp_path / "a-file").write_text("")
+    for name in ("x.csv", "x.parquet"):
+        code, out, err = invoke("store", "export", "1", "-o", str(tmp_path / "a-file" / name))
+        assert code == 2 and "error: " in err and "a-file" in err, out + err
+        assert "Traceback" not in out + err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
 EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
 EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141  #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 
 KernelArg = Annotated[
     str,
@@ -83,7 +85,8 @@ ShapesOpt = Annotated[
 
 @contextlib.contextmanager
 def cli_errors() -> Iterator[None]:
-    """Turn the workbench's own errors into one red line and exit status 2."""
+    """Turn the workbench's own errors, and a file that cannot be written or read (an output
+    path under a file, a full disk, no permission), into one red line and exit status 2."""
     try:
         yield
     except WorkbenchError as exc:
@@ -92,6 +95,14 @@ def cli_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:  # the reader of our output went away (`| head`): stop quietly
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so the exit's flush cannot fail
+        raise typer.Exit(EXIT_PIPE) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        text = f"{where}{exc.strerror or exc}"
+        err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, int]:
