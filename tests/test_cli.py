@@ -64,6 +64,13 @@ def test_space_by_path_with_shape(project: Path) -> None:
     assert code == 0 and "'n': 64" in out
 
 
+def test_a_shape_as_a_comma_separated_list() -> None:
+    code, out = run("space", "gemm_int8", "--shape", "M=16,N=256", "--shape", "K=512")
+    assert code == 0 and "shape {'M': 16, 'N': 256, 'K': 512}" in out
+    code, out = run("space", "gemm_int8", "--shape", "M=16,N=-4")
+    assert code == 2 and "--shape 'N=-4': sizes must be positive" in out
+
+
 def test_compile_writes_json_and_csv(tmp_path: Path) -> None:
     code, out = run(
         "compile",

@@ -68,8 +68,8 @@ ShapeOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--shape",
-        help="Problem size as NAME=VALUE (repeatable), e.g. --shape n=1048576; default: the "
-        "space's default shape.",
+        help="Problem size as NAME=VALUE (repeatable, or comma-separated), e.g. --shape "
+        "n=1048576 or --shape M=4096,N=4096,K=4096; default: the space's default shape.",
         show_default=False,
     ),
 ]
@@ -106,7 +106,7 @@ def cli_errors() -> Iterator[None]:
 
 
 def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, int]:
-    """``["n=1024"]`` over the default shape.
+    """``["n=1024"]`` or ``["M=4096,N=4096"]`` over the default shape.
 
     Raises:
         ConfigError: unknown name or a non-integer size.
@@ -114,7 +114,7 @@ def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, i
     from workbench.errors import ConfigError
 
     shape = dict(default)
-    for item in items or []:
+    for item in (part.strip() for raw in items or [] for part in raw.split(",")):
         name, sep, text = item.partition("=")
         if not sep or name not in shape:
             raise ConfigError(f"--shape {item!r}: expected NAME=INT with NAME in {list(shape)}")
