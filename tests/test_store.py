@@ -138,3 +138,11 @@ def test_best_is_the_fastest_correct_evaluation_first_committed_among_equals(
     store.record(later, run, env, {"A": 2}, Measurement(TrialOutcome.OK, value=1.0))
     store.record(later, run, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
     assert store.best(later).config == {"A": 2}  # type: ignore[union-attr]
+
+
+def test_a_url_without_its_driver_is_a_store_error_with_the_password_masked() -> None:
+    with pytest.raises(StoreError) as caught:
+        Store("mysql://tuner:s3cret@db.example/wb")
+    message = str(caught.value)
+    assert "cannot open the store mysql://tuner:***@db.example/wb" in message
+    assert "driver is not installed" in message and "s3cret" not in message

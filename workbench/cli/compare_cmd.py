@@ -73,7 +73,7 @@ def compare_command(
         Path | None,
         typer.Option("--ceilings", help="Measured ceilings (JSON of scripts/ceilings.py)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object on stdout (progress: stderr).")

@@ -81,7 +81,7 @@ def compile_command(
     config: ConfigOpt = None,
     all_configs: AllOpt = False,
     sample: SampleOpt = None,
-    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of --sample.")] = 0,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Compile even if cached.")] = False,

@@ -107,7 +107,7 @@ def profile(
     launch_skip: Annotated[
         int, typer.Option(help="Launches of the config to let pass before the profiled one.")
     ] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
     dry_run: Annotated[
         bool,

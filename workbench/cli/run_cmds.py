@@ -39,7 +39,7 @@ def run(
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
     config: ConfigOpt = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
@@ -106,7 +106,7 @@ def record(
             "--sample", help="The default plus N sampled valid configs.", show_default=False
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the sample and of the inputs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the sample and of the inputs.")] = 0,
     cache_dir: CacheOpt = None,
 ) -> None:
     """Measure a sweep of configs on the GPU and write it as a recording that ``tune --replay``

@@ -96,7 +96,7 @@ def tune(
     sampler: Annotated[
         str, typer.Option("--sampler", help="Search strategy: " + ", ".join(SAMPLERS) + ".")
     ] = DEFAULT_SAMPLER,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampler.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampler.")] = 0,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     storage: Annotated[

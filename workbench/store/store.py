@@ -17,9 +17,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy import create_engine, event, func, make_url, select, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from workbench.errors import ConfigError, WorkbenchError
@@ -98,10 +104,19 @@ class Store:
             raise
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store {self._shown_url}: {_explain(exc)}") from exc
+        except ImportError as exc:  # a URL whose database driver is not installed
+            raise StoreError(
+                f"cannot open the store {self._shown_url}: its database driver is not installed "
+                f"({exc}); the workbench ships the drivers of SQLite and PostgreSQL (psycopg)"
+            ) from exc
 
     @property
     def _shown_url(self) -> str:
-        return self.url.split("@")[-1] if "@" in self.url else self.url  # hide passwords
+        """The URL with its password masked (``postgresql+psycopg://user:***@host/db``)."""
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:  # not a URL SQLAlchemy can parse: no password to find either
+            return self.url.split("@")[-1]
 
     def close(self) -> None:
         if self._raw is not None:
