@@ -267,6 +267,11 @@ def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Pa
         {"BLOCK": 128, "SCALE": 2, "WAVES": 1},  # the first run's
         {"BLOCK": 64, "SCALE": 2, "WAVES": 2},
     ]
+    # an invalid config given on the command line is refused, with the reason
+    code, out, err = invoke(*tune, "--enqueue", "BLOCK=256,SCALE=2,WAVES=3")
+    assert code == 2 and "WAVES=3" in out + err  # not a value of WAVES
+    code, out, err = invoke(*tune, "--enqueue", "BLOCK=64,SCALE=3,WAVES=1")
+    assert code == 2 and "invalid here: SCALE is pinned to 2" in out + err
     code, out, err = invoke(*tune, "--budget", "50")  # the whole variant: best BLOCK=32 WAVES=1
     # another problem variant (SCALE=3) starts from the SCALE=2 study's best, SCALE set to 3
     code, out, err = invoke(*tune, "--budget", "1", "--set", "SCALE=3", "--enqueue", "best")

@@ -385,7 +385,11 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
                 raise ConfigError(
                     "--enqueue NAME=VALUE needs a kernel's space, not a bare recording"
                 )
-            queue.append(space.parse_config(item.split(",")))
+            config = space.parse_config(item.split(","))
+            violations = plan.problem.violations(config)
+            if violations:  # said, not silently skipped
+                raise ConfigError(f"--enqueue {item}: invalid here: {'; '.join(violations)}")
+            queue.append(config)
     unique = {plan.problem.key(c): c for c in reversed(queue)}  # the first of equal configs
     return list(reversed(unique.values()))
 
