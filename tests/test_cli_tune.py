@@ -256,16 +256,22 @@ def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Pa
     code, out, err = invoke(*tune, "--budget", "1")
     doc = json.loads(out)
     assert code == 0 and doc["best_config"] == {"BLOCK": 128, "SCALE": 2, "WAVES": 1}, err
-    # a config given on the command line (twice: evaluated once), then the default (evaluated
-    # by the first run: not again)
-    item = "BLOCK=64,SCALE=2,WAVES=2"
+    # configs given on the command line, in order (a repeat: evaluated once), then the default
+    # (evaluated by the first run: not again)
+    a, b = "BLOCK=64,SCALE=2,WAVES=2", "BLOCK=32,SCALE=2,WAVES=2"
     code, out, err = invoke(
-        *tune, "--budget", "3", "--enqueue", item, "--enqueue", item, "--enqueue", "default"
+        *tune,
+        "--budget",
+        "3",
+        *("--enqueue", a, "--enqueue", b, "--enqueue", a),
+        "--enqueue",
+        "default",
     )
     assert code == 0, err
-    assert stored_configs(project, json.loads(out)["study"])[:2] == [
+    assert stored_configs(project, json.loads(out)["study"])[:3] == [
         {"BLOCK": 128, "SCALE": 2, "WAVES": 1},  # the first run's
         {"BLOCK": 64, "SCALE": 2, "WAVES": 2},
+        {"BLOCK": 32, "SCALE": 2, "WAVES": 2},
     ]
     # an invalid config given on the command line is refused, with the reason
     code, out, err = invoke(*tune, "--enqueue", "BLOCK=256,SCALE=2,WAVES=3")

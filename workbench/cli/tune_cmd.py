@@ -390,8 +390,10 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
             if violations:  # said, not silently skipped
                 raise ConfigError(f"--enqueue {item}: invalid here: {'; '.join(violations)}")
             queue.append(config)
-    unique = {plan.problem.key(c): c for c in reversed(queue)}  # the first of equal configs
-    return list(reversed(unique.values()))
+    unique: dict[str, dict] = {}
+    for config in queue:  # in order, the first of equal configs
+        unique.setdefault(plan.problem.key(config), config)
+    return list(unique.values())
 
 
 def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[dict]:
