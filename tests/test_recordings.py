@@ -12,6 +12,7 @@ import pytest
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import RecordingError, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
+from workbench.search.session import replay_banner
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 KT_FILES = sorted(p for p in CACHES.glob("*.json*") if "_T4" not in p.name)
@@ -119,6 +120,18 @@ def test_workbench_recording_round_trip(tmp_path: Path) -> None:
             lambda p: p.write_text(json.dumps({"format": "workbench-recording", "version": 99})),
             "version 99",
         ),
+        (
+            lambda p: p.write_text(
+                json.dumps(
+                    {
+                        "tune_params_keys": ["a"],
+                        "tune_params": {"a": [1]},
+                        "cache": {"1": {"a": 1, "time": -0.5}},
+                    }
+                )
+            ),
+            "time is -0.5, below zero",
+        ),
     ],
 )
 def test_damaged_recordings_are_refused(tmp_path: Path, make, message: str) -> None:
@@ -172,3 +185,33 @@ def test_kernel_tuner_times_become_the_samples_and_non_numbers_are_dropped(tmp_p
     assert all(type(t) is float for t in rec.lookup({"a": 1}).samples)
     assert rec.lookup({"a": 2}).samples == (2.0, 2.25)
     assert rec.lookup({"a": 3}).samples == ()
+
+
+@pytest.mark.parametrize(
+    "objective,tuned_on,unit,note",
+    [
+        ("time", "time", "ms", None),
+        ("energy", "energy", "J", None),
+        ("GFLOP/s", "time", "ms", "GFLOP/s (higher is better)"),  # 9 GFLOP/s beats 5
+        ("my_metric", "time", "ms", "my_metric (its direction is unknown)"),
+    ],
+)
+def test_a_kernel_tuner_objective_is_minimised_or_replaced_by_time(
+    tmp_path: Path, objective: str, tuned_on: str, unit: str, note: str | None
+) -> None:
+    path = tmp_path / "cache.json"
+    cache = {
+        "1": {"a": 1, "time": 1.0, "energy": 7.0, "GFLOP/s": 5.0, "my_metric": 1.0},
+        "2": {"a": 2, "time": 2.0, "energy": 3.0, "GFLOP/s": 9.0, "my_metric": 0.5},
+    }
+    header = {"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "objective": objective}
+    path.write_text(json.dumps({**header, "cache": cache}))
+    rec = load_recording(path)
+    assert (rec.objective.name, rec.objective.unit) == (tuned_on, unit)
+    assert rec.lookup({"a": 1}).value == cache["1"][tuned_on]
+    if note is None:
+        assert rec.note is None
+    else:  # tuned on time, and the replay banner says why
+        assert note in rec.note and "tunes on the time" in rec.note  # type: ignore[operator]
+        assert rec.optimum().config == {"a": 1}  # type: ignore[union-attr]
+        assert note in replay_banner(rec)

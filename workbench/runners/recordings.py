@@ -86,6 +86,7 @@ class Recording:
     shape: Mapping[str, int] | None = None
     space_sha256: str | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    note: str | None = None  #: how the file was read, when the user should know (the banner)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -181,7 +182,7 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     if missing:
         raise RecordingError(path, f"tune_params lacks {missing}")
     parameters = tuple((k, tuple(params[k])) for k in keys)
-    objective = Objective(str(data.get("objective") or "time"), "ms")
+    objective, note = _kt_objective(str(data.get("objective") or "time"))
     entries: dict[tuple[Value, ...], RecordedEntry] = {}
     by_text = [{str(v): v for v in params[k]} for k in keys]  # each key's values by their text
     for text_key, record in cache.items():
@@ -206,6 +207,27 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
         parameters=parameters,
         objective=objective,
         entries=entries,
+        note=note,
+    )
+
+
+#: Kernel Tuner objectives by direction (its ``objective_default_map``): the workbench
+#: minimises, so a cache whose objective is higher-is-better (or of unknown direction) is tuned
+#: on the time Kernel Tuner records for every entry, and says so.
+KT_LOWER_IS_BETTER = {"time": "ms", "energy": "J", "cost": "", "loss": ""}
+KT_HIGHER_IS_BETTER = frozenset(
+    ("fitness", "GFLOP/s", "TFLOP/s", "GB/s", "TB/s", "GFLOPS/W", "TFLOPS/W", "GFLOP/J", "TFLOP/J")
+)
+
+
+def _kt_objective(name: str) -> tuple[Objective, str | None]:
+    """What a Kernel Tuner cache is tuned on, and a note when that is not its own objective."""
+    if name in KT_LOWER_IS_BETTER:
+        return Objective(name, KT_LOWER_IS_BETTER[name]), None
+    why = "higher is better" if name in KT_HIGHER_IS_BETTER else "its direction is unknown"
+    return Objective("time", "ms"), (
+        f"the file's objective is {name} ({why}); the workbench minimises, so it tunes on the "
+        "time recorded for each config"
     )
 
 
@@ -218,6 +240,8 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
         return RecordedEntry(config, outcome, reason=f"recorded as {value}")
     if not isinstance(value, int | float) or not math.isfinite(value):
         raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, not a number")
+    if value < 0:
+        raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, below zero")
     times = record.get("times") or ()
     if isinstance(times, list) and set(map(type, times)) <= {float, int}:
         samples = tuple(map(float, times))  # (JSON numbers: the common case, converted in C)

@@ -58,9 +58,10 @@ def space_sha256(spec: SpaceSpec) -> str:
 
 def replay_banner(recording: Recording) -> str:
     when = f" on {recording.date[:10]}" if recording.date else ""
+    note = f" Note: {recording.note}." if recording.note else ""
     return (
         f"REPLAY: every number below was measured on {recording.device.name}{when} and read "
-        f"from {recording.path}; nothing runs on this machine."
+        f"from {recording.path}; nothing runs on this machine.{note}"
     )
 
 
