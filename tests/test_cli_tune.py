@@ -182,12 +182,15 @@ def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
     assert code == 0, err
     assert doc["best_config"]["SCALE"] == 2 and doc["evaluations"] == 8  # 4 BLOCK x 2 WAVES
     assert "[SCALE=2]" in doc["study"]
+    # the recorded optimum is this variant's (1 + 32/1000 + SCALE + 1/100), not SCALE=1's
+    assert doc["recorded_optimum"] == pytest.approx(3.042) == doc["best_value"]
     code, out, err = invoke(
         "tune", str(path), "--replay", str(rec), "--budget", "50", "--json", "--set", "SCALE=3"
     )
     doc = json.loads(out)
     assert code == 0, err
     assert doc["best_config"]["SCALE"] == 3 and "[SCALE=3]" in doc["study"]
+    assert doc["recorded_optimum"] == pytest.approx(4.042)
     assert doc["evaluations"] == 6  # BLOCK=256 with SCALE=3 breaks the constraint
 
 
@@ -372,3 +375,14 @@ def test_an_output_file_that_cannot_be_written_is_one_line_not_a_traceback(
         code, out, err = invoke("store", "export", "1", "-o", str(tmp_path / "a-file" / name))
         assert code == 2 and "error: " in err and "a-file" in err, out + err
         assert "Traceback" not in out + err
+
+
+def test_a_space_with_a_single_config_is_tuned(project: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    rec = str(recording_of(Space(spec), project / "rec.json"))
+    pins = ("--set", "BLOCK=64", "--set", "SCALE=2", "--set", "WAVES=2")  # nothing left to vary
+    code, out, err = invoke("tune", str(spec.path), "--replay", rec, *pins, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["best_config"] == {"BLOCK": 64, "SCALE": 2, "WAVES": 2}
+    assert doc["evaluations"] == 1 and doc["stop"] == "exhausted"

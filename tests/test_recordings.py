@@ -84,6 +84,19 @@ def test_workbench_recording_round_trip(tmp_path: Path) -> None:
     assert rec.date is not None and rec.arch == "sm_90"
 
 
+def t4(configurations: list[dict]) -> dict:
+    """A T4 file whose configurations all ran correctly in 1 ms."""
+    results = [
+        {
+            "configuration": c,
+            "invalidity": "correct",
+            "measurements": [{"name": "time", "value": 1}],
+        }
+        for c in configurations
+    ]
+    return {"schema_version": "1.0.0", "results": results}
+
+
 @pytest.mark.parametrize(
     "make,message",
     [
@@ -131,6 +144,24 @@ def test_workbench_recording_round_trip(tmp_path: Path) -> None:
                 )
             ),
             "time is -0.5, below zero",
+        ),
+        (
+            lambda p: p.write_text(
+                json.dumps({"tune_params_keys": [], "tune_params": {}, "cache": {}})
+            ),
+            "tune_params_keys is empty",
+        ),
+        (
+            lambda p: p.write_text(
+                json.dumps({"tune_params_keys": ["a"], "tune_params": {"a": []}, "cache": {}})
+            ),
+            r"tune_params \['a'\]: each needs a non-empty list",
+        ),
+        (lambda p: p.write_text(json.dumps(t4([{"a": 1}, {"a": [1, 2]}]))), "a is \\[1, 2\\]"),
+        (lambda p: p.write_text(json.dumps(t4([{}]))), r"results\[0\] has no configuration"),
+        (
+            lambda p: p.write_text(json.dumps(t4([{"a": 1}, {"a": 2}, {"a": 1}]))),
+            r"results\[2\] repeats the configuration of results\[0\]",
         ),
     ],
 )

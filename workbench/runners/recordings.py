@@ -104,9 +104,15 @@ class Recording:
     def lookup(self, config: Mapping[str, Value]) -> RecordedEntry | None:
         return self.entries.get(self.key(config))
 
-    def optimum(self) -> RecordedEntry | None:
-        """The best OK entry (lowest value), or None when nothing succeeded."""
-        ok = [e for e in self.entries.values() if e.outcome is TrialOutcome.OK]
+    def optimum(self, fixed: Mapping[str, Value] | None = None) -> RecordedEntry | None:
+        """The best OK entry (lowest value), among those with the ``fixed`` values (a pinned
+        problem variant) when given, or None when none of them succeeded."""
+        ok = [
+            e
+            for e in self.entries.values()
+            if e.outcome is TrialOutcome.OK
+            and all(e.config.get(k) == v for k, v in (fixed or {}).items())
+        ]
         return min(ok, key=lambda e: e.value) if ok else None  # type: ignore[arg-type,return-value]
 
     def cartesian_size(self) -> int:
@@ -181,6 +187,11 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     missing = [k for k in keys if k not in params]
     if missing:
         raise RecordingError(path, f"tune_params lacks {missing}")
+    if not keys:
+        raise RecordingError(path, "tune_params_keys is empty: nothing was tuned")
+    empty = [k for k in keys if not isinstance(params[k], list) or not params[k]]
+    if empty:
+        raise RecordingError(path, f"tune_params {empty}: each needs a non-empty list of values")
     parameters = tuple((k, tuple(params[k])) for k in keys)
     objective, note = _kt_objective(str(data.get("objective") or "time"))
     entries: dict[tuple[Value, ...], RecordedEntry] = {}
@@ -261,8 +272,13 @@ def _from_t4(path: Path, data: dict) -> Recording:
     rows = []
     for i, r in enumerate(results):
         cfg = r.get("configuration") if isinstance(r, dict) else None
-        if not isinstance(cfg, dict):
+        if not isinstance(cfg, dict) or not cfg:
             raise RecordingError(path, f"results[{i}] has no configuration")
+        odd = [k for k, v in cfg.items() if not isinstance(v, int | float | str | bool)]
+        if odd:
+            raise RecordingError(
+                path, f"results[{i}]: {odd[0]} is {cfg[odd[0]]!r}, not a number or a string"
+            )
         if not names:
             names = list(cfg)
         if list(cfg) != names:
@@ -271,8 +287,14 @@ def _from_t4(path: Path, data: dict) -> Recording:
             if v not in seen.setdefault(k, []):
                 seen[k].append(v)
         rows.append((i, r, cfg))
+    first: dict[tuple[Value, ...], int] = {}
     for i, r, cfg in rows:
         values = tuple(cfg[k] for k in names)
+        if values in first:
+            raise RecordingError(
+                path, f"results[{i}] repeats the configuration of results[{first[values]}]"
+            )
+        first[values] = i
         invalidity = r.get("invalidity", "correct")
         if invalidity == "correct":
             value = _t4_measurement(path, i, r, objective_name)

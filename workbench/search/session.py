@@ -121,7 +121,7 @@ def plan_space_replay(
             f"not {shape_label(space.shape)}"
         )
     problem = SpaceProblem(space, pinned)  # type: ignore[arg-type]
-    optimum = recording.optimum()
+    optimum = recording.optimum(problem.pinned)  # the best of this variant, not of them all
     study = space_study(
         store,
         space,
