@@ -244,3 +244,31 @@ def test_a_space_without_a_valid_config_starts_no_run(tmp_path: Path, project: P
     assert runner.calls == [] and store.count_evaluations(study) == 0
     with sqlite3.connect(tmp_path / "s.sqlite") as con:  # no run was started
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("sampler", ["portfolio", "random", "tpe"])
+def test_valid_configs_missing_from_the_recording_end_the_search_not_hang_it(
+    tmp_path: Path, project: Path, sampler: str
+) -> None:
+    from workbench.search.problem import SpaceProblem
+    from workbench.spaces import Space, load_space
+
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))  # 22 valid configs
+    params = [(p.name, p.values) for p in space.spec.parameters]
+    kept = [c for c in space.iter_valid() if c["SCALE"] != 3]  # 6 with SCALE=3 left out
+    path = write_recording(
+        tmp_path / "r.json",
+        kernel="tiny",
+        device=DeviceInfo("GPU"),
+        parameters=params,
+        entries=[(c, Measurement(TrialOutcome.OK, value=1.0 + c["BLOCK"] / 100)) for c in kept],
+    )
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
+    runner = CountingRunner(load_recording(path))
+    tuner = Tuner(SpaceProblem(space), runner, store, study, sampler=sampler)
+    # (a time budget, so that a regression fails the test instead of hanging it)
+    result = tuner.run(Budget(evaluations=50, seconds=30))
+    assert result.stop is StopReason.EXHAUSTED
+    assert result.evaluations == 16 and result.unanswered == 6
+    assert len(runner.calls) == 22  # each missing config was asked for once, never again

@@ -503,6 +503,7 @@ def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
         "new_evaluations": result.new_evaluations,
         "failed": sum(1 for e in result.history if e.measurement.outcome.failed),
         "stop": result.stop.value,
+        "unanswered": result.unanswered,
         "store": url,
     }
     if plan.recorded_optimum is not None:
@@ -556,6 +557,8 @@ def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> 
     if plan.recorded_optimum is not None and result.best is not None:
         gap = result.best.measurement.value / plan.recorded_optimum  # type: ignore[operator]
         line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
+    if result.unanswered:
+        line += f" {result.unanswered} valid configs could not be evaluated (not in the recording)."
     out.print(line)  # type: ignore[attr-defined]
     if result.moves:
         used = ", ".join(

@@ -77,6 +77,8 @@ class TuneResult:
     history: list[StoredEvaluation] = field(default_factory=list)
     #: per search move of the sampler (the default has five): proposed, improved
     moves: dict[str, dict[str, int]] | None = None
+    #: valid configs the runner could not evaluate in this run (absent from the recording)
+    unanswered: int = 0
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
         ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
@@ -116,6 +118,9 @@ class Tuner:
         self.rng = random.Random(seed)
         self.seen: dict[str, StoredEvaluation] = {}
         self.history: list[StoredEvaluation] = []
+        #: valid configs the runner cannot evaluate (absent from the recording it replays):
+        #: never retried, and the space is exhausted without them
+        self.unanswered: set[str] = set()
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _visited(self, config: Config) -> bool:
@@ -125,14 +130,19 @@ class Tuner:
         ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
         return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
 
+    def _open(self, config: Config) -> bool:
+        """Neither evaluated nor known to be unanswerable."""
+        key = self.problem.key(config)
+        return key not in self.seen and key not in self.unanswered
+
     def _unvisited_valid(self) -> Config | None:
         valid = self.problem.valid_configs()
         if valid is not None:
-            left = [c for c in valid if not self._visited(c)]
+            left = [c for c in valid if self._open(c)]
             return self.rng.choice(left) if left else None
         for _ in range(10_000):  # large space: sample the cartesian product
             config = {p.name: self.rng.choice(p.values) for p in self.problem.params}
-            if not self._visited(config) and not self.problem.violations(config):
+            if self._open(config) and not self.problem.violations(config):
                 return config
         return None
 
@@ -184,7 +194,7 @@ class Tuner:
                 if budget.patience is not None and new and since_best >= budget.patience:
                     stop = StopReason.PATIENCE
                     break
-                if n_valid is not None and len(self.seen) >= n_valid:
+                if n_valid is not None and len(self.seen) + len(self.unanswered) >= n_valid:
                     stop = StopReason.EXHAUSTED
                     break
                 config = proposer.next() if stalled < MAX_STALLED_PROPOSALS else None
@@ -200,12 +210,13 @@ class Tuner:
                     proposer.observe(config, self.seen[key].measurement)
                     stalled += 1
                     continue
-                if self.problem.violations(config):
+                if key in self.unanswered or self.problem.violations(config):
                     proposer.observe(config, INFEASIBLE)
                     stalled += 1
                     continue
                 m = self.runner.evaluate(config)
                 if m.outcome is TrialOutcome.INFEASIBLE:  # e.g. missing from a recording
+                    self.unanswered.add(key)
                     proposer.observe(config, m)
                     stalled += 1
                     continue
@@ -244,4 +255,5 @@ class Tuner:
             best=self._best(),
             history=list(self.history),
             moves=proposer.moves(),
+            unanswered=len(self.unanswered),
         )

@@ -88,6 +88,9 @@ class SharedTuner:
         self.command = command
         self.dists = self.problem.distributions()
         self.results: dict[str, Measurement] = {}  #: config key -> outcome, of complete trials
+        #: valid configs the runner cannot evaluate (absent from the recording it replays): not
+        #: proposed again, and the space is exhausted without them
+        self.unanswered: set[str] = set()
         self.values: list[float] = []  #: complete trials' values in completion order (patience)
         self._since = 0  #: completion order of the last completion read
         self.stats = WorkerStats()
@@ -146,7 +149,7 @@ class SharedTuner:
                 proposer.observe(config, self.results[key])
             elif key in taken:
                 proposer.observe(config, IN_FLIGHT)
-            elif self.problem.violations(config):
+            elif key in self.unanswered or self.problem.violations(config):
                 proposer.observe(config, INFEASIBLE)
             else:
                 return config
@@ -155,18 +158,18 @@ class SharedTuner:
     def _unheld_valid(self, taken: set[str]) -> Config | None:
         valid = self.problem.valid_configs()
         if valid is not None:
-            left = [
-                c
-                for c in valid
-                if (k := self.problem.key(c)) not in taken and k not in self.results
-            ]
+            left = [c for c in valid if self._open(self.problem.key(c), taken)]
             return self.rng.choice(left) if left else None
         for _ in range(10_000):
             config = {p.name: self.rng.choice(p.values) for p in self.problem.params}
             key = self.problem.key(config)
-            if key not in taken and key not in self.results and not self.problem.violations(config):
+            if self._open(key, taken) and not self.problem.violations(config):
                 return config
         return None
+
+    def _open(self, key: str, taken: set[str]) -> bool:
+        """Not in flight elsewhere, not complete, not known to be unanswerable."""
+        return key not in taken and key not in self.results and key not in self.unanswered
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, budget: Budget) -> TuneResult:
@@ -235,8 +238,9 @@ class SharedTuner:
                 ):
                     stop = StopReason.PATIENCE
                     break
-                # live claims have distinct keys: as many as the valid configs means none is left
-                exhausted = n_valid is not None and view.live >= n_valid
+                # live claims have distinct keys (an unanswerable config holds none): as many as
+                # the valid configs means none is left
+                exhausted = n_valid is not None and view.live + len(self.unanswered) >= n_valid
                 if exhausted and view.live == view.complete:
                     stop = StopReason.EXHAUSTED
                     break
@@ -303,7 +307,8 @@ class SharedTuner:
                 m = self._evaluate(
                     study, run_id, config, started, trial is not None or claim.reclaimed
                 )
-                if m is None:  # the runner rejects it: never counts
+                if m is None:  # the runner rejects it: never counts, never asked again
+                    self.unanswered.add(key)
                     self._skip(trial_id, Skip.INFEASIBLE)
                     pulse.watch(trial_id := None)
                     if proposal is not None:
@@ -355,6 +360,7 @@ class SharedTuner:
             best=best,
             history=history,
             moves=proposer.moves(),
+            unanswered=len(self.unanswered),
         )
 
     def _count_skip(self, why: Skip) -> None:
@@ -379,9 +385,9 @@ class SharedTuner:
         m = self.plan.runner.evaluate(config)
         self.stats.runner_seconds += time.perf_counter() - t0
         self.stats.runner_cpu_seconds += time.process_time() - c0
-        self.stats.measured += 1
         if m.outcome is TrialOutcome.INFEASIBLE:
             return None
+        self.stats.measured += 1
         elapsed = time.perf_counter() - started
         try:
             call(
