@@ -141,6 +141,10 @@ def test_without_gpu_or_recording_the_compile_stage_runs() -> None:
             "not a recording of this space",
         ),
         (["tune", "reduce", "--shapes", "nope"], "no shape set"),
+        (["tune", "reduce", "--sample", "-1"], "Invalid value for '--sample'"),
+        (["tune", "reduce", "--seed", "-1"], "Invalid value for '--seed'"),
+        (["tune", "reduce", "--replay-delay", "-1"], "Invalid value for '--replay-delay'"),
+        (["compile", "reduce", "--jobs", "-2"], "Invalid value for '--jobs'"),
     ],
 )
 def test_bad_tune_input(args: list[str], message: str) -> None:

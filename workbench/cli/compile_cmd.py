@@ -53,13 +53,20 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Every valid config of the s
 SampleOpt = Annotated[
     int | None,
     typer.Option(
-        "--sample", help="The default config plus N sampled valid configs.", show_default=False
+        "--sample",
+        min=0,
+        help="The default config plus N sampled valid configs.",
+        show_default=False,
     ),
 ]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
-        "--jobs", "-j", help="Compile processes (default: one per core).", show_default=False
+        "--jobs",
+        "-j",
+        min=0,
+        help="Compile processes (default, or 0: one per core).",
+        show_default=False,
     ),
 ]
 CacheOpt = Annotated[

@@ -103,7 +103,10 @@ def record(
     sample: Annotated[
         int | None,
         typer.Option(
-            "--sample", help="The default plus N sampled valid configs.", show_default=False
+            "--sample",
+            min=0,
+            help="The default plus N sampled valid configs.",
+            show_default=False,
         ),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the sample and of the inputs.")] = 0,

@@ -55,7 +55,9 @@ GraceOpt = Annotated[
 ]
 DbWaitOpt = Annotated[
     float,
-    typer.Option("--db-wait", help="Seconds to wait for an unavailable database before stopping."),
+    typer.Option(
+        "--db-wait", min=0, help="Seconds to wait for an unavailable database before stopping."
+    ),
 ]
 
 
@@ -226,6 +228,7 @@ def worker(
         float,
         typer.Option(
             "--replay-delay",
+            min=0,
             help="With --replay: simulated measurement time per config, in seconds.",
         ),
     ] = 0.0,

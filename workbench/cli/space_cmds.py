@@ -82,7 +82,7 @@ def space(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
-    sample: Annotated[int, typer.Option(help="How many valid configs to show.")] = 5,
+    sample: Annotated[int, typer.Option(min=0, help="How many valid configs to show.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     why: Annotated[
         list[str] | None,

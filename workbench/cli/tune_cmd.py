@@ -158,6 +158,7 @@ def tune(
         float,
         typer.Option(
             "--replay-delay",
+            min=0,
             help="With --replay: simulated measurement time per config, in seconds (rehearse "
             "a fleet at a GPU's pace).",
         ),
@@ -165,7 +166,9 @@ def tune(
     all_configs: AllOpt = False,
     sample: Annotated[
         int,
-        typer.Option(help="Without a GPU or recording: configs to compile besides the default."),
+        typer.Option(
+            min=0, help="Without a GPU or recording: configs to compile besides the default."
+        ),
     ] = NO_GPU_SAMPLE,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
