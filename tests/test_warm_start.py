@@ -9,8 +9,9 @@ import pytest
 from workbench.errors import ConfigError
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.problem import SpaceProblem
-from workbench.search.warm_start import base_kernel, best_elsewhere, fit_config
+from workbench.search.warm_start import best_elsewhere, fit_config
 from workbench.spaces import Space, load_space
+from workbench.spaces.model import base_kernel
 from workbench.store import Store
 
 TINY_PARAMETERS = [("BLOCK", [32, 64, 128, 256]), ("SCALE", [1, 2, 3]), ("WAVES", [1, 2])]

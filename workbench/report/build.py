@@ -24,7 +24,7 @@ from workbench.report.pages import Link, index_page, profiles_page, static_page,
 from workbench.report.png import write_pngs
 from workbench.report.static import gather_static
 from workbench.roofline import Ceilings
-from workbench.spaces.model import config_label
+from workbench.spaces.model import base_kernel, config_label
 from workbench.store import Store
 
 DEFAULT_OUT = Path("reports")
@@ -87,7 +87,7 @@ def build_reports(
         say(f"study {data.study.name}")
         mine = _attached(data, profiles)
         used |= {id(p) for p in mine}
-        base = data.study.kernel.split("[")[0]
+        base = base_kernel(data.study.kernel)
         page = study_page(
             store,
             data,
@@ -165,7 +165,7 @@ def _profile_of(p: ProfileRecord, kernel: str) -> bool:
 def _attached(data: StudyData, profiles: list[ProfileRecord]) -> list[ProfileRecord]:
     """Profiles of this study: linked by id, or of its kernel, shape and an evaluated config."""
     keys = {config_label(e.config) for e in data.evaluations}
-    base = data.study.kernel.split("[")[0]
+    base = base_kernel(data.study.kernel)
     return [
         p
         for p in profiles
@@ -204,7 +204,7 @@ def _regress_kernels(store: Store, kernel: str | None) -> list[str]:
         runs = list_runs(store, kernel)
     except WorkbenchError:
         return []
-    return sorted({r.kernel.split("[")[0] for r in runs})
+    return sorted({base_kernel(r.kernel) for r in runs})
 
 
 def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from workbench.errors import ConfigError
 from workbench.search.problem import Problem
-from workbench.spaces.model import Config, Value, config_label
+from workbench.spaces.model import Config, Value, base_kernel, config_label
 from workbench.store import Store, StudyInfo
 
 #: ``--enqueue best`` evaluates the best of this many other studies at most (the nearest
@@ -43,11 +43,6 @@ class WarmStart:
             f"{config_label(self.config)} ({self.value:.4g} {self.source.unit} in "
             f"{self.source.name!r})"
         )
-
-
-def base_kernel(kernel: str) -> str:
-    """A study's kernel without its problem variant: ``reduce[OP=max]`` -> ``reduce``."""
-    return kernel.split("[", 1)[0]
 
 
 def fit_config(problem: Problem, config: Mapping[str, Value]) -> tuple[Config | None, str | None]:

@@ -186,6 +186,11 @@ class SpaceSpec:
         return {p.name: p.default for p in self.parameters}
 
 
+def base_kernel(kernel: str) -> str:
+    """A study's kernel without its pinned problem variant: ``reduce[OP=max]`` -> ``reduce``."""
+    return kernel.split("[", 1)[0]
+
+
 def shape_label(shape: Mapping[str, int]) -> str:
     """``M=1,N=4096,K=4096``: a stable, readable key for a problem shape."""
     return ",".join(f"{k}={v}" for k, v in shape.items())
