@@ -134,9 +134,9 @@ def tune(
             "--enqueue",
             help="Configs to evaluate first: 'default' (the space's default, the "
             "default behaviour), 'none', 'best' (the fastest config of each other study of "
-            "this kernel in the store, other GPUs, shapes, variants: at most 3, this GPU's "
-            "first), 'best:STUDY' (one "
-            "study's: name, id or a unique part of the name), or NAME=VALUE,... (repeatable).",
+            f"this kernel in the store, other GPUs, shapes, variants: at most {MAX_WARM_STARTS}, "
+            "this GPU's first), 'best:STUDY' (one study's: name, id or a unique part of the "
+            "name), or NAME=VALUE,... (repeatable).",
             show_default=False,
         ),
     ] = None,
