@@ -171,7 +171,8 @@ def test_every_config_failing_exits_1(tmp_path: Path) -> None:
     assert "2 configs evaluated" in out and "2 failed" in out
 
 
-def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
+def scale_as_a_problem_variant(project: Path) -> Path:
+    """The project's tiny space with SCALE a problem variant (``tunable: false``, pinned)."""
     path = project / "spaces" / "tiny.yaml"
     path.write_text(
         path.read_text().replace(
@@ -179,6 +180,11 @@ def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
             "SCALE: {values: [1, 2, 3], default: 2, tunable: false}",
         )
     )
+    return path
+
+
+def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
+    path = scale_as_a_problem_variant(project)
     spec = load_space(path)
     rec = recording_of(Space(spec), project / "rec.json")
     code, out, err = invoke("tune", str(path), "--replay", str(rec), "--budget", "50", "--json")
@@ -250,13 +256,7 @@ def test_enqueue_best_starts_from_the_best_found_on_another_gpu(tmp_path: Path) 
 
 
 def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Path) -> None:
-    path = project / "spaces" / "tiny.yaml"
-    path.write_text(
-        path.read_text().replace(
-            "SCALE: {values: [1, 2, 3], default: 2}",
-            "SCALE: {values: [1, 2, 3], default: 2, tunable: false}",
-        )
-    )
+    path = scale_as_a_problem_variant(project)
     rec = str(recording_of(Space(load_space(path)), project / "rec.json"))
     tune = ["tune", str(path), "--replay", rec, "--json"]
     # by default the space's default comes first

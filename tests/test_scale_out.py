@@ -357,24 +357,12 @@ def test_a_shared_study_starts_from_another_gpus_best(pg_cluster) -> None:
 
 
 def test_a_shared_study_ends_when_only_unrecorded_configs_are_left(
-    pg_cluster, project: Path
+    pg_cluster, project: Path, recording_without_scale_3: Path
 ) -> None:
-    from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-    from workbench.runners.recordings import write_recording
-    from workbench.spaces import Space, load_space
-
-    spec = load_space(project / "spaces" / "tiny.yaml")  # 22 valid configs
-    kept = [c for c in Space(spec).iter_valid() if c["SCALE"] != 3]  # 6 with SCALE=3 left out
-    rec = write_recording(
-        project / "rec.json",
-        kernel="tiny",
-        device=DeviceInfo("GPU"),
-        parameters=[(p.name, p.values) for p in spec.parameters],
-        entries=[(c, Measurement(TrialOutcome.OK, value=1.0 + c["BLOCK"] / 100)) for c in kept],
-        shape={"n": 1000},
-    )
+    space = project / "spaces" / "tiny.yaml"  # 22 valid configs, 6 missing from the recording
     url = pg_cluster.database()
-    args = ["tune", str(spec.path), "--replay", str(rec), "--storage", url, "--study", "gaps"]
+    rec = str(recording_without_scale_3)
+    args = ["tune", str(space), "--replay", rec, "--storage", url, "--study", "gaps"]
     # (a time budget, so that a regression fails the test instead of hanging it)
     rc, out, err = invoke(*args, "--budget", "50", "--time", "60", "--json", *FAST)
     assert rc == 0, err
