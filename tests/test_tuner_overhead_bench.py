@@ -39,3 +39,14 @@ def test_workbench_overhead_times_every_new_evaluation() -> None:
     assert got["first_ms"] == per_trial[0]  # the setup is in the first evaluation's share
     assert got["mean_ms"] == pytest.approx(sum(per_trial) / 30)
     assert 0 < got["store_mean_ms"] < got["mean_ms"]  # one insert and commit per evaluation
+
+
+def test_same_strategy_twins_are_our_samplers() -> None:
+    """Each Kernel Tuner strategy compared like for like names one of our samplers, so that a
+    renamed sampler cannot silently drop the comparison."""
+    from workbench.search.samplers import SAMPLERS
+
+    assert bench.SAME_STRATEGY, "random sampling is compared strategy against strategy"
+    for strategy, sampler in bench.SAME_STRATEGY.items():
+        assert strategy in bench.KT_DEFAULT
+        assert sampler in SAMPLERS
