@@ -153,6 +153,24 @@ LIMIT_ATTRIBUTES = {
 }
 
 
+def cluster_launch_config(launch: Launch, stream: cu.CUstream) -> cu.CUlaunchConfig:
+    """``cuLaunchKernelEx``'s configuration of a launch with thread-block clusters: grid, block,
+    dynamic shared memory, stream and the cluster dimension as its one launch attribute (built
+    without a driver, so that a test checks it on any machine)."""
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = launch.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = launch.block
+    config.sharedMemBytes = launch.shared_bytes
+    config.hStream = stream
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    dim = attr.value.clusterDim
+    dim.x, dim.y, dim.z = launch.cluster or (1, 1, 1)
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
+
+
 class Gpu:
     """The primary context of one device, one non-blocking stream and one event pair.
 
@@ -293,17 +311,7 @@ class Gpu:
                 0,
             )  # fmt: skip
             return
-        config = cu.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
-        config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
-        config.sharedMemBytes = launch.shared_bytes
-        config.hStream = self.stream
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        dim = attr.value.clusterDim
-        dim.x, dim.y, dim.z = launch.cluster
-        config.attrs = [attr]
-        config.numAttrs = 1
+        config = cluster_launch_config(launch, self.stream)
         call(cu.cuLaunchKernelEx, config, kernel.function, args.address, 0)
 
     def synchronize(self) -> None:
