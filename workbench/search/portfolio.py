@@ -27,14 +27,16 @@ When the best value has not improved for a while (STALL evaluations), ``line`` a
 search around another elite config in another basin instead of the incumbent, as an iterated
 local search restarts (see STALL).
 
-Cost: the model (``pair_model``) is refitted after every new observation (past 384
+Cost: the model (``pair_model``) is refitted after every new observation (from 320
 evaluations, after every few: batch Thompson sampling), and a fit extends the last one (see
 ``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
 adds a row or a few to a Cholesky factor. ``benchmarks/tuner_overhead.py`` measures it:
-1.35 ms per unique evaluation over 1,000 on the recorded gemm space, 0.36 ms of it the
-store's writes; like for like (neither tool's reading of the recording counted) that is
-0.04-0.70 of each of Kernel Tuner's search strategies on the same replay, and 1.7x its random
-sampling (0.8 ms, no store writes).
+0.51 ms per unique evaluation over 1,000 on the recorded gemm space, 0.13 ms of it the
+store's writes and about a third the posterior draws; like for like (neither tool's reading
+of the recording counted) that is 0.04-0.71 of each of Kernel Tuner's search strategies on
+the same replay, and 2.0x its random sampling (0.25 ms, no store writes), on one 2-core VM
+on one day (an earlier, slower day: 1.35 ms against 0.81). Fewer draws past 256 evaluations
+saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
 
 The regression target is the normal score of each evaluated config's rank (a Gaussian copula
 of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
