@@ -137,9 +137,15 @@ def test_patience_and_time_budgets(tmp_path: Path, pnpoly: Recording) -> None:
     ok = [e.measurement.value for e in result.history if e.measurement.outcome is TrialOutcome.OK]
     best_at = ok.index(min(ok))
     assert len(ok) - 1 - best_at <= 5
+    # each evaluation takes 2 ms, as a fast kernel's would: the 4,092 configs need 8 s, so the
+    # budget ends the run (without the delay a fast machine exhausts the space in 0.5 s)
+    slow = ReplayRunner(pnpoly, delay_s=0.002)
     start = time.perf_counter()
-    result, _ = tune(tmp_path / "b.sqlite", pnpoly, Budget(seconds=0.5), sampler="random")
+    result, _ = tune(
+        tmp_path / "b.sqlite", pnpoly, Budget(seconds=0.5), sampler="random", runner=slow
+    )
     assert result.stop is StopReason.TIME and time.perf_counter() - start < 5
+    assert 0 < result.evaluations < len(pnpoly.entries)
 
 
 def test_a_space_where_everything_fails(tmp_path: Path) -> None:
