@@ -428,8 +428,8 @@ def merge_records(records: Sequence[dict], spaces: dict[str, Space]) -> list[dic
         repeats = sum(r["repeats"] for r in parts)
         mean_best = sum(r["mean_best"] * r["repeats"] for r in parts) / repeats
         # the interval needs every repeat's best value (records written before they were kept
-        # have only the mean: pooled without an interval)
-        kept = all("best_by_repeat" in r for r in parts)
+        # have only the mean, and a pooled record of those has None: pooled without an interval)
+        kept = all(r.get("best_by_repeat") is not None for r in parts)
         bests = [v for r in parts for v in r["best_by_repeat"]] if kept else None
         space = spaces[name]
         merged.append(

@@ -120,6 +120,16 @@ def test_pooled_runs_score_as_one_run_of_all_their_seeds() -> None:
         [_record(space, "workbench", "portfolio", 0, a), old], {space.name: space}
     )
     assert np.isclose(partial["score"], whole["score"]) and partial["score_ci90"] is None
+    # a pooled record pools again with runs on other seeds (its repeats' values are None there)
+    c = finite[200:230:3].tolist()
+    (again,) = bench.merge_records(
+        [partial, _record(space, "workbench", "portfolio", 20, c)], {space.name: space}
+    )
+    assert again["repeats"] == 30 and again["seeds"] == [[0, 29]]
+    assert np.isclose(
+        again["score"], _record(space, "workbench", "portfolio", 0, a + b + c)["score"]
+    )
+    assert again["score_ci90"] is None
 
 
 def test_pooling_refuses_a_seed_counted_twice() -> None:
