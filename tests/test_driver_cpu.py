@@ -1,11 +1,10 @@
 """The CUDA Driver API side of the package, checked without a GPU or a driver.
 
-The package's Driver API and NVRTC calls are checked against cuda-bindings.
-
 The CUDA runner, the compare worker and the copy baseline call ``cuda.bindings.driver`` only on
 a GPU: a misspelled enum, a wrong argument count or a wrong unpacking of a binding's result would
-first show on a lent GPU, within its few minutes. Every such use in the package is read here
-(from the source's syntax tree) and checked against the installed bindings:
+first show on a lent GPU, within its few minutes. Every use of the Driver API and NVRTC
+bindings in the package is read here (from the source's syntax tree) and checked against the
+installed cuda-bindings:
 
 * every name used on the modules exists (``cu.CUevent_flags.CU_EVENT_DEFAULT``);
 * every call of a binding, direct or through the runner's checked ``call(cu.cuX, ...)``, binds
@@ -140,10 +139,7 @@ class Scan:
                     ):
                         self.self_aliases[name.attr] = bound
         for name in other:  # bound to something else too: not read as an alias here
-            if name in found and name not in outer:
-                del found[name]
-            elif name in outer:
-                found.pop(name, None)
+            found.pop(name, None)
         return found
 
     def _bound(self, value: ast.AST, aliases: dict[str, Alias]) -> Alias | None:
