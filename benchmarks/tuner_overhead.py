@@ -154,6 +154,12 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
     }
 
 
+def ours_per_unique(per_trial_ms: np.ndarray, close_ms: float, n: int) -> float:
+    """Our overhead per unique evaluation over the first ``n`` evaluations: the set-up (in the
+    first one's share) and the store's closing included."""
+    return float((per_trial_ms[:n].sum() + close_ms) / n) if n else float("nan")
+
+
 def per_unique(results: list[dict], keys: list[str]) -> dict[str, float]:
     """Kernel Tuner's overhead from its results: total ``framework_time + strategy_time``
     (ms) over the unique configs it evaluated, and the per-result median."""
@@ -270,16 +276,15 @@ def main() -> None:
         for strategy, sampler in same.items():
             twin = workbench_overhead(args.cache, args.trials, sampler, args.seed + r)
             ours_same[strategy].append(
-                (sum(twin.pop("per_trial_ms")) + twin["close_ms"]) / twin["evaluations"]
+                ours_per_unique(
+                    np.array(twin["per_trial_ms"]), twin["close_ms"], twin["evaluations"]
+                )
             )
         for strategy in strategies:
             kt = kernel_tuner_overhead(args.cache, args.trials, strategy, args.seed + r)
             n = int(kt["unique"])
-            # ours over as many unique evaluations as the strategy reached, setup and the
-            # store's closing included
-            kt["workbench_per_unique_ms"] = (
-                float((per_trial[:n].sum() + mine["close_ms"]) / n) if n else float("nan")
-            )
+            # ours over as many unique evaluations as the strategy reached
+            kt["workbench_per_unique_ms"] = ours_per_unique(per_trial, mine["close_ms"], n)
             kt["workbench_loaded_per_unique_ms"] = kt["workbench_per_unique_ms"] + (
                 mine["load_ms"] / n if n else float("nan")
             )

@@ -50,3 +50,16 @@ def test_same_strategy_twins_are_our_samplers() -> None:
     for strategy, sampler in bench.SAME_STRATEGY.items():
         assert strategy in bench.KT_DEFAULT
         assert sampler in SAMPLERS
+
+
+def test_our_overhead_per_unique_counts_setup_and_closing() -> None:
+    """The first ``n`` evaluations' shares (the set-up in the first) plus the store's closing,
+    over ``n``; nothing evaluated is no number, not a division by zero."""
+    import math
+
+    import numpy as np
+
+    assert bench.ours_per_unique(np.array([40.0, 1.0, 1.0, 9.0]), 2.0, 3) == pytest.approx(
+        (40 + 1 + 1 + 2) / 3
+    )
+    assert math.isnan(bench.ours_per_unique(np.array([]), 2.0, 0))

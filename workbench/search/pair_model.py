@@ -111,9 +111,10 @@ class PairModel:
         # gather: feature column k (table t, position i in it) of a config whose cell in t is
         # c is the flat array at t's start + (c - t's first cell) * t's size + i.
         self._smoothing_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
-        block_starts = np.concatenate([[0], np.cumsum(np.square(np.array(sizes, dtype=np.int64)))])
+        table_sizes = np.array(sizes, dtype=np.int64)
+        block_starts = np.concatenate([[0], np.cumsum(np.square(table_sizes))])
         self._column_table = block_of
-        self._column_size = np.array(sizes, dtype=np.int64)[block_of]
+        self._column_size = table_sizes[block_of]
         self._column_base = (
             block_starts[:-1][block_of]
             + np.arange(len(block_of))
