@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -152,3 +153,22 @@ def test_goal_compares_with_rivals_run_on_the_same_seeds_only() -> None:
     (row,) = bench.goal_rows([ours, same, luckier])
     assert row["kernel_tuner"]["strategy"] == "pso"  # firefly ran on other seeds
     assert row["ours"]["score"] > row["kernel_tuner"]["score"]
+
+
+def test_cells_run_across_processes_give_the_records_of_one_process() -> None:
+    common = dict(value_order="as-recorded", budgets=(10, 25), first_seed=5, repeats=3)
+    cells = [
+        bench.Cell(path=CACHES / name, tool="workbench", strategy=sampler, **common)
+        for name in ("pnpoly_RTX_3090.json.gz", "convolution_milo_A100.json.gz")
+        for sampler in ("portfolio", "random")
+    ]
+    one = {i: records for i, records, _ in bench.run_cells(cells, jobs=1)}
+    two = {i: records for i, records, _ in bench.run_cells(cells, jobs=2)}
+    assert one == two and sorted(one) == [0, 1, 2, 3]
+    for i, cell in enumerate(cells):
+        assert [r["budget"] for r in one[i]] == [10, 25]
+        assert {(r["strategy"], r["repeats"]) for r in one[i]} == {(cell.strategy, 3)}
+        assert len(one[i][0]["best_by_repeat"]) == 3
+    # the seeds matter: another first seed gives other searches
+    other = bench.run_cell(dataclasses.replace(cells[1], first_seed=50))[0]
+    assert [r["best_by_repeat"] for r in other] != [r["best_by_repeat"] for r in one[1]]
