@@ -326,7 +326,7 @@ def run_cell(cell: Cell) -> tuple[list[dict], float]:
     """The cell's records, one per budget, and the seconds it took."""
     space = cached_space(cell.path, cell.value_order)
     budgets = cell.budgets
-    suffix = "+warm" if cell.enqueue else ""
+    suffix = "+warm" if cell.enqueue else ""  # (only our samplers' cells have a warm start)
     traces: dict[int, list[list[float | None]]] = {b: [] for b in budgets}
     t0 = time.perf_counter()
     for rep in range(cell.first_seed, cell.first_seed + cell.repeats):
@@ -345,14 +345,12 @@ def run_cell(cell: Cell) -> tuple[list[dict], float]:
             {
                 "space": space.name,
                 "tool": cell.tool,
-                "strategy": cell.strategy + (suffix if cell.tool == "workbench" else ""),
+                "strategy": cell.strategy + suffix,
                 "budget": b,
                 "repeats": cell.repeats,
                 "first_seed": cell.first_seed,
                 "value_order": cell.value_order,
-                "warm_start": cell.warm_start.name
-                if cell.enqueue and cell.warm_start and cell.tool == "workbench"
-                else None,
+                "warm_start": cell.warm_start.name if cell.enqueue and cell.warm_start else None,
                 "score": space.score(statistics.fmean(bests), b),
                 "score_ci90": list(space.score_interval(bests, b)),
                 "mean_best": statistics.fmean(bests),
