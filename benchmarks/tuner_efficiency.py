@@ -466,7 +466,11 @@ def main() -> None:
                 for s in args.kt_strategies.split(",")
                 if s
             ]
-    done: dict[int, list[dict]] = {}
+    done: dict[int, list[dict]] = {}  # each finished cell's records, by the cell's index
+
+    def in_cell_order() -> list[dict]:
+        return [r for i in sorted(done) for r in done[i]]
+
     try:
         for i, cell_records, seconds in run_cells(cells, args.jobs):
             done[i] = cell_records
@@ -477,11 +481,11 @@ def main() -> None:
                 flush=True,
             )
             if args.json:
-                write_json(args.json, [r for k in sorted(done) for r in done[k]], started)
+                write_json(args.json, in_cell_order(), started)
     finally:
         for plain in plains:
             os.unlink(plain)
-    records = [r for k in sorted(done) for r in done[k]]
+    records = in_cell_order()
     print_table(records, list(budgets))
     print_goal(records)
     if args.json:
