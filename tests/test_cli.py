@@ -172,6 +172,23 @@ def test_console_script_has_no_traceback_on_bad_input() -> None:
     assert proc.stderr.strip().startswith("error:")
 
 
+def test_a_reader_that_goes_away_ends_with_the_documented_status() -> None:
+    """`workbench ... | head -1`: exit 141 (128 + SIGPIPE, the README's status), quietly,
+    not 1 (the status of a failed check)."""
+    exe = Path(sys.executable).with_name("workbench")
+    proc = subprocess.Popen(
+        [str(exe), "space", "reduce", "--sample", "3000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("args", [["run", "reduce"], ["record", "reduce", "-o", "/tmp/r.json"]])
 def test_gpu_commands_say_there_is_no_gpu(args: list[str]) -> None:
     from workbench.gpu import probe_gpu

@@ -18,16 +18,28 @@ from workbench.errors import WorkbenchError
 if TYPE_CHECKING:
     from workbench.spaces import Space
 
-# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
-
 #: Exit statuses, documented in the README.
 EXIT_OK = 0
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
 EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  #: 128 + SIGPIPE, as a shell reports a command whose reader went away
+
+
+class _Console(Console):
+    """rich's console, but a reader that went away (``| head``) ends the command with
+    EXIT_PIPE, as documented, where rich would exit with 1 (the status of a failed check)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush cannot fail again
+        raise SystemExit(EXIT_PIPE)
+
+
+# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
+console = _Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err_console = _Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 KernelArg = Annotated[
     str,
@@ -89,6 +101,9 @@ def cli_errors() -> Iterator[None]:
     path under a file, a full disk, no permission), into one red line and exit status 2."""
     try:
         yield
+        # what is still buffered goes out here, so that a reader gone away (`| head`) ends
+        # in the BrokenPipeError branch below and not in click's exit status 1
+        sys.stdout.flush()
     except WorkbenchError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
