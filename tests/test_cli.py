@@ -57,6 +57,8 @@ def test_space_shows_size_count_sample_and_why() -> None:
     assert "invalid" in out and "ITEMS % VEC == 0" in out
     code, out = run("space", "reduce", "--why", "ITEMS=8")
     assert code == 0 and "valid" in out
+    code, out = run("space", "reduce", "--why", "ITEMS=2,VEC=4")  # as -c takes it
+    assert code == 1 and "ITEMS % VEC == 0" in out
 
 
 def test_space_by_path_with_shape(project: Path) -> None:
@@ -139,9 +141,15 @@ BAD_INPUT = [
     (["compile", "reduce", "--arch", "banana"], "not a CUDA architecture"),
     (["compile", "reduce", "-c", "BLOCK=100"], "not in its domain"),
     (["compile", "reduce", "-c", "ITEMS=2,VEC=4"], "ITEMS % VEC == 0"),
+    (["compile", "reduce", "-c", "BLOCK=256,BLOCK=64"], "BLOCK set more than once"),
+    (["compile", "reduce", "--arch", ""], "names no arch"),
+    (["compile", "reduce", "--arch", ","], "names no arch"),
+    (["space", "reduce", "--arch", ""], "names no arch"),
+    (["tune", "reduce", "--arch", ""], "names no arch"),
     (["space", "reduce", "--shape", "m=3"], "expected NAME=INT"),
     (["space", "reduce", "--device", "voodoo5"], "unknown device"),
     (["kernels", "--spaces", "/nonexistent/dir"], "does not exist"),
+    (["space", "nope:zzz:"], "nope:zzz:"),  # a user's text, not an emoji code
 ]
 
 
@@ -205,4 +213,4 @@ def test_run_merges_config_options_and_refuses_a_name_set_twice() -> None:
     code, out = run("run", "reduce", "-c", "VEC=4", "-c", "ITEMS=2")
     assert code == 2 and "ITEMS=2" in out and "VEC=4" in out and "ITEMS % VEC" in out
     code, out = run("run", "reduce", "-c", "VEC=4", "-c", "VEC=2")
-    assert code == 2 and "sets VEC more than once" in out
+    assert code == 2 and "VEC set more than once" in out

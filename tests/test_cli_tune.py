@@ -390,3 +390,47 @@ def test_a_space_with_a_single_config_is_tuned(project: Path) -> None:
     doc = json.loads(out)
     assert doc["best_config"] == {"BLOCK": 64, "SCALE": 2, "WAVES": 2}
     assert doc["evaluations"] == 1 and doc["stop"] == "exhausted"
+
+
+def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json() -> None:
+    """No GPU and no recording of the kernel: what tune would search is compiled (the
+    problem variant of --set, each shape of --shapes, each arch of --arch all), --json is one
+    JSON document on stdout, and options no path can take are refused before anything runs."""
+    from workbench.gpu import probe_gpu
+
+    if probe_gpu().available:
+        pytest.skip("a GPU is present: tune measures")
+    code, out, err = invoke(
+        "tune", "reduce", "--set", "OP=max", "--set", "FINISH=twopass", "--sample", "3", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["stage"] == "compile" and doc["best_config"] is None and doc["evaluations"] == 0
+    configs = [r["config"] for r in doc["records"]]
+    assert len(configs) == 4 and doc["compiled"] == 4
+    assert all(c["OP"] == "max" and c["FINISH"] == "twopass" for c in configs)
+    assert "reduce[OP=max,FINISH=twopass] |" in err  # the variant's compile-only study
+    # without --set, the variants keep their defaults (as a search would)
+    code, out, err = invoke("tune", "reduce", "--sample", "3", "--json")
+    assert code == 0, err
+    assert {r["config"]["OP"] for r in json.loads(out)["records"]} == {"sum"}
+    # each shape of the set, each declared arch
+    code, out, err = invoke("tune", "stream_scale", "--arch", "all", "--sample", "1", "--json")
+    assert code == 0, err
+    assert {r["arch"] for r in json.loads(out)["records"]} == {"sm_80", "sm_89", "sm_90"}
+    code, out, err = invoke("tune", "gemm_int8", "--shapes", "odd", "--sample", "0", "--json")
+    assert code == 0, err
+    assert err.count("compile results kept in study 'gemm_int8 | M=") == 4
+    assert "K=4096 |" not in err  # not the default shape
+    # --enqueue NAME=VALUE: checked, and compiled first
+    code, out, err = invoke("tune", "reduce", "--sample", "1", "--enqueue", "BLOCK=64", "--json")
+    assert code == 0, err
+    assert json.loads(out)["records"][0]["config"]["BLOCK"] == 64
+    for bad, message in [
+        (["--sampler", "bogus"], "unknown sampler 'bogus'"),
+        (["--enqueue", "BLOCK=7"], "not in its domain"),
+        (["--enqueue", "none", "--enqueue", "default"], "--enqueue none"),
+        (["--set", "OP=max", "--enqueue", "OP=sum"], "OP is set to 'max'"),
+    ]:
+        code, out, err = invoke("tune", "reduce", "--sample", "1", *bad)
+        assert code == 2 and message in out + err, (bad, out + err)

@@ -8,7 +8,7 @@ compile is a record too, with its log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
@@ -26,7 +26,7 @@ from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
 from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
-from workbench.spaces.model import Config
+from workbench.spaces.model import Config, Value
 from workbench.store import Store, StudyInfo
 
 #: Device key of studies that hold compile results only (``workbench compile --storage``).
@@ -81,37 +81,45 @@ def select_configs(
     sample: int | None = None,
     assignments: Sequence[Sequence[str]] = (),
     seed: int = 0,
+    fixed: Mapping[str, Value] | None = None,
 ) -> list[Config]:
-    """Which configs a sweep covers: given ones, all valid ones, or the default plus a sample.
+    """Which configs a sweep covers: given ones (each once), all valid ones, or the default
+    plus a sample; with ``fixed``, those that take its values (a problem variant, ``--set``:
+    the default gets them).
 
     Raises:
         ConfigError: a given config is malformed or invalid (with the reasons), or no config
             of the space is valid.
     """
-    if assignments:
-        configs = [space.parse_config(list(a)) for a in assignments]
-        for cfg in configs:
-            problems = space.explain(cfg)
-            if problems:
-                reasons = "; ".join(v.message for v in problems)
-                raise ConfigError(f"{config_label(cfg)} is invalid: {reasons}")
-        return configs
     from workbench.search.problem import SpaceProblem
 
+    fixed = dict(fixed or {})
+
+    def violations(cfg: Config) -> list[str]:
+        unset = [f"{n} is set to {v!r}" for n, v in fixed.items() if cfg.get(n) != v]
+        return unset + [v.message for v in space.explain(cfg)]
+
+    if assignments:
+        configs: dict[str, Config] = {}
+        for cfg in (space.parse_config(list(a)) for a in assignments):
+            if problems := violations(cfg):
+                raise ConfigError(f"{config_label(cfg)} is invalid: {'; '.join(problems)}")
+            configs.setdefault(config_label(cfg), cfg)
+        return list(configs.values())
     if all_configs:
-        configs = list(space.iter_valid())
-        if not configs:
-            SpaceProblem(space).check_not_empty()  # raises, naming what rules them out
-        return configs
-    default = space.spec.default_config()
+        configs_ = [c for c in space.iter_valid() if not fixed or not violations(c)]
+        if not configs_:
+            SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
+        return configs_
+    default = {**space.spec.default_config(), **fixed}
     picked: list[Config] = []
     if space.is_valid(default):
         picked.append(default)
-    for cfg in space.sample(sample or 0, seed=seed) if sample else []:
+    for cfg in space.sample(sample or 0, seed=seed, fixed=fixed) if sample else []:
         if cfg != default:
             picked.append(cfg)
     if not picked and sample:  # the sample holds every valid config when there are few
-        SpaceProblem(space).check_not_empty()
+        SpaceProblem(space, fixed).check_not_empty()
     if not picked:
         raise ConfigError(
             f"{space.spec.name}: the default config is invalid ("
@@ -157,9 +165,12 @@ def static_sweep(
     return records
 
 
-def store_sweep(store: Store, space: Space, records: Sequence[StaticRecord]) -> StudyInfo:
+def store_sweep(
+    store: Store, space: Space, records: Sequence[StaticRecord], kernel: str | None = None
+) -> StudyInfo:
     """Keep a sweep's compile results in the store, under the space's compile-only study
-    (``kernel | shape | compile only (sm_XX)``: nothing was run, so no GPU names it).
+    (``kernel | shape | compile only (sm_XX)``: nothing was run, so no GPU names it);
+    ``kernel`` names a problem variant (``reduce[OP=max]``, as tune's studies do).
 
     Raises:
         StoreError: the database failed, or the study exists with other parameters.
@@ -168,7 +179,7 @@ def store_sweep(store: Store, space: Space, records: Sequence[StaticRecord]) -> 
     from workbench.store.compiles import save_compiles
 
     device_key = f"{COMPILE_ONLY} ({space.arch.sm})"
-    study = space_study(store, space, space.spec.name, device_key, None, None)
+    study = space_study(store, space, kernel or space.spec.name, device_key, None, None)
     save_compiles(store, study, records)
     return study
 

@@ -38,8 +38,10 @@ class _Console(Console):
 
 
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
-console = _Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err_console = _Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
+err_console = _Console(
+    stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 200
+)
 
 KernelArg = Annotated[
     str,

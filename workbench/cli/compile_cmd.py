@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -28,7 +29,7 @@ from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import SpaceSpec
+from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.targets import resolve_arches
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
@@ -164,24 +165,42 @@ def run_static_sweep(
     configs = select_configs(
         sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
     )
+    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store)
+
+
+def compile_space(
+    sp: Space,
+    configs: Sequence[Config],
+    *,
+    jobs: int | None = None,
+    cache: CompileCache | None = None,
+    store: Store | None = None,
+    kernel: str | None = None,
+    out: Console = console,
+) -> list[StaticRecord]:
+    """Compile ``configs`` of one space with a progress bar (on ``out``); with a ``store``,
+    keep the results in the space's compile-only study there (``kernel`` names a problem
+    variant, as tune's studies do)."""
     columns = (
-        TextColumn(f"compiling {escape(spec.name)} for {target.sm}"),
+        TextColumn(f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as progress:
+    with Progress(*columns, console=out, transient=True) as progress:
         task = progress.add_task("compile", total=len(configs))
         records = static_sweep(
             sp, configs, cache=cache, workers=jobs, on_compiled=lambda _r: progress.advance(task)
         )
     if store is not None:
-        study = store_sweep(store, sp, records)
-        console.print(f"compile results kept in study {escape(study.name)!r} of {store.url}")
+        study = store_sweep(store, sp, records, kernel)
+        out.print(f"compile results kept in study {escape(study.name)!r} of {store.url}")
     return records
 
 
-def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) -> None:
+def print_records(
+    records: Sequence[StaticRecord], *, show_log: bool = False, out: Console = console
+) -> None:
     """A resource table, one row per config and arch. Parameters that differ between rows get
     a column each (one folded ``config`` column when there are many); those equal in every row
     go to the caption, so a wide space stays readable."""
@@ -244,17 +263,15 @@ def print_records(records: Sequence[StaticRecord], *, show_log: bool = False) ->
             when,
             f"[yellow]{escape(lints)}[/]" if lints else "",
         )
-    console.print(table)
+    out.print(table)
     failed = sum(1 for r in records if not r.ok)
     more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
-    console.print(
-        f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}"
-    )
+    out.print(f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}")
     if show_log:
         for r in records:
             if not r.ok and r.log:
-                console.rule(f"{escape(r.label)} ({r.arch})")
-                console.print(escape(r.log), soft_wrap=True)
+                out.rule(f"{escape(r.label)} ({r.arch})")
+                out.print(escape(r.log), soft_wrap=True)
 
 
 def _show(value: object) -> str:

@@ -24,7 +24,6 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt, ConfigOpt
 from workbench.compiler import CompileCache
-from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.search.session import space_sha256
@@ -51,9 +50,6 @@ def run(
     with cli_errors():
         space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
-        names = [item.partition("=")[0].strip() for item in merged]
-        if twice := sorted({n for n in names if names.count(n) > 1}):
-            raise WorkbenchError(f"--config sets {', '.join(twice)} more than once")
         (cfg,) = select_configs(space, assignments=[merged])
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             m = runner.evaluate(cfg)

@@ -88,7 +88,7 @@ def space(
         list[str] | None,
         typer.Option(
             "--why",
-            help="Explain whether a config is valid: NAME=VALUE (repeatable; "
+            help="Explain whether a config is valid: NAME=VALUE[,NAME=VALUE...] (repeatable; "
             "unnamed parameters take their defaults).",
             show_default=False,
         ),
@@ -141,7 +141,7 @@ def space(
             for cfg in sp.sample(sample, seed=seed):
                 console.print(f"  sample: {escape(config_label(cfg))}")
         if why is not None:
-            cfg = sp.parse_config(why)
+            cfg = sp.parse_config([item for w in why for item in w.split(",")])
             problems = sp.explain(cfg)
             label = escape(config_label(cfg))
             if not problems:

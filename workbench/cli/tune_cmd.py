@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -24,7 +26,7 @@ from workbench.cli.common import (
     err_console,
     parse_shape,
 )
-from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, print_records, run_static_sweep
+from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, compile_space, print_records
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
@@ -32,6 +34,7 @@ from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
+from workbench.search.problem import SpaceProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
 from workbench.search.session import (
     TunePlan,
@@ -47,6 +50,8 @@ from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import resolve_arches
 from workbench.store import Store
+from workbench.sweep import StaticRecord, select_configs
+from workbench.toolchain import Arch
 
 #: Sampled configs compiled by the no-GPU path besides the default (seconds, not minutes).
 NO_GPU_SAMPLE = 8
@@ -184,6 +189,7 @@ def tune(
     with cli_errors():
         if kernel is None and replay is None:
             raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
+        _check_options(sampler, enqueue)
         the_budget = Budget(
             evaluations=budget if budget is not None or seconds or patience else DEFAULT_BUDGET,
             seconds=seconds,
@@ -249,19 +255,17 @@ def tune(
                 else:
                     plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out, pinned)
                     if not plans:
-                        _compile_stage(
-                            store,
-                            spec,
-                            target,
-                            device,
-                            shape,
-                            all_configs,
-                            sample,
-                            seed,
-                            jobs,
-                            cache_dir,
-                            out,
+                        stage = CompileStage(all_configs, sample, seed, jobs, cache_dir)
+                        arches = resolve_arches(spec, arch)  # --arch all: each of them
+                        shapes_ = [sp.shape for sp in spaces_]
+                        records = _compile_stage(
+                            store, spec, arches, shapes_, device, pin, enqueue, stage, out
                         )
+                        if as_json:
+                            doc = _compile_summary(spec, records, gpu.reason, store.url)
+                            sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+                        if not any(r.ok for r in records):
+                            raise typer.Exit(EXIT_FAILED)
                         return
         results = []
         for plan in plans:
@@ -330,44 +334,106 @@ def _plans_without_gpu(
     return plans
 
 
+@dataclass(frozen=True)
+class CompileStage:
+    """What the no-GPU compile stage compiles: every valid config, or the default and a
+    sample (``--all``, ``--sample``, ``--seed``), and with which compile processes and cache."""
+
+    all_configs: bool
+    sample: int
+    seed: int
+    jobs: int | None
+    cache_dir: Path | None
+
+
 def _compile_stage(
     store: Store,
     spec: SpaceSpec,
-    target: object,
+    arches: list[Arch],
+    shapes: list[dict[str, int]],
     device: str | None,
-    shape: list[str] | None,
-    all_configs: bool,
-    sample: int,
-    seed: int,
-    jobs: int | None,
-    cache_dir: Path | None,
-    out: object,
-) -> None:
-    out.print(
-        f"No recording of {escape(spec.name)} ships with the library either: running the "  # type: ignore[attr-defined]
-        f"compile stage: the default config"
-        + ("" if all_configs else f" and {sample} sampled configs")
-        + f" for {target} with NVRTC."
+    pin: list[str] | None,
+    enqueue: list[str] | None,
+    stage: CompileStage,
+    out: Console,
+) -> list[StaticRecord]:
+    """No GPU and no recording: compile what the search would start from, per arch and
+    shape, for the problem variant tune would search (``--set``, else the variants'
+    defaults), the ``--enqueue NAME=VALUE`` configs first, and print the resource table."""
+    what = (
+        "every valid config"
+        if stage.all_configs
+        else f"the default config and {stage.sample} sampled configs"
     )
-    records = run_static_sweep(
-        spec,
-        target,
-        device=device,
-        shape=shape,  # type: ignore[arg-type]
-        all_configs=all_configs,
-        sample=sample,
-        seed=seed,
-        jobs=jobs,
-        cache=CompileCache(cache_dir),
-        store=store,  # the report's compile-resources figure reads them there
-    )
-    print_records(records)
     out.print(
-        "To tune: run on a machine with a CUDA GPU, or replay measurements with "  # type: ignore[attr-defined]
+        f"No recording of {escape(spec.name)} ships with the library either: running the "
+        f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
+    )
+    given = [i.split(",") for i in enqueue or [] if i not in ("default", "none", "best")]
+    given = [g for g in given if not g[0].startswith("best:")]
+    cache = CompileCache(stage.cache_dir)
+    records: list[StaticRecord] = []
+    for target in arches:
+        for shape in shapes:
+            sp = Space(spec, shape=shape, arch=target, device=device_for(target, device))
+            problem = SpaceProblem(sp, _pinned(sp, pin))
+            fixed = problem.pinned
+            configs = select_configs(sp, assignments=given, fixed=fixed) if given else []
+            more = select_configs(
+                sp,
+                all_configs=stage.all_configs,
+                sample=stage.sample,
+                seed=stage.seed,
+                fixed=fixed,
+            )
+            configs += [c for c in more if c not in configs]
+            records += compile_space(
+                sp,
+                configs,
+                jobs=stage.jobs,
+                cache=cache,
+                store=store,
+                kernel=problem.kernel,
+                out=out,
+            )
+    print_records(records, out=out)
+    out.print(
+        "To tune: run on a machine with a CUDA GPU, or replay measurements with "
         "--replay FILE (e.g. a Kernel Tuner cache file)."
     )
-    if not any(r.ok for r in records):
-        raise typer.Exit(EXIT_FAILED)
+    return records
+
+
+def _compile_summary(
+    spec: SpaceSpec, records: list[StaticRecord], reason: str, url: str
+) -> dict[str, object]:
+    """``--json`` of the no-GPU compile stage: nothing was timed, so no best config."""
+    return {
+        "kernel": spec.name,
+        "device": None,
+        "no_gpu_reason": reason,
+        "stage": "compile",
+        "objective": {"name": "time", "unit": "ms"},
+        "best_config": None,
+        "best_value": None,
+        "evaluations": 0,
+        "compiled": sum(r.ok for r in records),
+        "failed": sum(not r.ok for r in records),
+        "store": url,
+        "records": [r.to_dict() for r in records],
+    }
+
+
+def _check_options(sampler: str, enqueue: list[str] | None) -> None:
+    """Refuse what no path of tune can take, before anything is opened or written.
+
+    Raises:
+        ConfigError: an unknown sampler, or --enqueue none with other --enqueue values.
+    """
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler {sampler!r}; samplers: {', '.join(SAMPLERS)}")
+    if "none" in (enqueue or []) and len(enqueue or []) > 1:
+        raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
 
 
 def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object) -> list[dict]:

@@ -190,8 +190,12 @@ class Space:
         """``["BLOCK=256", "fast_math=true"]`` over the defaults, with typed values.
 
         Raises:
-            ConfigError: unknown parameter, malformed assignment, or value outside the domain.
+            ConfigError: unknown parameter, malformed assignment, a name given twice, or a
+                value outside the domain.
         """
+        names = [item.partition("=")[0].strip() for item in assignments]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ConfigError(f"{', '.join(twice)} set more than once in one config")
         config = self.spec.default_config()
         for item in assignments:
             name, sep, text = item.partition("=")
@@ -206,23 +210,33 @@ class Space:
         return config
 
     # -- sampling ------------------------------------------------------------------------
-    def sample(self, n: int, seed: int | None = 0) -> list[Config]:
-        """Up to ``n`` distinct valid configs, uniformly at random (all of them if fewer).
+    def sample(
+        self, n: int, seed: int | None = 0, *, fixed: Mapping[str, Value] | None = None
+    ) -> list[Config]:
+        """Up to ``n`` distinct valid configs, uniformly at random (all of them if fewer);
+        with ``fixed``, among those that take those values (a problem variant, ``--set``).
 
         Raises:
             WorkbenchError: the valid fraction is too small to find ``n`` configs by rejection
                 in a very large space.
         """
         rng = random.Random(seed)
+        fixed = dict(fixed or {})
         if self.cartesian_size <= ENUMERATE_LIMIT:
             if self._valid_cache is None:
                 self._valid_cache = list(self._walk())
-            picks = rng.sample(self._valid_cache, min(n, len(self._valid_cache)))
+            valid = self._valid_cache
+            if fixed:
+                where = [(self.names.index(k), v) for k, v in fixed.items()]
+                valid = [row for row in valid if all(_same(row[i], v) for i, v in where)]
+            picks = rng.sample(valid, min(n, len(valid)))
             return [dict(zip(self.names, v, strict=True)) for v in picks]
-        return self._rejection_sample(n, rng)
+        return self._rejection_sample(n, rng, fixed)
 
-    def _rejection_sample(self, n: int, rng: random.Random) -> list[Config]:
-        domains = [p.values for p in self.spec.parameters]
+    def _rejection_sample(
+        self, n: int, rng: random.Random, fixed: Mapping[str, Value]
+    ) -> list[Config]:
+        domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
         found: dict[tuple[Value, ...], None] = {}
         attempts = max(100_000, 1000 * n)
         for _ in range(attempts):

@@ -21,6 +21,8 @@ def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
         chosen = declared
     else:
         chosen = [Arch.parse(a) for a in requested.split(",") if a.strip()]
+        if not chosen:
+            raise ArchError(f"--arch {requested!r} names no arch (e.g. sm_90, or 'all')")
     for arch in chosen:
         if arch not in declared:
             names = ", ".join(a.sm for a in declared)
