@@ -33,6 +33,13 @@ def test_import_export_round_trip(tmp_path: Path) -> None:
     assert back.optimum().config == original.optimum().config
     failed = [e for e in back.entries.values() if e.outcome is not TrialOutcome.OK]
     assert len(failed) == 318
+    # the exported file reads back as the same study: importing it adds nothing, gzipped too
+    gz = export_kt_cache(store, study, tmp_path / "kt.json.gz")
+    assert gz.read_bytes()[:2] == b"\x1f\x8b"
+    for exported in (tmp_path / "kt.json", gz):
+        again, added = import_recording(store, exported)
+        assert (again.id, added) == (study.id, 0)
+    assert len(store.studies()) == 1
     csv = pd.read_csv(export_table(store, study, tmp_path / "t.csv"))
     parquet = pd.read_parquet(export_table(store, study, tmp_path / "t.parquet"))
     assert len(csv) == len(parquet) == 4092
@@ -50,3 +57,11 @@ def test_store_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0 and out.exists()
     result = runner.invoke(app, ["store", "export", "nothing", "-o", str(out), "--storage", db])
     assert result.exit_code == 2 and "no study matches" in result.output
+    # a suffix that says another format is refused, not written as CSV or JSON under it
+    for args, message in [
+        (["-o", str(tmp_path / "x.json")], "written as .csv or .parquet"),
+        (["-o", str(tmp_path / "x.csv"), "--format", "kt-cache"], "written as .json or .json.gz"),
+    ]:
+        result = runner.invoke(app, ["store", "export", "pnpoly", *args, "--storage", db])
+        assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "x.json").exists()

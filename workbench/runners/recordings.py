@@ -214,12 +214,21 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
         format="kt-cache",
         kernel=str(data.get("kernel_name") or path.stem),
         device=device,
-        problem=json.dumps(data.get("problem_size")),
+        problem=_problem_label(data.get("problem_size")),
         parameters=parameters,
         objective=objective,
         entries=entries,
         note=note,
     )
+
+
+def _problem_label(size: object) -> str:
+    """A cache file's problem size as a study's shape label: a string as it is (so that a
+    file the workbench exported, which writes the label, reads back to the same study), a
+    number or list as JSON, none as empty (the study is then labelled 'recorded')."""
+    if size is None:
+        return ""
+    return size if isinstance(size, str) else json.dumps(size)
 
 
 #: Kernel Tuner objectives by direction (its ``objective_default_map``): the workbench

@@ -8,11 +8,13 @@ Tuner caches, T4 files, workbench recordings) becomes a study of its own.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pandas as pd
 
+from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
 from workbench.store.store import Store, StudyInfo
@@ -64,7 +66,16 @@ def to_dataframe(store: Store, study: StudyInfo) -> pd.DataFrame:
 
 
 def export_table(store: Store, study: StudyInfo, path: Path) -> Path:
-    """CSV or Parquet by the file's suffix."""
+    """CSV or Parquet by the file's suffix.
+
+    Raises:
+        ConfigError: another suffix (a table written under a name that says otherwise).
+    """
+    if path.suffix not in (".csv", ".parquet"):
+        raise ConfigError(
+            f"{path}: a table is written as .csv or .parquet (a Kernel Tuner cache file: "
+            "--format kt-cache, .json or .json.gz)"
+        )
     df = to_dataframe(store, study)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
@@ -75,7 +86,14 @@ def export_table(store: Store, study: StudyInfo, path: Path) -> Path:
 
 
 def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
-    """A Kernel Tuner cache file of the study's evaluations (readable by ``tune_cache``)."""
+    """A Kernel Tuner cache file of the study's evaluations (readable by ``tune_cache``),
+    gzipped when the name ends in .gz, as the recorded caches are.
+
+    Raises:
+        ConfigError: a name that does not end in .json or .json.gz.
+    """
+    if not path.name.endswith((".json", ".json.gz")):
+        raise ConfigError(f"{path}: a Kernel Tuner cache file is written as .json or .json.gz")
     keys = [name for name, _ in study.parameters]
     cache: dict[str, dict] = {}
     for e in store.evaluations(study):
@@ -106,7 +124,11 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
         "cache": cache,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1))
+    text = json.dumps(doc, indent=1)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
     return path
 
 
