@@ -335,6 +335,19 @@ def _exists(url: str, name: str) -> bool:
         return False
 
 
+def test_a_database_never_reached_is_named_after_db_wait_not_300_s() -> None:
+    """A wrong URL (nothing listens on port 1): tune waits --db-wait seconds, then says the
+    database was never reached, not that a worker's trial will be re-queued."""
+    start = time.monotonic()
+    code, out, err = invoke(
+        "tune", "--replay", str(PNPOLY), "--budget", "2", "--db-wait", "1",
+        "--storage", "postgresql://tuner@127.0.0.1:1/wb",
+    )  # fmt: skip
+    assert code == 2 and time.monotonic() - start < 60
+    assert "up to 1 s (--db-wait" in out + err
+    assert "never reached: check the URL" in out + err and "re-queued" not in out + err
+
+
 def test_postgresql_urls_use_psycopg_3() -> None:
     assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"

@@ -97,6 +97,16 @@ ShapesOpt = Annotated[
 ]
 
 
+DbWaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--db-wait",
+        min=0,
+        help="PostgreSQL: seconds to wait for an unavailable database before stopping.",
+    ),
+]
+
+
 @contextlib.contextmanager
 def cli_errors() -> Iterator[None]:
     """Turn the workbench's own errors, and a file that cannot be written or read (an output

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import EXIT_FAILED, cli_errors, console, err_console
+from workbench.cli.common import EXIT_FAILED, DbWaitOpt, cli_errors, console, err_console
 from workbench.cli.store_cmds import open_store
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import TrialOutcome
@@ -51,12 +51,6 @@ GraceOpt = Annotated[
         "--grace",
         help="Seconds without a heartbeat before a trial is failed and re-queued; make it longer "
         "than the database outages to ride out.",
-    ),
-]
-DbWaitOpt = Annotated[
-    float,
-    typer.Option(
-        "--db-wait", min=0, help="Seconds to wait for an unavailable database before stopping."
     ),
 ]
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
+    DbWaitOpt,
     DeviceOpt,
     ShapeOpt,
     ShapesOpt,
@@ -133,6 +134,7 @@ def tune(
             "than the database outages to ride out).",
         ),
     ] = 60,
+    db_wait: DbWaitOpt = 300.0,
     enqueue: Annotated[
         list[str] | None,
         typer.Option(
@@ -213,7 +215,7 @@ def tune(
                 "budget": the_budget.as_dict() | {"seconds": None},
                 "coordination": {"heartbeat_s": heartbeat, "grace_s": grace},
             }
-            settings = Coordination(heartbeat_s=heartbeat, grace_s=grace)
+            settings = Coordination(heartbeat_s=heartbeat, grace_s=grace, db_wait_s=db_wait)
             tune_shared(
                 storage,
                 study,

@@ -267,6 +267,7 @@ class Outage:
         self.wait_s = wait_s
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.outages = 0  #: how many times this worker waited for the database
+        self.reached = False  #: whether a call has succeeded yet (else: a wrong URL?)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, retried with backoff while the database is unavailable.
@@ -288,19 +289,25 @@ class Outage:
                     self.outages += 1
                     self.log(
                         f"database at {self.where} unavailable ({_first_line(exc)}); waiting "
-                        f"and retrying for up to {self.wait_s:.0f} s"
+                        f"and retrying for up to {self.wait_s:.0f} s (--db-wait; Ctrl-C stops)"
                     )
                 if now - start >= self.wait_s:
+                    then = (
+                        "this worker stops, and its running trial is re-queued by the others "
+                        "once its heartbeat is stale"
+                        if self.reached
+                        else "never reached: check the URL (host, port, database, user)"
+                    )
                     raise DatabaseUnavailable(
                         f"the database at {self.where} was unavailable for {self.wait_s:.0f} s "
-                        f"(last error: {_first_line(exc)}); this worker stops, and its running "
-                        "trial is re-queued by the others once its heartbeat is stale"
+                        f"(last error: {_first_line(exc)}); {then}"
                     ) from exc
                 time.sleep(delay)
                 delay = min(2 * delay, 2.0)  # retries are cheap: notice a return soon
                 continue
             if start is not None:
                 self.log(f"database at {self.where} back after {time.monotonic() - start:.1f} s")
+            self.reached = True
             return result
 
 
