@@ -275,6 +275,7 @@ def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster
     assert "evaluations: 15 copied" in out
     rc, out, _ = invoke("store", "copy", str(local), url)  # twice: nothing new
     assert "evaluations: 0 copied, 15 already there" in out
+    assert "runs: 0 copied, 1 already there" in out
     before = {r[0] for r in store_rows(url)}
     rc, out, err = invoke(*tune_args(url, "mig", 25, "--json", *FAST))
     assert rc == 0, err
@@ -283,6 +284,23 @@ def test_store_copy_from_sqlite_then_workers_continue(tmp_path: Path, pg_cluster
     assert doc["worker"]["measured"] == 10 and doc["evaluations"] == 25
     rows = store_rows(url)
     assert len(rows) == 25 == len({r[0] for r in rows}) and before <= {r[0] for r in rows}
+
+
+def test_store_copy_twice_adds_no_run_either(tmp_path: Path) -> None:
+    """Runs have no unique key: a run copied before is known by its values, so a second copy
+    adds nothing, and a run added to the source since is copied."""
+    src, dst = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    for budget in (5, 8):  # two runs of one study
+        assert invoke(*tune_args(src, "s", budget))[0] == 0
+    rc, out, err = invoke("store", "copy", str(src), str(dst))
+    assert rc == 0 and "runs: 2 copied" in out, out + err
+    rc, out, err = invoke("store", "copy", str(src), str(dst))
+    assert "runs: 0 copied, 2 already there" in out and "evaluations: 0 copied" in out, out + err
+    assert invoke(*tune_args(src, "s", 10))[0] == 0
+    rc, out, err = invoke("store", "copy", str(src), str(dst))
+    assert "runs: 1 copied, 2 already there" in out and "evaluations: 2 copied" in out, out + err
+    with sqlite3.connect(dst) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
 
 
 def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:

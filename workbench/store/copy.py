@@ -4,13 +4,16 @@ SQLite file to a shared PostgreSQL database.
 Every table of the schema is copied in dependency order, in one transaction on the destination.
 Rows get new ids there and foreign keys follow them; a row whose unique key already exists in
 the destination (the same environment, a study of the same name, a config already evaluated in
-it) is not copied again, and rows that refer to it use the existing one. Copying twice adds
-nothing. The shared (Optuna) side of a study needs no copy: the first worker on the destination
-gives every stored evaluation a complete trial, so nothing is measured again.
+it; for a table without a unique key, such as runs, the same values in every column) is not
+copied again, and rows that refer to it use the existing one. Copying twice adds nothing. The
+shared (Optuna) side of a study needs no copy: the first worker on the destination gives every
+stored evaluation a complete trial, so nothing is measured again.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 from sqlalchemy import Table, UniqueConstraint, select
@@ -65,18 +68,33 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
     return report
 
 
+def _hashable(value: object) -> object:
+    """A column's value as a key part: JSON as sorted text, a time as naive UTC (SQLite
+    returns naive times, PostgreSQL aware ones)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
 def _copy_table(
     table: Table, read: Connection, write: Connection, id_maps: dict[str, dict[int, int]]
 ) -> tuple[int, int]:
     fks = {fk.parent.name: fk.column.table.name for fk in table.foreign_keys}
-    keys = _unique_keys(table)
+    # A table without a unique key (runs, profiles, comparisons: events) matches on every
+    # column but the id, its references mapped: a row copied before is not copied again.
+    keys = _unique_keys(table) or [tuple(c.name for c in table.columns if c.name != "id")]
     has_id = "id" in table.columns
     # per unique key: its values -> id of the row the destination holds (0: table without id)
     known: list[dict[tuple, int]] = []
     for key in keys:
         cols = [table.c[k] for k in key] + ([table.c.id] if has_id else [])
         known.append(
-            {tuple(r[: len(key)]): (r[-1] if has_id else 0) for r in write.execute(select(*cols))}
+            {
+                tuple(map(_hashable, r[: len(key)])): (r[-1] if has_id else 0)
+                for r in write.execute(select(*cols))
+            }
         )
     id_map = id_maps.setdefault(table.name, {})
     insert = table.insert()
@@ -107,14 +125,14 @@ def _copy_table(
             if has_id:
                 id_map[old] = new
             for k, key in zip(known, keys, strict=True):
-                k[tuple(values[c] for c in key)] = new
+                k[tuple(_hashable(values[c]) for c in key)] = new
         copied += len(batch)
     return copied, existing
 
 
 def _match(values: dict, keys: list[tuple[str, ...]], known: list[dict[tuple, int]]) -> int | None:
     for key, k in zip(keys, known, strict=True):
-        found = k.get(tuple(values[c] for c in key))
+        found = k.get(tuple(_hashable(values[c]) for c in key))
         if found is not None:
             return found
     return None
