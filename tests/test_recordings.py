@@ -47,6 +47,9 @@ def test_t4_and_kt_versions_of_the_same_data_agree() -> None:
     }
     assert failed == {TrialOutcome.COMPILE_FAILED: 6, TrialOutcome.LAUNCH_FAILED: 155}
     assert {o: sum(e.outcome is o for e in t4.entries.values()) for o in failed} == failed
+    # both name the day the measurements ended (their latest entry), for the replay banner
+    assert kt.date == t4.date == "2023-12-22 13:17:23.719843+00:00"
+    assert t4.kernel == "convolution_milo_A100_T4"  # the file's name without .json.gz
 
 
 def test_replay_runner_answers_with_its_source() -> None:
@@ -55,7 +58,7 @@ def test_replay_runner_answers_with_its_source() -> None:
     best = rec.optimum()
     m = runner.evaluate(best.config)
     assert m.outcome is TrialOutcome.OK and m.value == best.value and m.samples
-    assert "RTX 3090" in m.replayed_from and "pnpoly_RTX_3090.json.gz" in m.replayed_from
+    assert m.replayed_from == "NVIDIA GeForce RTX 3090 (pnpoly_RTX_3090.json.gz, 2023-01-26)"
     failed = next(e for e in rec.entries.values() if e.outcome is not TrialOutcome.OK)
     assert runner.evaluate(failed.config).outcome is TrialOutcome.LAUNCH_FAILED
     absent = {**best.config, "block_size_x": 99999}

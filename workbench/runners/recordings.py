@@ -14,6 +14,7 @@ import gc
 import gzip
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -212,14 +213,37 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     return Recording(
         path=path,
         format="kt-cache",
-        kernel=str(data.get("kernel_name") or path.stem),
+        kernel=str(data.get("kernel_name") or _stem(path)),
         device=device,
         problem=_problem_label(data.get("problem_size")),
         parameters=parameters,
         objective=objective,
         entries=entries,
+        date=_latest_timestamp(cache.values()),
         note=note,
     )
+
+
+def _stem(path: Path) -> str:
+    """A file's name without .json / .gz: ``pnpoly_RTX_3090.json.gz`` -> ``pnpoly_RTX_3090``."""
+    name = path.name
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return name or path.name
+
+
+def _latest_timestamp(records: Iterable[object]) -> str | None:
+    """When a Kernel Tuner or T4 file's measurements ended: the latest of its entries'
+    ``timestamp`` (ISO text, so the latest sorts last), or None when they have none."""
+    stamps = [
+        t
+        for r in records
+        if isinstance(r, dict) and isinstance(t := r.get("timestamp"), str) and _ISO.match(t)
+    ]
+    return max(stamps) if stamps else None
+
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _problem_label(size: object) -> str:
@@ -328,12 +352,13 @@ def _from_t4(path: Path, data: dict) -> Recording:
     return Recording(
         path=path,
         format="t4",
-        kernel=str(meta.get("kernel") or path.stem),
+        kernel=str(meta.get("kernel") or _stem(path)),
         device=device,
         problem=str(meta.get("problem_size", "")),
         parameters=parameters,
         objective=Objective(objective_name, "ms"),
         entries=entries,
+        date=_latest_timestamp(results),
     )
 
 
