@@ -434,3 +434,22 @@ def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json
     ]:
         code, out, err = invoke("tune", "reduce", "--sample", "1", *bad)
         assert code == 2 and message in out + err, (bad, out + err)
+
+
+def test_enqueue_a_config_of_a_bare_recording_naming_every_parameter() -> None:
+    pnpoly = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    config = "between_method=3,block_size_x=64,tile_size=12,use_method=2"
+    code, out, err = invoke(
+        "tune", "--replay", pnpoly, "--budget", "1", "--enqueue", config, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["best_config"] == {
+        "between_method": 3, "block_size_x": 64, "tile_size": 12, "use_method": 2
+    }  # fmt: skip
+    for bad, message in [
+        ("block_size_x=64", "name between_method, tile_size, use_method too"),
+        ("foo=1", "unknown parameter 'foo'"),
+        ("block_size_x=abc", "not in its domain"),
+    ]:
+        code, out, err = invoke("tune", "--replay", pnpoly, "--budget", "1", "--enqueue", bad)
+        assert code == 2 and message in out + err, out + err

@@ -49,6 +49,7 @@ from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
 from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
+from workbench.spaces.space import parse_assignments
 from workbench.spaces.targets import resolve_arches
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs
@@ -451,12 +452,7 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
         elif item == "best" or item.startswith("best:"):
             queue += _warm_starts(plan, item, store, out)
         else:
-            space = getattr(plan.problem, "space", None)
-            if space is None:
-                raise ConfigError(
-                    "--enqueue NAME=VALUE needs a kernel's space, not a bare recording"
-                )
-            config = space.parse_config(item.split(","))
+            config = _parse_enqueued(plan, item)
             violations = plan.problem.violations(config)
             if violations:  # said, not silently skipped
                 raise ConfigError(f"--enqueue {item}: invalid here: {'; '.join(violations)}")
@@ -465,6 +461,25 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
     for config in queue:  # in order, the first of equal configs
         unique.setdefault(plan.problem.key(config), config)
     return list(unique.values())
+
+
+def _parse_enqueued(plan: TunePlan, item: str) -> dict:
+    """``--enqueue NAME=VALUE,...``: over the space's defaults, or, for a bare recording
+    (which has none), naming every parameter.
+
+    Raises:
+        ConfigError: malformed, an unknown name or value, or a recorded parameter left out.
+    """
+    space = getattr(plan.problem, "space", None)
+    if space is not None:
+        return space.parse_config(item.split(","))
+    domains = {p.name: p.values for p in plan.problem.params}
+    config = parse_assignments(domains, item.split(","), {})
+    if missing := [n for n in domains if n not in config]:
+        raise ConfigError(
+            f"--enqueue {item}: a recorded space has no defaults; name {', '.join(missing)} too"
+        )
+    return config
 
 
 def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[dict]:

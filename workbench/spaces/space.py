@@ -193,21 +193,8 @@ class Space:
             ConfigError: unknown parameter, malformed assignment, a name given twice, or a
                 value outside the domain.
         """
-        names = [item.partition("=")[0].strip() for item in assignments]
-        if twice := sorted({n for n in names if names.count(n) > 1}):
-            raise ConfigError(f"{', '.join(twice)} set more than once in one config")
-        config = self.spec.default_config()
-        for item in assignments:
-            name, sep, text = item.partition("=")
-            name = name.strip()
-            if not sep:
-                raise ConfigError(f"{item!r}: expected NAME=VALUE")
-            if name not in self.names:
-                raise ConfigError(
-                    f"unknown parameter {name!r}; parameters: {', '.join(self.names)}"
-                )
-            config[name] = _match_value(self.spec.parameter(name).values, name, text.strip())
-        return config
+        domains = {p.name: p.values for p in self.spec.parameters}
+        return parse_assignments(domains, assignments, self.spec.default_config())
 
     # -- sampling ------------------------------------------------------------------------
     def sample(
@@ -257,6 +244,31 @@ class Space:
 
 def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
+
+
+def parse_assignments(
+    domains: Mapping[str, Sequence[Value]], assignments: Sequence[str], base: Config
+) -> Config:
+    """``["BLOCK=256", "fast_math=true"]`` over ``base``, each value typed by matching its
+    text to the parameter's domain (``domains``: each parameter's values, in order).
+
+    Raises:
+        ConfigError: unknown parameter, malformed assignment, a name given twice, or a value
+            outside the domain.
+    """
+    names = [item.partition("=")[0].strip() for item in assignments]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"{', '.join(twice)} set more than once in one config")
+    config = dict(base)
+    for item in assignments:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ConfigError(f"{item!r}: expected NAME=VALUE")
+        if name not in domains:
+            raise ConfigError(f"unknown parameter {name!r}; parameters: {', '.join(domains)}")
+        config[name] = _match_value(domains[name], name, text.strip())
+    return config
 
 
 def _match_value(domain: Sequence[Value], name: str, text: str) -> Value:
