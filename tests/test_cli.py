@@ -123,6 +123,8 @@ def test_compile_all_for_every_declared_arch(tmp_path: Path) -> None:
 
 def test_compile_failure_is_reported_with_exit_1(project: Path) -> None:
     (project / "kernels" / "axpy.cu").write_text("not CUDA at all;\n")
+    code, out = run("compile", str(project / "spaces" / "tiny.yaml"))
+    assert code == 1 and "failed; `workbench compile ... --log` shows why" in out
     code, out = run("compile", str(project / "spaces" / "tiny.yaml"), "--log")
     assert code == 1
     assert "failed" in out and "error" in out
@@ -148,6 +150,8 @@ BAD_INPUT = [
     (["tune", "reduce", "--arch", ""], "names no arch"),
     (["space", "reduce", "--shape", "m=3"], "expected NAME=INT"),
     (["space", "reduce", "--device", "voodoo5"], "unknown device"),
+    (["space", "reduce", "--device", "t4"], "sm_90 binaries do not run on Tesla T4"),
+    (["compile", "gemm_int8", "--shape", "K=100", "--sample", "1"], "violates K % 16 == 0"),
     (["kernels", "--spaces", "/nonexistent/dir"], "does not exist"),
     (["space", "nope:zzz:"], "nope:zzz:"),  # a user's text, not an emoji code
 ]
@@ -160,6 +164,15 @@ def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
     assert message in result.output
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_space_with_no_valid_config_says_why_with_exit_2(write_space) -> None:
+    from conftest import TINY_SPACE
+
+    path = write_space(TINY_SPACE.replace("BLOCK * SCALE <= 512", "BLOCK > 10000"))
+    code, out = run("space", str(path))
+    assert code == 2 and "valid configs:  0" in out
+    assert "no config is valid" in out and "violates BLOCK > 10000" in out
 
 
 def test_malformed_space_file_names_file_line_and_key(write_space) -> None:

@@ -138,17 +138,32 @@ DEVICES: dict[str, DeviceSpec] = {
 DEFAULT_DEVICE_FOR_CC = {75: "t4", 80: "a100", 86: "rtx3090", 89: "l40s", 90: "h200"}
 
 
+def runs_on(arch: Arch, cc: int) -> bool:
+    """Whether a cubin for ``arch`` runs on a GPU of compute capability ``cc``: the same major
+    version, no older minor; an arch-specific one (sm_90a) only on its own."""
+    if arch.suffix == "a":
+        return cc == arch.cc
+    return cc // 10 == arch.major and cc >= arch.cc
+
+
 def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
     """The preset named ``name``, or the default preset for ``arch`` (H200 when neither).
 
     Raises:
-        ArchError: unknown preset name, or no preset for the arch.
+        ArchError: unknown preset name, no preset for the arch, or a preset whose GPU cannot
+            run the arch's binaries.
     """
     if name is not None:
         key = name.lower().replace("-", "").replace(" ", "")
         if key not in DEVICES:
             raise ArchError(f"unknown device {name!r}; presets: {', '.join(DEVICES)}")
-        return DEVICES[key]
+        device = DEVICES[key]
+        if arch is not None and not runs_on(arch, device.cc):
+            raise ArchError(
+                f"{arch.sm} binaries do not run on {device.name} (compute capability "
+                f"{device.cc // 10}.{device.cc % 10}): pick an arch it runs, or another --device"
+            )
+        return device
     if arch is None:
         return DEVICES["h200"]
     preset = DEFAULT_DEVICE_FOR_CC.get(arch.cc)

@@ -266,7 +266,10 @@ def print_records(
     out.print(table)
     failed = sum(1 for r in records if not r.ok)
     more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
-    out.print(f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}")
+    hint = "; `workbench compile ... --log` shows why" if failed and not show_log else ""
+    out.print(
+        f"{len(records)} configs, {len(records) - failed} compiled, {failed} failed{more}{hint}"
+    )
     if show_log:
         for r in records:
             if not r.ok and r.log:

@@ -21,6 +21,7 @@ from workbench.cli.common import (
 )
 from workbench.devices import device_for
 from workbench.errors import SpaceFileError
+from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.targets import resolve_arches
 
@@ -136,7 +137,10 @@ def space(
             console.print(f"  constraint: {escape(c.describe())}")
         console.print(f"cartesian size: {sp.cartesian_size:,}")
         if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
-            console.print(f"valid configs:  {sp.count_valid():,}")
+            n_valid = sp.count_valid()
+            console.print(f"valid configs:  {n_valid:,}")
+            if not n_valid:  # bad input for every other command: said, with the reasons
+                SpaceProblem(sp).check_not_empty()
         if sample > 0:
             for cfg in sp.sample(sample, seed=seed):
                 console.print(f"  sample: {escape(config_label(cfg))}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -226,18 +227,24 @@ class Space:
         domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
         found: dict[tuple[Value, ...], None] = {}
         attempts = max(100_000, 1000 * n)
+        reasons: Counter[str] = Counter()  # why draws were refused: said if none is valid
         for _ in range(attempts):
             values = tuple(rng.choice(d) for d in domains)
             if values in found:
                 continue
-            if not self.explain(dict(zip(self.names, values, strict=True))):
+            problems = self.explain(dict(zip(self.names, values, strict=True)))
+            if not problems:
                 found[values] = None
                 if len(found) == n:
                     break
+            else:
+                reasons.update(v.message for v in problems)
         if not found:
+            top = "; ".join(f"{why} ({count})" for why, count in reasons.most_common(3))
             raise WorkbenchError(
                 f"{self.spec.name}: no valid config in {attempts} random draws from "
-                f"{self.cartesian_size} points; the constraints exclude (almost) everything"
+                f"{self.cartesian_size} points; the constraints exclude (almost) everything. "
+                f"The reasons, counted over the draws: {top}"
             )
         return [dict(zip(self.names, v, strict=True)) for v in found]
 
