@@ -152,6 +152,7 @@ BAD_INPUT = [
     (["space", "reduce", "--device", "voodoo5"], "unknown device"),
     (["space", "reduce", "--device", "t4"], "sm_90 binaries do not run on Tesla T4"),
     (["compile", "gemm_int8", "--shape", "K=100", "--sample", "1"], "violates K % 16 == 0"),
+    (["compare", "gemm_int8", "--shape", "K=100"], "the default config is invalid at this shape"),
     (["kernels", "--spaces", "/nonexistent/dir"], "does not exist"),
     (["space", "nope:zzz:"], "nope:zzz:"),  # a user's text, not an emoji code
 ]

@@ -137,7 +137,14 @@ def _plan(
     except ConfigError:
         if wants_best:
             raise
-        return ShapePlan(space, space.spec.default_config(), "default (no tuned study here)")
+        default = space.spec.default_config()
+        if problems := space.explain(default):
+            reasons = "; ".join(v.message for v in problems)
+            raise ConfigError(
+                f"{label}: no tuned study here, and the default config is invalid at this "
+                f"shape ({reasons}); give one with -c NAME=VALUE,..."
+            ) from None
+        return ShapePlan(space, default, "default (no tuned study here)")
     (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
     return ShapePlan(space, cfg, f"best of study {chosen.name}", chosen.id)
 
