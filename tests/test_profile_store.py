@@ -52,6 +52,10 @@ def test_import_stores_every_launch_and_reads_back(private_dirs: Path) -> None:
     assert "gpu__time_duration.sum" in flash.missing
     assert any("incomplete profile" in n for n in flash.notes)
     assert load_profiles(store, kernel="flash_fwd_kernel")[0].id == flash.id
+    # the same report again: every launch is already there, none is stored twice
+    code, out, err = invoke("profile", "--import", str(path))
+    assert code == 0 and err.count("not stored again") == 5, err
+    assert [r.id for r in load_profiles(store)] == [r.id for r in rows]
     store.close()
 
 

@@ -29,7 +29,7 @@ from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
 from workbench.profile.metrics import MetricSet
 from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
-from workbench.profile.storage import ProfileRecord, best_config, save_profile
+from workbench.profile.storage import ProfileRecord, best_config, find_import, save_profile
 from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
 from workbench.spaces import Space
@@ -139,7 +139,8 @@ def profile(
             if space is not None:
                 ceilings = ceilings.add(datasheet_ceilings(space.device))
             study_id = cfg[1].id if cfg and cfg[1] else None
-            _emit([_store(store, r, study_id) for r in records], ceilings, as_json)
+            stored = [_store(store, r, study_id, imported=True) for r in records]
+            _emit(stored, ceilings, as_json)
             return
         if kernel is None:
             raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
@@ -197,12 +198,21 @@ def _extra_ceilings(path: Path | None) -> Ceilings:
     return Ceilings(measured_ceilings(path)) if path is not None else Ceilings()
 
 
-def _store(store: Store | None, record: ProfileRecord, study_id: int | None) -> ProfileRecord:
+def _store(
+    store: Store | None, record: ProfileRecord, study_id: int | None, *, imported: bool = False
+) -> ProfileRecord:
+    """Keep a profile in the store; an imported launch already there is not stored again."""
     if store is None:
         return record
     from dataclasses import replace
 
     record = replace(record, study_id=study_id)
+    if imported and (known := find_import(store, record)) is not None:
+        err_console.print(
+            f"launch {record.report_index} of {escape(str(record.source_file))} is already "
+            f"in the store as profile #{known}: not stored again"
+        )
+        return replace(record, id=known)
     return replace(record, id=save_profile(store, record))
 
 

@@ -59,6 +59,28 @@ def _finite(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
     }
 
 
+def find_import(store: Store, record: ProfileRecord) -> int | None:
+    """The id of a stored profile imported from the same report (same file content, same
+    launch in it) under the same kernel, config, shape and study, or None: importing a
+    report twice stores its launches once."""
+    if record.source_sha256 is None:
+        return None
+    with store.session() as s:
+        return s.scalars(
+            select(Profile.id)
+            .where(
+                Profile.source_sha256 == record.source_sha256,
+                Profile.report_index == record.report_index,
+                Profile.kernel == record.kernel,
+                Profile.config_key == record.config_key,
+                Profile.shape_label == record.shape_label,
+                Profile.study_id == record.study_id,
+            )
+            .order_by(Profile.id)
+            .limit(1)
+        ).first()
+
+
 def save_profile(store: Store, record: ProfileRecord) -> int:
     """Insert one profile; returns its id.
 
