@@ -87,6 +87,31 @@ def test_older_and_newer_schemas(tmp_path: Path) -> None:
         con.close()
 
 
+def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> None:
+    """What list, export and report use: a store the user may only read is read (SQLite is
+    told so: a write fails), a missing one is not created, an older one is not migrated."""
+    path = tmp_path / "s.sqlite"
+    with pytest.raises(StoreError, match="no store at"):
+        Store(url(path), read_only=True)
+    assert not path.exists()
+    store = Store(url(path))
+    study, *_ = fill(store)
+    store.close()
+    before = path.read_bytes()
+    reader = Store(url(path), read_only=True)
+    assert [s.name for s in reader.studies()] == [study.name]
+    with pytest.raises(StoreError, match="readonly"):
+        reader.study(kernel="k2", shape_label="n=8", device_key="H200", parameters=[("A", [1])])
+    reader.close()
+    assert path.read_bytes() == before
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema version 0; reading it needs version"):
+        Store(url(path), read_only=True)
+
+
 def test_foreign_and_damaged_files(tmp_path: Path) -> None:
     foreign = tmp_path / "other.sqlite"
     con = sqlite3.connect(foreign)

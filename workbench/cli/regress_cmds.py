@@ -242,7 +242,7 @@ def history_command(
 ) -> None:
     """The series of runs per GPU, shape and config, with change points and what changed."""
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         series = gather_history(store, kernel)
         if html is not None:
             path = write_timeline(html, series, kernel=kernel, store_url=store.url)
@@ -280,7 +280,7 @@ def runs_command(
 ) -> None:
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         table = Table(title=f"regression runs in {escape(store.url)}")
         for col in ("id", "kernel", "label", "date", "environment", "source"):
             table.add_column(col, overflow="fold")

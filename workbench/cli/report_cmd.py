@@ -51,7 +51,7 @@ def report(
     (the HTML is still written); 2 bad input.
     """
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         options = ReportOptions(
             out_dir=out,
             png=png,

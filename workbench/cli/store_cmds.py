@@ -28,17 +28,20 @@ StorageOpt = Annotated[
 ]
 
 
-def open_store(storage: str | None) -> Store:
+def open_store(storage: str | None, *, read_only: bool = False) -> Store:
+    """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
+    commands that only read it (they work on a file the user may not write, and never create
+    one)."""
     if storage is not None and "://" not in storage:
         storage = f"sqlite:///{Path(storage).absolute()}"
-    return Store(storage)
+    return Store(storage, read_only=read_only)
 
 
 @app.command("list")
 def list_studies(storage: StorageOpt = None) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source."""
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         table = Table(title=f"studies in {escape(store.url)}")
         for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
             table.add_column(col, overflow="fold")
@@ -80,7 +83,7 @@ def export(
 ) -> None:
     """Export a study's evaluations."""
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         info = store.find_study(study)
         if fmt == "kt-cache":
             from workbench.store.exchange import export_kt_cache  # pandas: only when used
@@ -125,7 +128,7 @@ def copy(
         path = src.split(":///", 1)[-1] if src.startswith("sqlite") else src
         if "://" not in path and not Path(path).exists():  # opening would create an empty one
             raise ConfigError(f"store copy: {src} does not exist")
-        report = copy_store(open_store(src), open_store(dst))
+        report = copy_store(open_store(src, read_only=True), open_store(dst))
         for table, n in report.copied.items():
             if n or report.existing[table]:
                 console.print(

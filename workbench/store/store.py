@@ -86,18 +86,23 @@ class StoredEvaluation:
 
 
 class Store:
-    """Open (creating or migrating) the store at ``url``.
+    """Open (creating or migrating) the store at ``url``; ``read_only``: open an existing
+    store without writing to it (a file the user may only read, e.g. to list or export).
 
     Raises:
         StoreError: the database cannot be opened, is not a workbench store, is damaged, or was
-            written by a newer workbench.
+            written by a newer workbench; read-only: there is no store, or its schema is older
+            (migrating writes).
     """
 
-    def __init__(self, url: str | None = None, *, lock_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, url: str | None = None, *, lock_timeout_s: float = 10.0, read_only: bool = False
+    ) -> None:
         self.url = sqlalchemy_url(url or default_store_url())
+        self.read_only = read_only
         self._raw = None  # DB-API connection for the per-trial insert on SQLite
         try:
-            self.engine = _make_engine(self.url, lock_timeout_s)
+            self.engine = _make_engine(self.url, lock_timeout_s, read_only)
             self._session = sessionmaker(self.engine, expire_on_commit=False)
             self._prepare()
         except StoreError:
@@ -159,6 +164,14 @@ class Store:
                     f"{self._shown_url} has schema version {version}, newer than this workbench's "
                     f"{SCHEMA_VERSION}: upgrade the workbench"
                 )
+            if self.read_only:
+                if version != SCHEMA_VERSION:
+                    what = "no workbench store" if version is None else f"schema version {version}"
+                    raise StoreError(
+                        f"{self._shown_url} is {what}; reading it needs version "
+                        f"{SCHEMA_VERSION} (a command that writes, such as tune, migrates it)"
+                    )
+                return
             if version is not None and version < SCHEMA_VERSION:
                 migrate(conn, version)
             models.Base.metadata.create_all(conn)
@@ -615,10 +628,15 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def _make_engine(url: str, lock_timeout_s: float) -> Engine:
+def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> Engine:
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[-1]
-        if path and path != ":memory:":
+        on_disk = bool(path) and path != ":memory:"
+        if read_only and on_disk:
+            if not Path(path).is_file():
+                raise StoreError(f"no store at {path}")
+            url = f"sqlite:///file:{path}?mode=ro&uri=true"  # SQLite itself refuses writes
+        elif on_disk:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # wait this long for another writer's lock before failing with "database is locked"
         engine = create_engine(url, connect_args={"timeout": lock_timeout_s})
@@ -626,8 +644,9 @@ def _make_engine(url: str, lock_timeout_s: float) -> Engine:
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
-            cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
+            if not read_only:  # (a store is written in WAL mode: reading it needs no change)
+                cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+                cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
