@@ -453,3 +453,12 @@ def test_enqueue_a_config_of_a_bare_recording_naming_every_parameter() -> None:
     ]:
         code, out, err = invoke("tune", "--replay", pnpoly, "--budget", "1", "--enqueue", bad)
         assert code == 2 and message in out + err, out + err
+
+
+def test_a_refused_tune_leaves_no_empty_study_behind(tmp_path: Path) -> None:
+    pnpoly = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    for bad in ("foo=1", "best:nothing"):
+        code, out, err = invoke("tune", "--replay", pnpoly, "--enqueue", bad)
+        assert code == 2, out + err
+        assert "cn_pnpoly" not in err.partition("studies:")[2]  # not the one just made
+    assert Store(f"sqlite:///{tmp_path / 'store.sqlite'}").studies() == []

@@ -31,7 +31,7 @@ from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, compile_space, 
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
@@ -276,8 +276,13 @@ def tune(
                 plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
             if plan.banner:
                 out.print(Panel(escape(plan.banner), style="bold yellow"))
-            plan.problem.check_not_empty()  # (before the progress bar; the tuner checks too)
-            queue = _enqueue(plan, enqueue, store, out)
+            try:
+                plan.problem.check_not_empty()  # (before the progress bar; the tuner checks too)
+                queue = _enqueue(plan, enqueue, store, out)
+            except WorkbenchError:  # refused: no empty study left behind
+                for unused in plans:
+                    store.discard_if_unused(unused.study)
+                raise
             results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
         summaries = [_summary(p, r, store.url) for p, r in zip(plans, results, strict=True)]
         for plan, result in zip(plans, results, strict=True):

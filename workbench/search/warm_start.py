@@ -91,7 +91,7 @@ def best_elsewhere(
         chosen.sort(key=lambda s: (s.device_key != study.device_key, s.id))
     else:
         try:
-            chosen = [store.find_study(source)]
+            chosen = [store.find_study(source, unlisted=study.id)]
         except ConfigError as exc:
             raise ConfigError(f"--enqueue best:{source}: {exc}") from None
         if chosen[0].id == study.id:

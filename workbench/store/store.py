@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, make_url, select, text
+from sqlalchemy import create_engine, delete, event, func, make_url, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import (
     ArgumentError,
@@ -34,9 +34,12 @@ from workbench.spaces.model import Config, Value, config_label
 from workbench.store import models
 from workbench.store.models import (
     SCHEMA_VERSION,
+    Comparison,
+    CompileRecord,
     Environment,
     Evaluation,
     Meta,
+    Profile,
     Run,
     Study,
     utcnow,
@@ -281,8 +284,9 @@ class Store:
         with self.session() as s:
             return [_study_info(r) for r in s.scalars(select(Study).order_by(Study.id))]
 
-    def find_study(self, name: str) -> StudyInfo:
-        """A study by exact name, by id, or by a unique part of its name.
+    def find_study(self, name: str, *, unlisted: int | None = None) -> StudyInfo:
+        """A study by exact name, by id, or by a unique part of its name; the error names
+        the studies there are (but the ``unlisted`` one: the study asking).
 
         Raises:
             ConfigError: no study or several match.
@@ -294,9 +298,20 @@ class Store:
         matches = [s for s in studies if name in s.name]
         if len(matches) == 1:
             return matches[0]
-        known = "; ".join(f"{s.id}: {s.name}" for s in studies) or "none"
+        shown = [s for s in matches or studies if s.id != unlisted]
+        known = "; ".join(f"{s.id}: {s.name}" for s in shown) or "none"
         what = "several studies match" if matches else "no study matches"
         raise ConfigError(f"{what} {name!r}; studies: {known}")
+
+    def discard_if_unused(self, study: StudyInfo) -> bool:
+        """Delete a study that nothing refers to yet (no run, evaluation, compile result,
+        profile or comparison): what a refused command created. Returns whether it did."""
+        users = (Run, Evaluation, CompileRecord, Profile, Comparison)
+        with self.session() as s:
+            if any(s.scalar(select(m.id).where(m.study_id == study.id).limit(1)) for m in users):
+                return False
+            s.execute(delete(Study).where(Study.id == study.id))
+            return True
 
     def start_run(
         self,
