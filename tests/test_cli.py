@@ -45,6 +45,15 @@ def test_kernels_lists_the_library_and_user_spaces(project: Path) -> None:
     assert rows["tiny"]["builtin"] is False and rows["reduce"]["builtin"] is True
     code, out = run("kernels", env={"WORKBENCH_SPACES": str(project / "spaces")})
     assert code == 0 and "tiny" in out
+    # listed by the name commands find it by (the file's), a different name: inside said
+    (project / "spaces" / "other.yaml").write_text(
+        (project / "spaces" / "tiny.yaml").read_text().replace("name: tiny", "name: elsewhere")
+    )
+    code, out = run("kernels", "--json", "--spaces", str(project / "spaces"))
+    row = {r["name"]: r for r in json.loads(out)}["other"]
+    assert row["name_in_file"] == "elsewhere" and "found as 'other'" in row["warning"]
+    assert rows["tiny"]["warning"] is None
+    assert run("space", "other", "--spaces", str(project / "spaces"))[0] == 0
 
 
 def test_space_shows_size_count_sample_and_why() -> None:

@@ -43,9 +43,16 @@ def kernels(
                 rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
                 continue
             space = Space(spec)
+            # what a command finds is the file's name; a different `name:` inside is said
+            mismatch = (
+                f"found as {entry.name!r} (its file's name), but its name: is {spec.name!r}; "
+                if spec.name != entry.name
+                else ""
+            )
             rows.append(
                 {
-                    "name": spec.name,
+                    "name": entry.name,
+                    "name_in_file": spec.name,
                     "language": spec.language,
                     "arches": list(spec.arches),
                     "parameters": len(spec.parameters),
@@ -53,6 +60,7 @@ def kernels(
                     "builtin": entry.builtin,
                     "path": str(entry.path),
                     "description": spec.description.strip(),
+                    "warning": mismatch.rstrip("; ") or None,
                 }
             )
         if as_json:
@@ -72,7 +80,9 @@ def kernels(
                 str(r["parameters"]),
                 f"{r['points']:,}",
                 "library" if r["builtin"] else escape(r["path"]),
-                escape(r["description"][:90]),
+                f"[yellow]{escape(r['warning'])}[/]"
+                if r["warning"]
+                else escape(r["description"][:90]),
             )
         console.print(table)
 
