@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from workbench.cli.main import app
 
 runner = CliRunner()
+REDUCE_SPACE = Path(__file__).resolve().parents[1] / "tuning_spaces" / "reduce.yaml"
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -153,6 +154,10 @@ BAD_INPUT = [
     (["compile", "reduce", "-c", "BLOCK=100"], "not in its domain"),
     (["compile", "reduce", "-c", "ITEMS=2,VEC=4"], "ITEMS % VEC == 0"),
     (["compile", "reduce", "-c", "BLOCK=256,BLOCK=64"], "BLOCK set more than once"),
+    (["compile", "reduce", "-c", "BLOCK=256", "--all"], "cannot go with --all or --sample"),
+    (["compile", "reduce", "--all", "--sample", "3"], "cannot go with --sample"),
+    (["space", "reduce", "--shape", "n=99999999999999999999"], "larger than a 64-bit size"),
+    (["kernels", "--spaces", str(REDUCE_SPACE)], "is a file: --spaces takes a directory"),
     (["compile", "reduce", "--arch", ""], "names no arch"),
     (["compile", "reduce", "--arch", ","], "names no arch"),
     (["space", "reduce", "--arch", ""], "names no arch"),

@@ -341,6 +341,10 @@ def test_enqueue_best_takes_at_most_three_studies(project: Path) -> None:
     assert err.count("--enqueue best: first") == MAX_WARM_STARTS == 3
     assert err.count("--enqueue best: not used (at most 3; best:STUDY picks one)") == 1
     assert "'earlier 3'" in err.split("not used")[1]  # the latest study is the one left out
+    # a study whose best is a config already queued: said once, not queued again
+    code, _, err = invoke(*tune, "1", "--study", "again", "--enqueue", "BLOCK=32,SCALE=1,WAVES=1")
+    code, _, err = invoke(*tune, "10", "--study", "now", "--enqueue", "best")
+    assert code == 0 and "--enqueue best: the same config as above, from" in err, err
 
 
 def test_a_space_whose_every_config_is_invalid_is_refused_by_name(

@@ -106,6 +106,8 @@ def t4(configurations: list[dict]) -> dict:
         (lambda p: p.write_bytes(b""), "not valid JSON"),
         (lambda p: p.write_bytes(b"\x1f\x8b\x08\x00garbage"), "gzip"),
         (lambda p: p.write_text('{"cache": {'), "truncated"),
+        (lambda p: p.write_bytes(b'{"cache": "\xff"}'), r"not text \(JSON is UTF-8\)"),
+        (lambda p: p.write_text('{"cache": }'), "not valid JSON at byte 10: "),
         (lambda p: p.write_text("[1, 2]"), "JSON object"),
         (lambda p: p.write_text('{"hello": 1}'), "unknown format"),
         (

@@ -151,6 +151,8 @@ def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, i
             raise ConfigError(f"--shape {item!r}: {text!r} is not an integer") from None
         if value <= 0:
             raise ConfigError(f"--shape {item!r}: sizes must be positive")
+        if value >= 2**63:  # kernels take sizes as 64-bit integers at most
+            raise ConfigError(f"--shape {item!r}: larger than a 64-bit size")
         shape[name] = value
     return shape
 

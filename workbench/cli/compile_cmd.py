@@ -28,6 +28,7 @@ from workbench.cli.common import (
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
+from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.targets import resolve_arches
@@ -115,6 +116,10 @@ def compile_command(
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
     with cli_errors():
+        if config and (all_configs or sample is not None):
+            raise ConfigError("--config names the configs: it cannot go with --all or --sample")
+        if all_configs and sample is not None:
+            raise ConfigError("--all compiles every valid config: it cannot go with --sample")
         spec = load_kernel(kernel, spaces or [])
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)

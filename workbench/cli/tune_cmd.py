@@ -505,6 +505,8 @@ def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[d
     for start in found:
         if start.config is None:
             line = f"skipped {start.describe()}"
+        elif start.config in queue:
+            line = f"the same config as above, from {start.describe()}"
         elif len(queue) == MAX_WARM_STARTS:
             line = f"not used (at most {MAX_WARM_STARTS}; best:STUDY picks one) {start.describe()}"
         else:

@@ -174,9 +174,12 @@ def _read_json(path: Path) -> object:
             raise RecordingError(path, f"corrupt or truncated gzip data ({exc})") from exc
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        pos = f" at byte {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise RecordingError(path, f"not valid JSON{pos} (truncated?): {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise RecordingError(path, f"not text (JSON is UTF-8): {exc}") from exc
+    except json.JSONDecodeError as exc:
+        # JSON that stops short ends in "Expecting ..." at its very end
+        cut = " (truncated?)" if exc.pos >= len(exc.doc.rstrip()) else ""
+        raise RecordingError(path, f"not valid JSON at byte {exc.pos}{cut}: {exc}") from exc
 
 
 def _from_kt_cache(path: Path, data: dict) -> Recording:

@@ -48,6 +48,11 @@ def search_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
     env = os.environ.get(SPACES_ENV, "")
     dirs += [Path(d) for d in env.split(os.pathsep) if d.strip()]
     for d in dirs:
+        if d.is_file():
+            raise UnknownKernelError(
+                f"space directory {d} is a file: --spaces takes a directory of space files "
+                "(a space file is given as the kernel itself)"
+            )
         if not d.is_dir():
             raise UnknownKernelError(f"space directory {d} does not exist")
     return [*dirs, builtin_spaces_dir()]
