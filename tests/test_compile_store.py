@@ -54,6 +54,8 @@ def test_no_gpu_tune_stores_compile_rows_and_the_report_draws_them(
     again = ("tune", "tiny", "--spaces", spaces, "--sample", "3", "--arch", "sm_80")
     assert invoke(*again, "--storage", str(db))[0] == 0
     assert len(load_compiles(store, study.id)) == 4
+    code, out, err = invoke("store", "list", "--storage", str(db))
+    assert code == 0 and "compiled only" in out and "measured" not in out, out + err
     (data,) = gather_studies(store, "tiny")
     series = gather_compiled(store, data)
     assert series is not None and series.axis == "compiled config" and series.without == 0

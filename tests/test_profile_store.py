@@ -104,6 +104,11 @@ def test_a_damaged_report_is_a_clear_error(tmp_path: Path, content: bytes) -> No
     assert "bad.ncu-rep" in err and "Traceback" not in err
 
 
+def test_a_directory_is_not_a_report(tmp_path: Path) -> None:
+    code, _, err = invoke("profile", "--import", str(tmp_path))
+    assert code == 2 and "a directory, not a report file" in err
+
+
 def test_profile_needs_a_kernel_or_a_report() -> None:
     code, _, err = invoke("profile")
     assert code == 2 and "--import" in err

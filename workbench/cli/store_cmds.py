@@ -12,7 +12,7 @@ from rich.table import Table
 from workbench.cli.common import cli_errors, console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.store import Store
+from workbench.store import Store, StudyInfo
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
@@ -58,7 +58,7 @@ def list_studies(storage: StorageOpt = None) -> None:
                 str(len(evs)),
                 str(failed),
                 best,
-                escape(s.replay_source or "measured"),
+                escape(s.replay_source or _source(s)),
             )
         console.print(table)
 
@@ -139,3 +139,10 @@ def copy(
                         else ""
                     )
                 )
+
+
+def _source(study: StudyInfo) -> str:
+    """Where a study's numbers come from, when no recording does."""
+    from workbench.sweep import COMPILE_ONLY
+
+    return "compiled only" if study.device_key.startswith(COMPILE_ONLY) else "measured"

@@ -173,6 +173,8 @@ def load_report(path: Path | str) -> Report:
             kernel, or the ``ncu-report`` package is not installed.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ReportError(path, "a directory, not a report file (.ncu-rep)")
     if not path.is_file():
         raise ReportError(path, "no such file")
     problem = check_container(path)
