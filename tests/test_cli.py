@@ -169,6 +169,8 @@ BAD_INPUT = [
     (["compare", "gemm_int8", "--shape", "K=100"], "the default config is invalid at this shape"),
     (["kernels", "--spaces", "/nonexistent/dir"], "does not exist"),
     (["space", "nope:zzz:"], "nope:zzz:"),  # a user's text, not an emoji code
+    (["store", "list", "--storage", ""], "--storage is empty"),
+    (["store", "list", "--storage", str(REDUCE_SPACE.parent)], "is a directory: give a SQLite"),
 ]
 
 

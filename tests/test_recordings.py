@@ -112,6 +112,12 @@ def t4(configurations: list[dict]) -> dict:
         (lambda p: p.write_text('{"hello": 1}'), "unknown format"),
         (
             lambda p: p.write_text(
+                '{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {}}'
+            ),
+            "holds no measured configs",
+        ),
+        (
+            lambda p: p.write_text(
                 json.dumps(
                     {
                         "tune_params_keys": ["a"],

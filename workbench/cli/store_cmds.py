@@ -33,6 +33,13 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
     commands that only read it (they work on a file the user may not write, and never create
     one)."""
     if storage is not None and "://" not in storage:
+        if not storage.strip():
+            raise ConfigError("--storage is empty: give a SQLite file's path or a database URL")
+        if Path(storage).is_dir():
+            raise ConfigError(
+                f"--storage {storage} is a directory: give a SQLite file, e.g. "
+                f"{Path(storage) / 'store.sqlite'}"
+            )
         storage = f"sqlite:///{Path(storage).absolute()}"
     return Store(storage, read_only=read_only)
 

@@ -134,12 +134,17 @@ def load_recording(path: str | Path) -> Recording:
         data = _read_json(path)
         if not isinstance(data, dict):
             raise RecordingError(path, "expected a JSON object at the top level")
+        recording = None
         if data.get("format") == FORMAT_NAME:
-            return _from_workbench(path, data)
-        if "cache" in data and "tune_params_keys" in data:
-            return _from_kt_cache(path, data)
-        if "schema_version" in data and "results" in data:
-            return _from_t4(path, data)
+            recording = _from_workbench(path, data)
+        elif "cache" in data and "tune_params_keys" in data:
+            recording = _from_kt_cache(path, data)
+        elif "schema_version" in data and "results" in data:
+            recording = _from_t4(path, data)
+    if recording is not None:
+        if not recording.entries:  # nothing to replay or import: said, for every command
+            raise RecordingError(path, "holds no measured configs (its entries are empty)")
+        return recording
     raise RecordingError(
         path,
         "unknown format: expected a Kernel Tuner cache file (cache, tune_params_keys), a T4 "
