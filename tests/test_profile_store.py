@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
+from workbench.errors import ConfigError
 from workbench.profile.report import load_report
 from workbench.profile.storage import ProfileRecord, load_profiles, save_profile
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -168,6 +169,37 @@ def test_config_best_comes_from_the_store(project: Path, private_dirs: Path) -> 
         "profile", str(space_path), "--config", "best", "--shape", "n=7", "--dry-run"
     )
     assert code == 2 and "has no study of tiny at n=7" in err
+
+
+def test_best_config_takes_a_problem_variants_study_not_a_compile_only_one(
+    private_dirs: Path,
+) -> None:
+    """`compare/profile reduce --config best` after `tune reduce` (study `reduce[OP=sum]`)."""
+    from workbench.profile.storage import best_config
+
+    store = Store(f"sqlite:///{private_dirs}")
+    params = [("OP", ("sum",)), ("BLOCK", (64, 128))]
+
+    def study(device: str):
+        return store.study(
+            kernel="reduce[OP=sum]", shape_label="n=8", device_key=device, parameters=params
+        )
+
+    compiled = study("compile only (sm_90)")
+    measured = study("NVIDIA H200")
+    env = store.environment(DeviceInfo("NVIDIA H200", 90))
+    run = store.start_run(measured, env)
+    for block, ms in ((64, 1.0), (128, 0.5)):
+        cfg = {"OP": "sum", "BLOCK": block}
+        store.record(measured, run, env, cfg, Measurement(TrialOutcome.OK, ms, (ms,)))
+    best, chosen = best_config(store, "reduce", "n=8")
+    assert best == {"OP": "sum", "BLOCK": 128} and chosen.id == measured.id
+    assert best_config(store, "reduce", "n=8", study=str(measured.id))[1].id == measured.id
+    with pytest.raises(ConfigError, match="has no correct evaluation"):
+        best_config(store, "reduce", "n=8", study=str(compiled.id))
+    with pytest.raises(ConfigError, match="no study of reduce at n=9"):
+        best_config(store, "reduce", "n=9")
+    store.close()
 
 
 def test_an_older_store_gains_the_profiles_table(private_dirs: Path) -> None:

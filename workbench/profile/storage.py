@@ -173,21 +173,34 @@ def _record(row: Profile) -> ProfileRecord:
 def best_config(
     store: Store, kernel: str, shape: str, study: str | None = None, device: str | None = None
 ) -> tuple[dict[str, object], StudyInfo]:
-    """The fastest correct config of ``kernel`` at ``shape`` in the store, and its study.
+    """The fastest correct config of ``kernel`` at ``shape`` in the store, and its study
+    (a study of one of its problem variants, ``reduce[OP=sum]``, counts as the kernel's;
+    compile-only studies, which measured nothing, do not).
 
-    With several studies (one per device), ``study`` names one, else the one of ``device``
-    is taken.
+    With several studies (one per device or variant), ``study`` names one (by name, id or a
+    unique part of the name), else the one of ``device`` is taken.
 
     Raises:
         ConfigError: no such study, several and none chosen, or no correct evaluation.
         StoreError: the database failed.
     """
     from workbench.errors import ConfigError
+    from workbench.spaces.model import base_kernel
+    from workbench.sweep import COMPILE_ONLY
 
     if study is not None:
-        found = [s for s in store.studies() if s.name == study]
+        try:
+            found = [store.find_study(study)]
+        except ConfigError as exc:
+            raise ConfigError(f"--config best: {exc}") from None
     else:
-        found = [s for s in store.studies() if s.kernel == kernel and s.shape_label == shape]
+        found = [
+            s
+            for s in store.studies()
+            if base_kernel(s.kernel) == kernel
+            and s.shape_label == shape
+            and not s.device_key.startswith(COMPILE_ONLY)
+        ]
     if len(found) > 1 and device is not None:
         found = [s for s in found if s.device_key == device] or found
     if not found:
