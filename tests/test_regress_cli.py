@@ -225,6 +225,9 @@ def test_a_damaged_row_is_a_clear_error(
         db.execute("UPDATE regress_measurements SET samples = '[1.0, \"x\"' WHERE id = 2")
     code, _, err = invoke("regress", "check")
     assert code == 2 and "regress_measurements" in err and "damaged" in err
+    # the report says so too, rather than leaving the timeline out
+    code, _, err = invoke("report", "--out", str(tmp_path / "site"))
+    assert code == 2 and "regress_measurements is damaged" in err, err
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
         db.execute("UPDATE regress_measurements SET samples = '[1.0, \"x\"]' WHERE id = 2")
     code, _, err = invoke("regress", "history", "tiny")

@@ -112,6 +112,19 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
         Store(url(path), read_only=True)
 
 
+def test_a_damaged_row_is_a_store_error_naming_its_table(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    study, env, run = fill(store)
+    store.record(study, run, env, {"A": 1}, Measurement(TrialOutcome.OK, 1.0, (1.0, 1.1)))
+    with sqlite3.connect(path) as con:  # hand-edited or damaged
+        con.execute("UPDATE evaluations SET samples = 'not json'")
+    for read in (store.evaluations, store.best, lambda s: store.lookup(s, {"A": 1})):
+        with pytest.raises(StoreError, match="table evaluations is damaged"):
+            read(study)
+    store.close()
+
+
 def test_foreign_and_damaged_files(tmp_path: Path) -> None:
     foreign = tmp_path / "other.sqlite"
     con = sqlite3.connect(foreign)

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.timing import summarize
 from workbench.spaces.model import Config, config_label
-from workbench.store import Store, StoreError
+from workbench.store import Store
 from workbench.store.models import Environment, RegressMeasurement, RegressRun
 
 
@@ -285,7 +283,7 @@ def list_runs(store: Store, kernel: str | None = None) -> list[RunInfo]:
     Raises:
         StoreError: the store is damaged.
     """
-    with _reading(store, "regress_runs"), store.session() as s:
+    with store.reading("regress_runs"), store.session() as s:
         rows = s.execute(
             select(RegressRun, Environment)
             .outerjoin(Environment, RegressRun.environment_id == Environment.id)
@@ -304,7 +302,7 @@ def run_measurements(store: Store, run_ids: Sequence[int]) -> dict[int, list[Mea
     out: dict[int, list[MeasurementRecord]] = {i: [] for i in run_ids}
     if not run_ids:
         return out
-    with _reading(store, "regress_measurements"), store.session() as s:
+    with store.reading("regress_measurements"), store.session() as s:
         rows = s.scalars(
             select(RegressMeasurement)
             .where(RegressMeasurement.run_id.in_(list(run_ids)))
@@ -313,19 +311,6 @@ def run_measurements(store: Store, run_ids: Sequence[int]) -> dict[int, list[Mea
         for row in rows:
             out[row.run_id].append(_measurement(row))
     return out
-
-
-@contextmanager
-def _reading(store: Store, table: str) -> Iterator[None]:
-    """Damaged rows (bad JSON, wrong types) become a :class:`StoreError`."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except (SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise StoreError(
-            f"store {store.url}: table {table} is damaged ({type(exc).__name__}: {exc})"
-        ) from exc
 
 
 def _run_info(run: RegressRun, env: Environment | None) -> RunInfo:

@@ -25,7 +25,7 @@ from workbench.report.png import write_pngs
 from workbench.report.static import gather_static
 from workbench.roofline import Ceilings
 from workbench.spaces.model import base_kernel, config_label
-from workbench.store import Store
+from workbench.store import Store, StoreError
 
 DEFAULT_OUT = Path("reports")
 
@@ -202,6 +202,8 @@ def _regress_kernels(store: Store, kernel: str | None) -> list[str]:
 
     try:
         runs = list_runs(store, kernel)
+    except StoreError:  # a damaged store is said, not a report without its timeline
+        raise
     except WorkbenchError:
         return []
     return sorted({base_kernel(r.kernel) for r in runs})
@@ -213,6 +215,8 @@ def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:
 
     try:
         series = gather_history(store, kernel)
+    except StoreError:
+        raise
     except WorkbenchError:
         return None
     return write_timeline(path, series, kernel=kernel, store_url=store.url)

@@ -145,6 +145,19 @@ class Store:
         finally:
             s.close()
 
+    @contextmanager
+    def reading(self, table: str) -> Iterator[None]:
+        """Rows of ``table`` that cannot be read back (bad JSON, wrong types: a damaged or
+        hand-edited store) become a :class:`StoreError` naming the table."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except (SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise StoreError(
+                f"store {self._shown_url}: table {table} is damaged ({type(exc).__name__}: {exc})"
+            ) from exc
+
     # -- schema --------------------------------------------------------------------------
     def _prepare(self) -> None:
         from workbench.store.migrations import migrate
@@ -281,7 +294,7 @@ class Store:
             return _study_info(row)
 
     def studies(self) -> list[StudyInfo]:
-        with self.session() as s:
+        with self.reading("studies"), self.session() as s:
             return [_study_info(r) for r in s.scalars(select(Study).order_by(Study.id))]
 
     def find_study(self, name: str, *, unlisted: int | None = None) -> StudyInfo:
@@ -426,7 +439,7 @@ class Store:
 
     def evaluations(self, study: StudyInfo, *, with_samples: bool = True) -> list[StoredEvaluation]:
         """Every evaluation of a study, in the order they were committed."""
-        with self.session() as s:
+        with self.reading("evaluations"), self.session() as s:
             rows = s.scalars(
                 select(Evaluation).where(Evaluation.study_id == study.id).order_by(Evaluation.id)
             ).all()
@@ -435,7 +448,7 @@ class Store:
     def best(self, study: StudyInfo) -> StoredEvaluation | None:
         """The fastest correct evaluation of a study (the first committed among equals, with
         its samples), or None when it has none: one indexed query, not a read of the study."""
-        with self.session() as s:
+        with self.reading("evaluations"), self.session() as s:
             ev = s.scalars(
                 select(Evaluation)
                 .where(
@@ -451,7 +464,7 @@ class Store:
     def lookup(self, study: StudyInfo, config: Config) -> StoredEvaluation | None:
         """The evaluation of ``config`` in ``study``, if there is one (with its samples)."""
         key = config_label(config)
-        with self.session() as s:
+        with self.reading("evaluations"), self.session() as s:
             ev = s.scalar(
                 select(Evaluation).where(
                     Evaluation.study_id == study.id, Evaluation.config_key == key
