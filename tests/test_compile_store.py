@@ -68,6 +68,8 @@ def test_no_gpu_tune_stores_compile_rows_and_the_report_draws_them(
     (page,) = out_dir.glob("study-*-tiny.html")
     html = page.read_text()
     assert "compile resources of each compiled config" in html
+    assert "nothing ran: compile results only (no GPU)" in html and "measured on" not in html
+    assert "compiled only (no GPU)" in (out_dir / "index.html").read_text()
     assert "registers per thread" in html and "No compile results" not in html
 
 

@@ -191,7 +191,12 @@ def _groups(profiles: list[ProfileRecord]) -> dict[str, list[ProfileRecord]]:
 def _study_link(name: str, data: StudyData) -> Link:
     best = data.best
     value = f"best {best.measurement.value:.4g} {data.study.unit}" if best else "no correct config"
-    where = "replayed: " + "; ".join(data.replay_sources) if data.replay_sources else "measured"
+    if data.compile_only:
+        value, where = "nothing timed", "compiled only (no GPU)"
+    elif data.replay_sources:
+        where = "replayed: " + "; ".join(data.replay_sources)
+    else:
+        where = "measured"
     return Link(
         name, "study", data.study.name, f"{len(data.evaluations)} evaluations, {value}, {where}"
     )

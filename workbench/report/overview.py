@@ -46,7 +46,12 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
         ("objective", f"{st.objective} ({st.unit}), lower is better"),
         ("space file", data.space_path or "none (a recorded space)"),
         ("evaluations", f"{len(data.evaluations)} ({len(data.ok)} correct)"),
-        ("numbers from", "; ".join(data.replay_sources) or "measured on the device above"),
+        (
+            "numbers from",
+            "nothing ran: compile results only (no GPU)"
+            if data.compile_only
+            else "; ".join(data.replay_sources) or "measured on the device above",
+        ),
     ]
     sec.html(table(("", ""), facts))
     sec.html("<h3>Device and toolchain per run</h3>")
@@ -122,7 +127,12 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
     best = data.best
     sec.html("<h3>Best config</h3>")
     if best is None:
-        sec.text("No config of this study ran correctly: there is no best config.", "missing")
+        why = (
+            "Nothing of this study ran (it was compiled without a GPU): no time, no best config."
+            if data.compile_only
+            else "No config of this study ran correctly: there is no best config."
+        )
+        sec.text(why, "missing")
         return
     m = best.measurement
     throughput = _throughput(space, best.config, m.value)
