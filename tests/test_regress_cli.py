@@ -205,6 +205,20 @@ def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
     ):
         code, _, err = invoke("regress", "check", "--baseline", spec)
         assert code == 2 and message in err, err
+    # CI's first run of `regress check --baseline nightly`: no earlier run has the label yet,
+    # a missing baseline that --missing-ok lets pass
+    record(project, recording(project, "b.json", noise), "--label", "nightly")
+    code, out, err = invoke("regress", "check", "--baseline", "nightly", "--missing-ok", "--json")
+    assert code == 0 and json.loads(out)["rows"] == [], err
+    assert "no earlier run of the candidate's kernel is labelled 'nightly'" in err
+    assert "(run 2 is, but is later or of another kernel)" in err
+    code, _, err = invoke("regress", "check", "--baseline", "nightly")
+    assert code == 2 and "labelled 'nightly'" in err
+    # a label with a colon in it is a label
+    record(project, recording(project, "c.json", noise), "--label", ":zzz:")
+    record(project, recording(project, "d.json", noise))
+    code, out, err = invoke("regress", "check", "--baseline", ":zzz:", "--json")
+    assert code in (0, 1) and json.loads(out)["baseline"]["label"] == ":zzz:", err
 
 
 def test_a_corrupted_store_is_a_clear_error(tmp_path: Path) -> None:

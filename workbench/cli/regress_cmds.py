@@ -179,12 +179,16 @@ def check_command(
         str,
         typer.Option(
             "--baseline",
-            help="previous (the latest earlier run of the kernel, same GPU first), a run id, "
-            "or a label.",
+            help="previous (the latest earlier run of the kernel, same GPU first), a run id "
+            "(17 or run:17), or a label (nightly, or label:NAME for a label that reads as an id "
+            "or a keyword); a label no earlier run has yet is a missing baseline.",
         ),
     ] = "previous",
     candidate: Annotated[
-        str, typer.Option("--candidate", help="latest, a run id, or a label.")
+        str,
+        typer.Option(
+            "--candidate", help="latest, a run id (17 or run:17), or a label (or label:NAME)."
+        ),
     ] = "latest",
     kernel: Annotated[
         str | None,

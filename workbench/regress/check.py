@@ -310,7 +310,7 @@ def resolve_baseline(runs: Sequence[RunInfo], spec: str, cand: RunInfo) -> RunIn
 
 def _named(runs: Sequence[RunInfo], pool: Sequence[RunInfo], spec: str, role: str) -> RunInfo:
     kind, sep, value = spec.partition(":")
-    if not sep:
+    if not sep or kind not in ("run", "label"):  # (a label may hold a colon: ":zzz:")
         kind, value = ("run" if spec.isdigit() else "label"), spec
     if kind == "run" and value.isdigit():
         for r in runs:
@@ -321,11 +321,15 @@ def _named(runs: Sequence[RunInfo], pool: Sequence[RunInfo], spec: str, role: st
         labelled = [r for r in pool if r.label == value]
         if labelled:
             return labelled[-1]
-        known = sorted({r.label for r in runs if r.label})
-        raise RegressError(
-            f"--{role} {spec}: no {'earlier ' if role == 'baseline' else ''}run labelled "
-            f"{value!r}" + (f"; labels: {', '.join(known)}" if known else "")
-        )
+        scope = "earlier run of the candidate's kernel" if role == "baseline" else "run"
+        text = f"--{role} {spec}: no {scope} is labelled {value!r}"
+        if elsewhere := ", ".join(str(r.id) for r in runs if r.label == value):
+            text += f" (run {elsewhere} is, but is later or of another kernel)"
+        if known := sorted({r.label for r in pool if r.label}):
+            text += f"; labels there: {', '.join(known)}"
+        # a label that no earlier run has yet (the first CI run of `--baseline nightly`) is
+        # a missing baseline, which --missing-ok lets pass
+        raise MissingBaselineError(text) if role == "baseline" else RegressError(text)
     raise RegressError(
         f"--{role} {spec!r}: expected "
         + ("previous" if role == "baseline" else "latest")
