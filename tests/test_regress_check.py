@@ -162,3 +162,10 @@ def test_retune_hint_only_when_the_environment_changed_and_something_got_slower(
     assert report.hint is not None
     assert "toolkit nvrtc 13.0 -> nvrtc 13.1" in report.hint
     assert "workbench tune conv" in report.hint
+    assert "--spaces DIR" in report.hint  # conv is not a kernel of the library
+    # another kernel on another GPU: "different kernels" is the reason, and no re-tune hint
+    a100 = store.environment(DeviceInfo(name="NVIDIA A100", cc=80, driver="550.54.15"))
+    other = save(store, a100, measured(draw_run(s, rng, n=64)), kernel="gemm")
+    report = check(store, "1", str(other))  # by id: the runs of two kernels
+    assert {r.note for r in report.rows} == {"different kernels: conv vs gemm"}
+    assert report.hint is None

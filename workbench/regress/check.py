@@ -228,10 +228,11 @@ def _compare_one(
 
 
 def _incomparable(base: RunInfo, cand: RunInfo) -> str:
-    if base.environment.gpu_name != cand.environment.gpu_name:
-        return f"different GPUs: {base.environment.gpu_name} vs {cand.environment.gpu_name}"
+    # another kernel first: then a GPU change is not the reason (and no re-tune is hinted)
     if base.kernel != cand.kernel:
         return f"different kernels: {base.kernel} vs {cand.kernel}"
+    if base.environment.gpu_name != cand.environment.gpu_name:
+        return f"different GPUs: {base.environment.gpu_name} vs {cand.environment.gpu_name}"
     return ""
 
 
@@ -239,7 +240,7 @@ def _hint(
     cand: RunInfo, changes: Sequence[EnvChange], rows: Sequence[Row], why_not: str
 ) -> str | None:
     moved = [c for c in changes if c.field in RETUNE_FIELDS]
-    if not moved:
+    if not moved or why_not.startswith("different kernels"):
         return None
     what = ", ".join(c.text() for c in moved)
     command = retune_command(cand.kernel, cand.shape_set)
@@ -259,9 +260,17 @@ def _hint(
 
 
 def retune_command(kernel: str, shape_set: str | None) -> str:
-    """``workbench tune reduce --set OP=max --shapes llm`` for ``reduce[OP=max]``."""
+    """``workbench tune reduce --set OP=max --shapes llm`` for ``reduce[OP=max]``; a kernel
+    the library does not hold is found in the user's space directory (``--spaces DIR``)."""
+    from workbench.errors import UnknownKernelError
+    from workbench.spaces.registry import resolve_space
+
     name, _, variant = kernel.partition("[")
     parts = ["workbench tune", name]
+    try:
+        resolve_space(name)
+    except UnknownKernelError:
+        parts.append("--spaces DIR")
     for item in filter(None, variant.rstrip("]").split(",")):
         parts.append(f"--set {item}")
     if shape_set:
