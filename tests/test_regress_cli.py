@@ -16,6 +16,7 @@ from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
+from workbench.store import Store
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
@@ -191,6 +192,9 @@ def test_different_gpus_are_not_comparable_never_a_regression(
 
 
 def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
+    code, _, err = invoke("regress", "check")
+    assert code == 2 and "no store at" in err  # (and none is created)
+    Store(f"sqlite:///{project / 'store.sqlite'}").close()  # an empty store
     code, _, err = invoke("regress", "check")
     assert code == 2 and "no regression run" in err
     record(project, recording(project, "a.json", noise))

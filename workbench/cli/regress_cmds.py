@@ -212,7 +212,7 @@ def check_command(
     baseline, damaged store).
     """
     with cli_errors():
-        store = open_store(storage)
+        store = open_store(storage, read_only=True)
         try:
             report = check(store, baseline, candidate, kernel=kernel)
         except MissingBaselineError as exc:
