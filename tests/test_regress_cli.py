@@ -216,8 +216,9 @@ def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
     assert code == 0 and json.loads(out)["rows"] == [], err
     assert "no earlier run of the candidate's kernel is labelled 'nightly'" in err
     assert "(run 2 is, but is later or of another kernel)" in err
-    code, _, err = invoke("regress", "check", "--baseline", "nightly")
+    code, out, err = invoke("regress", "check", "--baseline", "nightly", "--json")
     assert code == 2 and "labelled 'nightly'" in err
+    assert json.loads(out)["exit_status"] == 2 and "nightly" in json.loads(out)["error"]
     # a label with a colon in it is a label
     record(project, recording(project, "c.json", noise), "--label", ":zzz:")
     record(project, recording(project, "d.json", noise))

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from workbench.cli.common import (
+    EXIT_BAD_INPUT,
     ArchOpt,
     DeviceOpt,
     ShapeOpt,
@@ -26,7 +27,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.regress.check import CheckReport, check
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
@@ -212,11 +213,12 @@ def check_command(
     baseline, damaged store).
     """
     with cli_errors():
-        store = open_store(storage, read_only=True)
         try:
+            store = open_store(storage, read_only=True)
             report = check(store, baseline, candidate, kernel=kernel)
         except MissingBaselineError as exc:
             if not missing_ok:
+                _json_error(exc, as_json)
                 raise
             err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
             if as_json:
@@ -224,12 +226,21 @@ def check_command(
                     json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
                 )
             return
+        except WorkbenchError as exc:
+            _json_error(exc, as_json)
+            raise
         if as_json:
             sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
         else:
             _print_report(report)
     if report.failed:
         raise typer.Exit(report.exit_status)
+
+
+def _json_error(exc: Exception, as_json: bool) -> None:
+    """With --json, an error is a JSON document too (a CI step parsing stdout gets one)."""
+    if as_json:
+        sys.stdout.write(json.dumps({"exit_status": EXIT_BAD_INPUT, "error": str(exc)}) + "\n")
 
 
 @app.command("history")
