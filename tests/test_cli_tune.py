@@ -285,6 +285,11 @@ def test_enqueue_order_the_default_a_config_or_another_variants_best(project: Pa
     assert code == 2 and "WAVES=3" in out + err  # not a value of WAVES
     code, out, err = invoke(*tune, "--enqueue", "BLOCK=64,SCALE=3,WAVES=1")
     assert code == 2 and "invalid here: SCALE is pinned to 2" in out + err
+    # unnamed parameters take the --set values (then the defaults)
+    code, out, err = invoke(
+        *tune, "--budget", "1", "--set", "SCALE=3", "--enqueue", "BLOCK=64", "--study", "own"
+    )
+    assert code == 0 and json.loads(out)["best_config"] == {"BLOCK": 64, "SCALE": 3, "WAVES": 1}
     code, out, err = invoke(*tune, "--budget", "50")  # the whole variant: best BLOCK=32 WAVES=1
     # another problem variant (SCALE=3) starts from the SCALE=2 study's best, SCALE set to 3
     code, out, err = invoke(*tune, "--budget", "1", "--set", "SCALE=3", "--enqueue", "best")
@@ -426,10 +431,13 @@ def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json
     assert code == 0, err
     assert err.count("compile results kept in study 'gemm_int8 | M=") == 4
     assert "K=4096 |" not in err  # not the default shape
-    # --enqueue NAME=VALUE: checked, and compiled first
-    code, out, err = invoke("tune", "reduce", "--sample", "1", "--enqueue", "BLOCK=64", "--json")
+    # --enqueue NAME=VALUE: checked, and compiled first (over the --set values)
+    code, out, err = invoke(
+        "tune", "reduce", "--sample", "1", "--set", "OP=max", "--enqueue", "BLOCK=64", "--json"
+    )
     assert code == 0, err
-    assert json.loads(out)["records"][0]["config"]["BLOCK"] == 64
+    first = json.loads(out)["records"][0]["config"]
+    assert (first["BLOCK"], first["OP"]) == (64, "max")
     for bad, message in [
         (["--sampler", "bogus"], "unknown sampler 'bogus'"),
         (["--enqueue", "BLOCK=7"], "not in its domain"),

@@ -101,7 +101,8 @@ def select_configs(
 
     if assignments:
         configs: dict[str, Config] = {}
-        for cfg in (space.parse_config(list(a)) for a in assignments):
+        base = {**space.spec.default_config(), **fixed}  # unnamed: the fixed value, or default
+        for cfg in (space.parse_config(list(a), base) for a in assignments):
             if problems := violations(cfg):
                 raise ConfigError(f"{config_label(cfg)} is invalid: {'; '.join(problems)}")
             configs.setdefault(config_label(cfg), cfg)

@@ -469,15 +469,16 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
 
 
 def _parse_enqueued(plan: TunePlan, item: str) -> dict:
-    """``--enqueue NAME=VALUE,...``: over the space's defaults, or, for a bare recording
-    (which has none), naming every parameter.
+    """``--enqueue NAME=VALUE,...``: over the space's defaults (and the --set values), or,
+    for a bare recording (which has none), naming every parameter.
 
     Raises:
         ConfigError: malformed, an unknown name or value, or a recorded parameter left out.
     """
     space = getattr(plan.problem, "space", None)
     if space is not None:
-        return space.parse_config(item.split(","))
+        pinned = getattr(plan.problem, "pinned", {})
+        return space.parse_config(item.split(","), {**space.spec.default_config(), **pinned})
     domains = {p.name: p.values for p in plan.problem.params}
     config = parse_assignments(domains, item.split(","), {})
     if missing := [n for n in domains if n not in config]:

@@ -187,15 +187,16 @@ class Space:
                 out.append(f"{p.name}={config[p.name]!r} is not in its domain {list(p.values)}")
         return out
 
-    def parse_config(self, assignments: Sequence[str]) -> Config:
-        """``["BLOCK=256", "fast_math=true"]`` over the defaults, with typed values.
+    def parse_config(self, assignments: Sequence[str], base: Config | None = None) -> Config:
+        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the defaults when not given),
+        with typed values.
 
         Raises:
             ConfigError: unknown parameter, malformed assignment, a name given twice, or a
                 value outside the domain.
         """
         domains = {p.name: p.values for p in self.spec.parameters}
-        return parse_assignments(domains, assignments, self.spec.default_config())
+        return parse_assignments(domains, assignments, base or self.spec.default_config())
 
     # -- sampling ------------------------------------------------------------------------
     def sample(
