@@ -181,11 +181,13 @@ class Store:
                     f"{SCHEMA_VERSION}: upgrade the workbench"
                 )
             if self.read_only:
+                if version is None:
+                    raise StoreError(f"{self._shown_url} is empty: not a workbench store yet")
                 if version != SCHEMA_VERSION:
-                    what = "no workbench store" if version is None else f"schema version {version}"
                     raise StoreError(
-                        f"{self._shown_url} is {what}; reading it needs version "
-                        f"{SCHEMA_VERSION} (a command that writes, such as tune, migrates it)"
+                        f"{self._shown_url} is schema version {version}; reading it needs "
+                        f"version {SCHEMA_VERSION} (a command that writes, such as tune, "
+                        "migrates it)"
                     )
                 return
             if version is not None and version < SCHEMA_VERSION:
