@@ -66,9 +66,11 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
@@ -322,7 +324,16 @@ class Cell:
     warm_start: Path | None = None  #: the file the warm start came from
 
 
-def run_cell(cell: Cell) -> tuple[list[dict], float]:
+class CellResult(NamedTuple):
+    """A cell's records (one per budget), the seconds it took, and why it failed (a Kernel
+    Tuner strategy that raises on a space: the run goes on without it)."""
+
+    records: list[dict]
+    seconds: float
+    error: str | None = None
+
+
+def run_cell(cell: Cell) -> CellResult:
     """The cell's records, one per budget, and the seconds it took."""
     space = cached_space(cell.path, cell.value_order)
     budgets = cell.budgets
@@ -333,7 +344,12 @@ def run_cell(cell: Cell) -> tuple[list[dict], float]:
         if cell.tool == "kernel_tuner":  # its strategies plan with max_fevals: a run per budget
             assert cell.plain is not None
             for b in budgets:
-                traces[b].append(run_kernel_tuner(space, cell.strategy, b, rep, cell.plain))
+                try:
+                    trace = run_kernel_tuner(space, cell.strategy, b, rep, cell.plain)
+                except Exception as exc:  # its bug, not a reason to stop the whole run
+                    why = f"seed {rep}, budget {b}: {type(exc).__name__}: {exc}"
+                    return CellResult([], time.perf_counter() - t0, why)
+                traces[b].append(trace)
         else:  # our samplers do not look at the budget: prefixes of one run
             trace = run_workbench(space, cell.strategy, budgets[-1], rep, cell.enqueue)
             for b in budgets:
@@ -363,20 +379,20 @@ def run_cell(cell: Cell) -> tuple[list[dict], float]:
                 ),
             }
         )
-    return records, time.perf_counter() - t0
+    return CellResult(records, time.perf_counter() - t0)
 
 
-def run_cells(cells: Sequence[Cell], jobs: int) -> Iterator[tuple[int, list[dict], float]]:
-    """Each cell's (index, records, seconds), in order with one job, as they finish with more
-    (each cell's runs are seeded, so its records do not depend on the process it ran in)."""
+def run_cells(cells: Sequence[Cell], jobs: int) -> Iterator[tuple[int, CellResult]]:
+    """Each cell's index and result, in order with one job, as they finish with more (each
+    cell's runs are seeded, so its records do not depend on the process it ran in)."""
     if jobs <= 1:
         for i, cell in enumerate(cells):
-            yield i, *run_cell(cell)
+            yield i, run_cell(cell)
         return
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_cell, cell): i for i, cell in enumerate(cells)}
         for future in concurrent.futures.as_completed(futures):
-            yield futures[future], *future.result()
+            yield futures[future], future.result()
 
 
 def main() -> None:
@@ -419,11 +435,52 @@ def main() -> None:
         help="order of each parameter's values given to both tools (see the module docstring)",
     )
     args = parser.parse_args()
-    budgets = tuple(sorted(int(b) for b in args.budgets.split(",")))
-    tools = args.tools.split(",")
+    budgets, tools = _checked(parser, args)
+    plains: list[Path] = []  # decompressed caches for Kernel Tuner: removed however the run ends
+    try:
+        run(args, budgets, tools, plains)
+    except (WorkbenchError, OSError, ValueError) as exc:  # bad input: one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        for plain in plains:
+            plain.unlink(missing_ok=True)
+
+
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple:
+    """The budgets and tools, after refusing (exit 2, with usage) what cannot run."""
+    try:
+        budgets = tuple(sorted(int(b) for b in args.budgets.split(",")))
+    except ValueError:
+        parser.error(f"--budgets {args.budgets!r}: expected integers, e.g. 50,100,200")
+    if min(budgets) < 1:
+        parser.error("--budgets: each budget must be at least 1 evaluation")
+    if args.repeats < 1 or args.jobs < 1:
+        parser.error("--repeats and --jobs must be at least 1")
+    tools = [t for t in args.tools.split(",") if t]
+    if not tools or set(tools) - {"workbench", "kernel_tuner"}:
+        parser.error(f"--tools {args.tools!r}: expected workbench, kernel_tuner or both")
+    samplers = [x for x in args.samplers.split(",") if x]
+    if unknown := [x for x in samplers if x not in SAMPLERS]:
+        parser.error(f"--samplers: unknown {', '.join(unknown)}; ours: {', '.join(SAMPLERS)}")
+    if "kernel_tuner" in tools:
+        try:
+            from kernel_tuner.interface import strategy_map
+        except ImportError:
+            parser.error("--tools kernel_tuner needs Kernel Tuner: pip install kernel-tuner")
+        strategies = [x for x in args.kt_strategies.split(",") if x]
+        if unknown := [x for x in strategies if x not in strategy_map]:
+            parser.error(
+                f"--kt-strategies: unknown {', '.join(unknown)}; Kernel Tuner's: "
+                + ", ".join(sorted(strategy_map))
+            )
+    return budgets, tools
+
+
+def run(args: argparse.Namespace, budgets: tuple[int, ...], tools: list[str], plains: list[Path]):
+    """Run every (space, tool, strategy) cell, print the tables, write the JSON."""
     started = time.perf_counter()
     cells: list[Cell] = []
-    plains: list[Path] = []
     for path in args.caches:
         space = cached_space(path, args.value_order)
         print(
@@ -433,13 +490,15 @@ def main() -> None:
             flush=True,
         )
         plain = None
+        if "kernel_tuner" in tools and space.recording.format != "kt-cache":
+            print(f"  Kernel Tuner reads only its own cache files: {path.name} is not one")
         if "kernel_tuner" in tools and space.recording.format == "kt-cache":
             fd, name = tempfile.mkstemp(suffix=".json")
+            plain = Path(name)
+            plains.append(plain)
             raw = path.read_bytes()
             with os.fdopen(fd, "wb") as fh:
                 fh.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-            plain = Path(name)
-            plains.append(plain)
         enqueue = tuple(warm_start(space, args.warm_start)) if args.warm_start else ()
         common = dict(
             path=path,
@@ -467,29 +526,32 @@ def main() -> None:
                 if s
             ]
     done: dict[int, list[dict]] = {}  # each finished cell's records, by the cell's index
+    failed: list[dict] = []  # cells whose (Kernel Tuner) strategy raised, left out
 
     def in_cell_order() -> list[dict]:
         return [r for i in sorted(done) for r in done[i]]
 
-    try:
-        for i, cell_records, seconds in run_cells(cells, args.jobs):
-            done[i] = cell_records
-            line = "  ".join(f"{r['score']:6.3f}" for r in cell_records)
-            print(
-                f"  {cell_records[0]['space']:<26}{cell_records[0]['tool']:<13}"
-                f"{cell_records[0]['strategy']:<24}{line}   ({seconds:.1f}s)",
-                flush=True,
-            )
-            if args.json:
-                write_json(args.json, in_cell_order(), started)
-    finally:
-        for plain in plains:
-            os.unlink(plain)
+    for i, result in run_cells(cells, args.jobs):
+        cell = cells[i]
+        name = cached_space(cell.path, cell.value_order).name
+        where = f"  {name:<26} {cell.tool:<13}{cell.strategy:<24}"
+        if result.error is not None:
+            failed.append({"space": name, "tool": cell.tool, "strategy": cell.strategy,
+                           "error": result.error})  # fmt: skip
+            print(f"{where}failed, left out: {result.error}", flush=True)
+            continue
+        done[i] = result.records
+        line = "  ".join(f"{r['score']:6.3f}" for r in result.records)
+        print(f"{where}{line}   ({result.seconds:.1f}s)", flush=True)
+        if args.json:
+            write_json(args.json, in_cell_order(), started, failed)
     records = in_cell_order()
     print_table(records, list(budgets))
     print_goal(records)
+    if failed:
+        print(f"\n{len(failed)} cell(s) failed and are left out (their errors above)")
     if args.json:
-        write_json(args.json, records, started)
+        write_json(args.json, records, started, failed)
         print(f"wrote {args.json}")
 
 
@@ -632,9 +694,11 @@ def merge_main() -> None:
         print(f"wrote {args.json}")
 
 
-def write_json(path: Path, records: list[dict], started: float) -> None:
+def write_json(
+    path: Path, records: list[dict], started: float, failed: Sequence[dict] = ()
+) -> None:
     """The records so far (rewritten after every strategy: a long run stopped early keeps what
-    it measured)."""
+    it measured), and the cells that failed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps(
@@ -646,6 +710,7 @@ def write_json(path: Path, records: list[dict], started: float) -> None:
                 "default_sampler": DEFAULT_SAMPLER,
                 "seconds": time.perf_counter() - started,
                 "records": records,
+                "failed_cells": list(failed),
             },
             indent=1,
         )

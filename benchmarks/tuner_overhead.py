@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import random
+import sys
 import tempfile
 import time
 import warnings
@@ -46,12 +47,13 @@ from typing import TypeVar
 
 import numpy as np
 
+from workbench.errors import WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, Runner
 from workbench.runners.recordings import load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search import portfolio  # noqa: F401  imported before timing, as Kernel Tuner is
 from workbench.search.problem import RecordingProblem
-from workbench.search.samplers import DEFAULT_SAMPLER
+from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
 from workbench.search.tuner import Budget, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store
@@ -257,12 +259,33 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=Path("benchmarks/out/tuner_overhead.json"))
     args = parser.parse_args()
+    if args.trials < 1 or args.repeats < 1:
+        parser.error("--trials and --repeats must be at least 1")
+    if args.sampler not in SAMPLERS:
+        parser.error(f"--sampler {args.sampler!r}: ours are {', '.join(SAMPLERS)}")
     strategies = [s for s in args.kt_strategies.split(",") if s]
     try:
-        import kernel_tuner  # noqa: F401
+        from kernel_tuner.interface import strategy_map
     except ImportError:
         print("kernel_tuner is not installed (pip install kernel-tuner): workbench only")
         strategies = []
+    else:
+        if unknown := [s for s in strategies if s not in strategy_map]:
+            parser.error(f"--kt-strategies: unknown {', '.join(unknown)}")
+    try:
+        run(args, strategies)
+    except (WorkbenchError, OSError, ValueError) as exc:  # bad input: one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(args: argparse.Namespace, strategies: list[str]) -> None:
+    """Both tools' runs, interleaved; the tables and the goals; the JSON."""
+    recording = load_recording(args.cache)  # refused here, with the reason, if it cannot be read
+    if strategies and recording.format != "kt-cache":
+        raise ValueError(
+            f"{args.cache}: Kernel Tuner reads only its own cache files (--kt-strategies '')"
+        )
     ours: list[dict[str, float]] = []
     theirs: dict[str, list[dict[str, float]]] = {s: [] for s in strategies}
     same = {s: SAME_STRATEGY[s] for s in strategies if s in SAME_STRATEGY}
@@ -290,8 +313,8 @@ def main() -> None:
             )
             theirs[strategy].append(kt)
     print(
-        f"{args.cache.name}: {args.trials} unique evaluations, {os.cpu_count()} CPUs, "
-        f"median of {args.repeats} runs per tool"
+        f"{args.cache.name}: {min(args.trials, len(recording.entries))} unique evaluations, "
+        f"{os.cpu_count()} CPUs, median of {args.repeats} runs per tool"
     )
     median_ms = _median([m["median_ms"] for m in ours])
     print(

@@ -162,8 +162,8 @@ def test_cells_run_across_processes_give_the_records_of_one_process() -> None:
         for name in ("pnpoly_RTX_3090.json.gz", "convolution_milo_A100.json.gz")
         for sampler in ("portfolio", "random")
     ]
-    one = {i: records for i, records, _ in bench.run_cells(cells, jobs=1)}
-    two = {i: records for i, records, _ in bench.run_cells(cells, jobs=2)}
+    one = {i: result.records for i, result in bench.run_cells(cells, jobs=1)}
+    two = {i: result.records for i, result in bench.run_cells(cells, jobs=2)}
     assert one == two and sorted(one) == [0, 1, 2, 3]
     for i, cell in enumerate(cells):
         assert [r["budget"] for r in one[i]] == [10, 25]
@@ -172,3 +172,40 @@ def test_cells_run_across_processes_give_the_records_of_one_process() -> None:
     # the seeds matter: another first seed gives other searches
     other = bench.run_cell(dataclasses.replace(cells[1], first_seed=50))[0]
     assert [r["best_by_repeat"] for r in other] != [r["best_by_repeat"] for r in one[1]]
+
+
+def test_a_failing_kernel_tuner_strategy_is_left_out_and_bad_input_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the 15-config cache, Kernel Tuner's diff_evo raises (IndexError in its own code):
+    the run goes on, and the JSON names the failed cell."""
+    pytest.importorskip("kernel_tuner")
+    import json
+
+    small = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"
+    out = tmp_path / "e.json"
+    argv = ["tuner_efficiency.py", str(small), "--budgets", "5,10", "--repeats", "1",
+            "--samplers", "random", "--kt-strategies", "diff_evo,random_sample",
+            "--json", str(out)]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    doc = json.loads(out.read_text())
+    assert {(r["tool"], r["strategy"]) for r in doc["records"]} == {
+        ("workbench", "random"), ("kernel_tuner", "random_sample")
+    }  # fmt: skip
+    (failed,) = doc["failed_cells"]
+    assert failed["strategy"] == "diff_evo" and "IndexError" in failed["error"]
+    assert "failed, left out" in capsys.readouterr().out
+    for args, message in [
+        ([str(small), "--budgets", "abc"], "expected integers"),
+        ([str(small), "--budgets", "0"], "at least 1"),
+        ([str(small), "--repeats", "0"], "at least 1"),
+        ([str(small), "--tools", "bogus"], "expected workbench, kernel_tuner"),
+        ([str(small), "--samplers", "nosuch"], "unknown nosuch"),
+        ([str(small), "--kt-strategies", "nosuch"], "unknown nosuch"),
+        ([str(tmp_path / "missing.json")], "error: "),
+    ]:
+        monkeypatch.setattr(sys, "argv", ["tuner_efficiency.py", *args])
+        with pytest.raises(SystemExit) as stop:
+            bench.main()
+        assert stop.value.code == 2 and message in capsys.readouterr().err, args

@@ -63,3 +63,26 @@ def test_our_overhead_per_unique_counts_setup_and_closing() -> None:
         (40 + 1 + 1 + 2) / 3
     )
     assert math.isnan(bench.ours_per_unique(np.array([]), 2.0, 0))
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--repeats", "0"], "at least 1"),
+        (["--trials", "0"], "at least 1"),
+        (["--sampler", "nosuch"], "ours are portfolio"),
+        (["/nonexistent.json"], "error: /nonexistent.json: cannot read"),
+        ([str(CACHES / "convolution_milo_A100_T4.json.gz")], "reads only its own cache files"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Nothing is measured (no goal reported met on nothing, as NaN comparisons did)."""
+    pytest.importorskip("kernel_tuner")
+    argv = ["tuner_overhead.py", *args, "--kt-strategies", "random_sample"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--json", str(tmp_path / "o.json")])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
