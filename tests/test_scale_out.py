@@ -366,6 +366,17 @@ def test_a_database_never_reached_is_named_after_db_wait_not_300_s() -> None:
     assert "never reached: check the URL" in out + err and "re-queued" not in out + err
 
 
+def test_a_database_or_user_that_does_not_exist_fails_at_once(pg_cluster) -> None:
+    """Waiting does not create a database: only a server that is away is waited for."""
+    url = pg_cluster.database()
+    server, _, _ = url.rpartition("/")
+    for wrong in (f"{server}/nosuchdb", url.replace("://postgres@", "://nobody@", 1)):
+        start = time.monotonic()
+        code, out, err = invoke(*tune_args(wrong, "s", 2), "--db-wait", "120")
+        assert code == 2 and "does not exist" in out + err, out + err
+        assert time.monotonic() - start < 30 and "waiting and retrying" not in out + err
+
+
 def test_postgresql_urls_use_psycopg_3() -> None:
     assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"

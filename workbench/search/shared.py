@@ -235,8 +235,20 @@ class DatabaseUnavailable(WorkbenchError):
     """The database stayed unreachable longer than the worker was told to wait."""
 
 
+#: Connection errors that waiting does not cure: the URL names what is not there.
+_PERMANENT = (
+    "does not exist",  # database "x" / role "x" does not exist
+    "password authentication failed",
+    "no password supplied",
+    "no pg_hba.conf entry",
+)
+
+
 def is_unavailable(exc: BaseException) -> bool:
-    """A lost connection or a server that refuses connections (not a bad query)."""
+    """A lost connection or a server that refuses connections (not a bad query, nor a
+    database or user that does not exist: waiting would not bring those)."""
+    if any(p in str(exc) for p in _PERMANENT):
+        return False
     seen = 0
     while exc is not None and seen < 6:
         if isinstance(exc, OperationalError | InterfaceError):
