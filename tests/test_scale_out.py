@@ -181,6 +181,7 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
     wait_for(victim_holds_a_trial, 60, "the victim to hold a trial")
     victim.send_signal(signal.SIGKILL)
     victim.wait()
+    killed_at = time.time()
     killed = held[0]
     restarted = start(*worker)  # the same worker, started again, joins and helps
     for proc in (creator, restarted):
@@ -198,6 +199,11 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
     assert len({tuple(sorted(t.params.items())) for t in complete}) == budget
     rows = store_rows(url)
     assert len(rows) == budget == len({r[0] for r in rows})  # nothing lost or duplicated
+    # status judges the killed worker by the study's grace (3 s), not its own default (60 s)
+    wait_for(lambda: time.time() - killed_at > 4, 10, "the study's grace to pass")
+    rc, out, err = invoke("status", "--storage", url, "--study", "k", "--json")
+    (gone,) = [w for w in json.loads(out)["workers"] if victim_key in f":{w['key']}:"]
+    assert rc == 0 and gone["alive"] is False, gone
 
 
 def test_a_trial_left_without_a_heartbeat_is_failed_and_requeued(pg_cluster) -> None:

@@ -898,11 +898,14 @@ def gather_status(
     attrs = shared.user_attrs()
     spec = dict(attrs.get(SPEC) or {})
     now = db.outage.call(db.now)
+    # alive: seen within the study's grace period (what its workers re-queue by), not the
+    # status command's own setting
+    grace = float(spec.get("coordination", {}).get("grace_s") or db.settings.grace_s)
     workers = []
     for w in shared.workers():
         ago = now - float(w.get("seen", 0.0))
         w["seen_s_ago"] = round(ago, 1)
-        w["alive"] = w.get("state") == "working" and ago <= db.settings.grace_s
+        w["alive"] = w.get("state") == "working" and ago <= grace
         workers.append(w)
     budget = spec.get("budget", {}).get("evaluations") if spec else None
     return StudyStatus(
