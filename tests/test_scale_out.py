@@ -383,6 +383,13 @@ def test_a_database_or_user_that_does_not_exist_fails_at_once(pg_cluster) -> Non
         assert time.monotonic() - start < 30 and "waiting and retrying" not in out + err
 
 
+def test_a_worker_waits_for_its_study_no_longer_than_its_time(pg_cluster) -> None:
+    start = time.monotonic()
+    code, out, err = invoke(*worker_args(pg_cluster.database(), "never", "--time", "2"))
+    assert code == 2 and "no shared study 'never'" in err and "after 2 s" in err, out + err
+    assert time.monotonic() - start < 30
+
+
 def test_postgresql_urls_use_psycopg_3() -> None:
     assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"

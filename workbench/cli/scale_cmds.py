@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -247,7 +248,7 @@ def worker(
         if gpu is not None:
             _select_gpu(gpu)
         db, store = _open(storage, Coordination(db_wait_s=db_wait))
-        _wait_for_study(db, study)
+        _wait_for_study(db, study, seconds)
         timing = SharedStudy(db, study).spec().get("coordination") or {}
         db.configure(timing.get("heartbeat_s", 10), timing.get("grace_s", 60))
         with db.lock(SETUP_LOCK):
@@ -315,19 +316,25 @@ def _spawn_per_gpu(which: str) -> int:
         return max(p.wait() for p in procs)
 
 
-def _wait_for_study(db: Database, name: str) -> None:
+def _wait_for_study(db: Database, name: str, seconds: float | None = None) -> None:
+    """Wait until the study exists: up to --db-wait seconds, or the worker's --time."""
     import time
 
-    deadline = time.monotonic() + db.settings.db_wait_s
+    wait = min(db.settings.db_wait_s, seconds if seconds is not None else math.inf)
+    deadline = time.monotonic() + wait
     told = False
     while not SharedStudy.exists(db, name):
         if time.monotonic() >= deadline:
             raise ConfigError(
-                f"no shared study {name!r} in {db.outage.where}: create it with workbench tune "
-                f"K --storage URL --study {name} (which also works as the first worker)"
+                f"no shared study {name!r} in {db.outage.where} after {wait:.0f} s: create it "
+                f"with workbench tune K --storage URL --study {name} (which also works as the "
+                "first worker)"
             )
         if not told:
-            err_console.print(f"waiting for study {escape(name)!r} to be created ...")
+            err_console.print(
+                f"waiting for study {escape(name)!r} to be created (up to {wait:.0f} s: "
+                "--db-wait, or --time) ..."
+            )
             told = True
         time.sleep(db.settings.poll_s)
 
