@@ -8,7 +8,10 @@ found after ``t`` unique evaluations, ``B(t)`` the exact expected best of random
 replacement after ``t`` evaluations, and ``f_opt`` the recorded optimum: random search scores 0,
 finding the optimum scores 1. Each record also holds every repeat's best value and a bootstrap
 90% interval of the score over repeats (``score_ci90``): at 40 repeats a cell's score can move by
-0.1 or more with the seeds, so compare intervals, not single scores.
+0.1 or more with the seeds, so compare intervals, not single scores; and the unique configs a
+run evaluated (``evaluations_made``, median): a Kernel Tuner strategy may stop short of the
+budget, and is scored at the budget all the same. A Kernel Tuner strategy that raises on a space
+is left out of the results, with its error (``failed_cells``), and the run goes on.
 
 Order invariance: ``--value-order reversed`` lists every parameter's values (and the recorded
 configs) in the reverse order for both tools. A search strategy's merit should not depend on the
@@ -371,6 +374,9 @@ def run_cell(cell: Cell) -> CellResult:
                 "score_ci90": list(space.score_interval(bests, b)),
                 "mean_best": statistics.fmean(bests),
                 "best_by_repeat": bests,
+                # unique configs a run evaluated (a Kernel Tuner strategy may stop short of the
+                # budget; it is scored at the budget all the same)
+                "evaluations_made": statistics.median(len(tr) for tr in traces[b]),
                 "evals_to_within_5pct": median_or_none(
                     [evals_to_within(tr, space.f_opt, 0.05) for tr in traces[b]]
                 ),

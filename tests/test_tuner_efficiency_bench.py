@@ -193,6 +193,8 @@ def test_a_failing_kernel_tuner_strategy_is_left_out_and_bad_input_is_one_line(
     assert {(r["tool"], r["strategy"]) for r in doc["records"]} == {
         ("workbench", "random"), ("kernel_tuner", "random_sample")
     }  # fmt: skip
+    made = {r["strategy"]: r["evaluations_made"] for r in doc["records"] if r["budget"] == 10}
+    assert made == {"random": 10, "random_sample": 10}
     (failed,) = doc["failed_cells"]
     assert failed["strategy"] == "diff_evo" and "IndexError" in failed["error"]
     assert "failed, left out" in capsys.readouterr().out
