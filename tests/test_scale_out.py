@@ -153,6 +153,12 @@ def test_four_workers_share_one_budget(pg_cluster) -> None:
     assert len(doc["workers"]) == 4 and doc["alive"] == 0  # all stopped
     values = [d["best_value"] for d in docs]
     assert doc["best"]["value"] == pytest.approx(min(values))
+    # a later command with another sampler joins: the study keeps how it searches
+    rc, out, err = invoke(*tune_args(url, "fleet", budget, "--sampler", "random", "--json"))
+    assert rc == 0 and "its sampler, coordination (portfolio" in err, err
+    rc, out, err = invoke("status", "--storage", url, "--study", "fleet", "--json")
+    assert json.loads(out)["spec"]["sampler"] == "portfolio"
+    assert json.loads(out)["spec"]["coordination"]["grace_s"] == 3
 
 
 def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) -> None:

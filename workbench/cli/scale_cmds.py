@@ -171,6 +171,15 @@ def tune_shared(
             old = shared.spec()
             if not budget_given and old.get("budget"):
                 spec = dict(spec, budget=old["budget"])  # joining: keep the study's budget
+            # joining does not change how the study searches for its other workers
+            kept = {k: old[k] for k in ("sampler", "seed", "coordination") if k in old}
+            if changed := [k for k, v in kept.items() if spec.get(k) != v]:
+                out.print(
+                    f"joining study {escape(name)!r}: its {', '.join(changed)} "
+                    f"({escape(', '.join(str(kept[k]) for k in changed))}) are kept; "
+                    "a new --study to search otherwise"
+                )
+            spec = dict(spec, **kept)
         shared = SharedStudy.create(db, name, spec, device_class)
         seeded = seed_from_store(shared, store, plan)
         enqueue_first(shared, plan, _enqueue(plan, enqueue, store, out))
