@@ -208,8 +208,12 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
     # status judges the killed worker by the study's grace (3 s), not its own default (60 s)
     wait_for(lambda: time.time() - killed_at > 4, 10, "the study's grace to pass")
     rc, out, err = invoke("status", "--storage", url, "--study", "k", "--json")
-    (gone,) = [w for w in json.loads(out)["workers"] if victim_key in f":{w['key']}:"]
+    doc = json.loads(out)
+    (gone,) = [w for w in doc["workers"] if victim_key in f":{w['key']}:"]
     assert rc == 0 and gone["alive"] is False, gone
+    # each worker's trials are counted from the claims: the killed one's last ones too
+    by_claim = sum(1 for t in complete if str(t.system_attrs.get(CLAIM)) != "store")
+    assert sum(w["completed"] for w in doc["workers"]) == by_claim
 
 
 def test_a_trial_left_without_a_heartbeat_is_failed_and_requeued(pg_cluster) -> None:

@@ -33,6 +33,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -901,18 +902,23 @@ def gather_status(
     # alive: seen within the study's grace period (what its workers re-queue by), not the
     # status command's own setting
     grace = float(spec.get("coordination", {}).get("grace_s") or db.settings.grace_s)
+    trials = shared.trials()
+    # each worker's completed trials, from the trials' claims: a killed worker's presence
+    # stopped counting at its last beat
+    completed = Counter(t.system_attrs.get(CLAIM) for t in trials if t.state is TrialState.COMPLETE)
     workers = []
     for w in shared.workers():
         ago = now - float(w.get("seen", 0.0))
         w["seen_s_ago"] = round(ago, 1)
         w["alive"] = w.get("state") == "working" and ago <= grace
+        w["completed"] = completed.get(w["key"], 0)
         workers.append(w)
     budget = spec.get("budget", {}).get("evaluations") if spec else None
     return StudyStatus(
         name=name,
         device_class=attrs.get(DEVICE_CLASS),
         budget=budget,
-        counts=count_trials(shared.trials()),
+        counts=count_trials(trials),
         workers=sorted(workers, key=lambda w: (not w["alive"], w["key"])),
         best=best(),
         spec=spec,
