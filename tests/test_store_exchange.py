@@ -57,6 +57,12 @@ def test_store_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0 and out.exists()
     result = runner.invoke(app, ["store", "export", "nothing", "-o", str(out), "--storage", db])
     assert result.exit_code == 2 and "no study matches" in result.output
+    # an unreadable recording is refused before any store is opened (none is created)
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    fresh = tmp_path / "fresh.sqlite"
+    result = runner.invoke(app, ["store", "import", str(empty), "--storage", str(fresh)])
+    assert result.exit_code == 2 and "not valid JSON" in result.output and not fresh.exists()
     # a suffix that says another format is refused, not written as CSV or JSON under it
     for args, message in [
         (["-o", str(tmp_path / "x.json")], "written as .csv or .parquet"),

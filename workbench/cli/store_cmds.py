@@ -114,10 +114,11 @@ def import_(
 ) -> None:
     """Import a recorded space as a study (entries already there are skipped)."""
     with cli_errors():
-        store = open_store(storage)
+        from workbench.runners.recordings import load_recording
         from workbench.store.exchange import import_recording
 
-        info, added = import_recording(store, recording)
+        read = load_recording(recording)  # first: an unreadable file creates no store
+        info, added = import_recording(open_store(storage), read)
         console.print(f"study {escape(info.name)!r}: {added} evaluations imported")
 
 

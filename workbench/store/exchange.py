@@ -16,7 +16,7 @@ import pandas as pd
 
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.runners.recordings import load_recording
+from workbench.runners.recordings import Recording, load_recording
 from workbench.store.store import Store, StudyInfo
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
@@ -132,12 +132,14 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
     return path
 
 
-def import_recording(store: Store, path: Path) -> tuple[StudyInfo, int]:
-    """Store every entry of a recording as a study of its own; returns (study, new entries).
+def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, int]:
+    """Store every entry of a recording (a file, or one already read) as a study of its own;
+    returns (study, new entries).
 
     Entries already in the study are skipped, so importing twice adds nothing.
     """
-    recording = load_recording(path)
+    recording = path if isinstance(path, Recording) else load_recording(path)
+    path = recording.path
     optimum = recording.optimum()
     study = store.study(
         kernel=recording.kernel,
