@@ -533,6 +533,7 @@ def run(args: argparse.Namespace, budgets: tuple[int, ...], tools: list[str], pl
             ]
     done: dict[int, list[dict]] = {}  # each finished cell's records, by the cell's index
     failed: list[dict] = []  # cells whose (Kernel Tuner) strategy raised, left out
+    width = max([26, *(len(cached_space(c.path, c.value_order).name) for c in cells)])
 
     def in_cell_order() -> list[dict]:
         return [r for i in sorted(done) for r in done[i]]
@@ -540,7 +541,7 @@ def run(args: argparse.Namespace, budgets: tuple[int, ...], tools: list[str], pl
     for i, result in run_cells(cells, args.jobs):
         cell = cells[i]
         name = cached_space(cell.path, cell.value_order).name
-        where = f"  {name:<26} {cell.tool:<13}{cell.strategy:<24}"
+        where = f"  {name:<{width}} {cell.tool:<13}{cell.strategy:<24}"
         if result.error is not None:
             failed.append({"space": name, "tool": cell.tool, "strategy": cell.strategy,
                            "error": result.error})  # fmt: skip
@@ -657,18 +658,19 @@ def print_goal(records: Sequence[dict]) -> None:
     rows = goal_rows(records)
     if not rows or all(row["kernel_tuner"] is None for row in rows):
         return
+    width = max(26, *(len(row["space"]) + 1 for row in rows))
     print(f"\ngoal: {DEFAULT_SAMPLER} against the best Kernel Tuner strategy on the same seeds")
     ahead = 0
     for row in rows:
         r, k = row["ours"], row["kernel_tuner"]
         ci = "[{:.3f}, {:.3f}]".format(*r["score_ci90"]) if r.get("score_ci90") else ""
         if k is None:
-            print(f"  {row['space']:<26}{row['budget']:>5}  {r['score']:.3f} {ci}  no rival")
+            print(f"  {row['space']:<{width}}{row['budget']:>5}  {r['score']:.3f} {ci}  no rival")
             continue
         ahead += r["score"] > k["score"]
         verdict = "ahead" if r["score"] > k["score"] else "behind"
         print(
-            f"  {row['space']:<26}{row['budget']:>5}  {r['score']:.3f} {ci}  "
+            f"  {row['space']:<{width}}{row['budget']:>5}  {r['score']:.3f} {ci}  "
             f"{k['strategy']:<24}{k['score']:.3f}  {r['score'] - k['score']:+.3f} {verdict}"
         )
     print(f"  ahead in {ahead} of {sum(row['kernel_tuner'] is not None for row in rows)} cells")

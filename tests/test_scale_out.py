@@ -375,9 +375,10 @@ def test_a_database_never_reached_is_named_after_db_wait_not_300_s() -> None:
     start = time.monotonic()
     code, out, err = invoke(
         "tune", "--replay", str(PNPOLY), "--budget", "2", "--db-wait", "1",
-        "--storage", "postgresql://tuner@127.0.0.1:1/wb",
+        "--storage", "postgresql://tuner:s3cret@127.0.0.1:1/wb",
     )  # fmt: skip
     assert code == 2 and time.monotonic() - start < 60
+    assert "postgresql://tuner:***@127.0.0.1:1/wb" in err and "s3cret" not in out + err
     assert "up to 1 s (--db-wait" in out + err
     assert "never reached: check the URL" in out + err and "re-queued" not in out + err
 

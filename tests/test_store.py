@@ -184,3 +184,12 @@ def test_a_url_without_its_driver_is_a_store_error_with_the_password_masked() ->
     message = str(caught.value)
     assert "cannot open the store mysql://tuner:***@db.example/wb" in message
     assert "driver is not installed" in message and "s3cret" not in message
+
+
+def test_a_shown_url_never_holds_a_password() -> None:
+    """What messages, tables, JSON summaries and report pages print for a store."""
+    from workbench.store.store import shown_url
+
+    assert shown_url("postgresql+psycopg://tuner:s3cret@db/wb") == "postgresql://tuner:***@db/wb"
+    assert shown_url("postgresql://tuner@db/wb") == "postgresql://tuner@db/wb"
+    assert shown_url("sqlite:////tmp/s.sqlite") == "sqlite:////tmp/s.sqlite"

@@ -196,7 +196,7 @@ def _emit(
             "kernel": results[0].problem.kernel if results else None,
             "ceilings": sorted({c.label for r in results for c in r.ceilings}),
             "shapes": [r.to_json() for r in results],
-            "stored": {"batch": batch, "store": store._shown_url},
+            "stored": {"batch": batch, "store": store.shown_url},
         }
         console.print_json(json.dumps(doc))
         return

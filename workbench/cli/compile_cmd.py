@@ -199,7 +199,7 @@ def compile_space(
         )
     if store is not None:
         study = store_sweep(store, sp, records, kernel)
-        out.print(f"compile results kept in study {escape(study.name)!r} of {store.url}")
+        out.print(f"compile results kept in study {escape(study.name)!r} of {store.shown_url}")
     return records
 
 

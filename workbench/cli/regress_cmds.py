@@ -131,9 +131,10 @@ def record_command(
             )
         finally:
             plan.close()
-        _print_recorded(result, plan, store.url, out)
+        _print_recorded(result, plan, store.shown_url, out)
         if as_json:
-            sys.stdout.write(json.dumps(_recorded_json(result, plan, store.url), indent=1) + "\n")
+            doc = _recorded_json(result, plan, store.shown_url)
+            sys.stdout.write(json.dumps(doc, indent=1) + "\n")
 
 
 def _plan(
@@ -260,7 +261,7 @@ def history_command(
         store = open_store(storage, read_only=True)
         series = gather_history(store, kernel)
         if html is not None:
-            path = write_timeline(html, series, kernel=kernel, store_url=store.url)
+            path = write_timeline(html, series, kernel=kernel, store_url=store.shown_url)
             (err_console if as_json else console).print(f"wrote {escape(str(path))}")
         if as_json:
             doc = [_series_json(s) for s in series]
@@ -296,7 +297,7 @@ def runs_command(
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
     with cli_errors():
         store = open_store(storage, read_only=True)
-        table = Table(title=f"regression runs in {escape(store.url)}")
+        table = Table(title=f"regression runs in {escape(store.shown_url)}")
         for col in ("id", "kernel", "label", "date", "environment", "source"):
             table.add_column(col, overflow="fold")
         for r in list_runs(store, kernel):

@@ -70,8 +70,10 @@ def report(
             console.print(f"HTML written under {escape(str(out))}/index.html")
             err_console.print(f"[bold red]no PNG:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
+        n, f = len(result.pages), result.figures
         console.print(
-            f"{len(result.pages)} pages, {result.figures} figures: {escape(str(result.index))}"
+            f"{n} page{'s' * (n != 1)} ({f} figure{'s' * (f != 1)} on the study and profile "
+            f"pages): {escape(str(result.index))}"
         )
         if result.pngs:
             console.print(f"{len(result.pngs)} PNG files under {escape(str(out / 'png'))}")

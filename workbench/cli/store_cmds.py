@@ -49,7 +49,7 @@ def list_studies(storage: StorageOpt = None) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source."""
     with cli_errors():
         store = open_store(storage, read_only=True)
-        table = Table(title=f"studies in {escape(store.url)}")
+        table = Table(title=f"studies in {escape(store.shown_url)}")
         for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
             table.add_column(col, overflow="fold")
         for s in store.studies():

@@ -265,7 +265,7 @@ def tune(
                             store, spec, arches, shapes_, device, pin, enqueue, stage, out
                         )
                         if as_json:
-                            doc = _compile_summary(spec, records, gpu.reason, store.url)
+                            doc = _compile_summary(spec, records, gpu.reason, store.shown_url)
                             sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
                         if not any(r.ok for r in records):
                             raise typer.Exit(EXIT_FAILED)
@@ -284,9 +284,9 @@ def tune(
                     store.discard_if_unused(unused.study)
                 raise
             results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
-        summaries = [_summary(p, r, store.url) for p, r in zip(plans, results, strict=True)]
+        summaries = [_summary(p, r, store.shown_url) for p, r in zip(plans, results, strict=True)]
         for plan, result in zip(plans, results, strict=True):
-            _print_result(plan, result, store.url, out)
+            _print_result(plan, result, store.shown_url, out)
         if as_json:
             doc = summaries[0] if len(summaries) == 1 else {"results": summaries}
             sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")

@@ -102,13 +102,14 @@ def build_reports(
     for group, members in _groups([p for p in profiles if id(p) not in used]).items():
         say(f"profiles {group}")
         name = f"profiles-{slug(group)}.html"
-        link = Link(name, "profiles", group, f"{len(members)} launches")
+        n = len(members)
+        link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}")
         pages.append((name, profiles_page(group, members, options.ceilings), link))
     if not pages and not regress:
         if kernel is None:
             raise NothingToReport(
-                f"the store {store.url} holds no study, profile or regression run: nothing to "
-                "report (run workbench tune, workbench profile --import or workbench regress "
+                f"the store {store.shown_url} holds no study, profile or regression run: nothing "
+                "to report (run workbench tune, workbench profile --import or workbench regress "
                 "record first)"
             )
         pages.append(_static(kernel, options, say))
@@ -150,7 +151,7 @@ def _write(
             links.append(Link(name, "regression timeline", k, "runs of workbench regress record"))
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
-    result.index.write_text(index_page(links, store.url, messages).render(), encoding="utf-8")
+    result.index.write_text(index_page(links, store.shown_url, messages).render(), encoding="utf-8")
     result.figures = len(figures)
     if options.png:
         say(f"PNG export of {len(figures)} figures")
@@ -224,7 +225,7 @@ def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:
         raise
     except WorkbenchError:
         return None
-    return write_timeline(path, series, kernel=kernel, store_url=store.url)
+    return write_timeline(path, series, kernel=kernel, store_url=store.shown_url)
 
 
 def _static(kernel: str, options: ReportOptions, say: Progress) -> tuple[str, Page, Link]:

@@ -221,7 +221,8 @@ def add_counter_sections(page: Page, profiles: list[ProfileRecord], absent: str)
 
 def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings | None) -> Page:
     """Profiles that belong to no study (e.g. reports imported from elsewhere)."""
-    page = Page(f"Profiles: {title}", subtitle=f"{len(profiles)} profiled launches")
+    n = len(profiles)
+    page = Page(f"Profiles: {title}", subtitle=f"{n} profiled launch{'es' * (n != 1)}")
     foreign = sorted(
         {
             (p.device or "unknown GPU", p.source_file or "-")

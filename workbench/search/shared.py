@@ -49,7 +49,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from workbench.errors import WorkbenchError
-from workbench.store.store import StoreError, sqlalchemy_url
+from workbench.store.store import StoreError, shown_url, sqlalchemy_url
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -327,12 +327,6 @@ class Outage:
 def _first_line(exc: BaseException) -> str:
     inner = getattr(exc, "orig", None) or exc.__cause__ or exc
     return (str(inner).strip().splitlines() or [type(inner).__name__])[0][:200]
-
-
-def shown_url(url: str) -> str:
-    """The URL without credentials."""
-    head, _, tail = url.partition("://")
-    return f"{head}://{tail.split('@')[-1]}" if "@" in tail else url
 
 
 def is_postgresql(url: str) -> bool:

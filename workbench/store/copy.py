@@ -52,7 +52,7 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
             (the destination is then unchanged).
     """
     if src.url == dst.url:
-        raise StoreError(f"store copy: source and destination are the same ({dst.url})")
+        raise StoreError(f"store copy: source and destination are the same ({dst.shown_url})")
     report = CopyReport()
     id_maps: dict[str, dict[int, int]] = {}
     try:
@@ -64,7 +64,7 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
                 report.copied[table.name] = copied
                 report.existing[table.name] = existing
     except SQLAlchemyError as exc:
-        raise StoreError(f"store copy to {dst.url.split('@')[-1]}: {exc}") from exc
+        raise StoreError(f"store copy to {dst.shown_url}: {exc}") from exc
     return report
 
 

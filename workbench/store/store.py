@@ -111,20 +111,17 @@ class Store:
         except StoreError:
             raise
         except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the store {self._shown_url}: {_explain(exc)}") from exc
+            raise StoreError(f"cannot open the store {self.shown_url}: {_explain(exc)}") from exc
         except ImportError as exc:  # a URL whose database driver is not installed
             raise StoreError(
-                f"cannot open the store {self._shown_url}: its database driver is not installed "
+                f"cannot open the store {self.shown_url}: its database driver is not installed "
                 f"({exc}); the workbench ships the drivers of SQLite and PostgreSQL (psycopg)"
             ) from exc
 
     @property
-    def _shown_url(self) -> str:
-        """The URL with its password masked (``postgresql+psycopg://user:***@host/db``)."""
-        try:
-            return make_url(self.url).render_as_string(hide_password=True)
-        except ArgumentError:  # not a URL SQLAlchemy can parse: no password to find either
-            return self.url.split("@")[-1]
+    def shown_url(self) -> str:
+        """The URL as messages and reports show it (see :func:`shown_url`)."""
+        return shown_url(self.url)
 
     def close(self) -> None:
         if self._raw is not None:
@@ -141,7 +138,7 @@ class Store:
             s.commit()
         except (OperationalError, DatabaseError) as exc:
             s.rollback()
-            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+            raise StoreError(f"store {self.shown_url}: {_explain(exc)}") from exc
         finally:
             s.close()
 
@@ -155,7 +152,7 @@ class Store:
             raise
         except (SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise StoreError(
-                f"store {self._shown_url}: table {table} is damaged ({type(exc).__name__}: {exc})"
+                f"store {self.shown_url}: table {table} is damaged ({type(exc).__name__}: {exc})"
             ) from exc
 
     # -- schema --------------------------------------------------------------------------
@@ -168,7 +165,7 @@ class Store:
             tables = set(self.engine.dialect.get_table_names(conn))
             if tables and "meta" not in tables:
                 raise StoreError(
-                    f"{self._shown_url} is a database, but not a workbench store "
+                    f"{self.shown_url} is a database, but not a workbench store "
                     f"(tables: {', '.join(sorted(tables))})"
                 )
             version = None
@@ -177,15 +174,15 @@ class Store:
                 version = int(row[0]) if row else None
             if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self._shown_url} has schema version {version}, newer than this workbench's "
+                    f"{self.shown_url} has schema version {version}, newer than this workbench's "
                     f"{SCHEMA_VERSION}: upgrade the workbench"
                 )
             if self.read_only:
                 if version is None:
-                    raise StoreError(f"{self._shown_url} is empty: not a workbench store yet")
+                    raise StoreError(f"{self.shown_url} is empty: not a workbench store yet")
                 if version != SCHEMA_VERSION:
                     raise StoreError(
-                        f"{self._shown_url} is schema version {version}; reading it needs "
+                        f"{self.shown_url} is schema version {version}; reading it needs "
                         f"version {SCHEMA_VERSION} (a command that writes, such as tune, "
                         "migrates it)"
                     )
@@ -391,7 +388,7 @@ class Store:
         except IntegrityError:
             raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
         except (OperationalError, DatabaseError) as exc:
-            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+            raise StoreError(f"store {self.shown_url}: {_explain(exc)}") from exc
 
     def _record_sqlite(self, study: StudyInfo, row: dict[str, object]) -> int:
         """The per-trial insert on SQLite through the DB-API connection (SQLAlchemy's statement
@@ -411,7 +408,7 @@ class Store:
             raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
         except sqlite3.DatabaseError as exc:
             self._raw.rollback()
-            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+            raise StoreError(f"store {self.shown_url}: {_explain(exc)}") from exc
 
     def record_many(
         self,
@@ -437,7 +434,7 @@ class Store:
             keys = ", ".join(r["config_key"] for r in rows[:3])
             raise StoreError(f"{study.name}: already evaluated (among {keys})") from None
         except (OperationalError, DatabaseError) as exc:
-            raise StoreError(f"store {self._shown_url}: {_explain(exc)}") from exc
+            raise StoreError(f"store {self.shown_url}: {_explain(exc)}") from exc
 
     def evaluations(self, study: StudyInfo, *, with_samples: bool = True) -> list[StoredEvaluation]:
         """Every evaluation of a study, in the order they were committed."""
@@ -656,6 +653,19 @@ def sqlalchemy_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+def shown_url(url: str) -> str:
+    """A store's URL as messages and reports show it: the password masked, SQLAlchemy's
+    driver tag left out (``postgresql://tuner:***@host/db``), so a log or a report page never
+    holds a password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:  # not a URL SQLAlchemy can parse: keep what follows any credentials
+        return url.split("@")[-1]
+    if parsed.drivername.startswith("postgresql"):
+        parsed = parsed.set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=True)
 
 
 def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> Engine:
