@@ -79,6 +79,24 @@ BAD_CASES = [
         "__class__",
     ),
     ('"BLOCK * SCALE <= 512"', '"2 ** 10 ** 9 > BLOCK"', "constraints[0].expr", "exponent", "**"),
+    # option knobs' values are checked: a quoted "false" must not turn fast math on, and a
+    # register cap that is not a number must not end a sweep in a traceback
+    (
+        "  WAVES: {values: [1, 2], default: 1, role: launch}",
+        '  WAVES: {values: [1, 2], default: 1, role: launch}\n  FM: {values: ["false", true], '
+        "role: option, option: fast_math}",
+        "parameters.FM.values",
+        "option fast_math: 'false' is not true or false (unquoted)",
+        "FM:",
+    ),
+    (
+        "  WAVES: {values: [1, 2], default: 1, role: launch}",
+        "  WAVES: {values: [1, 2], default: 1, role: launch}\n  RR: {values: [0, 64, abc], "
+        "role: option, option: maxrregcount}",
+        "parameters.RR.values",
+        "option maxrregcount: 'abc' is not an integer from 0 to 255",
+        "RR:",
+    ),
     (
         "source: ../kernels/axpy.cu",
         "source: ../kernels/nope.cu",

@@ -21,6 +21,29 @@ OPTION_KNOBS = {
 }
 
 
+_BOOL_KNOBS = ("fast_math", "ftz", "prec_div", "prec_sqrt", "fmad")
+_CHOICES = {"dlcm": ("ca", "cg"), "dscm": ("cs", "cg", "cv", "wb", "wt")}
+_INT_RANGES = {"maxrregcount": (0, 255), "opt_level": (0, 3)}
+
+
+def knob_value_problem(knob: str, value: object) -> str | None:
+    """Why ``value`` cannot drive option ``knob`` (None: it can; None as a value leaves the
+    compiler's default). A space file's values are checked with it when it is loaded, so a
+    quoted "false" never turns fast math on."""
+    if value is None:
+        return None
+    if knob in _BOOL_KNOBS:
+        return None if isinstance(value, bool) else f"{value!r} is not true or false (unquoted)"
+    if knob in _CHOICES:
+        allowed = _CHOICES[knob]
+        return None if value in allowed else f"{value!r} is not one of {', '.join(allowed)}"
+    if knob in _INT_RANGES:
+        lo, hi = _INT_RANGES[knob]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            return f"{value!r} is not an integer from {lo} to {hi}"
+    return None
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Everything that changes the binary, besides the source text.
@@ -63,7 +86,7 @@ class CompileOptions:
             knob_values["maxrregcount"] = int(knob_values["maxrregcount"] or 0)
         if "opt_level" in knob_values:
             knob_values["opt_level"] = int(knob_values["opt_level"])
-        for name in ("fast_math", "ftz", "prec_div", "prec_sqrt", "fmad"):
+        for name in _BOOL_KNOBS:
             if name in knob_values and knob_values[name] is not None:
                 knob_values[name] = bool(knob_values[name])
         return cls(arch=arch, defines=norm_defines, **knob_values, **kwargs)  # type: ignore[arg-type]

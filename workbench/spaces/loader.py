@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from workbench.compiler.options import OPTION_KNOBS
+from workbench.compiler.options import OPTION_KNOBS, knob_value_problem
 from workbench.devices import ARCH_NAMES, DEVICE_NAMES
 from workbench.errors import ArchError, ExpressionError, SpaceFileError
 from workbench.expressions import Expression
@@ -244,6 +244,9 @@ class _Builder:
             if p.option not in OPTION_KNOBS:
                 known = ", ".join(OPTION_KNOBS)
                 raise self.err((*key, "option"), f"role 'option' needs option: one of {known}")
+            for value in values:
+                if problem := knob_value_problem(p.option, value):
+                    raise self.err((*key, "values"), f"option {p.option}: {problem}")
         elif p.option is not None:
             raise self.err((*key, "option"), "'option' is only meaningful with role: option")
         if role is schema.Role.TEXT and language != "ptx":
