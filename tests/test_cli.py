@@ -107,6 +107,14 @@ def test_compile_writes_json_and_csv(tmp_path: Path) -> None:
     assert rows[0]["cfg.HINT"] == "cs" and rows[1]["cfg.HINT"] == "nc"
 
 
+def test_compile_json_to_stdout() -> None:
+    result = CliRunner().invoke(app, ["compile", "reduce", "-c", "BLOCK=128", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)  # the JSON alone: the table went to stderr
+    assert record["config"]["BLOCK"] == 128 and record["ok"]
+    assert not Path("-").exists()
+
+
 def test_compile_table_shows_differing_parameters_and_the_rest_once() -> None:
     code, out = run("compile", "stream_scale", "--arch", "sm_90", "-c", "HINT=cs", "-c", "HINT=nc")
     assert code == 0, out

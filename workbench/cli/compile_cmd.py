@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +24,7 @@ from workbench.cli.common import (
     SpacesOpt,
     cli_errors,
     console,
+    err_console,
     parse_shape,
 )
 from workbench.cli.store_cmds import open_store
@@ -95,7 +97,10 @@ def compile_command(
     cache_dir: CacheOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Compile even if cached.")] = False,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write records as JSON here.", show_default=False)
+        Path | None,
+        typer.Option(
+            "--json", help="Write records as JSON here ('-': stdout).", show_default=False
+        ),
     ] = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Write records as CSV here.", show_default=False)
@@ -139,7 +144,9 @@ def compile_command(
                 cache=None if no_cache else CompileCache(cache_dir),
                 store=store,
             )
-        print_records(records, show_log=show_log)
+        # --json -: the JSON alone on stdout, the table on stderr
+        table_to = err_console if json_out is not None and str(json_out) == "-" else console
+        print_records(records, show_log=show_log, out=table_to)
         write_records(records, json_out, csv_out)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
@@ -291,11 +298,16 @@ def _show(value: object) -> str:
 def write_records(
     records: Sequence[StaticRecord], json_out: Path | None, csv_out: Path | None
 ) -> None:
-    """JSON keeps everything; CSV flattens config values into ``cfg.NAME`` columns."""
+    """JSON keeps everything (``-``: on stdout); CSV flattens config values into ``cfg.NAME``
+    columns."""
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps([r.to_dict() for r in records], indent=1))
-        console.print(f"wrote {json_out}")
+        text = json.dumps([r.to_dict() for r in records], indent=1)
+        if str(json_out) == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(text)
+            console.print(f"wrote {json_out}")
     if csv_out is not None:
         csv_out.parent.mkdir(parents=True, exist_ok=True)
         rows = []
