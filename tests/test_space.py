@@ -173,3 +173,31 @@ def test_builtin_defaults_are_valid_on_every_declared_arch(kernel: str) -> None:
     for arch in spec.arches:
         space = Space(spec, arch=Arch.parse(arch))
         assert space.explain(spec.default_config()) == [], arch
+
+
+def test_a_config_that_could_never_launch_is_invalid_with_the_reason(write_space) -> None:
+    """Launch limits are constraints of every space: more than 1024 threads in a block, a grid
+    of no block, dynamic shared memory past the device's limit (an H200: 227 KiB)."""
+    from conftest import TINY_SPACE
+
+    text = (
+        TINY_SPACE.replace("BLOCK: {values: [32, 64, 128, 256], default: 128}",
+                           "BLOCK: {values: [32, 64, 128, 256, 2048], default: 128}")
+        .replace('"BLOCK * SCALE <= 512"', '"BLOCK * SCALE <= 8192"')
+        .replace("grid: cdiv(n, BLOCK)", "grid: cdiv(n, BLOCK) * (SCALE - 1)")
+        .replace("block: BLOCK", "block: BLOCK\n  shared_bytes: 100000 * SCALE")
+    )  # fmt: skip
+    space = Space(load_space(write_space(text)))
+
+    def why(block: int, scale: int) -> str:
+        return "; ".join(
+            v.message for v in space.explain({"BLOCK": block, "SCALE": scale, "WAVES": 1})
+        )
+
+    assert "block.x is a whole number from 1 to 1024" in why(2048, 2)
+    assert "threads per block within the device's" in why(2048, 2)
+    assert "grid.x is a whole number from 1" in why(128, 1)  # no block at all
+    assert "dynamic shared memory within the device's per-block limit" in why(128, 3)
+    assert why(128, 2) == ""
+    valid = list(space.iter_valid())
+    assert valid and all(c["BLOCK"] <= 1024 and c["SCALE"] == 2 for c in valid)

@@ -145,6 +145,10 @@ def space(
         console.print(params)
         for c in spec.constraints:
             console.print(f"  constraint: {escape(c.describe())}")
+        console.print(
+            "  and the launch limits: grid and block dimensions, threads per block, dynamic "
+            "shared memory (the device's)"
+        )
         console.print(f"cartesian size: {sp.cartesian_size:,}")
         if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
             n_valid = sp.count_valid()

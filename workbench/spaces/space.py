@@ -52,6 +52,10 @@ class Space:
                 f"{spec.name}: shape {self.shape} must give exactly {list(spec.default_shape)}"
             )
         self.names = spec.parameter_names
+        #: the file's constraints, then the limits every launch obeys (see launch_limits)
+        limits = launch_limits(spec)
+        self.constraints: tuple[Constraint, ...] = (*spec.constraints, *limits)
+        self._limit_memo: dict[int, dict[tuple, bool]] = {id(c): {} for c in limits}
         self._base_env = self._make_base_env()
         self._plan_levels()
         self._valid_cache: list[tuple[Value, ...]] | None = None
@@ -83,7 +87,7 @@ class Space:
         for name, expr in self.spec.derived:
             deps[name] = level_of(expr)
             self._derived_at[deps[name] + 1].append((name, expr))
-        for c in self.spec.constraints:
+        for c in self.constraints:
             self._constraints_at[level_of(c.expr) + 1].append(c)
 
     # -- sizes ---------------------------------------------------------------------------
@@ -132,7 +136,21 @@ class Space:
         try:
             for name, expr in self._derived_at[level]:
                 env[name] = expr.evaluate(env)
-            return all(c.expr.evaluate(env) for c in self._constraints_at[level])
+            for c in self._constraints_at[level]:
+                memo = self._limit_memo.get(id(c))
+                if memo is None:
+                    if not c.expr.evaluate(env):
+                        return False
+                    continue
+                # a launch limit often becomes ready only at the last parameter but depends on
+                # a few of them: its verdict per value of its names is kept
+                key = tuple(env.get(n) for n in c.expr.names)
+                ok = memo.get(key)
+                if ok is None:
+                    ok = memo[key] = bool(c.expr.evaluate(env))
+                if not ok:
+                    return False
+            return True
         except ExpressionError:
             return False  # explain() reports the error itself
 
@@ -161,7 +179,7 @@ class Space:
                 env[name] = expr.evaluate(env)
             except ExpressionError as exc:
                 return [Violation(f"derived value {name} fails: {exc}")]
-        for c in self.spec.constraints:
+        for c in self.constraints:
             try:
                 ok = bool(c.expr.evaluate(env))
             except ExpressionError as exc:
@@ -248,6 +266,35 @@ class Space:
                 f"The reasons, counted over the draws: {top}"
             )
         return [dict(zip(self.names, v, strict=True)) for v in found]
+
+
+def launch_limits(spec: SpaceSpec) -> list[Constraint]:
+    """What every launch of the space's geometry must obey, as constraints: each grid and
+    block dimension a positive integer within CUDA's limits, the threads of a block and its
+    dynamic shared memory within the device's. A config that breaks one could never launch:
+    it is invalid, with the reason, rather than compiled "ok" and failed on the GPU."""
+    g = spec.geometry
+    out: list[Constraint] = []
+
+    def add(text: str, reason: str) -> None:
+        out.append(Constraint(Expression.parse(text), f"launch limit: {reason}"))
+
+    for what, dims, caps in (
+        ("grid", g.grid, (2**31 - 1, 65535, 65535)),
+        ("block", g.block, (1024, 1024, 64)),
+    ):
+        for axis, expr, cap in zip("xyz", dims, caps, strict=False):
+            e = f"({expr.text})"
+            add(f"{e} >= 1 and floor({e}) == {e} and {e} <= {cap}",
+                f"{what}.{axis} is a whole number from 1 to {cap}")  # fmt: skip
+    threads = " * ".join(f"({e.text})" for e in g.block)
+    add(f"{threads} <= device.max_threads_per_block", "threads per block within the device's")
+    smem = f"({g.shared_bytes.text})"
+    add(
+        f"{smem} >= 0 and {smem} <= device.max_smem_per_block",
+        "dynamic shared memory within the device's per-block limit",
+    )
+    return out
 
 
 def _same(a: object, b: object) -> bool:
