@@ -54,6 +54,13 @@ def test_kernels_lists_the_library_and_user_spaces(project: Path) -> None:
     row = {r["name"]: r for r in json.loads(out)}["other"]
     assert row["name_in_file"] == "elsewhere" and "found as 'other'" in row["warning"]
     assert rows["tiny"]["warning"] is None
+    # a file whose arch has no device preset is one row with its error, not the end of the list
+    (project / "spaces" / "new.yaml").write_text(
+        (project / "spaces" / "tiny.yaml").read_text().replace("[sm_80, sm_90]", "[sm_80, sm_120]")
+    )
+    code, out = run("kernels", "--json", "--spaces", str(project / "spaces"))
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and "sm_120" in rows["new"]["error"] and "reduce" in rows
     assert run("space", "other", "--spaces", str(project / "spaces"))[0] == 0
 
 
@@ -189,6 +196,14 @@ def test_bad_input_is_one_clear_line(args: list[str], message: str) -> None:
     assert message in result.output
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_an_arch_nvrtc_cannot_target_names_the_space_file(write_space) -> None:
+    from conftest import TINY_SPACE
+
+    path = write_space(TINY_SPACE.replace("[sm_80, sm_90]", "[sm_80, sm_99]"))
+    code, out = run("space", str(path))
+    assert code == 2 and f"{path.name} [arches]: NVRTC" in out and "cannot target sm_99" in out
 
 
 def test_space_with_no_valid_config_says_why_with_exit_2(write_space) -> None:

@@ -20,7 +20,7 @@ from workbench.cli.common import (
     parse_shape,
 )
 from workbench.devices import device_for
-from workbench.errors import SpaceFileError
+from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.targets import resolve_arches
@@ -39,10 +39,10 @@ def kernels(
         for entry in list_spaces(spaces or []):
             try:
                 spec = load_space(entry.path)
-            except SpaceFileError as exc:
+                space = Space(spec)  # (an arch without a device preset fails here)
+            except (SpaceFileError, ArchError) as exc:  # one broken file: its row, not the list
                 rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
                 continue
-            space = Space(spec)
             # what a command finds is the file's name; a different `name:` inside is said
             mismatch = (
                 f"found as {entry.name!r} (its file's name), but its name: is {spec.name!r}; "

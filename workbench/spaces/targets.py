@@ -30,5 +30,8 @@ def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
                 f"{spec.name} declares the archs {names}; {arch.sm} is not among them "
                 f"(add it to 'arches' in {spec.path.name} once the kernel supports it)"
             )
-        arch.check_supported()
+        try:
+            arch.check_supported()
+        except ArchError as exc:  # the space file declares it: say which file
+            raise ArchError(f"{spec.path} [arches]: {exc}") from None
     return chosen
