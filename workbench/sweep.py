@@ -28,9 +28,8 @@ from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config, Value
 from workbench.store import Store, StudyInfo
+from workbench.store.store import COMPILE_ONLY
 
-#: Device key of studies that hold compile results only (``workbench compile --storage``).
-COMPILE_ONLY = "compile only"
 #: Base opcodes that touch global memory (loads, stores, async copies, atomics, TMA).
 GLOBAL_MEMORY_OPCODES = frozenset(
     {"LDG", "STG", "LDGSTS", "ATOMG", "RED", "REDG", "UTMALDG", "UTMASTG", "UBLKCP"}

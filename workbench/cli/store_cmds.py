@@ -12,7 +12,7 @@ from rich.table import Table
 from workbench.cli.common import cli_errors, console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.store import Store, StudyInfo
+from workbench.store import Store
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
@@ -65,7 +65,7 @@ def list_studies(storage: StorageOpt = None) -> None:
                 str(len(evs)),
                 str(failed),
                 best,
-                escape(s.replay_source or _source(s)),
+                escape(s.replay_source or ("compiled only" if s.compile_only else "measured")),
             )
         console.print(table)
 
@@ -147,10 +147,3 @@ def copy(
                         else ""
                     )
                 )
-
-
-def _source(study: StudyInfo) -> str:
-    """Where a study's numbers come from, when no recording does."""
-    from workbench.sweep import COMPILE_ONLY
-
-    return "compiled only" if study.device_key.startswith(COMPILE_ONLY) else "measured"

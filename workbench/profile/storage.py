@@ -186,7 +186,6 @@ def best_config(
     """
     from workbench.errors import ConfigError
     from workbench.spaces.model import base_kernel
-    from workbench.sweep import COMPILE_ONLY
 
     if study is not None:
         try:
@@ -197,9 +196,7 @@ def best_config(
         found = [
             s
             for s in store.studies()
-            if base_kernel(s.kernel) == kernel
-            and s.shape_label == shape
-            and not s.device_key.startswith(COMPILE_ONLY)
+            if base_kernel(s.kernel) == kernel and s.shape_label == shape and not s.compile_only
         ]
     if len(found) > 1 and device is not None:
         found = [s for s in found if s.device_key == device] or found

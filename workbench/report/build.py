@@ -192,7 +192,7 @@ def _groups(profiles: list[ProfileRecord]) -> dict[str, list[ProfileRecord]]:
 def _study_link(name: str, data: StudyData) -> Link:
     best = data.best
     value = f"best {best.measurement.value:.4g} {data.study.unit}" if best else "no correct config"
-    if data.compile_only:
+    if data.study.compile_only:
         value, where = "nothing timed", "compiled only (no GPU)"
     elif data.replay_sources:
         where = "replayed: " + "; ".join(data.replay_sources)

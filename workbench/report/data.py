@@ -83,13 +83,6 @@ class StudyData:
         return tuple(sorted({s for s in found if s}))
 
     @property
-    def compile_only(self) -> bool:
-        """A study of compile results only (tune or compile without a GPU): nothing ran."""
-        from workbench.sweep import COMPILE_ONLY
-
-        return self.study.device_key.startswith(COMPILE_ONLY)
-
-    @property
     def replayed_count(self) -> int:
         return sum(1 for e in self.evaluations if e.measurement.replayed_from)
 

@@ -49,7 +49,7 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
         (
             "numbers from",
             "nothing ran: compile results only (no GPU)"
-            if data.compile_only
+            if data.study.compile_only
             else "; ".join(data.replay_sources) or "measured on the device above",
         ),
     ]
@@ -129,7 +129,7 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
     if best is None:
         why = (
             "Nothing of this study ran (it was compiled without a GPU): no time, no best config."
-            if data.compile_only
+            if data.study.compile_only
             else "No config of this study ran correctly: there is no best config."
         )
         sec.text(why, "missing")

@@ -59,6 +59,11 @@ def default_store_url() -> str:
     return value if "://" in value else f"sqlite:///{Path(value).absolute()}"
 
 
+#: Device key of studies that hold compile results only (``workbench compile --storage``,
+#: ``tune`` without a GPU): ``compile only (sm_90)``.
+COMPILE_ONLY = "compile only"
+
+
 @dataclass(frozen=True)
 class StudyInfo:
     """A study as the tuner and the reports see it."""
@@ -75,6 +80,11 @@ class StudyInfo:
     replay_source: str | None
     recorded_optimum: float | None
     work: Mapping[str, object] | None
+
+    @property
+    def compile_only(self) -> bool:
+        """Compile results only: nothing of the study ran (no time, no best config)."""
+        return self.device_key.startswith(COMPILE_ONLY)
 
 
 @dataclass(frozen=True)
