@@ -36,7 +36,7 @@ from workbench.gpu import probe_gpu
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
 from workbench.search.problem import SpaceProblem
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 from workbench.search.session import (
     TunePlan,
     plan_replay_file,
@@ -436,10 +436,9 @@ def _check_options(sampler: str, enqueue: list[str] | None) -> None:
     """Refuse what no path of tune can take, before anything is opened or written.
 
     Raises:
-        ConfigError: an unknown sampler, or --enqueue none with other --enqueue values.
+        WorkbenchError: an unknown sampler, or --enqueue none with other --enqueue values.
     """
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"unknown sampler {sampler!r}; samplers: {', '.join(SAMPLERS)}")
+    check_sampler(sampler)
     if "none" in (enqueue or []) and len(enqueue or []) > 1:
         raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
 

@@ -76,15 +76,22 @@ SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
 DEFAULT_SAMPLER = "portfolio"
 
 
+def check_sampler(name: str) -> None:
+    """Refuse a name that no strategy is registered under (before anything runs).
+
+    Raises:
+        WorkbenchError: unknown name.
+    """
+    if name not in SAMPLERS:
+        raise WorkbenchError(f"unknown sampler {name!r}; samplers: {', '.join(SAMPLERS)}")
+
+
 def make_proposer(name: str, problem: Problem, seed: int | None) -> Proposer:
     """The strategy registered under ``name``.
 
     Raises:
         WorkbenchError: unknown name.
     """
-    try:
-        factory, _ = SAMPLERS[name]
-    except KeyError:
-        known = ", ".join(SAMPLERS)
-        raise WorkbenchError(f"unknown sampler {name!r}; samplers: {known}") from None
+    check_sampler(name)
+    factory, _ = SAMPLERS[name]
     return factory(problem, seed)
