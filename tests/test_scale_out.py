@@ -317,6 +317,10 @@ def test_store_copy_twice_adds_no_run_either(tmp_path: Path) -> None:
     assert "runs: 1 copied, 2 already there" in out and "evaluations: 2 copied" in out, out + err
     with sqlite3.connect(dst) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+    # a source that is not there: named, and neither store is created
+    missing, fresh = tmp_path / "missing.sqlite", tmp_path / "fresh.sqlite"
+    rc, out, err = invoke("store", "copy", str(missing), str(fresh))
+    assert rc == 2 and "no store at" in err and not missing.exists() and not fresh.exists()
 
 
 def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:

@@ -133,9 +133,7 @@ def copy(
     from workbench.store.copy import copy_store
 
     with cli_errors():
-        path = src.split(":///", 1)[-1] if src.startswith("sqlite") else src
-        if "://" not in path and not Path(path).exists():  # opening would create an empty one
-            raise ConfigError(f"store copy: {src} does not exist")
+        # the source is only read: a missing one is named, never created empty
         report = copy_store(open_store(src, read_only=True), open_store(dst))
         for table, n in report.copied.items():
             if n or report.existing[table]:
