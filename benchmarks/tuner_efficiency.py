@@ -441,10 +441,10 @@ def main() -> None:
         help="order of each parameter's values given to both tools (see the module docstring)",
     )
     args = parser.parse_args()
-    budgets, tools = _checked(parser, args)
+    checked = _checked(parser, args)
     plains: list[Path] = []  # decompressed caches for Kernel Tuner: removed however the run ends
     try:
-        run(args, budgets, tools, plains)
+        run(args, *checked, plains)
     except (WorkbenchError, OSError, ValueError) as exc:  # bad input: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -454,7 +454,8 @@ def main() -> None:
 
 
 def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple:
-    """The budgets and tools, after refusing (exit 2, with usage) what cannot run."""
+    """The budgets, tools, our samplers and Kernel Tuner's strategies, after refusing (exit 2,
+    with usage) what cannot run."""
     try:
         budgets = tuple(sorted(int(b) for b in args.budgets.split(",")))
     except ValueError:
@@ -469,21 +470,28 @@ def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple
     samplers = [x for x in args.samplers.split(",") if x]
     if unknown := [x for x in samplers if x not in SAMPLERS]:
         parser.error(f"--samplers: unknown {', '.join(unknown)}; ours: {', '.join(SAMPLERS)}")
+    strategies = [x for x in args.kt_strategies.split(",") if x]
     if "kernel_tuner" in tools:
         try:
             from kernel_tuner.interface import strategy_map
         except ImportError:
             parser.error("--tools kernel_tuner needs Kernel Tuner: pip install kernel-tuner")
-        strategies = [x for x in args.kt_strategies.split(",") if x]
         if unknown := [x for x in strategies if x not in strategy_map]:
             parser.error(
                 f"--kt-strategies: unknown {', '.join(unknown)}; Kernel Tuner's: "
                 + ", ".join(sorted(strategy_map))
             )
-    return budgets, tools
+    return budgets, tools, samplers, strategies
 
 
-def run(args: argparse.Namespace, budgets: tuple[int, ...], tools: list[str], plains: list[Path]):
+def run(
+    args: argparse.Namespace,
+    budgets: tuple[int, ...],
+    tools: list[str],
+    samplers: list[str],
+    strategies: list[str],
+    plains: list[Path],
+) -> None:
     """Run every (space, tool, strategy) cell, print the tables, write the JSON."""
     started = time.perf_counter()
     cells: list[Cell] = []
@@ -522,14 +530,11 @@ def run(args: argparse.Namespace, budgets: tuple[int, ...], tools: list[str], pl
                     warm_start=args.warm_start,
                     **common,
                 )
-                for s in args.samplers.split(",")
-                if s
+                for s in samplers
             ]
         if plain is not None:
             cells += [
-                Cell(tool="kernel_tuner", strategy=s, plain=plain, **common)
-                for s in args.kt_strategies.split(",")
-                if s
+                Cell(tool="kernel_tuner", strategy=s, plain=plain, **common) for s in strategies
             ]
     done: dict[int, list[dict]] = {}  # each finished cell's records, by the cell's index
     failed: list[dict] = []  # cells whose (Kernel Tuner) strategy raised, left out
