@@ -21,6 +21,7 @@ from workbench.analysis import (
     theoretical_occupancy,
 )
 from workbench.analysis.sass import SassInstruction, disassembly_text
+from workbench.analysis.signature import args_error, mismatched_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_job
 from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
@@ -66,6 +67,8 @@ class StaticRecord:
     #: distinct global-memory opcodes with their modifiers: where cache hints show up
     global_memory_ops: list[str] = field(default_factory=list)
     lints: list[str] = field(default_factory=list)
+    #: how the space's ``args`` disagree with the kernel's parameters (a lint says so too)
+    args_problems: list[str] = field(default_factory=list)
     error: str | None = None
     log: str = ""
 
@@ -223,6 +226,8 @@ def _inspect(
     expected = _expected_sass(space, record.config)
     findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
     record.lints += [f"{f.severity.value}: {f.message}" for f in findings]
+    if record.args_problems:
+        record.lints.append(f"error: {args_error(record.args_problems)}")
 
 
 def compiled_record(space: Space, config: Config, result: CompileResult) -> StaticRecord:
@@ -260,6 +265,9 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     if res is None:
         record.error = f"entry {result.entry} not found in the cubin"
         return False
+    record.args_problems = mismatched_arguments(
+        space.spec.args, result.cubin, result.entry or "", result.ptx
+    )
     record.ok = True
     record.registers = res.registers
     record.static_smem = res.smem

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from workbench.analysis.elf import (
     EIATTR_CBANK_PARAM_SIZE,
     EIATTR_FRAME_SIZE,
+    EIATTR_KPARAM_INFO,
     EIATTR_MAX_STACK_SIZE,
     EIATTR_MAX_THREADS,
     EIATTR_MAXREG_COUNT,
@@ -45,11 +46,21 @@ from workbench.analysis.elf import (
     symbols,
 )
 
-__all__ = ["CubinInfo", "CubinKernel", "parse_nv_info", "read_cubin"]
+__all__ = ["CubinInfo", "CubinKernel", "ParamSlot", "parse_nv_info", "read_cubin"]
 
 #: Shared memory the driver reserves per block on sm_80+; sm_90+ cubins include it in the
 #: kernel's ``.nv.shared.<name>`` section.
 RESERVED_SHARED_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    """One kernel parameter as the driver lays it out (``EIATTR_KPARAM_INFO``): its position in
+    the argument list, its byte offset in the parameter constant bank and its size in bytes."""
+
+    ordinal: int
+    offset: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class CubinKernel:
     param_bytes: int | None
     cmem0: int | None
     code_bytes: int
+    #: the parameters in order; None when the cubin does not describe them
+    params: tuple[ParamSlot, ...] | None = None
 
     @property
     def static_shared_bytes(self) -> int:
@@ -154,6 +167,7 @@ def _kernel(
     max_reg: int | None = None
     param_bytes: int | None = None
     barriers = 0
+    slots: list[ParamSlot] = []
     info = by_name.get(f".nv.info.{name}")
     for rec in parse_nv_info(info.data, info.name) if info else []:
         if rec.attribute == EIATTR_MAX_THREADS and len(rec.words()) >= 3:
@@ -165,6 +179,10 @@ def _kernel(
             barriers = rec.value
         elif rec.attribute == EIATTR_CBANK_PARAM_SIZE and rec.fmt == EIFMT_HVAL:
             param_bytes = rec.value
+        elif rec.attribute == EIATTR_KPARAM_INFO and len(rec.words()) >= 3:
+            # u32 index; u16 ordinal, u16 offset; u32 flags with the size in bits 18..31
+            _, position, flags = rec.words()[:3]
+            slots.append(ParamSlot(position & 0xFFFF, position >> 16, flags >> 18))
     shared = by_name.get(f".nv.shared.{name}")
     shared_bytes = shared.size if shared else 0
     reserved_bytes = (
@@ -186,4 +204,16 @@ def _kernel(
         param_bytes=param_bytes,
         cmem0=cmem0.size if cmem0 else None,
         code_bytes=text.size if text else 0,
+        params=_params(slots, param_bytes),
     )
+
+
+def _params(slots: list[ParamSlot], param_bytes: int | None) -> tuple[ParamSlot, ...] | None:
+    """The slots in ordinal order, or None when they do not account for every parameter (a
+    producer that writes no ``KPARAM_INFO``, or a gap in the ordinals)."""
+    ordered = tuple(sorted(slots, key=lambda p: p.ordinal))
+    if [p.ordinal for p in ordered] != list(range(len(ordered))):
+        return None
+    if not ordered and param_bytes:  # parameters exist but are not described
+        return None
+    return ordered

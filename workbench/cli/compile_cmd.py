@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workbench.analysis.signature import args_error
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
@@ -30,7 +31,7 @@ from workbench.cli.common import (
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, SpaceFileError
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.targets import resolve_arches
@@ -148,8 +149,21 @@ def compile_command(
         table_to = err_console if json_out is not None and str(json_out) == "-" else console
         print_records(records, show_log=show_log, out=table_to)
         write_records(records, json_out, csv_out)
+        refuse_mismatched_args(spec, records)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
+
+
+def refuse_mismatched_args(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
+    """A space whose ``args`` do not fit its kernel is a malformed space file: every launch
+    would pass garbage. Called after the records are shown and written, so nothing is lost.
+
+    Raises:
+        SpaceFileError: a record found the mismatch (the first one's findings are named).
+    """
+    bad = next((r for r in records if r.args_problems), None)
+    if bad is not None:
+        raise SpaceFileError(spec.path, args_error(bad.args_problems), key="args")
 
 
 def run_static_sweep(

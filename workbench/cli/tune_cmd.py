@@ -27,7 +27,14 @@ from workbench.cli.common import (
     err_console,
     parse_shape,
 )
-from workbench.cli.compile_cmd import AllOpt, CacheOpt, JobsOpt, compile_space, print_records
+from workbench.cli.compile_cmd import (
+    AllOpt,
+    CacheOpt,
+    JobsOpt,
+    compile_space,
+    print_records,
+    refuse_mismatched_args,
+)
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
@@ -405,6 +412,7 @@ def _compile_stage(
                 out=out,
             )
     print_records(records, out=out)
+    refuse_mismatched_args(spec, records)
     out.print(
         "To tune: run on a machine with a CUDA GPU, or replay measurements with "
         "--replay FILE (e.g. a Kernel Tuner cache file)."

@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.analysis.signature import require_matching_arguments
 from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.errors import CompileError
 from workbench.gpu import probe_gpu
@@ -148,10 +149,12 @@ def kernel_symbol(space: Space, config: Config, cache: CompileCache) -> str:
 
     Raises:
         CompileError: the config does not compile.
+        SpaceFileError: the space's ``args`` do not match the kernel's parameters.
     """
     result = compile_job(make_job(space, config), cache)
-    if not result.ok or not result.entry:
+    if not result.ok or not result.entry or result.cubin is None:
         raise CompileError(f"{space.spec.name} {config_label(config)} does not compile", result.log)
+    require_matching_arguments(space.spec, result.cubin, result.entry, result.ptx)
     return result.entry
 
 

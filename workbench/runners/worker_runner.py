@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.analysis.signature import require_matching_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
 from workbench.devices import DeviceSpec
 from workbench.errors import ArchError, CompileError, ConfigError, ToolchainError, WorkbenchError
@@ -192,6 +193,8 @@ class WorkerRunner(Runner):
             return Measurement.failure(
                 TrialOutcome.COMPILE_FAILED, log, compile_seconds=result.seconds
             )
+        # a space bug, the same for every config: stop rather than launch garbage each time
+        require_matching_arguments(self.space.spec, result.cubin, result.entry, result.ptx)
         return result
 
     def _job(self, config: Config, compiled: CompileResult) -> KernelJob:

@@ -1,0 +1,287 @@
+"""A kernel's parameters as its binary declares them, checked against a space's ``args``.
+
+``cuLaunchKernel`` copies each argument with the size the *kernel* declares, so an ``args`` list
+that disagrees with the signature (one argument too few, an ``int32`` where the kernel takes
+``long long``, a buffer where it takes a count) launches with garbage: on a GPU that is a wrong
+result or an illegal address, many trials later. All of it can be read without a GPU:
+
+* the cubin's ``EIATTR_KPARAM_INFO`` records give the count and the size of every parameter
+  (what the driver copies: :class:`~workbench.analysis.cubin.ParamSlot`);
+* the PTX ``.entry`` declaration gives each one's type class (``.f32`` against ``.u32``);
+* a C++ kernel's mangled name, demangled by libstdc++'s ``__cxa_demangle``, gives the C++ types
+  (``float const*`` against ``long long``). ``extern "C"`` kernels and hand-written PTX have
+  only the first two.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.analysis.cubin import read_cubin
+from workbench.analysis.errors import AnalysisError
+from workbench.errors import SpaceFileError
+from workbench.spaces.model import ScalarArg, SpaceSpec
+
+#: C++ types a by-value float argument may land in (the demangler's spelling).
+FLOAT_C_TYPES = frozenset({"float", "double", "__half", "half", "__nv_bfloat16"})
+#: C++ integer types (the demangler's spelling), ``bool`` and the ``char`` family included.
+INTEGER_C_TYPES = frozenset(
+    {
+        "bool",
+        "char",
+        "signed char",
+        "unsigned char",
+        "short",
+        "unsigned short",
+        "int",
+        "unsigned int",
+        "long",
+        "unsigned long",
+        "long long",
+        "unsigned long long",
+    }
+)
+
+
+@dataclass(frozen=True)
+class KernelParameter:
+    """One parameter of a kernel: its size (from the cubin), and its PTX and C++ types where
+    the binary tells them (``u64``, ``f32``, ``b8[16]``; ``float const*``)."""
+
+    size: int
+    ptx_type: str | None = None
+    c_type: str | None = None
+
+    @property
+    def is_pointer(self) -> bool | None:
+        """Whether it is a pointer: None when only the PTX is known (``.u64`` is either)."""
+        if self.c_type is not None:
+            return self.c_type.replace("__restrict__", "").rstrip().endswith("*")
+        if self.ptx_type is not None and self.ptx_type.startswith("f"):
+            return False
+        return None
+
+    @property
+    def is_float(self) -> bool | None:
+        """Whether it holds a floating-point value; None when neither type says."""
+        if self.c_type is not None:
+            base = self.c_type.replace("const", "").strip()
+            if base in FLOAT_C_TYPES:
+                return True
+            if base in INTEGER_C_TYPES or self.is_pointer:
+                return False
+            return None  # an enum, a struct: the PTX may still say
+        if self.ptx_type is None or self.ptx_type.startswith("b") or "[" in self.ptx_type:
+            return None  # untyped bits, or an aggregate
+        return self.ptx_type.startswith("f")
+
+    @property
+    def spelled(self) -> str:
+        """Its C++ type, else its PTX type, else its size."""
+        return self.c_type or (f".{self.ptx_type}" if self.ptx_type else f"{self.size} bytes")
+
+    def __str__(self) -> str:
+        return (
+            self.spelled
+            if self.spelled.endswith("bytes")
+            else f"{self.spelled} ({self.size} bytes)"
+        )
+
+
+def kernel_parameters(
+    cubin: bytes, entry: str, ptx: str | None = None
+) -> tuple[KernelParameter, ...] | None:
+    """The parameters of ``entry`` in ``cubin``; None when the cubin does not describe them.
+
+    Raises:
+        CubinError: the cubin is malformed.
+    """
+    kernel = read_cubin(cubin).kernels.get(entry)
+    if kernel is None or kernel.params is None:
+        return None
+    ptx_types = ptx_parameter_types(ptx, entry) if ptx else None
+    c_types = cxx_parameter_types(entry)
+    if ptx_types is not None and len(ptx_types) != len(kernel.params):
+        ptx_types = None  # not the same kernel's declaration: trust the binary alone
+    if c_types is not None and len(c_types) != len(kernel.params):
+        c_types = None
+    return tuple(
+        KernelParameter(
+            slot.size,
+            ptx_types[i] if ptx_types else None,
+            c_types[i] if c_types else None,
+        )
+        for i, slot in enumerate(kernel.params)
+    )
+
+
+def mismatched_arguments(
+    args: Sequence[str | ScalarArg], cubin: bytes, entry: str, ptx: str | None
+) -> list[str]:
+    """:func:`argument_problems` of ``args`` against ``entry`` in ``cubin``: empty when they fit
+    or when the binary does not describe its parameters (nothing to check against).
+
+    Raises:
+        CubinError: the cubin is malformed.
+    """
+    params = kernel_parameters(cubin, entry, ptx)
+    return [] if params is None else argument_problems(args, params)
+
+
+def require_matching_arguments(spec: SpaceSpec, cubin: bytes, entry: str, ptx: str | None) -> None:
+    """Stop before a launch whose arguments would not fit the kernel.
+
+    Raises:
+        SpaceFileError: the space file's ``args`` do not match the kernel's parameters.
+    """
+    try:
+        problems = mismatched_arguments(spec.args, cubin, entry, ptx)
+    except AnalysisError:
+        return  # loading the module will say what is wrong with the binary
+    if problems:
+        raise SpaceFileError(spec.path, args_error(problems), key="args")
+
+
+def args_error(problems: Sequence[str]) -> str:
+    """One line for :func:`argument_problems`' findings."""
+    return "args do not match the kernel's parameters: " + "; ".join(problems)
+
+
+def argument_problems(
+    args: Sequence[str | ScalarArg], params: Sequence[KernelParameter]
+) -> list[str]:
+    """What is wrong with a space's ``args`` (buffer names and scalars) for these parameters;
+    empty when they fit. Passing an ``int64`` 0 where the kernel takes a pointer (a null
+    pointer) is allowed."""
+    if len(args) != len(params):
+        listed = ", ".join(p.spelled for p in params) or "none"
+        return [
+            f"args lists {len(args)} argument{'s'[: len(args) != 1]} but the kernel takes "
+            f"{len(params)} parameter{'s'[: len(params) != 1]} ({listed})"
+        ]
+    problems = []
+    for i, (arg, param) in enumerate(zip(args, params, strict=True)):
+        if isinstance(arg, ScalarArg):
+            dtype = np.dtype(arg.dtype)
+            what = f"args[{i}] ({arg.name or arg.value.text})"
+            given = f"{arg.dtype} ({dtype.itemsize} bytes)"
+            fits = dtype.itemsize == param.size and (
+                param.is_float is None or param.is_float == (dtype.kind == "f")
+            )
+            if dtype.kind == "f" and param.is_pointer:
+                fits = False
+        else:
+            what, given = f"args[{i}] ({arg})", "a buffer (a device pointer, 8 bytes)"
+            fits = param.size == 8 and param.is_pointer is not False
+        if not fits:
+            problems.append(f"{what} is {given}, but the kernel's parameter {i} is {param}")
+    return problems
+
+
+# -- PTX ------------------------------------------------------------------------------------
+_PTX_TYPE = re.compile(r"\.([usbf](?:8|16|32|64))\b")
+_PTX_ARRAY = re.compile(r"\[\s*(\d+)\s*\]\s*$")
+
+
+def ptx_parameter_types(ptx: str, entry: str) -> tuple[str, ...] | None:
+    """The PTX types of ``entry``'s parameters in order (``u64``, ``f32``, ``b8[16]`` for an
+    aggregate); None when the PTX has no such entry."""
+    found = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
+    if found is None:
+        return None
+    end = ptx.find(")", found.end())
+    if end < 0:
+        return None
+    body = ptx[found.end() : end].strip()
+    if not body:
+        return ()
+    types = []
+    for decl in body.split(","):
+        kind = _PTX_TYPE.search(decl)
+        if kind is None:
+            return None  # .texref and the like: not a type this check knows
+        array = _PTX_ARRAY.search(decl)
+        types.append(kind.group(1) + (f"[{array.group(1)}]" if array else ""))
+    return tuple(types)
+
+
+# -- C++ ------------------------------------------------------------------------------------
+def cxx_parameter_types(symbol: str) -> tuple[str, ...] | None:
+    """The C++ parameter types of a mangled kernel name (``_Z...``), as the demangler spells
+    them; None for an unmangled name or where libstdc++ is not at hand."""
+    text = demangle(symbol)
+    if text is None or not text.endswith(")"):
+        return None
+    depth, start = 0, None
+    for pos in range(len(text) - 1, -1, -1):  # the parameter list is the last (...) group
+        if text[pos] == ")":
+            depth += 1
+        elif text[pos] == "(":
+            depth -= 1
+            if depth == 0:
+                start = pos
+                break
+    if start is None:
+        return None
+    inner = text[start + 1 : -1].strip()
+    if inner in ("", "void"):
+        return ()
+    types, depth, begin = [], 0, 0
+    for pos, ch in enumerate(inner):
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            types.append(inner[begin:pos].strip())
+            begin = pos + 1
+    types.append(inner[begin:].strip())
+    return tuple(types)
+
+
+def demangle(symbol: str) -> str | None:
+    """The demangled C++ name, or None (not a mangled name, or no libstdc++)."""
+    if not symbol.startswith("_Z"):
+        return None
+    return _demangle(symbol)
+
+
+@functools.lru_cache(maxsize=1024)
+def _demangle(symbol: str) -> str | None:
+    functions = _cxa_demangle()
+    if functions is None:
+        return None
+    cxa_demangle, free = functions
+    status = ctypes.c_int(0)
+    out = cxa_demangle(symbol.encode(), None, None, ctypes.byref(status))
+    if not out:
+        return None
+    try:
+        return ctypes.string_at(out).decode(errors="replace") if status.value == 0 else None
+    finally:
+        free(out)
+
+
+@functools.cache
+def _cxa_demangle() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """libstdc++'s ``__cxa_demangle`` and libc's ``free`` (the result is malloc'ed)."""
+    names = (ctypes.util.find_library("stdc++"), ctypes.util.find_library("c"))
+    if not all(names):
+        return None
+    try:
+        cxx, libc = (ctypes.CDLL(name) for name in names)
+        fn, free = cxx.__cxa_demangle, libc.free
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free.argtypes = [ctypes.c_void_p]
+    return fn, free
