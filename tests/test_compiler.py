@@ -110,6 +110,26 @@ def test_included_header_is_part_of_the_key(project: Path) -> None:
     assert make_job(space, spec.default_config()).key() != first.key()
 
 
+def test_angle_bracket_project_headers_are_part_of_the_key(project: Path) -> None:
+    """``#include <name>`` found in the source's directory or an include directory is a project
+    header (NVRTC searches those before the toolkit): editing it, or one it includes, changes
+    the key. A toolkit header such as <cuda_fp16.h> is left to the toolchain version."""
+    (project / "kernels" / "twice.cuh").write_text('#include "inner.cuh"\n')
+    (project / "kernels" / "inner.cuh").write_text("#define TWICE(x) (2 * (x))\n")
+    src = project / "kernels" / "axpy.cu"
+    src.write_text(
+        "#include <cuda_fp16.h>\n#include <twice.cuh>\n"
+        + src.read_text().replace("SCALE * x[i]", "TWICE(SCALE) * x[i]")
+    )
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    first = make_job(space, spec.default_config())
+    assert [name for name, _ in first.header_digests] == ["<twice.cuh>", "inner.cuh"]
+    assert compile_job(first).ok  # NVRTC finds it the same way
+    (project / "kernels" / "inner.cuh").write_text("#define TWICE(x) ((x) + (x))\n")
+    assert make_job(space, spec.default_config()).key() != first.key()
+
+
 def test_parallel_gives_the_same_bytes_as_serial(tmp_path: Path) -> None:
     jobs = sample_jobs("reduce", "sm_89", 5, seed=7) + sample_jobs("stream_scale", "sm_89", 3)
     serial = compile_jobs(jobs, CompileCache(tmp_path / "a"), workers=1)

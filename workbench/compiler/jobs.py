@@ -25,7 +25,8 @@ from workbench.toolchain import Arch, nvrtc_version, tool_version
 #: Bump when the key's ingredients or the cached layout change.
 KEY_SCHEMA_VERSION = 1
 PTX_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+#: ``#include "name"`` or ``#include <name>``: the bracket, then the name
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.MULTILINE)
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEMPLATE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -156,21 +157,26 @@ def substitute_ptx(text: str, values: Mapping[str, Value], filename: str) -> str
 def header_digests(
     text: str, source_dir: Path, include_dirs: list[Path], _seen: set[Path] | None = None
 ) -> tuple[tuple[str, str], ...]:
-    """sha256 of every quoted ``#include`` reachable from ``text`` (toolkit headers are
-    covered by the toolchain version in the key)."""
+    """sha256 of every project header reachable from ``text``: a quoted ``#include`` found
+    beside the including file or in an include directory, an ``#include <...>`` found in an
+    include directory (the source's own directory and the space's ``include_dirs``, which NVRTC
+    searches before the toolkit's). Headers found in none of them are the toolkit's, covered by
+    the toolchain version in the key. Every include is followed, even under ``#if``: a header
+    that is hashed but not compiled only costs a recompile when it changes."""
     seen = _seen if _seen is not None else set()
     out: list[tuple[str, str]] = []
-    for name in QUOTED_INCLUDE.findall(text):
-        for d in (source_dir, *include_dirs):
+    for bracket, name in INCLUDE.findall(text):
+        quoted = bracket == '"'
+        for d in (source_dir, *include_dirs) if quoted else include_dirs:
             candidate = (d / name).resolve()
             if candidate.is_file():
                 break
         else:
-            continue  # NVRTC will report a missing header itself
+            continue  # a toolkit header, or a missing one NVRTC will report
         if candidate in seen:
             continue
         seen.add(candidate)
         body = candidate.read_bytes()
-        out.append((name, hashlib.sha256(body).hexdigest()))
+        out.append((name if quoted else f"<{name}>", hashlib.sha256(body).hexdigest()))
         out += header_digests(body.decode(errors="replace"), candidate.parent, include_dirs, seen)
     return tuple(out)
