@@ -8,6 +8,7 @@ compile is a record too, with its log.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -291,6 +292,15 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     record.occupancy = occ.occupancy
     record.active_blocks = occ.active_blocks
     record.limiting_factor = occ.limiting_factor
+    # configs that compile but cannot launch: a GPU run would spend an evaluation on each
+    bound = math.prod(res.max_threads) if res.max_threads else None
+    if bound and launch.threads_per_block > bound:
+        record.lints.append(
+            f"error: cannot launch: {launch.threads_per_block} threads per block, more than the "
+            f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)"
+        )
+    if blocker := occ.launch_blocker():
+        record.lints.append(f"error: cannot launch: {blocker}")
     return True
 
 

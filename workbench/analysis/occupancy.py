@@ -90,6 +90,17 @@ class Occupancy:
         """Active warps / max warps per SM, in [0, 1]."""
         return self.active_warps / self.max_warps if self.max_warps else 0.0
 
+    def launch_blocker(self) -> str | None:
+        """Why not one block fits on an SM (the launch would fail), or None."""
+        if self.active_blocks:
+            return None
+        needs = {
+            "registers": f"{self.registers_per_block} registers per block",
+            "shared memory": f"{self.shared_per_block} bytes of shared memory per block",
+            "threads": f"{self.warps_per_block} warps per block",
+        }.get(self.limiting_factor, self.limiting_factor)
+        return f"no block fits on an SM of cc {self.cc}: it needs {needs}"
+
 
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit

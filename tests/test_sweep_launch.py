@@ -1,0 +1,81 @@
+"""Configs that compile but could never launch are named by the static sweep (no GPU): a block
+larger than the kernel's ``__launch_bounds__``, or one whose resources fit on no SM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis.occupancy import theoretical_occupancy
+from workbench.compiler import CompileCache
+from workbench.spaces import Space, load_space
+from workbench.sweep import select_configs, static_sweep
+
+BOUNDED_KERNEL = """\
+extern "C" __global__ void __launch_bounds__(256) bounded(const float* x, float* y, int n) {
+  __shared__ float tile[12288];  // 48 KiB of static shared memory
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  extern __shared__ float more[];
+  if (i < n) y[i] = tile[threadIdx.x] + more[0];
+}
+"""
+
+BOUNDED_SPACE = """\
+name: bounded
+source: ../kernels/bounded.cu
+entry: {kernel: bounded}
+arches: [sm_90]
+parameters:
+  BLOCK: {values: [128, 256, 512], default: 256, role: launch}
+  DYNAMIC_KB: {values: [0, 160, 200], default: 0, role: launch}
+geometry: {grid: "cdiv(n, BLOCK)", block: BLOCK, shared_bytes: DYNAMIC_KB * 1024}
+shapes: {default: {n: 1000}}
+inputs: {x: {dtype: float32, shape: [n]}}
+outputs: {y: {dtype: float32, shape: [n]}}
+args: [x, y, {value: n, dtype: int32}]
+reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
+work: {bytes: 8 * n}
+"""
+
+
+def test_configs_that_cannot_launch_get_an_error_lint(project: Path, cache_dir: Path) -> None:
+    (project / "kernels" / "bounded.cu").write_text(BOUNDED_KERNEL)
+    path = project / "spaces" / "bounded.yaml"
+    path.write_text(BOUNDED_SPACE)
+    space = Space(load_space(path))
+    configs = select_configs(space, all_configs=True)
+    records = {
+        (r.config["BLOCK"], r.config["DYNAMIC_KB"]): r
+        for r in static_sweep(space, configs, cache=CompileCache(cache_dir))
+    }
+    assert len(records) == 9 and all(r.ok for r in records.values())
+    launch_errors: dict[Any, list[str]] = {
+        k: [x for x in r.lints if x.startswith("error: cannot launch")] for k, r in records.items()
+    }
+    for (block, dynamic_kb), errors in launch_errors.items():
+        too_wide = block > 256
+        # 48 KiB static + 200 KiB dynamic is past sm_90's 227 KiB per block; 48 + 160 is not
+        too_much_shared = dynamic_kb == 200
+        assert len(errors) == too_wide + too_much_shared, (block, dynamic_kb, errors)
+        if too_wide:
+            assert (
+                f"error: cannot launch: {block} threads per block, more than the kernel's bound "
+                "of 256 (__launch_bounds__ or .maxntid)"
+            ) in errors
+        if too_much_shared:
+            assert errors[-1].startswith("error: cannot launch: no block fits on an SM of cc 90")
+            assert "bytes of shared memory per block" in errors[-1]
+            assert records[(block, dynamic_kb)].occupancy == 0
+    assert launch_errors[(256, 160)] == [] and records[(256, 160)].occupancy > 0
+
+
+def test_the_blocker_names_the_resource() -> None:
+    fits = theoretical_occupancy(90, 256, 32, 0)
+    assert fits.active_blocks > 0 and fits.launch_blocker() is None
+    # 255 registers x 1024 threads: 261120 registers, four times what a block may have
+    regs = theoretical_occupancy(90, 1024, 255, 0)
+    assert regs.launch_blocker() == (
+        f"no block fits on an SM of cc 90: it needs {regs.registers_per_block} registers per block"
+    )
