@@ -318,3 +318,36 @@ def test_the_runner_stops_before_launching_mismatched_args(
         assert runner.verdicts == {}  # nothing was launched or verified
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize(
+    ("reference", "words"),
+    [
+        (
+            "workbench.references.elementwise:nope",
+            "workbench.references.elementwise has no function 'nope'",
+        ),
+        ("workbench.references.gone:scale", "no module named 'workbench.references.gone'"),
+    ],
+)
+def test_compile_refuses_a_reference_that_does_not_exist(
+    template_space: Any, cache_dir: Path, reference: str, words: str
+) -> None:
+    path = template_space(RIGHT)
+    path.write_text(path.read_text().replace("workbench.references.elementwise:scale", reference))
+    result = CliRunner().invoke(app, ["compile", str(path), "--cache-dir", str(cache_dir)])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "1 configs, 1 compiled, 0 failed" in flat  # the table came first
+    assert f"{path} [reference]: reference '{reference}': {words}" in flat
+
+
+def test_profile_plan_refuses_mismatched_args(template_space: Any, cache_dir: Path) -> None:
+    path = template_space("[x, y, {value: n, dtype: int64}, {value: 2, dtype: float64}]")
+    result = CliRunner().invoke(
+        app, ["profile", str(path), "--dry-run", "--cache-dir", str(cache_dir)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "[args]: args do not match the kernel's parameters: args[3] (2) is float64" in (
+        " ".join(result.output.split())
+    )

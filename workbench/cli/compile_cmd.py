@@ -149,21 +149,31 @@ def compile_command(
         table_to = err_console if json_out is not None and str(json_out) == "-" else console
         print_records(records, show_log=show_log, out=table_to)
         write_records(records, json_out, csv_out)
-        refuse_mismatched_args(spec, records)
+        refuse_broken_space(spec, records)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
 
 
-def refuse_mismatched_args(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
-    """A space whose ``args`` do not fit its kernel is a malformed space file: every launch
-    would pass garbage. Called after the records are shown and written, so nothing is lost.
+def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
+    """What would stop a GPU run before its first measurement, found without one: ``args``
+    that do not fit the kernel (every launch would pass garbage) and a ``reference`` that
+    cannot be found (nothing could be verified). Called after the records are shown and
+    written, so nothing is lost.
 
     Raises:
-        SpaceFileError: a record found the mismatch (the first one's findings are named).
+        SpaceFileError: a record found an args mismatch (the first one's findings are named),
+            or the reference's module, file or function does not exist.
     """
     bad = next((r for r in records if r.args_problems), None)
     if bad is not None:
         raise SpaceFileError(spec.path, args_error(bad.args_problems), key="args")
+    if spec.reference is not None:
+        from workbench.runners.reference import ReferenceNotFoundError, resolve_reference
+
+        try:
+            resolve_reference(spec.reference.target)
+        except ReferenceNotFoundError as exc:
+            raise SpaceFileError(spec.path, str(exc), key="reference") from None
 
 
 def run_static_sweep(

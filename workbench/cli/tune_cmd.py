@@ -33,7 +33,7 @@ from workbench.cli.compile_cmd import (
     JobsOpt,
     compile_space,
     print_records,
-    refuse_mismatched_args,
+    refuse_broken_space,
 )
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
@@ -412,7 +412,7 @@ def _compile_stage(
                 out=out,
             )
     print_records(records, out=out)
-    refuse_mismatched_args(spec, records)
+    refuse_broken_space(spec, records)
     out.print(
         "To tune: run on a machine with a CUDA GPU, or replay measurements with "
         "--replay FILE (e.g. a Kernel Tuner cache file)."
