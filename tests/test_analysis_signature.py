@@ -184,6 +184,34 @@ def test_ptx_types_tell_a_float_from_an_integer_without_cxx_types() -> None:
     ]
 
 
+def test_integers_narrower_than_args_types_take_an_int32() -> None:
+    """bool, char and short parameters have no args dtype: an int32 or uint32 feeds them (the
+    driver copies their size from the start of the value); nothing else does."""
+    from workbench.expressions import Expression
+    from workbench.spaces.model import ScalarArg
+
+    def arg(dtype: str) -> ScalarArg:
+        return ScalarArg(Expression.parse("1"), dtype, "flag")
+
+    flag = KernelParameter(1, "u8", "bool")
+    assert argument_problems([arg("int32")], [flag]) == []
+    assert argument_problems([arg("uint32")], [KernelParameter(2, "s16")]) == []  # PTX only
+    assert argument_problems([arg("int64")], [flag]) == [
+        "args[0] (flag) is int64 (8 bytes), but the kernel's parameter 0 is bool (1 byte)"
+    ]
+    assert argument_problems([arg("float32")], [flag]) == [
+        "args[0] (flag) is float32 (4 bytes), but the kernel's parameter 0 is bool (1 byte)"
+    ]
+    # a __half by value is a float of 2 bytes: no args type fits it
+    half = KernelParameter(2, "b8[2]", "__half")
+    assert argument_problems([arg("int32")], [half]) != []
+    assert argument_problems([arg("float32")], [half]) != []
+    # an enum by C++ name: its PTX type says it is an integer
+    op = KernelParameter(4, "u32", "Op")
+    assert argument_problems([arg("int32")], [op]) == []
+    assert argument_problems([arg("float32")], [op]) != []
+
+
 def test_ptx_parameter_declarations() -> None:
     ptx = textwrap.dedent(
         """\

@@ -78,7 +78,7 @@ class KernelParameter:
                 return True
             if base in INTEGER_C_TYPES or self.is_pointer:
                 return False
-            return None  # an enum, a struct: the PTX may still say
+        # no C++ name, or an enum or struct by name: the PTX may still say
         if self.ptx_type is None or self.ptx_type.startswith("b") or "[" in self.ptx_type:
             return None  # untyped bits, or an aggregate
         return self.ptx_type.startswith("f")
@@ -86,14 +86,14 @@ class KernelParameter:
     @property
     def spelled(self) -> str:
         """Its C++ type, else its PTX type, else its size."""
-        return self.c_type or (f".{self.ptx_type}" if self.ptx_type else f"{self.size} bytes")
+        return self.c_type or (f".{self.ptx_type}" if self.ptx_type else self._bytes)
+
+    @property
+    def _bytes(self) -> str:
+        return f"{self.size} byte{'s'[: self.size != 1]}"
 
     def __str__(self) -> str:
-        return (
-            self.spelled
-            if self.spelled.endswith("bytes")
-            else f"{self.spelled} ({self.size} bytes)"
-        )
+        return self.spelled if self.spelled == self._bytes else f"{self.spelled} ({self._bytes})"
 
 
 def kernel_parameters(
@@ -159,8 +159,13 @@ def argument_problems(
     args: Sequence[str | ScalarArg], params: Sequence[KernelParameter]
 ) -> list[str]:
     """What is wrong with a space's ``args`` (buffer names and scalars) for these parameters;
-    empty when they fit. Passing an ``int64`` 0 where the kernel takes a pointer (a null
-    pointer) is allowed."""
+    empty when they fit.
+
+    Two cases that work on the GPU are allowed: an ``int64`` where the kernel takes a pointer
+    (0 is a null pointer), and an ``int32``/``uint32`` where it takes an integer narrower than
+    4 bytes (``bool``, ``char``, ``short``: ``args`` has no such type, and the driver copies the
+    parameter's size from the start of the little-endian value, so a value that fits arrives
+    intact)."""
     if len(args) != len(params):
         listed = ", ".join(p.spelled for p in params) or "none"
         return [
@@ -173,7 +178,10 @@ def argument_problems(
             dtype = np.dtype(arg.dtype)
             what = f"args[{i}] ({arg.name or arg.value.text})"
             given = f"{arg.dtype} ({dtype.itemsize} bytes)"
-            fits = dtype.itemsize == param.size and (
+            narrow_integer = (
+                dtype.kind in "iu" and dtype.itemsize == 4 and param.size < 4
+            ) and param.is_float is False
+            fits = (dtype.itemsize == param.size or narrow_integer) and (
                 param.is_float is None or param.is_float == (dtype.kind == "f")
             )
             if dtype.kind == "f" and param.is_pointer:
