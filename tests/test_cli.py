@@ -69,6 +69,9 @@ def test_space_shows_size_count_sample_and_why() -> None:
     assert code == 0
     assert "cartesian size: 72,000" in out and "valid configs:" in out
     assert out.count("sample:") == 3
+    # what the kernel is called with, and what checks it
+    assert "args (x, total, partials, state, n:int64)" in out
+    assert "reference workbench.references.reduce:reduce_all" in out
     code, out = run("space", "reduce", "--why", "ITEMS=2", "--why", "VEC=4")
     assert code == 1
     assert "invalid" in out and "ITEMS % VEC == 0" in out

@@ -131,6 +131,12 @@ def space(
             f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
             f"device {sp.device.name}; shape {sp.shape}"
         )
+        args = [
+            a if isinstance(a, str) else f"{a.name or a.value.text}:{a.dtype}" for a in spec.args
+        ]
+        console.print(f"args ({', '.join(escape(a) for a in args)})")
+        if spec.reference is not None:
+            console.print(f"reference {escape(spec.reference.target)}")
         params = Table(title="parameters")
         for col in ("name", "role", "values", "default", "description"):
             params.add_column(col, overflow="fold")
