@@ -184,6 +184,36 @@ def test_ptx_types_tell_a_float_from_an_integer_without_cxx_types() -> None:
     ]
 
 
+POINTER_KINDS_KERNEL = """\
+struct P2 { float a; int b; };
+template <int COLS>
+__global__ void shapes(const float (*__restrict__ in)[COLS], float (*out)[COLS], P2 p, int n) {
+  if (threadIdx.x < n) out[threadIdx.x][0] = in[threadIdx.x][0] * p.a + p.b;
+}
+"""
+
+
+def test_pointers_to_arrays_are_pointers_and_structs_by_value_take_no_scalar(
+    project: Path, cache_dir: Path
+) -> None:
+    (project / "kernels" / "scale_add.cu").write_text(POINTER_KINDS_KERNEL)
+    path = project / "spaces" / "shapes.yaml"
+    text = TEMPLATE_SPACE.format(args="[x, y, {value: 1, dtype: int64}, {value: n, dtype: int32}]")
+    path.write_text(text.replace("scale_add<{BLOCK}>", "shapes<4>"))
+    spec = load_space(path)
+    result = _compiled(Space(spec), CompileCache(cache_dir))
+    params = kernel_parameters(result.cubin, result.entry, result.ptx)
+    assert params is not None
+    assert [p.c_type for p in params] == ["float const (*) [4]", "float (*) [4]", "P2", "int"]
+    assert [p.is_pointer for p in params] == [True, True, False, False]
+    assert params[2].is_aggregate and params[2].size == 8
+    # the int64 has the struct's size, but a struct by value has no args type
+    assert argument_problems(spec.args, params) == [
+        "args[2] (1) is int64 (8 bytes), but the kernel's parameter 2 is P2 (8 bytes), "
+        "passed by value as bytes (no args type can pass it)"
+    ]
+
+
 def test_integers_narrower_than_args_types_take_an_int32() -> None:
     """bool, char and short parameters have no args dtype: an int32 or uint32 feeds them (the
     driver copies their size from the start of the value); nothing else does."""
@@ -232,6 +262,18 @@ def test_ptx_parameter_declarations() -> None:
         """
     )
     assert ptx_parameter_types(ptx, "k") == ("u64", "b8[24]", "f32", "s8")
+    # comments hold types, commas and parentheses that are not declarations
+    commented = textwrap.dedent(
+        """\
+        .visible .entry c(
+            .param .u64 c_x,      // .f32 input, read (once)
+            .param .u64 c_y,      /* .f32 output,
+                                     written ) */
+            .param .f32 c_alpha
+        )
+        """
+    )
+    assert ptx_parameter_types(commented, "c") == ("u64", "u64", "f32")
     assert ptx_parameter_types(ptx, "other") == ("u32",)
     assert ptx_parameter_types(ptx, "none") == ()
     assert ptx_parameter_types(ptx, "missing") is None

@@ -61,11 +61,17 @@ class KernelParameter:
     c_type: str | None = None
 
     @property
+    def is_aggregate(self) -> bool:
+        """Whether it is passed as plain bytes (a struct, a vector type, ``__half`` by value):
+        the PTX declares such a parameter as a byte array."""
+        return self.ptx_type is not None and "[" in self.ptx_type
+
+    @property
     def is_pointer(self) -> bool | None:
         """Whether it is a pointer: None when only the PTX is known (``.u64`` is either)."""
         if self.c_type is not None:
-            return self.c_type.replace("__restrict__", "").rstrip().endswith("*")
-        if self.ptx_type is not None and self.ptx_type.startswith("f"):
+            return is_pointer_type(self.c_type)
+        if self.is_aggregate or (self.ptx_type is not None and self.ptx_type.startswith("f")):
             return False
         return None
 
@@ -79,7 +85,7 @@ class KernelParameter:
             if base in INTEGER_C_TYPES or self.is_pointer:
                 return False
         # no C++ name, or an enum or struct by name: the PTX may still say
-        if self.ptx_type is None or self.ptx_type.startswith("b") or "[" in self.ptx_type:
+        if self.ptx_type is None or self.ptx_type.startswith("b") or self.is_aggregate:
             return None  # untyped bits, or an aggregate
         return self.ptx_type.startswith("f")
 
@@ -184,24 +190,33 @@ def argument_problems(
             fits = (dtype.itemsize == param.size or narrow_integer) and (
                 param.is_float is None or param.is_float == (dtype.kind == "f")
             )
-            if dtype.kind == "f" and param.is_pointer:
+            if (dtype.kind == "f" and param.is_pointer) or param.is_aggregate:
                 fits = False
         else:
             what, given = f"args[{i}] ({arg})", "a buffer (a device pointer, 8 bytes)"
             fits = param.size == 8 and param.is_pointer is not False
         if not fits:
-            problems.append(f"{what} is {given}, but the kernel's parameter {i} is {param}")
+            problems.append(
+                f"{what} is {given}, but the kernel's parameter {i} is {param}"
+                + (
+                    ", passed by value as bytes (no args type can pass it)"
+                    if param.is_aggregate
+                    else ""
+                )
+            )
     return problems
 
 
 # -- PTX ------------------------------------------------------------------------------------
 _PTX_TYPE = re.compile(r"\.([usbf](?:8|16|32|64))\b")
 _PTX_ARRAY = re.compile(r"\[\s*(\d+)\s*\]\s*$")
+_PTX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def ptx_parameter_types(ptx: str, entry: str) -> tuple[str, ...] | None:
     """The PTX types of ``entry``'s parameters in order (``u64``, ``f32``, ``b8[16]`` for an
     aggregate); None when the PTX has no such entry."""
+    ptx = _PTX_COMMENT.sub(" ", ptx)  # a comment may hold a type, a comma or a parenthesis
     found = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
     if found is None:
         return None
@@ -253,6 +268,20 @@ def cxx_parameter_types(symbol: str) -> tuple[str, ...] | None:
             begin = pos + 1
     types.append(inner[begin:].strip())
     return tuple(types)
+
+
+def is_pointer_type(c_type: str) -> bool:
+    """Whether a demangled C++ type is a pointer: ``float const*``, ``float*  __restrict__``,
+    a pointer to an array (``float const (*) [4]``) or to a function (``void (*)(int)``), but
+    not a class whose template arguments hold one (``Fn<void (*)(int)>``)."""
+    outer, depth = [], 0
+    for ch in c_type:  # the type without its template arguments
+        depth += ch == "<"
+        if depth == 0:
+            outer.append(ch)
+        depth -= ch == ">"
+    text = "".join(outer).replace("__restrict__", "").replace(" ", "")
+    return text.endswith("*") or "(*" in text
 
 
 def demangle(symbol: str) -> str | None:
