@@ -32,7 +32,7 @@ from workbench.profile.ncu import (
 )
 from workbench.profile.summary import summarize
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.spaces import Space, config_label, load_space
+from workbench.spaces import Space, config_label, load_kernel, load_space
 from workbench.toolchain import Arch
 
 REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
@@ -161,7 +161,9 @@ def test_plan_matches_what_the_cuda_runner_launches(tiny: Space, tmp_path: Path)
     assert plan.chip == "GH100"  # the h200 preset (no GPU here)
     assert plan.report.parent == tmp_path / "reports" and plan.report.suffix == ".ncu-rep"
     target = list(plan.target)
-    assert target[1:4] == ["-m", "workbench.profile.target", "tiny"]
+    # the profiled process loads this very file (not a space found by its name, or none)
+    assert target[1:4] == ["-m", "workbench.profile.target", str(tiny.spec.path)]
+    assert load_kernel(target[3], []) == tiny.spec
     assert target[target.index("--config") + 1] == "BLOCK=64,SCALE=3,WAVES=2"
     assert "n=1000" in target and "sm_90" in target and "h200" in target and "7" in target
     assert str(tmp_path / "mine") in target and str(tmp_path / "cache") in target

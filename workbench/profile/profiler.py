@@ -174,7 +174,7 @@ def plan(request: ProfileRequest, *, nvtx_available: bool = True) -> Plan:
     digest = hashlib.sha256(f"{shape_label(space.shape)}|{label}".encode()).hexdigest()[:10]
     base = request.report_dir / f"{space.spec.name}-{digest}-{stamp}"
     target = target_command(
-        space.spec.name,
+        str(space.spec.path),  # the very file: a name could find another space (or none)
         label,
         shape=space.shape,
         arch=space.arch.sm,
