@@ -125,6 +125,21 @@ def test_compile_json_to_stdout() -> None:
     assert not Path("-").exists()
 
 
+def test_compile_json_to_stdout_stays_json_with_csv_and_a_store(tmp_path: Path) -> None:
+    """The notes of --csv and --storage go to stderr with the table, not into the JSON."""
+    csv_path, store = tmp_path / "r.csv", tmp_path / "s.sqlite"
+    result = CliRunner().invoke(
+        app,
+        ["compile", "reduce", "-c", "BLOCK=128", "--json", "-", "--csv", str(csv_path)]
+        + ["--storage", str(store)],
+    )
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)
+    assert record["ok"] and csv_path.is_file()
+    notes = "".join(result.stderr.split())  # rich may wrap a long path
+    assert f"wrote{csv_path}" in notes and "compileresultskept" in notes
+
+
 def test_compile_table_shows_differing_parameters_and_the_rest_once() -> None:
     code, out = run("compile", "stream_scale", "--arch", "sm_90", "-c", "HINT=cs", "-c", "HINT=nc")
     assert code == 0, out

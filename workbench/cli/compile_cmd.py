@@ -130,6 +130,8 @@ def compile_command(
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
         assignments = [a.split(",") for a in config or []]
+        # --json -: the JSON alone on stdout; the progress, the table and the notes on stderr
+        out = err_console if json_out is not None and str(json_out) == "-" else console
         records: list[StaticRecord] = []
         for target in arches:
             records += run_static_sweep(
@@ -144,11 +146,10 @@ def compile_command(
                 jobs=jobs,
                 cache=None if no_cache else CompileCache(cache_dir),
                 store=store,
+                out=out,
             )
-        # --json -: the JSON alone on stdout, the table on stderr
-        table_to = err_console if json_out is not None and str(json_out) == "-" else console
-        print_records(records, show_log=show_log, out=table_to)
-        write_records(records, json_out, csv_out)
+        print_records(records, show_log=show_log, out=out)
+        write_records(records, json_out, csv_out, out=out)
         refuse_broken_space(spec, records)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
@@ -189,9 +190,10 @@ def run_static_sweep(
     jobs: int | None = None,
     cache: CompileCache | None = None,
     store: Store | None = None,
+    out: Console = console,
 ) -> list[StaticRecord]:
-    """Select configs and compile them for one arch, with a progress bar; with a ``store``,
-    the results are kept in the space's compile-only study there."""
+    """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
+    ``store``, the results are kept in the space's compile-only study there."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
@@ -201,7 +203,7 @@ def run_static_sweep(
     configs = select_configs(
         sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
     )
-    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store)
+    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store, out=out)
 
 
 def compile_space(
@@ -320,10 +322,14 @@ def _show(value: object) -> str:
 
 
 def write_records(
-    records: Sequence[StaticRecord], json_out: Path | None, csv_out: Path | None
+    records: Sequence[StaticRecord],
+    json_out: Path | None,
+    csv_out: Path | None,
+    *,
+    out: Console = console,
 ) -> None:
     """JSON keeps everything (``-``: on stdout); CSV flattens config values into ``cfg.NAME``
-    columns."""
+    columns. Where they went is said on ``out``."""
     if json_out is not None:
         text = json.dumps([r.to_dict() for r in records], indent=1)
         if str(json_out) == "-":
@@ -331,7 +337,7 @@ def write_records(
         else:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(text)
-            console.print(f"wrote {json_out}")
+            out.print(f"wrote {json_out}")
     if csv_out is not None:
         csv_out.parent.mkdir(parents=True, exist_ok=True)
         rows = []
@@ -347,4 +353,4 @@ def write_records(
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()
             writer.writerows(rows)
-        console.print(f"wrote {csv_out}")
+        out.print(f"wrote {csv_out}")
