@@ -189,6 +189,14 @@ BAD_CASES = [
         "GB/s",
         "unit:",
     ),
+    (  # a mapping in args (a name or a scalar): its own mistake, not "should be a string"
+        "{value: n, dtype: int32}]",
+        "{value: n, dtype: int16}]",
+        "args[2].dtype",
+        "Input should be 'int32', 'int64', 'uint32', 'float32' or 'float64' (got 'int16')",
+        "int16",
+    ),
+    ("{value: n, dtype: int32}]", "5]", "args[2]", "Input should be a valid string", "5]"),
 ]
 
 

@@ -68,9 +68,27 @@ def project_root(space_file: Path) -> Path:
 
 
 def _schema_error(doc: MarkedDocument, exc: ValidationError) -> SpaceFileError:
-    """The first pydantic error, translated to file/line/key and a plain sentence."""
-    err = exc.errors()[0]
-    loc = [p for p in err["loc"] if not _is_union_tag(p)]
+    """The first pydantic error, translated to file/line/key and a plain sentence.
+
+    For a union (``args``: a name or a mapping) pydantic reports one error per member; the
+    one of the member that takes the input's kind is the one to show (a mapping's wrong
+    ``dtype``, not "should be a valid string").
+    """
+    errors = exc.errors()
+    err = errors[0]
+    if isinstance(err.get("input"), dict):
+        base = _without_tags(err["loc"])
+        err = next(
+            (
+                e
+                for e in errors
+                if len(e["loc"]) > len(err["loc"])
+                and _without_tags(e["loc"][: len(err["loc"])]) == base
+                and any(isinstance(p, str) and p.endswith("Model") for p in e["loc"])
+            ),
+            err,
+        )
+    loc = _without_tags(err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
         parent = loc[:-1]
@@ -84,13 +102,17 @@ def _schema_error(doc: MarkedDocument, exc: ValidationError) -> SpaceFileError:
     return doc.error(loc, f"{err['msg']} (got {shown[:80]})")
 
 
+def _without_tags(loc: Sequence[object]) -> list[str | int]:
+    return [p for p in loc if not _is_union_tag(p)]  # type: ignore[misc]
+
+
 def _is_union_tag(part: object) -> bool:
     # pydantic puts the union member it tried into loc ("str", "ConstraintModel", "list[...]")
     return isinstance(part, str) and (
         part in {"str", "int", "float", "bool"}
         or part.endswith("Model")
         or "[" in part
-        or part.startswith("function-")
+        or part.startswith(("function-", "constrained-"))
     )
 
 
