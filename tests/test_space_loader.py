@@ -197,6 +197,27 @@ BAD_CASES = [
         "int16",
     ),
     ("{value: n, dtype: int32}]", "5]", "args[2]", "Input should be a valid string", "5]"),
+    (
+        '{python: "workbench.references.elementwise:scale", rtol: 1e-6}',
+        "{file: ../kernels, function: scale, rtol: 1e-6}",
+        "reference.file",
+        "reference file '../kernels' is a directory",
+        "file:",
+    ),
+    (
+        '{python: "workbench.references.elementwise:scale", rtol: 1e-6}',
+        "{file: ../kernels/axpy.cu, function: scale, rtol: 1e-6}",
+        "reference.file",
+        "reference file '../kernels/axpy.cu' is not a .py file",
+        "file:",
+    ),
+    (
+        '{python: "workbench.references.elementwise:scale", rtol: 1e-6}',
+        "{file: ../refs/gone.py, function: scale, rtol: 1e-6}",
+        "reference.file",
+        "reference file '../refs/gone.py' does not exist",
+        "file:",
+    ),
 ]
 
 

@@ -74,7 +74,15 @@ def _import(module_name: str, target: str) -> object:
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ReferenceNotFoundError(f"reference {target!r}: no module named {exc.name!r}") from exc
+        hint = (
+            " (a module of your project is importable only from PYTHONPATH; or name its file: "
+            "reference: {file: path/to/module.py, function: ...})"
+            if exc.name and module_name.startswith(exc.name)
+            else ""
+        )
+        raise ReferenceNotFoundError(
+            f"reference {target!r}: no module named {exc.name!r}{hint}"
+        ) from exc
     except Exception as exc:  # the module exists but fails to import: say how
         raise ReferenceNotFoundError(
             f"reference {target!r}: importing {module_name} failed: {type(exc).__name__}: {exc}"

@@ -235,12 +235,15 @@ class _Builder:
         *,
         must_be_file: bool = False,
         must_be_dir: bool = False,
+        what: str = "source file",
     ) -> Path:
         target = (self.path.parent / rel).resolve()
         if not target.is_relative_to(self.root):
             raise self.err(key, f"{rel!r} lies outside the project root {self.root}")
+        if must_be_file and target.is_dir():
+            raise self.err(key, f"{what} {rel!r} is a directory ({target})")
         if must_be_file and not target.is_file():
-            raise self.err(key, f"source file {rel!r} does not exist (looked for {target})")
+            raise self.err(key, f"{what} {rel!r} does not exist (looked for {target})")
         if must_be_dir and not target.is_dir():
             raise self.err(key, f"include directory {rel!r} does not exist (looked for {target})")
         return target
@@ -438,9 +441,12 @@ class _Builder:
         if r.file is not None:
             if not r.function:
                 raise self.err(key, "reference.file needs reference.function")
-            target = (
-                f"{self._inside_project((*key, 'file'), r.file, must_be_file=True)}:{r.function}"
+            path = self._inside_project(
+                (*key, "file"), r.file, must_be_file=True, what="reference file"
             )
+            if path.suffix != ".py":
+                raise self.err((*key, "file"), f"reference file {r.file!r} is not a .py file")
+            target = f"{path}:{r.function}"
         else:
             if r.function is not None:
                 raise self.err((*key, "function"), "reference.python already names the function")
