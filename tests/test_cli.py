@@ -128,11 +128,8 @@ def test_compile_json_to_stdout() -> None:
 def test_compile_json_to_stdout_stays_json_with_csv_and_a_store(tmp_path: Path) -> None:
     """The notes of --csv and --storage go to stderr with the table, not into the JSON."""
     csv_path, store = tmp_path / "r.csv", tmp_path / "s.sqlite"
-    result = CliRunner().invoke(
-        app,
-        ["compile", "reduce", "-c", "BLOCK=128", "--json", "-", "--csv", str(csv_path)]
-        + ["--storage", str(store)],
-    )
+    args = ["compile", "reduce", "-c", "BLOCK=128", "--json", "-", "--csv", str(csv_path)]
+    result = CliRunner().invoke(app, [*args, "--storage", str(store)])
     assert result.exit_code == 0, result.output
     (record,) = json.loads(result.stdout)
     assert record["ok"] and csv_path.is_file()

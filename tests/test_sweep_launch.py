@@ -71,6 +71,57 @@ def test_configs_that_cannot_launch_get_an_error_lint(project: Path, cache_dir: 
     assert launch_errors[(256, 160)] == [] and records[(256, 160)].occupancy > 0
 
 
+REQNTID_PTX = """\
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry fixed(.param .u64 p_x, .param .u64 p_y, .param .u32 p_n)
+.reqntid ${BLOCK}, 1, 1
+{
+  ret;
+}
+"""
+
+REQNTID_SPACE = """\
+name: fixed
+source: ../kernels/fixed.ptx
+entry: {kernel: fixed}
+arches: [sm_90]
+parameters:
+  BLOCK: {values: [128, 256], default: 256}
+  LAUNCH: {values: [128, 256], default: 256, role: launch}
+geometry: {grid: "cdiv(n, LAUNCH)", block: LAUNCH}
+shapes: {default: {n: 1000}}
+inputs: {x: {dtype: float32, shape: [n]}}
+outputs: {y: {dtype: float32, shape: [n]}}
+args: [x, y, {value: n, dtype: int32}]
+reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
+work: {bytes: 8 * n}
+"""
+
+
+def test_a_block_other_than_reqntid_cannot_launch(project: Path, cache_dir: Path) -> None:
+    """``.reqntid`` asks for that exact block: larger and smaller ones are both refused."""
+    (project / "kernels" / "fixed.ptx").write_text(REQNTID_PTX)
+    path = project / "spaces" / "fixed.yaml"
+    path.write_text(REQNTID_SPACE)
+    space = Space(load_space(path))
+    records = static_sweep(
+        space, select_configs(space, all_configs=True), cache=CompileCache(cache_dir)
+    )
+    assert len(records) == 4
+    for r in records:
+        errors = [x for x in r.lints if x.startswith("error: cannot launch")]
+        block, launch = r.config["BLOCK"], r.config["LAUNCH"]
+        if block == launch:
+            assert errors == [], r.config
+        else:
+            assert errors == [
+                f"error: cannot launch: a block of {launch} x 1 x 1 threads, but the kernel "
+                f"requires exactly {block} x 1 x 1 (.reqntid)"
+            ]
+
+
 def test_the_blocker_names_the_resource() -> None:
     fits = theoretical_occupancy(90, 256, 32, 0)
     assert fits.active_blocks > 0 and fits.launch_blocker() is None

@@ -299,9 +299,19 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
             f"error: cannot launch: {launch.threads_per_block} threads per block, more than the "
             f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)"
         )
+    required = res.required_threads
+    if required and launch.block != required:
+        record.lints.append(
+            f"error: cannot launch: a block of {_dims(launch.block)} threads, but the kernel "
+            f"requires exactly {_dims(required)} (.reqntid)"
+        )
     if blocker := occ.launch_blocker():
         record.lints.append(f"error: cannot launch: {blocker}")
     return True
+
+
+def _dims(dims: tuple[int, int, int]) -> str:
+    return " x ".join(map(str, dims))
 
 
 def _expected_sass(space: Space, config: Config) -> list[str]:

@@ -33,6 +33,7 @@ from workbench.analysis.elf import (
     EIATTR_MIN_STACK_SIZE,
     EIATTR_NUM_BARRIERS,
     EIATTR_REGCOUNT,
+    EIATTR_REQNTID,
     EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET,
     EIFMT_HVAL,
     EIFMT_SVAL,
@@ -76,6 +77,8 @@ class CubinKernel:
     max_stack_size: int | None
     max_threads: tuple[int, int, int] | None
     max_reg_count: int | None
+    #: the exact block a launch must have (PTX ``.reqntid``), if the kernel demands one
+    required_threads: tuple[int, int, int] | None
     barriers: int
     param_bytes: int | None
     cmem0: int | None
@@ -164,6 +167,7 @@ def _kernel(
     name: str, attrs: dict[int, int], by_name: dict[str, Section], *, reserved: bool
 ) -> CubinKernel:
     max_threads: tuple[int, int, int] | None = None
+    required: tuple[int, int, int] | None = None
     max_reg: int | None = None
     param_bytes: int | None = None
     barriers = 0
@@ -173,6 +177,9 @@ def _kernel(
         if rec.attribute == EIATTR_MAX_THREADS and len(rec.words()) >= 3:
             x, y, z = rec.words()[:3]
             max_threads = (x, y, z)
+        elif rec.attribute == EIATTR_REQNTID and len(rec.words()) >= 3:
+            x, y, z = rec.words()[:3]
+            required = (x, y, z)
         elif rec.attribute == EIATTR_MAXREG_COUNT and rec.fmt == EIFMT_HVAL:
             max_reg = rec.value
         elif rec.attribute == EIATTR_NUM_BARRIERS and rec.fmt != EIFMT_SVAL:
@@ -200,6 +207,7 @@ def _kernel(
         max_stack_size=attrs.get(EIATTR_MAX_STACK_SIZE),
         max_threads=max_threads,
         max_reg_count=max_reg,
+        required_threads=required,
         barriers=barriers,
         param_bytes=param_bytes,
         cmem0=cmem0.size if cmem0 else None,

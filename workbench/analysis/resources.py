@@ -50,6 +50,7 @@ class KernelResources:
     cmem0: int | None = None
     cumulative_stack: int = 0
     max_threads: tuple[int, int, int] | None = None
+    required_threads: tuple[int, int, int] | None = None
     max_reg_count: int | None = None
 
     @property
@@ -145,6 +146,7 @@ def from_cubin_kernel(kernel: CubinKernel) -> KernelResources:
         cumulative_stack=kernel.min_stack_size,
         max_threads=kernel.max_threads,
         max_reg_count=kernel.max_reg_count,
+        required_threads=kernel.required_threads,
     )
 
 
