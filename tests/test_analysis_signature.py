@@ -72,6 +72,13 @@ def template_space(project: Path) -> Any:
     return write
 
 
+def _line(path: Path, prefix: str) -> int:
+    """The 1-based line of the file that starts with ``prefix``."""
+    return 1 + next(
+        i for i, ln in enumerate(path.read_text().splitlines()) if ln.startswith(prefix)
+    )
+
+
 def _compiled(space: Space, cache: CompileCache) -> Any:
     result = compile_job(make_job(space, select_configs(space)[0]), cache)
     assert result.ok and result.cubin is not None and result.entry, result.log
@@ -310,8 +317,9 @@ def test_compile_refuses_args_that_do_not_fit_after_showing_the_table(
         app, ["compile", str(path), "--cache-dir", str(cache_dir), "--json", str(out)]
     )
     assert result.exit_code == 2, result.output
-    assert f"{path} [args]: args do not match the kernel's parameters: args[2] (n) is int32" in (
-        " ".join(result.output.split())
+    assert (
+        f"{path}:{_line(path, 'args:')} [args]: args do not match the kernel's parameters: "
+        "args[2] (n) is int32" in " ".join(result.output.split())
     )
     (record,) = json.loads(out.read_text())  # the records are written before the refusal
     assert record["ok"] and record["registers"] > 0
@@ -409,7 +417,8 @@ def test_compile_refuses_a_reference_that_does_not_exist(
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())
     assert "1 configs, 1 compiled, 0 failed" in flat  # the table came first
-    assert f"{path} [reference]: reference '{reference}': {words}" in flat
+    line = _line(path, "reference:")
+    assert f"{path}:{line} [reference]: reference '{reference}': {words}" in flat
 
 
 def test_profile_plan_refuses_mismatched_args(template_space: Any, cache_dir: Path) -> None:

@@ -218,7 +218,9 @@ def test_an_arch_nvrtc_cannot_target_names_the_space_file(write_space) -> None:
 
     path = write_space(TINY_SPACE.replace("[sm_80, sm_90]", "[sm_80, sm_99]"))
     code, out = run("space", str(path))
-    assert code == 2 and f"{path.name} [arches]: NVRTC" in out and "cannot target sm_99" in out
+    line = TINY_SPACE.splitlines().index("arches: [sm_80, sm_90]") + 1
+    assert code == 2 and f"{path.name}:{line} [arches]: NVRTC" in out
+    assert "cannot target sm_99" in out
 
 
 def test_space_with_no_valid_config_says_why_with_exit_2(write_space) -> None:

@@ -27,7 +27,6 @@ import numpy as np
 
 from workbench.analysis.cubin import read_cubin
 from workbench.analysis.errors import AnalysisError
-from workbench.errors import SpaceFileError
 from workbench.spaces.model import ScalarArg, SpaceSpec
 
 #: C++ types a by-value float argument may land in (the demangler's spelling).
@@ -153,7 +152,7 @@ def require_matching_arguments(spec: SpaceSpec, cubin: bytes, entry: str, ptx: s
     except AnalysisError:
         return  # loading the module will say what is wrong with the binary
     if problems:
-        raise SpaceFileError(spec.path, args_error(problems), key="args")
+        raise spec.error("args", args_error(problems))
 
 
 def args_error(problems: Sequence[str]) -> str:

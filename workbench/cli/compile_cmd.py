@@ -31,7 +31,7 @@ from workbench.cli.common import (
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
-from workbench.errors import ConfigError, SpaceFileError
+from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.targets import resolve_arches
@@ -167,14 +167,14 @@ def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> Non
     """
     bad = next((r for r in records if r.args_problems), None)
     if bad is not None:
-        raise SpaceFileError(spec.path, args_error(bad.args_problems), key="args")
+        raise spec.error("args", args_error(bad.args_problems))
     if spec.reference is not None:
         from workbench.runners.reference import ReferenceNotFoundError, resolve_reference
 
         try:
             resolve_reference(spec.reference.target)
         except ReferenceNotFoundError as exc:
-            raise SpaceFileError(spec.path, str(exc), key="reference") from None
+            raise spec.error("reference", str(exc)) from None
 
 
 def run_static_sweep(

@@ -226,6 +226,7 @@ class _Builder:
             work=work,
             baselines=tuple(m.baselines),
             expect_sass=expect,
+            key_lines={p[0]: n for p, n in self.doc.lines.items() if len(p) == 1},
         )
 
     def _inside_project(

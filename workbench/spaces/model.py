@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.errors import SpaceFileError
 from workbench.expressions import Expression
 from workbench.spaces.schema import Baseline, Distribution, DType, Role
 
@@ -160,6 +161,13 @@ class SpaceSpec:
     work: WorkModel
     baselines: tuple[Baseline, ...]
     expect_sass: tuple[ExpectSass, ...] = field(default=())
+    #: 1-based line of each top-level key of the file, for errors found after loading
+    key_lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def error(self, key: str, message: str) -> SpaceFileError:
+        """An error about top-level ``key`` of the file, found after loading (by a compile, a
+        lookup): named with the file, the key's line and the key."""
+        return SpaceFileError(self.path, message, line=self.key_lines.get(key), key=key)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:

@@ -32,6 +32,6 @@ def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
             )
         try:
             arch.check_supported()
-        except ArchError as exc:  # the space file declares it: say which file
-            raise ArchError(f"{spec.path} [arches]: {exc}") from None
+        except ArchError as exc:  # the space file declares it: say which file and line
+            raise spec.error("arches", str(exc)) from None
     return chosen
