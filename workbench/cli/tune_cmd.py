@@ -49,6 +49,7 @@ from workbench.search.session import (
     plan_replay_file,
     plan_space_replay,
     recording_for_shape,
+    recordings_dir,
     shipped_recordings,
 )
 from workbench.search.shared import Coordination, is_postgresql
@@ -345,7 +346,8 @@ def _plans_without_gpu(
         if recording is not None:
             plans.append(plan_space_replay(store, sp, recording, pinned))
     if plans:
-        out.print(f"Replaying the library's recording of {escape(spec.name)} instead.")  # type: ignore[attr-defined]
+        folder = escape(str(recordings_dir(spec)))
+        out.print(f"Replaying the recording of {escape(spec.name)} in {folder} instead.")  # type: ignore[attr-defined]
     return plans
 
 
@@ -381,7 +383,8 @@ def _compile_stage(
         else f"the default config and {stage.sample} sampled configs"
     )
     out.print(
-        f"No recording of {escape(spec.name)} ships with the library either: running the "
+        f"No recording of {escape(spec.name)} at the shape(s) asked in "
+        f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
     )
     given = [i.split(",") for i in enqueue or [] if i not in ("default", "none", "best")]

@@ -211,14 +211,19 @@ def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
     return bound
 
 
+def recordings_dir(spec: SpaceSpec) -> Path:
+    """Where recordings of ``spec``'s kernel are kept: ``recordings/<kernel>/`` beside its
+    space file (the library's are in ``tuning_spaces/recordings/``)."""
+    return spec.path.parent / "recordings" / spec.name
+
+
 def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
-    """Recordings of ``spec``'s kernel kept beside its space file, in
-    ``recordings/<kernel>/`` (the library's are in ``tuning_spaces/recordings/``).
+    """Recordings of ``spec``'s kernel kept in :func:`recordings_dir`.
 
     Raises:
         RecordingError: a recording there is damaged (it is not silently skipped).
     """
-    folder = spec.path.parent / "recordings" / spec.name
+    folder = recordings_dir(spec)
     out = []
     for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
         recording = load_recording(path)
