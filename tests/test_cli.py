@@ -115,6 +115,7 @@ def test_compile_writes_json_and_csv(tmp_path: Path) -> None:
     assert any("EF" in op for op in records[0]["global_memory_ops"])  # ld.global.cs: evict-first
     rows = list(csv.DictReader((tmp_path / "r.csv").open()))
     assert rows[0]["cfg.HINT"] == "cs" and rows[1]["cfg.HINT"] == "nc"
+    assert records[0]["shape"] == {"n": 67108864} and rows[0]["shape"] == "n=67108864"
 
 
 def test_compile_json_to_stdout() -> None:

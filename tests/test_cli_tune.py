@@ -419,6 +419,12 @@ def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json
     assert len(configs) == 4 and doc["compiled"] == 4
     assert all(c["OP"] == "max" and c["FINISH"] == "twopass" for c in configs)
     assert "reduce[OP=max,FINISH=twopass] |" in err  # the variant's compile-only study
+    # each shape of a set: the records say which, and the table has a shape column
+    code, out, err = invoke("tune", "reduce", "--shapes", "odd", "--sample", "1", "--json")
+    assert code == 0, err
+    shapes = [r["shape"] for r in json.loads(out)["records"]]
+    assert shapes == [{"n": 1000003}] * 2 + [{"n": 4099}] * 2
+    assert "shape" in next(line for line in err.splitlines() if "regs" in line)
     # without --set, the variants keep their defaults (as a search would)
     code, out, err = invoke("tune", "reduce", "--sample", "3", "--json")
     assert code == 0, err

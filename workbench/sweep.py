@@ -48,6 +48,8 @@ class StaticRecord:
     config: Config
     label: str
     ok: bool
+    #: the problem size it was compiled for (derived values and geometry depend on it)
+    shape: dict[str, int] = field(default_factory=dict)
     entry: str | None = None
     cache_key: str | None = None
     compile_seconds: float = 0.0
@@ -155,6 +157,7 @@ def static_sweep(
             config=cfg,
             label=config_label(cfg),
             ok=False,
+            shape=dict(space.shape),
         )
         records.append(record)
         try:
@@ -241,6 +244,7 @@ def compiled_record(space: Space, config: Config, result: CompileResult) -> Stat
         config=dict(config),
         label=config_label(config),
         ok=False,
+        shape=dict(space.shape),
     )
     inspect_resources(space, record, result)
     return record

@@ -33,7 +33,7 @@ from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import Config, SpaceSpec
+from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.spaces.targets import resolve_arches
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
@@ -248,12 +248,15 @@ def print_records(
     same = [f"{n}={next(iter(values[n]))}" for n in names if n not in params]
     one_column = len(params) > MAX_PARAM_COLUMNS
     arches = {r.arch for r in records}
+    shapes = {shape_label(r.shape) for r in records}
     table = Table(
         title="static resources (no GPU needed)",
         caption=escape("in every row: " + " ".join(same)) if same else None,
     )
     if len(arches) > 1:
         table.add_column("arch")
+    if len(shapes) > 1:
+        table.add_column("shape")
     if one_column:
         table.add_column("config", overflow="fold", min_width=24)
     else:
@@ -274,6 +277,7 @@ def print_records(
         table.add_column(col, overflow="fold")
     for r in records[:MAX_TABLE_ROWS]:
         cells = [r.arch] if len(arches) > 1 else []
+        cells += [escape(shape_label(r.shape))] if len(shapes) > 1 else []
         if one_column:
             cells.append(escape(" ".join(f"{n}={_show(r.config.get(n, ''))}" for n in params)))
         else:
@@ -344,6 +348,8 @@ def write_records(
         for r in records:
             row = {k: v for k, v in r.to_dict().items() if k not in ("config", "opcodes", "log")}
             row["lints"] = "; ".join(r.lints)
+            row["args_problems"] = "; ".join(r.args_problems)
+            row["shape"] = shape_label(r.shape)
             row["opcodes"] = " ".join(f"{k}:{v}" for k, v in r.opcodes.items())
             row["global_memory_ops"] = " ".join(r.global_memory_ops)
             row.update({f"cfg.{k}": v for k, v in r.config.items()})
