@@ -391,7 +391,9 @@ def test_the_runner_stops_before_launching_mismatched_args(
     )
     runner = WorkerRunner(Space(spec), CompileCache(cache_dir), executor_factory=EmulatedExecutor)
     try:
-        with pytest.raises(SpaceFileError, match=r"scale_add\.yaml:\d+ \[args\]: args do not match"):
+        with pytest.raises(
+            SpaceFileError, match=r"scale_add\.yaml:\d+ \[args\]: args do not match"
+        ):
             runner.evaluate({"BLOCK": 64})
         assert runner.verdicts == {}  # nothing was launched or verified
     finally:

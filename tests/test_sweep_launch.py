@@ -1,5 +1,6 @@
 """Configs that compile but could never launch are named by the static sweep (no GPU): a block
-larger than the kernel's ``__launch_bounds__``, or one whose resources fit on no SM."""
+larger than the kernel's ``__launch_bounds__``, or one whose resources fit on no SM; and an
+entry the binary does not have says what it has."""
 
 from __future__ import annotations
 
@@ -129,4 +130,18 @@ def test_the_blocker_names_the_resource() -> None:
     regs = theoretical_occupancy(90, 1024, 255, 0)
     assert regs.launch_blocker() == (
         f"no block fits on an SM of cc 90: it needs {regs.registers_per_block} registers per block"
+    )
+
+
+def test_a_cxx_kernel_named_as_extern_c_gets_the_mangling_hint(
+    project: Path, cache_dir: Path
+) -> None:
+    src = project / "kernels" / "axpy.cu"
+    src.write_text(src.read_text().replace('extern "C" ', ""))  # a plain C++ kernel now
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))
+    (record,) = static_sweep(space, select_configs(space), cache=CompileCache(cache_dir))
+    assert not record.ok
+    assert record.error == (
+        "entry axpy not found in the cubin (it has: _Z4axpyPKfPfi); axpy is a C++ kernel, so "
+        'its symbol is mangled: declare it extern "C", or give entry: {template: "axpy"}'
     )

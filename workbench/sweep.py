@@ -22,7 +22,7 @@ from workbench.analysis import (
     theoretical_occupancy,
 )
 from workbench.analysis.sass import SassInstruction, disassembly_text
-from workbench.analysis.signature import args_error, mismatched_arguments
+from workbench.analysis.signature import args_error, demangle, mismatched_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_job
 from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
@@ -268,7 +268,9 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         return False
     res = resources.get(result.entry or "")
     if res is None:
-        record.error = f"entry {result.entry} not found in the cubin"
+        record.error = f"entry {result.entry} not found in the cubin" + _entry_hint(
+            result.entry or "", resources
+        )
         return False
     record.args_problems = mismatched_arguments(
         space.spec.args, result.cubin, result.entry or "", result.ptx
@@ -312,6 +314,21 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     if blocker := occ.launch_blocker():
         record.lints.append(f"error: cannot launch: {blocker}")
     return True
+
+
+def _entry_hint(entry: str, kernels: Mapping[str, object]) -> str:
+    """Which kernels the cubin has, and why a C++ kernel is not found by its plain name."""
+    mangled = [k for k in kernels if demangle(k) is not None]
+    if not kernels:
+        return " (it has no kernels)"
+    shown = ", ".join(sorted(kernels)[:5]) + (", ..." if len(kernels) > 5 else "")
+    hint = f" (it has: {shown})"
+    if mangled and any(f"{len(entry)}{entry}" in k for k in mangled):
+        hint += (
+            f"; {entry} is a C++ kernel, so its symbol is mangled: declare it "
+            f'extern "C", or give entry: {{template: "{entry}"}}'
+        )
+    return hint
 
 
 def _dims(dims: tuple[int, int, int]) -> str:
