@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from workbench.analysis.signature import cxx_parameter_types
 from workbench.compiler import CompileCache, compile_jobs, make_job
 from workbench.compiler.driver import default_workers
 from workbench.spaces import Space, load_kernel
@@ -64,7 +65,8 @@ def main() -> None:
         warm_s = time.perf_counter() - start
         assert all(r.ok for r in cold), [r.log for r in cold if not r.ok][:1]
         assert all(r.cached for r in warm) and [r.cubin for r in warm] == [r.cubin for r in cold]
-        nvcc_s, nvcc_version = nvcc_loop(jobs, Path(tmp), args.arch)
+        entries = [r.entry or "" for r in cold]
+        nvcc_s, nvcc_version = nvcc_loop(jobs, entries, Path(tmp), args.arch)
 
     rows = [("workbench, cold cache", cold_s), ("workbench, warm cache", warm_s)]
     if nvcc_s is not None:
@@ -106,20 +108,26 @@ def main() -> None:
     print(f"wrote {args.json}")
 
 
-def nvcc_loop(jobs: list, tmp: Path, arch: str) -> tuple[float | None, str | None]:
-    """One ``nvcc -cubin`` process per config, run one after another, as a shell loop would."""
+def nvcc_loop(
+    jobs: list, entries: list[str], tmp: Path, arch: str
+) -> tuple[float | None, str | None]:
+    """One ``nvcc -cubin`` process per config, run one after another, as a shell loop would;
+    ``entries`` are the symbols NVRTC gave the same jobs (their parameter types, demangled,
+    write the explicit instantiation nvcc needs)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return None, None
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     version = version.strip().splitlines()[-1] if version else "unknown"
     sources = []
-    for i, job in enumerate(jobs):
+    for i, (job, entry) in enumerate(zip(jobs, entries, strict=True)):
         src = tmp / f"cfg{i}.cu"
         # nvcc needs the instantiation written out; NVRTC gets it from nvrtcAddNameExpression
+        types = cxx_parameter_types(entry)
+        if types is None:
+            sys.exit(f"cannot demangle {entry!r} to write its instantiation for nvcc")
         src.write_text(
-            job.source + f"\ntemplate __global__ void {job.name_expression}"
-            f"{_signature(job.source, job.name_expression)};\n"
+            job.source + f"\ntemplate __global__ void {job.name_expression}({', '.join(types)});\n"
         )
         flags = [f for f in job.options.to_nvrtc_flags() if not f.startswith("-arch")]
         sources.append((src, flags))
@@ -138,20 +146,6 @@ def nvcc_loop(jobs: list, tmp: Path, arch: str) -> tuple[float | None, str | Non
         if proc.returncode != 0:
             sys.exit(f"nvcc failed: {' '.join(cmd)}\n{proc.stderr}")
     return time.perf_counter() - start, version
-
-
-def _signature(source: str, name_expression: str) -> str:
-    """The parameter list of the templated kernel, for an explicit instantiation."""
-    name = name_expression.split("<", 1)[0]
-    head = source[source.index(f"{name}(") + len(name) :]
-    depth, end = 0, 0
-    for i, ch in enumerate(head):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0:
-            end = i + 1
-            break
-    return head[:end]
 
 
 def _cpu_model() -> str:
