@@ -431,3 +431,12 @@ def test_the_readme_example_space_loads(tmp_path: Path) -> None:
     (tmp_path / "spaces" / "reduce.yaml").write_text(block)
     spec = load_space(tmp_path / "spaces" / "reduce.yaml")
     assert spec.name == "reduce" and "UNROLL" in spec.parameter_names
+    # and its args fit the kernel: the default config compiles with no mismatch
+    from workbench.compiler import CompileCache
+    from workbench.spaces import Space
+    from workbench.sweep import select_configs, static_sweep
+
+    space = Space(spec)
+    cache = CompileCache(tmp_path / "cache")
+    (record,) = static_sweep(space, select_configs(space), cache=cache)
+    assert record.ok and record.args_problems == [], record.error
