@@ -154,6 +154,20 @@ def test_bad_tune_input(args: list[str], message: str) -> None:
     assert "Traceback" not in out + err
 
 
+def test_a_sampler_whose_packages_are_missing_is_refused_before_anything(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is installed: the gp sampler can run")
+    store = tmp_path / "s.sqlite"
+    replay = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    code, out, err = invoke("tune", "--replay", replay, "--sampler", "gp", "--storage", str(store))
+    assert code == 2
+    assert "the gp sampler needs torch: pip install 'workbench[gp]'" in out + err
+    assert "REPLAY" not in out + err  # refused before the banner
+    assert not store.exists()  # no empty study left behind
+
+
 def test_every_config_failing_exits_1(tmp_path: Path) -> None:
     entries = [
         ({"a": a}, Measurement.failure(TrialOutcome.LAUNCH_FAILED, "illegal address"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 import optuna
@@ -23,14 +24,11 @@ def _tpe(problem: Problem, seed: int | None) -> Proposer:
     return OptunaProposer(problem, optuna.samplers.TPESampler(seed=seed, multivariate=True))
 
 
+#: Packages a sampler needs beyond the base install (checked before anything runs).
+EXTRA_PACKAGES = {"gp": (("torch", "scipy"), "pip install 'workbench[gp]'")}
+
+
 def _gp(problem: Problem, seed: int | None) -> Proposer:
-    try:
-        import scipy  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        raise WorkbenchError(
-            "the gp sampler needs PyTorch and SciPy: pip install 'workbench[gp]'"
-        ) from None
     return OptunaProposer(problem, optuna.samplers.GPSampler(seed=seed))
 
 
@@ -80,10 +78,14 @@ def check_sampler(name: str) -> None:
     """Refuse a name that no strategy is registered under (before anything runs).
 
     Raises:
-        WorkbenchError: unknown name.
+        WorkbenchError: unknown name, or a package the sampler needs is not installed.
     """
     if name not in SAMPLERS:
         raise WorkbenchError(f"unknown sampler {name!r}; samplers: {', '.join(SAMPLERS)}")
+    packages, how = EXTRA_PACKAGES.get(name, ((), ""))
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    if missing:
+        raise WorkbenchError(f"the {name} sampler needs {' and '.join(missing)}: {how}")
 
 
 def make_proposer(name: str, problem: Problem, seed: int | None) -> Proposer:
