@@ -129,7 +129,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--storage", help="an existing PostgreSQL server (a database per point)")
     ap.add_argument("--recording", type=Path, default=CACHE)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "benchmarks" / "results",
+        help="the directory the result file is written into (named after the machine and date)",
+    )
     ap.add_argument(
         "--before", type=Path, help="an earlier result file to keep alongside, as 'before'"
     )

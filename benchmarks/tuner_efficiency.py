@@ -405,7 +405,11 @@ def main() -> None:
     if "--merge" in sys.argv[1:]:
         merge_main()
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Pooling runs on disjoint seeds: --merge A.json B.json ... --caches-dir DIR "
+        "[--json OUT] (the spaces' recordings, for their optima).",
+    )
     parser.add_argument("caches", nargs="+", type=Path)
     parser.add_argument("--budgets", default="50,100,200")
     parser.add_argument("--repeats", type=int, default=10)
@@ -731,17 +735,23 @@ def write_json(
 
 
 def print_table(records: list[dict], budgets: list[int]) -> None:
-    """Mean score over spaces per (tool, strategy) and budget, best first."""
+    """Mean score over spaces per (tool, strategy) and budget, best first; records of a
+    space's values in reversed order (``--value-order reversed``) are a row of their own."""
     by: dict[tuple[str, str], dict[int, list[float]]] = {}
     for r in records:
-        by.setdefault((r["tool"], r["strategy"]), {}).setdefault(r["budget"], []).append(r["score"])
+        reversed_ = r.get("value_order") == "reversed"
+        strategy = r["strategy"] + (" (reversed)" if reversed_ else "")
+        by.setdefault((r["tool"], strategy), {}).setdefault(r["budget"], []).append(r["score"])
     rows = sorted(
         by.items(), key=lambda kv: -statistics.fmean(statistics.fmean(v) for v in kv[1].values())
     )
     print("\nmean score over spaces (1 = optimum found, 0 = random search)")
     print(f"{'tool':<14}{'strategy':<24}" + "".join(f"{'t=' + str(b):>9}" for b in budgets))
     for (tool, strategy), per_budget in rows:
-        cells = "".join(f"{statistics.fmean(per_budget[b]):9.3f}" for b in budgets)
+        cells = "".join(
+            f"{statistics.fmean(per_budget[b]):9.3f}" if b in per_budget else f"{'-':>9}"
+            for b in budgets
+        )
         print(f"{tool:<14}{strategy:<24}{cells}")
 
 
