@@ -33,6 +33,8 @@ def test_import_export_round_trip(tmp_path: Path) -> None:
     assert back.optimum().config == original.optimum().config
     failed = [e for e in back.entries.values() if e.outcome is not TrialOutcome.OK]
     assert len(failed) == 318
+    # the day it was measured survives the export (a replay banner of it names it)
+    assert original.date is not None and back.date == f"{original.date[:10]} 00:00:00+00:00"
     # the exported file reads back as the same study: importing it adds nothing, gzipped too
     gz = export_kt_cache(store, study, tmp_path / "kt.json.gz")
     assert gz.read_bytes()[:2] == b"\x1f\x8b"
@@ -43,6 +45,28 @@ def test_import_export_round_trip(tmp_path: Path) -> None:
     csv = pd.read_csv(export_table(store, study, tmp_path / "t.csv"))
     parquet = pd.read_parquet(export_table(store, study, tmp_path / "t.parquet"))
     assert len(csv) == len(parquet) == 4092
+
+
+def test_a_live_measurement_exports_its_time_and_benchmark_time(tmp_path: Path) -> None:
+    import datetime as dt
+    import json
+
+    from workbench.runners.base import Measurement
+
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    study = store.study(kernel="k", shape_label="n=1", device_key="GPU", parameters=[("a", [1])])
+    run = store.start_run(study, None)
+    before = dt.datetime.now(dt.timezone.utc)
+    m = Measurement(
+        TrialOutcome.OK, value=1.5, samples=(1.5, 1.5), metrics={"timing_seconds": 0.25}
+    )
+    store.record(study, run, None, {"a": 1}, m)
+    (entry,) = json.loads(export_kt_cache(store, study, tmp_path / "kt.json").read_text())[
+        "cache"
+    ].values()
+    assert entry["benchmark_time"] == 250.0 and entry["times"] == [1.5, 1.5]
+    stamp = dt.datetime.fromisoformat(entry["timestamp"])
+    assert before - dt.timedelta(seconds=1) <= stamp <= dt.datetime.now(dt.timezone.utc)
 
 
 def test_store_cli(tmp_path: Path) -> None:

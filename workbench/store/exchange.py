@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ import pandas as pd
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import Recording, load_recording
-from workbench.store.store import Store, StudyInfo
+from workbench.store.store import Store, StoredEvaluation, StudyInfo
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
 KT_MARKERS = {
@@ -108,11 +109,13 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
             {
                 "compile_time": 1e3 * (m.compile_seconds or 0.0),
                 "verification_time": 0,
-                "benchmark_time": 0,
+                "benchmark_time": 1e3 * float(m.metrics.get("timing_seconds", 0.0)),
                 "strategy_time": 0,
                 "framework_time": 0,
             }
         )
+        if (when := measured_at(e)) is not None:
+            entry["timestamp"] = when
         cache[",".join(str(e.config[k]) for k in keys)] = entry
     doc = {
         "device_name": study.device_key,
@@ -130,6 +133,20 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
     else:
         path.write_text(text)
     return path
+
+
+#: the date a replayed value's label carries: ``DEVICE (file, 2023-12-22)``
+_REPLAYED_DATE = re.compile(r", (\d{4}-\d{2}-\d{2})\)$")
+
+
+def measured_at(e: StoredEvaluation) -> str | None:
+    """When the value was measured, as Kernel Tuner writes ``timestamp``: the time it was
+    stored for a live measurement, the recording's day for a replayed one (None if unknown)."""
+    replayed = e.measurement.replayed_from
+    if replayed is None:
+        return str(e.created_at) if e.created_at is not None else None
+    day = _REPLAYED_DATE.search(replayed)
+    return f"{day.group(1)} 00:00:00+00:00" if day else None
 
 
 def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, int]:

@@ -96,6 +96,8 @@ class StoredEvaluation:
     measurement: Measurement
     run_id: int
     elapsed_s: float | None
+    #: when it was stored (a replayed value was measured earlier: see ``replayed_from``)
+    created_at: dt.datetime | None = None
 
 
 class Store:
@@ -632,7 +634,14 @@ def _stored(sequence: int, ev: Evaluation, with_samples: bool) -> StoredEvaluati
         replayed_from=ev.replayed_from,
         metrics=ev.metrics or {},
     )
-    return StoredEvaluation(sequence, dict(ev.params), m, ev.run_id, ev.elapsed_s)
+    return StoredEvaluation(
+        sequence, dict(ev.params), m, ev.run_id, ev.elapsed_s, _aware(ev.created_at)
+    )
+
+
+def _aware(when: dt.datetime | None) -> dt.datetime | None:
+    """SQLite gives naive datetimes back; every stored time is UTC."""
+    return when.replace(tzinfo=dt.timezone.utc) if when and when.tzinfo is None else when
 
 
 def _study_info(row: Study) -> StudyInfo:
