@@ -257,3 +257,66 @@ def test_a_kernel_tuner_objective_is_minimised_or_replaced_by_time(
         assert note in rec.note and "tunes on the time" in rec.note  # type: ignore[operator]
         assert rec.optimum().config == {"a": 1}  # type: ignore[union-attr]
         assert note in replay_banner(rec)
+
+
+# -- Kernel Tuner caches as Kernel Tuner itself reads them ----------------------------------------
+
+ENERGY = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"
+
+
+def _as_left_open(source: Path, path: Path, *, trailing_comma: bool) -> Path:
+    """``source`` rewritten the way a Kernel Tuner run appends to its cache, stopped before it
+    closed the file: the header, then one ``"key": {...},`` line per entry, no closing braces."""
+    doc = json.loads(source.read_text())
+    header = json.dumps({k: v for k, v in doc.items() if k != "cache"})[:-1]
+    lines = [f"\n{json.dumps(k)}: {json.dumps(v)}" for k, v in doc["cache"].items()]
+    text = header + ', "cache": {' + ",".join(lines) + ("," if trailing_comma else "")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("trailing_comma", [True, False])
+def test_a_cache_left_open_by_a_stopped_run_reads_as_kernel_tuner_reads_it(
+    tmp_path: Path, trailing_comma: bool
+) -> None:
+    path = _as_left_open(ENERGY, tmp_path / "open.json", trailing_comma=trailing_comma)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(path.read_text())  # not JSON as it stands
+    recording = load_recording(path)
+    closed = load_recording(ENERGY)
+    assert recording.entries == closed.entries and len(recording.entries) == 15
+    assert recording.note is not None and "never closed" in recording.note
+    assert closed.note is None
+
+
+def test_kernel_tuner_markers_extra_values_and_metrics(tmp_path: Path) -> None:
+    path = tmp_path / "grown.json"
+    path.write_text(
+        json.dumps(
+            {
+                "tune_params_keys": ["bx", "by"],
+                "tune_params": {"bx": [32, 64], "by": [1]},
+                "cache": {
+                    "32,1": {
+                        "bx": 32,
+                        "by": 1,
+                        "time": 2.0,
+                        "GFLOP/s": 10.0,
+                        "compile_time": 500.0,
+                        "benchmark_time": 20.0,
+                    },
+                    "64,1": {"bx": 64, "by": 1, "time": "ErrorConfig"},
+                    # a value added to tune_params after the cache was started
+                    "128,1": {"bx": 128, "by": 1, "time": 1.0},
+                },
+            }
+        )
+    )
+    recording = load_recording(path)
+    assert recording.parameters == (("bx", (32, 64, 128)), ("by", (1,)))
+    assert recording.note is not None and "bx: 128" in recording.note
+    assert recording.optimum().config == {"bx": 128, "by": 1}
+    failed = recording.lookup({"bx": 64, "by": 1})
+    assert failed.outcome is TrialOutcome.LAUNCH_FAILED and "ErrorConfig" in failed.reason
+    m = recording.lookup({"bx": 32, "by": 1}).to_measurement(recording.source)
+    assert m.metrics == {"GFLOP/s": 10.0, "timing_seconds": 0.02} and m.compile_seconds == 0.5

@@ -95,3 +95,70 @@ def test_store_cli(tmp_path: Path) -> None:
         result = runner.invoke(app, ["store", "export", "pnpoly", *args, "--storage", db])
         assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "x.json").exists()
+
+
+ENERGY = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"
+
+
+def test_a_kt_cache_export_keeps_the_files_numbers_and_problem_size(tmp_path: Path) -> None:
+    """What Kernel Tuner needs of a cache comes back out: problem_size as it compares it
+    (80000000, not "80000000"), each entry's other results (energy, GFLOPS/W), its compile
+    and benchmark times."""
+    import json
+
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    study, _ = import_recording(store, ENERGY)
+    original = json.loads(ENERGY.read_text())
+    doc = json.loads(export_kt_cache(store, study, tmp_path / "kt.json").read_text())
+    assert doc["problem_size"] == original["problem_size"] == 80000000
+    for key, before in original["cache"].items():
+        after = doc["cache"][key]
+        for field in ("time", "energy", "GFLOPS/W", "ps_energy", "temperature"):
+            assert after[field] == before[field], (key, field)
+        assert abs(after["compile_time"] - before["compile_time"]) < 1e-9
+        assert abs(after["benchmark_time"] - before["benchmark_time"]) < 1e-9
+    assert import_recording(store, tmp_path / "kt.json")[1] == 0  # the same study, nothing new
+    # a workbench shape label: Kernel Tuner's number, and the label beside it for the import
+    from workbench.store.exchange import kt_problem_size
+
+    assert kt_problem_size("[4096, 4096]") == {"problem_size": [4096, 4096]}
+    assert kt_problem_size("n=16777216") == {
+        "problem_size": 16777216,
+        "workbench_shape_label": "n=16777216",
+    }
+    assert kt_problem_size("M=16,N=4096,K=4096")["problem_size"] == [16, 4096, 4096]
+
+
+def test_kernel_tuner_reads_the_export_and_finds_the_same_optimum(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    kernel_tuner = pytest.importorskip("kernel_tuner")
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    study, _ = import_recording(store, ENERGY)
+    exported = export_kt_cache(store, study, tmp_path / "kt.json")
+    original = json.loads(ENERGY.read_text())
+    copy = tmp_path / "original.json"  # Kernel Tuner may reopen a cache it reads for appending
+    copy.write_bytes(ENERGY.read_bytes())
+    best = {}
+    for cache in (copy, exported):
+        results, _ = kernel_tuner.tune_kernel(
+            original["kernel_name"],
+            "",
+            original["problem_size"],
+            [],
+            original["tune_params"],
+            cache=str(cache),
+            simulation_mode=True,
+            objective="GFLOPS/W",
+            objective_higher_is_better=True,
+            strategy="brute_force",
+            quiet=True,
+        )
+        top = max(
+            (r for r in results if isinstance(r.get("GFLOPS/W"), float)),
+            key=lambda r: r["GFLOPS/W"],
+        )
+        best[str(cache)] = (top["block_size_x"], top["nvml_gr_clock"], top["GFLOPS/W"])
+    assert best[str(copy)] == best[str(exported)]

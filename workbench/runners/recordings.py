@@ -9,6 +9,7 @@ input with a :class:`RecordingError` that names the file and what is wrong.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import gc
 import gzip
@@ -32,7 +33,25 @@ KT_FAILURES = {
     "CompilationFailedConfig": TrialOutcome.COMPILE_FAILED,
     "RuntimeFailedConfig": TrialOutcome.LAUNCH_FAILED,
     "InvalidConfig": TrialOutcome.LAUNCH_FAILED,
+    "ErrorConfig": TrialOutcome.LAUNCH_FAILED,  # the base class of the three above
 }
+#: Fields of a Kernel Tuner cache entry that are not results of the config (its bookkeeping);
+#: every other number is kept as a metric of the measurement (GFLOP/s, energy, ...).
+KT_BOOKKEEPING = frozenset(
+    {
+        "time",
+        "times",
+        "compile_time",
+        "verification_time",
+        "benchmark_time",
+        "strategy_time",
+        "framework_time",
+        "timestamp",
+    }
+)
+#: Header key of a Kernel Tuner cache the workbench exported: the study's shape label, when
+#: ``problem_size`` (written as Kernel Tuner compares it) does not spell it.
+SHAPE_LABEL_KEY = "workbench_shape_label"
 #: T4 ("Open Autotuning Results" schema 1.0.0) invalidity values.
 T4_FAILURES = {
     "compile": TrialOutcome.COMPILE_FAILED,
@@ -59,14 +78,27 @@ class RecordedEntry:
     value: float | None = None
     samples: tuple[float, ...] = ()
     reason: str = ""
+    #: the file's other numbers for this config (a Kernel Tuner cache's GFLOP/s, energy, its
+    #: benchmark time as ``timing_seconds``), kept so that an export gives them back
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    compile_seconds: float | None = None
 
     def to_measurement(self, source: str) -> Measurement:
         if self.outcome is TrialOutcome.OK:
             return Measurement(
-                TrialOutcome.OK, value=self.value, samples=self.samples, replayed_from=source
+                TrialOutcome.OK,
+                value=self.value,
+                samples=self.samples,
+                replayed_from=source,
+                metrics=dict(self.metrics),
+                compile_seconds=self.compile_seconds,
             )
         return Measurement.failure(
-            self.outcome, self.reason or f"recorded as {self.outcome.value}", replayed_from=source
+            self.outcome,
+            self.reason or f"recorded as {self.outcome.value}",
+            replayed_from=source,
+            metrics=dict(self.metrics),
+            compile_seconds=self.compile_seconds,
         )
 
 
@@ -138,7 +170,11 @@ def load_recording(path: str | Path) -> Recording:
         if data.get("format") == FORMAT_NAME:
             recording = _from_workbench(path, data)
         elif "cache" in data and "tune_params_keys" in data:
+            unclosed = bool(data.pop(_UNCLOSED, False))
             recording = _from_kt_cache(path, data)
+            if unclosed:
+                note = f"{recording.note}; {UNCLOSED_NOTE}" if recording.note else UNCLOSED_NOTE
+                recording = dataclasses.replace(recording, note=note)
         elif "schema_version" in data and "results" in data:
             recording = _from_t4(path, data)
     if recording is not None:
@@ -182,9 +218,40 @@ def _read_json(path: Path) -> object:
     except UnicodeDecodeError as exc:
         raise RecordingError(path, f"not text (JSON is UTF-8): {exc}") from exc
     except json.JSONDecodeError as exc:
+        if (closed := _closed_kt_cache(exc.doc)) is not None:
+            return closed
         # JSON that stops short ends in "Expecting ..." at its very end
         cut = " (truncated?)" if exc.pos >= len(exc.doc.rstrip()) else ""
         raise RecordingError(path, f"not valid JSON at byte {exc.pos}{cut}: {exc}") from exc
+
+
+#: How a cache file read as if closed is described (in the replay banner).
+UNCLOSED_NOTE = (
+    "the file was never closed (a Kernel Tuner run that stopped early): read as if it were, "
+    "as Kernel Tuner reads it"
+)
+
+
+def _closed_kt_cache(text: str) -> dict | None:
+    """A Kernel Tuner cache that a stopped run left open (entries appended as ``"key": {...},``
+    with no closing braces), read the way Kernel Tuner reads it: the trailing comma dropped and
+    the cache and the document closed. None when that does not give a cache."""
+    body = text.rstrip()
+    if not body or body.endswith(("}\n}", "}}}")) or '"cache"' not in body:
+        return None
+    try:
+        data = json.loads(body.removesuffix(",") + "}\n}")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("cache"), dict):
+        return None
+    if "tune_params_keys" not in data:  # not a cache header: the file is just cut short
+        return None
+    data[_UNCLOSED] = True
+    return data
+
+
+_UNCLOSED = "__workbench_unclosed__"
 
 
 def _from_kt_cache(path: Path, data: dict) -> Recording:
@@ -201,35 +268,66 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     empty = [k for k in keys if not isinstance(params[k], list) or not params[k]]
     if empty:
         raise RecordingError(path, f"tune_params {empty}: each needs a non-empty list of values")
-    parameters = tuple((k, tuple(params[k])) for k in keys)
     objective, note = _kt_objective(str(data.get("objective") or "time"))
     entries: dict[tuple[Value, ...], RecordedEntry] = {}
     by_text = [{str(v): v for v in params[k]} for k in keys]  # each key's values by their text
+    added: dict[str, list[Value]] = {}  # values entries hold that tune_params does not list
     for text_key, record in cache.items():
         parts = str(text_key).split(",")
         if len(parts) != len(keys) or not isinstance(record, dict):
             raise RecordingError(path, f"cache key {text_key!r} does not match tune_params_keys")
         try:
             values = tuple(map(dict.__getitem__, by_text, parts))  # (in C: 18k entries)
-        except KeyError as exc:
-            raise RecordingError(
-                path, f"cache key {text_key!r}: value {exc} not in tune_params"
-            ) from None
+        except KeyError:  # a cache continued after tune_params grew, as Kernel Tuner allows
+            values = tuple(
+                _unlisted_value(k, part, record, known, added)
+                for k, part, known in zip(keys, parts, by_text, strict=True)
+            )
         config = dict(zip(keys, values, strict=True))
         entries[values] = _kt_entry(path, text_key, config, record, objective.name)
+    parameters = tuple((k, (*params[k], *added.get(k, ()))) for k in keys)
+    if added:
+        listed = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in added.items())
+        grown = f"entries hold values tune_params does not list ({listed}): they join the space"
+        note = f"{note}; {grown}" if note else grown
     device = DeviceInfo(name=str(data.get("device_name") or "unknown device"))
     return Recording(
         path=path,
         format="kt-cache",
         kernel=str(data.get("kernel_name") or _stem(path)),
         device=device,
-        problem=_problem_label(data.get("problem_size")),
+        problem=label
+        if isinstance(label := data.get(SHAPE_LABEL_KEY), str)
+        else _problem_label(data.get("problem_size")),
         parameters=parameters,
         objective=objective,
         entries=entries,
         date=_latest_timestamp(cache.values()),
         note=note,
     )
+
+
+def _unlisted_value(
+    key: str, text: str, record: dict, known: dict[str, Value], added: dict[str, list[Value]]
+) -> Value:
+    """A cache key's value for ``key``: the listed one, else the entry's own (its field of that
+    name, or the text read as a number), which then joins the parameter's values."""
+    if text in known:
+        return known[text]
+    own = record.get(key)
+    value: Value = own if str(own) == text else _number_or_text(text)
+    known[text] = value
+    added.setdefault(key, []).append(value)
+    return value
+
+
+def _number_or_text(text: str) -> Value:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _stem(path: Path) -> str:
@@ -285,11 +383,31 @@ def _kt_objective(name: str) -> tuple[Objective, str | None]:
 
 def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str) -> RecordedEntry:
     value = record.get(objective, record.get("time"))
+    metrics = {
+        k: float(v)
+        for k, v in record.items()
+        if k not in KT_BOOKKEEPING
+        and k not in config
+        and isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+    }
+    bench = record.get("benchmark_time")
+    if isinstance(bench, int | float) and bench > 0:
+        metrics["timing_seconds"] = bench / 1e3
+    compile_ms = record.get("compile_time")
+    compile_s = compile_ms / 1e3 if isinstance(compile_ms, int | float) and compile_ms > 0 else None
     if isinstance(value, str):
         outcome = KT_FAILURES.get(value)
         if outcome is None:
             raise RecordingError(path, f"cache[{key!r}]: unknown failure marker {value!r}")
-        return RecordedEntry(config, outcome, reason=f"recorded as {value}")
+        return RecordedEntry(
+            config,
+            outcome,
+            reason=f"recorded as {value}",
+            metrics=metrics,
+            compile_seconds=compile_s,
+        )
     if not isinstance(value, int | float) or not math.isfinite(value):
         raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, not a number")
     if value < 0:
@@ -299,7 +417,7 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
         samples = tuple(map(float, times))  # (JSON numbers: the common case, converted in C)
     else:
         samples = tuple(float(t) for t in times if isinstance(t, int | float))
-    return RecordedEntry(config, TrialOutcome.OK, float(value), samples)
+    return RecordedEntry(config, TrialOutcome.OK, float(value), samples, "", metrics, compile_s)
 
 
 def _from_t4(path: Path, data: dict) -> Recording:

@@ -17,7 +17,12 @@ import pandas as pd
 
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.runners.recordings import Recording, load_recording
+from workbench.runners.recordings import (
+    KT_BOOKKEEPING,
+    SHAPE_LABEL_KEY,
+    Recording,
+    load_recording,
+)
 from workbench.store.store import Store, StoredEvaluation, StudyInfo
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
@@ -107,6 +112,13 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
             entry["time"] = KT_MARKERS[m.outcome]
         entry.update(
             {
+                k: v
+                for k, v in m.metrics.items()
+                if k not in KT_BOOKKEEPING and k not in entry and k != "timing_seconds"
+            }
+        )
+        entry.update(
+            {
                 "compile_time": 1e3 * (m.compile_seconds or 0.0),
                 "verification_time": 0,
                 "benchmark_time": 1e3 * float(m.metrics.get("timing_seconds", 0.0)),
@@ -120,7 +132,7 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
     doc = {
         "device_name": study.device_key,
         "kernel_name": study.kernel,
-        "problem_size": study.shape_label,
+        **kt_problem_size(study.shape_label),
         "tune_params_keys": keys,
         "tune_params": {name: list(values) for name, values in study.parameters},
         "objective": study.objective,
@@ -133,6 +145,25 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
     else:
         path.write_text(text)
     return path
+
+
+def kt_problem_size(label: str) -> dict[str, object]:
+    """A study's shape label as a Kernel Tuner cache's header gives it: ``problem_size`` as the
+    number or list Kernel Tuner compares with the one it is asked for (``[4096, 4096]``,
+    ``n=16777216`` -> 16777216), and the workbench's label beside it when that differs, so
+    that importing the file finds the same study."""
+    try:
+        size = json.loads(label)
+    except ValueError:
+        size = None
+    if isinstance(size, int | list):
+        return {"problem_size": size}
+    pairs = [part.partition("=") for part in label.split(",")] if label else []
+    values = [v for _, eq, v in pairs if eq and v.isdigit()]
+    if not pairs or len(values) != len(pairs):  # a label of the workbench's own, or none
+        return {SHAPE_LABEL_KEY: label} if label in ("", "recorded") else {"problem_size": label}
+    numbers = [int(v) for v in values]
+    return {"problem_size": numbers[0] if len(numbers) == 1 else numbers, SHAPE_LABEL_KEY: label}
 
 
 #: the date a replayed value's label carries: ``DEVICE (file, 2023-12-22)``
