@@ -163,6 +163,17 @@ def test_retune_hint_only_when_the_environment_changed_and_something_got_slower(
     assert "toolkit nvrtc 13.0 -> nvrtc 13.1" in report.hint
     assert "workbench tune conv" in report.hint
     assert "--spaces DIR" in report.hint  # conv is not a kernel of the library
+    # a run replayed from a recording: no GPU to tune on, but the recording can be searched
+    replayed = save_run(
+        store,
+        kernel="conv",
+        environment_id=new,
+        measurements=[measured(draw_run(s, rng, n=64, factor=1.07))],
+        replayed_from="NVIDIA H200 (conv_h200.json.gz, 2026-11-30)",
+    )
+    report = check(store, "base", str(replayed))
+    assert report.hint is not None and "workbench tune --replay conv_h200.json.gz" in report.hint
+    assert "--spaces DIR" not in report.hint
     # another kernel on another GPU: "different kernels" is the reason, and no re-tune hint
     a100 = store.environment(DeviceInfo(name="NVIDIA A100", cc=80, driver="550.54.15"))
     other = save(store, a100, measured(draw_run(s, rng, n=64)), kernel="gemm")

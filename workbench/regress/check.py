@@ -10,6 +10,7 @@ toolkit) and something got slower, the report says so and suggests re-tuning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -243,11 +244,17 @@ def _hint(
     if not moved or why_not.startswith("different kernels"):
         return None
     what = ", ".join(c.text() for c in moved)
-    command = retune_command(cand.kernel, cand.shape_set)
+    command = (
+        replay_command(cand.replayed_from)
+        if cand.replayed_from
+        else retune_command(cand.kernel, cand.shape_set)
+    )
     if why_not.startswith("different GPUs"):
         return (
             f"The GPU changed ({what}): timings are not comparable across GPUs and the fastest "
-            f"config is GPU-specific. Tune for this GPU and record a new baseline: {command}"
+            f"config is GPU-specific. Tune for this GPU"
+            + (" (on its recording)" if cand.replayed_from else "")
+            + f" and record a new baseline: {command}"
         )
     slower = sum(1 for r in rows if r.verdict.fails)
     if not slower:
@@ -256,6 +263,16 @@ def _hint(
         f"The environment changed ({what}) and {slower} config(s) got slower or broke: the "
         f"fastest config may be a different one now. Re-tune, then record a new baseline: "
         f"{command}"
+    )
+
+
+def replay_command(replayed_from: str) -> str:
+    """``workbench tune --replay FILE`` for a run answered from a recording: there is no GPU
+    to tune on, but the recording holds every config the search may ask for. ``replayed_from``
+    is ``DEVICE (FILE, DATE)``, several joined by ``; ``."""
+    files = re.findall(r"\(([^,()]+)(?:, [^()]*)?\)(?:;|$)", replayed_from)
+    return " / ".join(f"workbench tune --replay {f}" for f in files) or (
+        "workbench tune --replay FILE"
     )
 
 
