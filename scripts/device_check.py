@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import datetime as dt
 import gzip
+import importlib
 import json
 import os
 import re
@@ -106,6 +107,23 @@ def _shape_args(shape: dict[str, int]) -> list[str]:
     return [a for k, v in shape.items() for a in ("--shape", f"{k}={v}")]
 
 
+def _pytest_step(
+    py: str, lay: Layout, name: str, files: str, timeout_s: int, estimate_s: int
+) -> Step:
+    """The gpu-marked tests of ``files`` (space-separated), 40 s at most each."""
+    return Step(
+        name,
+        f"the gpu-marked tests of {files}",
+        [
+            *(py, "-m", "pytest", "-v", "-m", "gpu", "-p", "no:cacheprovider", "--timeout", "40"),
+            f"--junitxml={lay.results / (name + '.xml')}",
+            *files.split(),
+        ],
+        timeout_s,
+        estimate_s,
+    )
+
+
 def build_steps(py: str, lay: Layout) -> list[Step]:
     """Every step, in order of value."""
     wb = [py, "-m", "workbench.cli.main"]
@@ -127,25 +145,18 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             90,
             25,
         ),
-        Step(
-            "pytest_gpu",
-            "the gpu-marked tests (29 on CPU collection)",
-            [
-                py,
-                "-m",
-                "pytest",
-                "-v",
-                "-m",
-                "gpu",
-                "-p",
-                "no:cacheprovider",
-                "--timeout",
-                "60",
-                f"--junitxml={lay.results / 'pytest_gpu.xml'}",
-                "tests/",
-            ],
-            110,
-            90,
+        # the runner's own gpu tests first, in a step of their own: they are the only check of
+        # the out-of-bounds restart, the hang timeout, the >48 KiB opt-in and the cluster launch
+        # (a killed pytest writes no junit file); compare and profile have their own steps below
+        _pytest_step(py, lay, "pytest_runner", "tests/test_runner_cuda.py", 75, 45),
+        _pytest_step(
+            py,
+            lay,
+            "pytest_kernels",
+            "tests/test_kernels_reduce.py tests/test_kernels_aos_soa.py "
+            "tests/test_kernels_divergence.py",
+            75,
+            45,
         ),
     ]
     gemm_shapes = [
@@ -397,6 +408,17 @@ def _cmd(argv: list[str], timeout: float = 20) -> str | None:
     return (p.stdout + p.stderr).strip()
 
 
+#: Without these no step can run (the env step fails, and the run stops after it).
+REQUIRED_MODULES = (
+    "workbench.cli.main",
+    "optuna",
+    "sqlalchemy",
+    "pydantic",
+    "numpy",
+    "cuda.bindings",
+)
+
+
 def collect_env() -> dict[str, object]:
     """Everything about the machine worth keeping with the numbers; never raises."""
     env: dict[str, object] = {"date": dt.datetime.now(dt.timezone.utc).isoformat()}
@@ -435,9 +457,11 @@ def collect_env() -> dict[str, object]:
         "cupy",
         "pynvml",
         "numpy",
+        "cuda.bindings",
+        "cuda.pathfinder",
     ):
         try:
-            module = __import__(mod)
+            module = importlib.import_module(mod)
             imports[mod] = str(getattr(module, "__version__", "ok"))
         except Exception as exc:
             imports[mod] = f"MISSING: {type(exc).__name__}: {exc}"
@@ -744,6 +768,13 @@ def main(argv: list[str] | None = None) -> int:
         env = collect_env()
         args.env_json.write_text(json.dumps(env, indent=1, default=str) + "\n")
         print(json.dumps(env, indent=1, default=str))
+        imports = env.get("imports") or {}
+        missing = [
+            m for m in REQUIRED_MODULES if str(imports.get(m, "MISSING")).startswith("MISSING")
+        ]
+        if missing:  # every later step would fail on an import: stop here, loudly
+            print(f"required modules missing: {', '.join(missing)}", file=sys.stderr)
+            return 3
         return 0
     t0 = float(os.environ.get("DEVICE_CHECK_T0", time.time()))
     elapsed: Callable[[], float] = lambda: time.time() - t0  # noqa: E731
@@ -782,10 +813,13 @@ def main(argv: list[str] | None = None) -> int:
         "work": str(work),
         "estimates": "estimate_s values are estimates made without a GPU",
     }
+    env_failed = False
     for step in steps:
         now = elapsed()
         if (only and step.name not in only) or step.name in skip:
             step.status = "not-selected"
+        elif env_failed and not step.final:
+            step.status, step.note = "skipped", "the env step failed (see its log)"
         elif not step.final and (
             now > args.soft_s or now + min(step.estimate_s, step.timeout_s) > args.hard_s
         ):
@@ -810,6 +844,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             if step.status not in ("ok", "dry-run"):
                 print(tail(lay.results / step.log), flush=True)
+            env_failed = env_failed or (
+                step.name == "env" and step.status != "ok" and not args.dry_run
+            )
         meta["elapsed_s"] = round(elapsed(), 1)
         if step.status in ("ok", "failed", "timeout", "dry-run"):
             results_entry(lay, steps, meta)
@@ -820,7 +857,10 @@ def main(argv: list[str] | None = None) -> int:
     meta["notes"] = pack(lay)
     write_summary(lay, steps, meta)
     print("\n" + (lay.out / "summary.txt").read_text(), flush=True)
-    return 0
+    failed = [s.name for s in steps if s.status in ("failed", "timeout")]
+    if failed:
+        print(f"device_check: these steps did not finish ok: {', '.join(failed)}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

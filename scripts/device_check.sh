@@ -47,7 +47,7 @@ if [ "$DRY" = 0 ]; then
   mapfile -t WHEELS < <(ls .whl/*.whl 2>/dev/null | grep -v '/workbench-')
   if [ "${#WHEELS[@]}" -gt 0 ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site "${WHEELS[@]}" || echo "WARNING: wheel install failed"
+      --target /tmp/site "${WHEELS[@]}" || { echo "ERROR: wheel install failed"; exit 3; }
   else
     echo "WARNING: no .whl/*.whl carried: optuna, sqlalchemy, pydantic... will be missing"
   fi
@@ -55,10 +55,14 @@ if [ "$DRY" = 0 ]; then
 fi
 # the repo first (its source is what is checked), then the carried packages, then the image's
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# the image's CUDA (nvdisasm, cuobjdump, ptxas, headers) where cuda-pathfinder looks for it
+if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda ]; then export CUDA_HOME=/usr/local/cuda; fi
 export PYTHON=$PY PYTHONUNBUFFERED=1
 ARGS=()
 [ "$DRY" = 1 ] && ARGS+=(--dry-run)
 $PY scripts/device_check.py ${ARGS[@]+"${ARGS[@]}"}
 rc=$?
 ls -la "$OUT"
+exec >&- 2>&-  # close the pipe to tee and let it write the log's tail before the exit
+wait
 exit $rc

@@ -54,7 +54,15 @@ def test_dry_run_writes_the_summary_with_every_step(tmp_path: Path) -> None:
     assert summary["dry_run"] is True
     assert all(s["timeout_s"] > 0 and s["estimate_s"] > 0 for s in summary["steps"])
     # the value order of the issue: environment, ceilings, GPU tests, gemm_int8 tunes first
-    assert names[:4] == ["env", "ceilings", "pytest_gpu", "tune_gemm_int8_8192"]
+    # the runner's own gpu tests in a step of their own, before the kernels' (a killed pytest
+    # writes no junit file, and the runner's tests hold the only fault-handling checks)
+    assert names[:5] == [
+        "env",
+        "ceilings",
+        "pytest_runner",
+        "pytest_kernels",
+        "tune_gemm_int8_8192",
+    ]
     out = tmp_path / "out"
     text = (out / "summary.txt").read_text()
     assert all(n in text for n in names)
@@ -66,6 +74,33 @@ def test_dry_run_writes_the_summary_with_every_step(tmp_path: Path) -> None:
     files = [p for p in out.iterdir()]
     assert len(files) <= 8 and all(p.is_file() for p in files)
     assert all(set(p.name) <= set("abcdefghijklmnopqrstuvwxyz0123456789._-") for p in files)
+
+
+def test_a_failed_step_fails_the_run_and_a_failed_env_step_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check fails loudly: exit 1 when a step failed; nothing runs after a failed env
+    step (every later step would fail on a missing import) but the final export."""
+    steps = [
+        device_check.Step("env", "environment", ["false"], 5, 1),
+        device_check.Step("later", "a step", ["true"], 5, 1),
+        device_check.Step("export", "the export", ["true"], 5, 1, final=True),
+    ]
+    monkeypatch.setattr(device_check, "build_steps", lambda py, lay: steps)
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("DEVICE_CHECK_WORK", str(tmp_path / "work"))
+    assert device_check.main([]) == 1
+    assert [s.status for s in steps] == ["failed", "skipped", "ok"]
+    assert "env step failed" in steps[1].note
+
+
+def test_the_env_step_fails_when_a_required_module_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(device_check, "REQUIRED_MODULES", ("json", "no_such_module_here"))
+    assert device_check.main(["--env-json", str(tmp_path / "env.json")]) == 3
+    imports = json.loads((tmp_path / "env.json").read_text())["imports"]
+    assert "cuda.bindings" in imports and "cuda.pathfinder" in imports
 
 
 def test_deadline_skips_steps_but_not_the_final_export(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ wheel that provides it.
 from __future__ import annotations
 
 import functools
+import shutil
 import re
 import subprocess
 from dataclasses import dataclass
@@ -35,7 +36,8 @@ def find_tool(name: str) -> str:
         raise ToolchainError(
             "cuda-pathfinder is not installed: pip install cuda-pathfinder"
         ) from exc
-    path = pathfinder.find_nvidia_binary_utility(name)
+    finder = getattr(pathfinder, "find_nvidia_binary_utility", None)  # (newer pathfinders)
+    path = (finder(name) if finder else None) or shutil.which(name)  # else a system CUDA's
     if not path:
         wheel = TOOL_WHEELS.get(name, "the CUDA toolkit")
         raise ToolchainError(f"{name} was not found: install it with `pip install {wheel}`")
