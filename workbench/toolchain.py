@@ -9,8 +9,8 @@ wheel that provides it.
 from __future__ import annotations
 
 import functools
-import shutil
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 
