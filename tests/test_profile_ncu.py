@@ -122,7 +122,7 @@ def test_the_command_selects_one_launch_of_one_config() -> None:
     assert value("--kernel-name-base") == "mangled"
     assert value("--launch-count") == "1" and value("--launch-skip") == "0"
     assert value("--metrics") == "dram__bytes.sum,gpu__time_duration.sum"
-    assert value("--nvtx-include") == "workbench@reduce/BLOCK=256,ITEMS=8/"
+    assert value("--nvtx-include") == "workbench@reduce:BLOCK=256,ITEMS=8/"
     assert "--nvtx" in command and value("--export") == "out/r"
     assert command[-4:] == ["python", "-m", "workbench.profile.target", "reduce"]
     # the kernel regex matches the symbol and nothing longer or shorter
@@ -237,7 +237,7 @@ def test_profile_after_the_report_exists(
     calls = _calls(tmp_path)
     assert (
         calls[0][calls[0].index("--nvtx-include") + 1]
-        == "workbench@tiny/BLOCK=128,SCALE=2,WAVES=1/"
+        == "workbench@tiny:BLOCK=128,SCALE=2,WAVES=1/"
     )
     if mode == "nvtx-misses":  # retried once, selected by symbol alone, and said so
         assert len(calls) == 2 and "--nvtx" not in calls[1]
@@ -347,3 +347,29 @@ def test_the_profiled_process_reports_bad_input(project: Path, capsys: Any) -> N
         assert "no CUDA GPU" in doc["reason"]
     else:
         assert doc["outcome"] == "ok"
+
+
+def test_the_retry_by_symbol_shares_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--timeout bounds both ncu runs together: the retry gets what the first left."""
+    import time
+    from types import SimpleNamespace
+
+    timeouts: list[float] = []
+
+    def fake_run(command: list[str], report: Path, timeout_s: float) -> str:
+        timeouts.append(timeout_s)
+        if len(timeouts) == 1:
+            time.sleep(0.3)
+            raise NcuUnavailable(NcuProblem.NO_KERNELS, "no kernels were profiled")
+        return "ran"
+
+    monkeypatch.setattr(profiler, "run_ncu", fake_run)
+    plan = SimpleNamespace(
+        selection=SimpleNamespace(nvtx="workbench@k:A=1/"),
+        command=lambda ncu, nvtx: ["ncu", "--nvtx"] if nvtx else ["ncu"],
+        report=Path("r.ncu-rep"),
+    )
+    notes: list[str] = []
+    assert profiler._run(plan, Path("ncu"), 10.0, notes) == "ran"  # type: ignore[arg-type]
+    assert timeouts[0] == 10.0 and 9.0 < timeouts[1] <= 9.7
+    assert any("matched nothing" in n for n in notes)

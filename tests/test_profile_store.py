@@ -132,7 +132,7 @@ def test_dry_run_prints_the_command(project: Path) -> None:
     assert doc["chip"] == "GH100" and doc["symbol"] == "axpy"
     command = doc["command"]
     assert (
-        command[command.index("--nvtx-include") + 1] == "workbench@tiny/BLOCK=32,SCALE=3,WAVES=1/"
+        command[command.index("--nvtx-include") + 1] == "workbench@tiny:BLOCK=32,SCALE=3,WAVES=1/"
     )
     assert "smsp__thread_inst_executed_per_inst_executed.ratio" in doc["metrics"]
 
@@ -163,7 +163,7 @@ def test_config_best_comes_from_the_store(project: Path, private_dirs: Path) -> 
     assert code == 0, err
     command = json.loads(out)["command"]
     assert (
-        command[command.index("--nvtx-include") + 1] == "workbench@tiny/BLOCK=64,SCALE=2,WAVES=1/"
+        command[command.index("--nvtx-include") + 1] == "workbench@tiny:BLOCK=64,SCALE=2,WAVES=1/"
     )
     code, _, err = invoke(
         "profile", str(space_path), "--config", "best", "--shape", "n=7", "--dry-run"

@@ -389,7 +389,7 @@ def test_faults_become_outcomes_and_the_run_goes_on(
     restarts = emulated.restarts
     m = emulated.evaluate(config(emulated, HINT=hint))
     assert m.outcome is TrialOutcome(outcome) and m.value is None
-    assert words in m.reason and f"stream_scale/HINT={hint}" in m.reason
+    assert words in m.reason and f"stream_scale:HINT={hint}" in m.reason
     recovered = hint != "nc"
     assert ("the worker was restarted" in m.reason) == recovered
     assert emulated.restarts == restarts + int(recovered)

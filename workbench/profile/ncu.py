@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.profile.errors import NcuProblem, NcuUnavailable
+from workbench.runners.protocol import nvtx_range
 
 NCU_ENV = "WORKBENCH_NCU"
 #: NVTX domain of the CUDA runner's ranges (``workbench.runners.cuda.worker.NVTX_DOMAIN``).
@@ -74,11 +75,6 @@ def find_ncu(explicit: str | Path | None = None) -> Path:
         NcuProblem.NOT_FOUND,
         f"not on $PATH nor in {', '.join(SEARCH_GLOBS)}; set ${NCU_ENV} or pass --ncu",
     )
-
-
-def nvtx_range(kernel: str, config_label: str) -> str:
-    """The CUDA runner's NVTX range name of a config (``KernelJob.label``)."""
-    return f"{kernel}/{config_label}"
 
 
 def nvtx_filter(kernel: str, config_label: str, domain: str = NVTX_DOMAIN) -> str:

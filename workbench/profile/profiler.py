@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,15 +269,18 @@ def _target_notes(run: NcuRun) -> list[str]:
 
 def _run(the_plan: Plan, ncu: Path, timeout_s: float, notes: list[str]) -> NcuRun:
     """ncu with the NVTX filter; if it matches nothing, once more by kernel symbol alone (the
-    profiled process runs this one config only, so the symbol alone selects the same launch)."""
+    profiled process runs this one config only, so the symbol alone selects the same launch).
+    ``timeout_s`` bounds both runs together."""
     nvtx = the_plan.selection.nvtx is not None
+    started = time.monotonic()
     try:
         return run_ncu(the_plan.command(ncu, nvtx=nvtx), the_plan.report, timeout_s)
     except NcuUnavailable as exc:
         if not nvtx or exc.problem is not NcuProblem.NO_KERNELS:
             raise
         notes.append(f"NVTX filter {the_plan.selection.nvtx!r} matched nothing; selected by symbol")
-    return run_ncu(the_plan.command(ncu, nvtx=False), the_plan.report, timeout_s)
+    left = max(1.0, timeout_s - (time.monotonic() - started))
+    return run_ncu(the_plan.command(ncu, nvtx=False), the_plan.report, left)
 
 
 def pick_kernel(report: Report, symbol: str) -> KernelProfile:

@@ -44,11 +44,17 @@ class InputsLoaded:
     seconds: float
 
 
+def nvtx_range(kernel: str, config_label: str) -> str:
+    """The NVTX range name of a config's launches (``KernelJob.label``): ``kernel:config``,
+    with no ``/``, which ncu's ``--nvtx-include`` reads as the step into a nested range."""
+    return f"{kernel}:{config_label}"
+
+
 @dataclass(frozen=True)
 class KernelJob:
     """One configuration, ready to launch."""
 
-    label: str  #: ``kernel/config_label``: the NVTX range around its launches
+    label: str  #: ``kernel:config_label``: the NVTX range around its launches
     module_key: str  #: the compile key: one loaded module per key
     cubin: bytes
     entry: str  #: the (mangled) symbol to launch

@@ -36,6 +36,7 @@ from workbench.runners.protocol import (
     RunOnce,
     TimeKernel,
     Timing,
+    nvtx_range,
     read_raw,
     write_raw,
 )
@@ -200,7 +201,7 @@ class WorkerRunner(Runner):
     def _job(self, config: Config, compiled: CompileResult) -> KernelJob:
         assert compiled.cubin is not None and compiled.entry is not None
         return KernelJob(
-            label=f"{self.space.spec.name}/{config_label(config)}",
+            label=nvtx_range(self.space.spec.name, config_label(config)),
             module_key=compiled.key,
             cubin=compiled.cubin,
             entry=compiled.entry,

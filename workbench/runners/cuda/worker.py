@@ -4,8 +4,8 @@ Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per shape 
 files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
 for verification, ``TimeKernel`` to warm up and take samples until the stopping rule is
 satisfied, with an L2 flush before each sample (one event pair per sample) and the SM clock
-read after it. Every config's launches sit inside an NVTX range ``kernel/config`` in the
-``workbench`` domain, so ``ncu --nvtx --nvtx-include "workbench@reduce/BLOCK=256,.../"`` and
+read after it. Every config's launches sit inside an NVTX range ``kernel:config`` in the
+``workbench`` domain, so ``ncu --nvtx --nvtx-include "workbench@reduce:BLOCK=256,.../"`` and
 nsys can pick them out.
 
 Progress is reported between stages and at most every ``HEARTBEAT_S`` while timing: the parent
