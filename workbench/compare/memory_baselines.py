@@ -129,6 +129,7 @@ class _CopyRun:
         self.src = call(cu.cuMemAlloc, self.nbytes)  # CUdeviceptr objects, as driver.py keeps
         self.dst = call(cu.cuMemAlloc, self.nbytes)
         call(cu.cuMemcpyHtoD, self.src, source.ctypes.data, self.nbytes)
+        call(cu.cuCtxSynchronize)  # the copy may still be in flight (pageable memory)
 
     def poison(self) -> None:
         self.call(self.cu.cuMemsetD8Async, self.dst, POISON_BYTE, self.nbytes, self.stream)

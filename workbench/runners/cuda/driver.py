@@ -22,7 +22,6 @@ from workbench.runners.buffers import ArgPack, Fill
 from workbench.spaces.launch import Launch
 
 #: Dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute).
-DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
 #: Largest cluster that needs no NON_PORTABLE_CLUSTER_SIZE_ALLOWED opt-in.
 MAX_PORTABLE_CLUSTER = 8
 #: The L2 flush writes this many times the L2 size (nvbench writes the L2 size; twice leaves no
@@ -236,6 +235,10 @@ class Gpu:
         if host.nbytes > buf.nbytes:
             raise ValueError(f"{host.nbytes} bytes do not fit in a {buf.nbytes}-byte buffer")
         call(cu.cuMemcpyHtoD, buf.dptr, host.ctypes.data, host.nbytes)
+        # from pageable memory the call may return before the DMA lands, and kernels run on a
+        # non-blocking stream that does not wait for the legacy stream: wait here (rare: once
+        # per input)
+        call(cu.cuCtxSynchronize)
 
     def download(self, buf: DeviceBuffer, host: np.ndarray) -> None:
         """Copy ``buf`` into a contiguous, writable host array (synchronous)."""
@@ -275,9 +278,13 @@ class Gpu:
         call(cu.cuModuleUnload, kernel.module)
 
     def prepare(self, kernel: Kernel, launch: Launch) -> None:
-        """Opt in to the launch's dynamic shared memory (> 48 KB) and cluster size (> 8)."""
+        """Opt in to the launch's dynamic shared memory and cluster size (> 8).
+
+        The default dynamic limit is 48 KB minus the kernel's static shared memory, so any
+        dynamic size is set explicitly (up to the device's opt-in maximum, which the space's
+        launch limits and the sweep's cannot-launch lint check beforehand)."""
         attr = cu.CUfunction_attribute
-        if launch.shared_bytes > DEFAULT_DYNAMIC_SMEM_LIMIT:
+        if launch.shared_bytes > 0:
             call(
                 cu.cuFuncSetAttribute,
                 kernel.function,
