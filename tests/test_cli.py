@@ -285,3 +285,13 @@ def test_run_merges_config_options_and_refuses_a_name_set_twice() -> None:
     assert code == 2 and "ITEMS=2" in out and "VEC=4" in out and "ITEMS % VEC" in out
     code, out = run("run", "reduce", "-c", "VEC=4", "-c", "VEC=2")
     assert code == 2 and "VEC set more than once" in out
+
+
+def test_worker_gpus_takes_all_only_and_each_spawn_drops_it() -> None:
+    from workbench.cli.scale_cmds import without_option
+
+    code, out = run("worker", "--gpus", "some", "--storage", "postgresql://u@h/db", "--study", "s")
+    assert code == 2 and "--gpus some: expected 'all'" in out
+    # the per-GPU workers get the same command line without --gpus, in either spelling
+    args = ["worker", "--gpus=all", "--study", "s", "--gpus", "all", "--storage", "u"]
+    assert without_option(args, "--gpus") == ["worker", "--study", "s", "--storage", "u"]

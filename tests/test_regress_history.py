@@ -122,6 +122,15 @@ def test_medians_without_samples_use_the_floor() -> None:
     assert [c.index for c in change_points(_points(runs, keep_samples=False))] == [6]
 
 
+def test_a_zero_time_sample_does_not_crash_the_history() -> None:
+    """A sample of 0 ms (a timer's resolution) is stored; the comparison rule refuses it, and
+    the change-point search falls back on the medians' shift instead of raising."""
+    from workbench.regress.history import change_points
+
+    runs = [np.array([0.0, 1.0, 1.0])] * 6 + [np.array([0.0, 1.2, 1.2])] * 6
+    assert [c.index for c in change_points(_points(runs))] == [6]
+
+
 def test_short_histories_have_no_candidates() -> None:
     assert candidate_breaks([1.0, 2.0, 1.0]) == []
 

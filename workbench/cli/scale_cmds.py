@@ -252,7 +252,9 @@ def worker(
     NAME`) until its budget is complete. Start one per GPU, on any number of hosts; a killed
     worker's trial is re-queued, and a restarted worker simply joins again."""
     if gpus is not None:
-        raise typer.Exit(_spawn_per_gpu(gpus))
+        with cli_errors():
+            code = _spawn_per_gpu(gpus)
+        raise typer.Exit(code)
     with cli_errors():
         if gpu is not None:
             _select_gpu(gpu)
@@ -293,6 +295,20 @@ def worker(
             raise typer.Exit(130)
 
 
+def without_option(args: list[str], name: str) -> list[str]:
+    """``args`` without ``name VALUE`` or ``name=VALUE`` (every occurrence)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(f"{name}="):
+            out.append(a)
+    return out
+
+
 def _select_gpu(index: int) -> None:
     """Restrict this process (and its runner's subprocesses) to one GPU, before CUDA starts."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -303,19 +319,19 @@ def _select_gpu(index: int) -> None:
 
 
 def _spawn_per_gpu(which: str) -> int:
-    """``--gpus all``: one ``workbench worker --gpu i`` per visible GPU; returns the worst exit."""
+    """``--gpus all``: one ``workbench worker --gpu i`` per visible GPU; returns the worst exit.
+
+    Raises:
+        ConfigError: not ``all``, or no GPU here.
+    """
     from workbench.gpu import probe_gpu
 
     if which != "all":
-        err_console.print(f"[bold red]error:[/] --gpus {escape(which)}: expected 'all'")
-        return 2
+        raise ConfigError(f"--gpus {which}: expected 'all'")
     probe = probe_gpu()
     if not probe.available:
-        err_console.print(f"[bold red]error:[/] --gpus all: no CUDA GPU here ({probe.reason})")
-        return 2
-    args = sys.argv[1:]
-    i = args.index("--gpus")
-    base = [sys.executable, "-m", "workbench.cli.main", *args[:i], *args[i + 2 :]]
+        raise ConfigError(f"--gpus all: no CUDA GPU here ({probe.reason})")
+    base = [sys.executable, "-m", "workbench.cli.main", *without_option(sys.argv[1:], "--gpus")]
     procs = [subprocess.Popen([*base, "--gpu", str(g)]) for g in range(probe.count)]
     try:
         return max(p.wait() for p in procs)

@@ -240,7 +240,10 @@ class _BaselineWorker:
             return Entry(status=Status.FAILED, reason=str(exc), **base)
         with _unlinked(reply.outputs):
             got = {f.name: np.array(f.load()) for f in reply.outputs}
-        verdict = check_outputs(sel.name, got, problem, inputs, expected)
+        try:
+            verdict = check_outputs(sel.name, got, problem, inputs, expected)
+        except ValueError as exc:  # an output missing or of another shape: wrong, said why
+            return Entry(status=Status.WRONG, reason=str(exc), **base)
         summary = summarize(reply.timing.samples_ms, reply.timing.throttled)
         clocks = tuple(float("nan") if c is None else float(c) for c in reply.timing.sm_clock_mhz)
         return Entry(

@@ -206,7 +206,10 @@ def _support(
     base, cand = _pooled(left), _pooled(right)
     if base is None or cand is None:
         return shift - math.log1p(rule.floor)
-    result = compare_samples(base, cand, history=noise, rule=rule)
+    try:
+        result = compare_samples(base, cand, history=noise, rule=rule)
+    except ValueError:  # samples the rule cannot compare (a zero time): the shift alone says
+        return shift - math.log1p(rule.floor)
     return 1.0 if result.verdict in (Verdict.SLOWER, Verdict.FASTER) else -1.0 / (1.0 + shift)
 
 
