@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError
 from workbench.gitinfo import repo_state
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
@@ -170,12 +170,7 @@ def _matching(
 ) -> list[Problem]:
     """The problems a recording can answer (its parameters, its shape when it names one)."""
     spec = spaces[0].spec
-    missing = [p.name for p in spec.parameters if p.name not in recording.parameter_names]
-    if missing:
-        raise WorkbenchError(
-            f"{recording.path} does not record parameter(s) {', '.join(missing)} of "
-            f"{spec.name}: it is not a recording of this space"
-        )
+    recording.require_parameters(spec.parameter_names, spec.name)
     if not recording.shape:
         return problems
     kept = [p for p, sp in zip(problems, spaces, strict=True) if sp.shape == dict(recording.shape)]

@@ -131,6 +131,20 @@ class Recording:
         when = f", {self.date[:10]}" if self.date else ""
         return f"{self.device.name} ({self.path.name}{when})"
 
+    def require_parameters(self, names: Sequence[str], space: str) -> None:
+        """Check that this records every parameter of a space (``names``, of ``space``).
+
+        Raises:
+            RecordingError: it lacks some: it is not a recording of this space.
+        """
+        missing = [n for n in names if n not in self.parameter_names]
+        if missing:
+            raise RecordingError(
+                self.path,
+                f"does not record parameter(s) {', '.join(missing)} of {space}: it is not a "
+                "recording of this space",
+            )
+
     def key(self, config: Mapping[str, Value]) -> tuple[Value, ...]:
         return tuple(config[name] for name in self.parameter_names)
 

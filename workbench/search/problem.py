@@ -15,7 +15,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
@@ -193,8 +193,3 @@ class RecordingProblem(Problem):
 
     def valid_configs(self) -> list[Config]:
         return self._valid
-
-
-def check_recording_matches(problem: Problem, names: Sequence[str]) -> list[str]:
-    """Parameters of ``problem`` that a recording lacks (replaying a kernel's own recording)."""
-    return [n for n in problem.names if n not in names]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from workbench.compare.table import TUNED, Bound, Entry, Status, roofline_bound
 from workbench.devices import preset_named
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError
 from workbench.roofline import Ceilings, datasheet_ceilings
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
@@ -25,6 +25,7 @@ from workbench.spaces.launch import work_counts
 from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
+from workbench.store.exchange import recording_study
 
 Throughput = Callable[[Config, float], float | None]
 #: Where a config's time (ms) sits under the roofline of the GPU that measured it (None: its
@@ -72,17 +73,7 @@ def plan_replay_file(store: Store, path: Path | str, *, study_name: str | None =
     problem = RecordingProblem(recording)
     runner = ReplayRunner(recording)
     optimum = recording.optimum()
-    study = store.study(
-        kernel=recording.kernel,
-        shape_label=problem.shape_label,
-        device_key=recording.device.key(),
-        parameters=recording.parameters,
-        objective=recording.objective.name,
-        unit=recording.objective.unit,
-        replay_source=recording.source,
-        recorded_optimum=optimum.value if optimum else None,
-        name=study_name,
-    )
+    study = recording_study(store, recording, name=study_name)
     env = store.environment(recording.device, replay_source=recording.source)
     return TunePlan(
         problem,
@@ -109,12 +100,7 @@ def plan_space_replay(
     Raises:
         WorkbenchError: the recording lacks parameters of the space.
     """
-    missing = [p.name for p in space.spec.parameters if p.name not in recording.parameter_names]
-    if missing:
-        raise WorkbenchError(
-            f"{recording.path} does not record parameter(s) {', '.join(missing)} of "
-            f"{space.spec.name}: it is not a recording of this space"
-        )
+    recording.require_parameters(space.spec.parameter_names, space.spec.name)
     if recording.shape and dict(recording.shape) != space.shape:
         raise ConfigError(
             f"{recording.path} was recorded for {shape_label(recording.shape)}, "

@@ -180,16 +180,15 @@ def measured_at(e: StoredEvaluation) -> str | None:
     return f"{day.group(1)} 00:00:00+00:00" if day else None
 
 
-def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, int]:
-    """Store every entry of a recording (a file, or one already read) as a study of its own;
-    returns (study, new entries).
+def recording_study(store: Store, recording: Recording, *, name: str | None = None) -> StudyInfo:
+    """The study of a recording's own space (kernel | problem | device), created if new: the
+    one an import fills and a ``tune --replay FILE`` searches.
 
-    Entries already in the study are skipped, so importing twice adds nothing.
+    Raises:
+        StoreError: a study of that name exists with other parameters.
     """
-    recording = path if isinstance(path, Recording) else load_recording(path)
-    path = recording.path
     optimum = recording.optimum()
-    study = store.study(
+    return store.study(
         kernel=recording.kernel,
         shape_label=recording.problem or "recorded",
         device_key=recording.device.key(),
@@ -199,7 +198,19 @@ def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, i
         replay_source=recording.source,
         recorded_optimum=optimum.value if optimum else None,
         arch=recording.arch,
+        name=name,
     )
+
+
+def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, int]:
+    """Store every entry of a recording (a file, or one already read) as a study of its own;
+    returns (study, new entries).
+
+    Entries already in the study are skipped, so importing twice adds nothing.
+    """
+    recording = path if isinstance(path, Recording) else load_recording(path)
+    path = recording.path
+    study = recording_study(store, recording)
     env = store.environment(recording.device, replay_source=recording.source)
     run = store.start_run(study, env, kind="import", command=f"import {path}")
     known = {
