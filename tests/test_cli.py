@@ -266,6 +266,11 @@ def test_a_reader_that_goes_away_ends_with_the_documented_status() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err
+    # --help, which typer prints through a console of its own
+    proc = subprocess.Popen([str(exe), "tune", "--help"], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # gone before the help is written: no write can succeed
+    assert proc.wait(timeout=60) == 141
 
 
 @pytest.mark.parametrize("args", [["run", "reduce"], ["record", "reduce", "-o", "/tmp/r.json"]])

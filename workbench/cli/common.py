@@ -26,7 +26,7 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 
 
-class _Console(Console):
+class PipeAwareConsole(Console):
     """rich's console, but a reader that went away (``| head``) ends the command with
     EXIT_PIPE, as documented, where rich would exit with 1 (the status of a failed check)."""
 
@@ -38,8 +38,8 @@ class _Console(Console):
 
 
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
-console = _Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
-err_console = _Console(
+console = PipeAwareConsole(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
+err_console = PipeAwareConsole(
     stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 200
 )
 
@@ -168,10 +168,10 @@ def space_from_options(
     ``record``, ``profile``): the first arch of ``--arch``, the shape from ``--shape``."""
     from workbench.devices import device_for
     from workbench.spaces import Space, load_kernel
-    from workbench.spaces.targets import resolve_arches
+    from workbench.spaces.targets import one_arch
 
     spec = load_kernel(kernel, spaces or [])
-    target = resolve_arches(spec, arch)[0]
+    target = one_arch(spec, arch)
     return Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),

@@ -33,7 +33,7 @@ from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import shape_label
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces.targets import one_arch
 from workbench.store import Store
 from workbench.sweep import select_configs
 
@@ -87,7 +87,7 @@ def compare_command(
     out = err_console if as_json else console
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
-        target = resolve_arches(spec, arch)[0]
+        target = one_arch(spec, arch)
         spaces_ = _spaces(spec, target, device, shape, shapes)
         store = open_store(storage)
         gpu = probe_gpu()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import rich.console
 import typer
 
 from workbench.cli import (
@@ -13,9 +14,14 @@ from workbench.cli import (
     store_cmds,
     tune_cmd,
 )
+from workbench.cli.common import PipeAwareConsole
 from workbench.cli.compare_cmd import compare_command
 from workbench.cli.regress_cmds import app as regress_app
 from workbench.cli.report_cmd import report
+
+# typer prints --help through a rich console of its own: a reader gone away (`| head`) ends
+# that with the documented 141 too, not rich's 1
+rich.console.Console.on_broken_pipe = PipeAwareConsole.on_broken_pipe  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="workbench",

@@ -103,9 +103,12 @@ def profile(
     report_dir: Annotated[
         Path, typer.Option("--report-dir", help="Where the .ncu-rep files go.")
     ] = Path(".workbench/profiles"),
-    timeout: Annotated[float, typer.Option(help="Longest ncu run (s).")] = NCU_TIMEOUT_S,
+    timeout: Annotated[
+        float, typer.Option(min=1, help="Longest time ncu may take, in seconds.")
+    ] = NCU_TIMEOUT_S,
     launch_skip: Annotated[
-        int, typer.Option(help="Launches of the config to let pass before the profiled one.")
+        int,
+        typer.Option(min=0, help="Launches of the config to let pass before the profiled one."),
     ] = 0,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,

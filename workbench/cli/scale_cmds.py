@@ -75,7 +75,7 @@ def plan_from_spec(
     from workbench.runners.recordings import load_recording
     from workbench.search.session import plan_replay_file, plan_space_replay
     from workbench.spaces import load_kernel
-    from workbench.spaces.targets import resolve_arches
+    from workbench.spaces.targets import one_arch
 
     source = str(replay) if replay is not None else spec.get("replay")
     if source is not None and not Path(source).exists():
@@ -88,7 +88,7 @@ def plan_from_spec(
             raise ConfigError("the study's spec names no kernel and no recording")
         return plan_replay_file(store, source, study_name=study_name)
     space_spec = load_kernel(kernel, [Path(p) for p in spec.get("spaces") or []])
-    target = resolve_arches(space_spec, spec.get("arch"))[0]
+    target = one_arch(space_spec, spec.get("arch"))
     spaces_ = _spaces(space_spec, target, spec.get("device"), spec.get("shape"), None)
     pinned = _pinned(spaces_[0], spec.get("pin"))
     if source is not None:

@@ -23,7 +23,7 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces.targets import one_arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
@@ -117,7 +117,7 @@ def space(
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
-        target = resolve_arches(spec, arch)[0]
+        target = one_arch(spec, arch)
         sp = Space(
             spec,
             shape=parse_shape(shape, spec.default_shape),

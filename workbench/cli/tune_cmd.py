@@ -58,7 +58,7 @@ from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.space import parse_assignments
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces.targets import one_arch, resolve_arches
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs
 from workbench.toolchain import Arch
@@ -243,7 +243,7 @@ def tune(
             plans = [plan_replay_file(store, replay, study_name=study)]  # type: ignore[arg-type]
         else:
             spec = load_kernel(kernel, spaces or [])
-            target = resolve_arches(spec, arch)[0]
+            target = one_arch(spec, arch)
             spaces_ = _spaces(spec, target, device, shape, shapes)
             pinned = _pinned(spaces_[0], pin)
             if replay is not None:

@@ -55,13 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.runners.cuda.runner import CudaRunner
     from workbench.runners.timing import StoppingRule, TimingOptions
     from workbench.spaces import Space, load_kernel
-    from workbench.spaces.targets import resolve_arches
+    from workbench.spaces.targets import one_arch
     from workbench.sweep import select_configs
 
     args = _parser().parse_args(argv)
     try:
         spec = load_kernel(args.kernel, args.spaces)
-        arch = resolve_arches(spec, args.arch)[0]
+        arch = one_arch(spec, args.arch)
         space = Space(
             spec,
             shape=parse_shape(args.shape, spec.default_shape),

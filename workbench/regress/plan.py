@@ -21,7 +21,7 @@ from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.search.session import replay_banner
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec, Value, shape_label
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces.targets import one_arch
 from workbench.store import Store
 
 
@@ -85,7 +85,7 @@ def kernel_spaces(
     """
     from workbench.devices import device_for
 
-    target = resolve_arches(spec, arch)[0]
+    target = one_arch(spec, arch)
     dev = device_for(target, device)
     if shapes is not None:
         if shapes != "default" and shapes not in spec.shape_sets:

@@ -35,3 +35,19 @@ def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
         except ArchError as exc:  # the space file declares it: say which file and line
             raise spec.error("arches", str(exc)) from None
     return chosen
+
+
+def one_arch(spec: SpaceSpec, requested: str | None) -> Arch:
+    """The arch of a command that builds for one (it runs on a GPU, or profiles, or shows one
+    space): ``--arch`` naming one, or the newest declared.
+
+    Raises:
+        ArchError: as :func:`resolve_arches`, or ``--arch`` names several (``all``).
+    """
+    chosen = resolve_arches(spec, requested)
+    if len(chosen) > 1:
+        names = ", ".join(a.sm for a in chosen)
+        raise ArchError(
+            f"--arch {requested}: this command builds for one arch; name one of {names}"
+        )
+    return chosen[0]
