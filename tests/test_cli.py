@@ -300,3 +300,10 @@ def test_worker_gpus_takes_all_only_and_each_spawn_drops_it() -> None:
     # the per-GPU workers get the same command line without --gpus, in either spelling
     args = ["worker", "--gpus=all", "--study", "s", "--gpus", "all", "--storage", "u"]
     assert without_option(args, "--gpus") == ["worker", "--study", "s", "--storage", "u"]
+
+
+def test_one_arch_commands_refuse_arch_all() -> None:
+    code, out = run("space", "reduce", "--arch", "all")
+    assert code == 2 and "--arch all: this command builds for one arch; name one of sm_80" in out
+    code, out = run("profile", "reduce", "--dry-run", "--arch", "all")
+    assert code == 2 and "builds for one arch" in out

@@ -156,7 +156,7 @@ def _plan(
         spec,
         arch=arch,
         device=device,
-        shape=parse_shape(shape, spec.default_shape),
+        shape=parse_shape(shape, spec.default_shape) if shape else None,
         shapes=shapes,
     )
     pinned: dict[str, Value] = {}

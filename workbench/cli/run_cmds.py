@@ -22,7 +22,7 @@ from workbench.cli.common import (
     console,
     space_from_options,
 )
-from workbench.cli.compile_cmd import CacheOpt, ConfigOpt
+from workbench.cli.compile_cmd import CacheOpt
 from workbench.compiler import CompileCache
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
@@ -37,14 +37,23 @@ def run(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
-    config: ConfigOpt = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="NAME=VALUE,... of the config (repeatable: merged into one config; unnamed "
+            "parameters take their defaults).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
     """Verify and time one config on the GPU (needs a CUDA GPU). Exit 1 if it fails.
 
-    Several ``--config`` options are merged into that one config (``-c BM=64 -c BN=128``)."""
+    Several --config options are merged into that one config (-c BM=64 -c BN=128)."""
     from workbench.runners.cuda.runner import CudaRunner
 
     with cli_errors():

@@ -28,7 +28,6 @@ from workbench.cli.common import (
     parse_shape,
 )
 from workbench.cli.compile_cmd import (
-    AllOpt,
     CacheOpt,
     JobsOpt,
     compile_space,
@@ -58,7 +57,7 @@ from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.space import parse_assignments
-from workbench.spaces.targets import one_arch, resolve_arches
+from workbench.spaces.targets import one_arch, resolve_arches, shape_spaces
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs
 from workbench.toolchain import Arch
@@ -179,28 +178,38 @@ def tune(
             "a fleet at a GPU's pace).",
         ),
     ] = 0.0,
-    all_configs: AllOpt = False,
-    sample: Annotated[
-        int,
+    all_configs: Annotated[
+        bool,
         typer.Option(
-            min=0, help="Without a GPU or recording: configs to compile besides the default."
+            "--all", help="Without a GPU or recording: compile every valid config of the space."
         ),
-    ] = NO_GPU_SAMPLE,
+    ] = False,
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Without a GPU or recording: configs to compile besides the default "
+            f"(default {NO_GPU_SAMPLE}).",
+            show_default=False,
+        ),
+    ] = None,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
 ) -> None:
     """Tune a kernel: search its space for the fastest correct config.
 
-    Measurements come from the GPU, from --replay FILE, or (no GPU) from a recording the
-    library ships for the kernel, with a banner naming the device and date. Without a GPU and
-    without a recording, the compile stage runs instead (registers, shared memory, spills,
-    SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 130 interrupted.
+    Measurements come from the GPU, from --replay FILE, or (no GPU) from a recording kept in
+    recordings/KERNEL/ beside the space file, with a banner naming the device and date.
+    Without a GPU and without a recording, the compile stage runs instead (registers, shared
+    memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 130 interrupted.
     """
     out = err_console if as_json else console
     with cli_errors():
         if kernel is None and replay is None:
             raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
         _check_options(sampler, enqueue)
+        if all_configs and sample is not None:
+            raise ConfigError("--all compiles every valid config: it cannot go with --sample")
         the_budget = Budget(
             evaluations=budget if budget is not None or seconds or patience else DEFAULT_BUDGET,
             seconds=seconds,
@@ -243,10 +252,11 @@ def tune(
             plans = [plan_replay_file(store, replay, study_name=study)]  # type: ignore[arg-type]
         else:
             spec = load_kernel(kernel, spaces or [])
-            target = one_arch(spec, arch)
-            spaces_ = _spaces(spec, target, device, shape, shapes)
+            arches = resolve_arches(spec, arch)  # without a GPU, --arch all compiles each
+            spaces_ = _spaces(spec, arches[0], device, shape, shapes)
             pinned = _pinned(spaces_[0], pin)
             if replay is not None:
+                one_arch(spec, arch)  # a recording is of one GPU
                 recording = load_recording(replay)
                 plans = [
                     plan_space_replay(store, sp, recording, pinned, study_name=study)
@@ -257,6 +267,7 @@ def tune(
                 if gpu.available:
                     from workbench.search.live import plan_live
 
+                    one_arch(spec, arch)  # the GPU runs one
                     plans = [
                         plan_live(
                             store, sp, CompileCache(cache_dir), pinned=pinned, study_name=study
@@ -266,8 +277,13 @@ def tune(
                 else:
                     plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out, pinned)
                     if not plans:
-                        stage = CompileStage(all_configs, sample, seed, jobs, cache_dir)
-                        arches = resolve_arches(spec, arch)  # --arch all: each of them
+                        stage = CompileStage(
+                            all_configs,
+                            NO_GPU_SAMPLE if sample is None else sample,
+                            seed,
+                            jobs,
+                            cache_dir,
+                        )
                         shapes_ = [sp.shape for sp in spaces_]
                         records = _compile_stage(
                             store, spec, arches, shapes_, device, pin, enqueue, stage, out
@@ -305,17 +321,11 @@ def tune(
 
 
 def _spaces(
-    spec: SpaceSpec, target: object, device: str | None, shape: list[str] | None, shapes: str | None
+    spec: SpaceSpec, target: Arch, device: str | None, shape: list[str] | None, shapes: str | None
 ) -> list[Space]:
-    dev = device_for(target, device)  # type: ignore[arg-type]
-    if shapes is not None:
-        if shapes not in spec.shape_sets and shapes != "default":
-            known = ", ".join(["default", *spec.shape_sets])
-            raise ConfigError(f"{spec.name} has no shape set {shapes!r}; sets: {known}")
-        chosen = list(spec.shapes(shapes))
-    else:
-        chosen = [parse_shape(shape, spec.default_shape)]
-    return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]  # type: ignore[arg-type]
+    """The spaces of ``--shape``/``--shapes`` (parsed from the command line)."""
+    given = parse_shape(shape, spec.default_shape) if shape else None
+    return shape_spaces(spec, target, device, given, shapes)
 
 
 def _pinned(space: Space, items: list[str] | None) -> dict:
@@ -452,6 +462,13 @@ def _check_options(sampler: str, enqueue: list[str] | None) -> None:
     check_sampler(sampler)
     if "none" in (enqueue or []) and len(enqueue or []) > 1:
         raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
+    for item in enqueue or []:
+        keyword = item in ("default", "none", "best") or item.startswith("best:")
+        if not keyword and not all("=" in part for part in item.split(",")):
+            raise ConfigError(
+                f"--enqueue {item!r}: expected default, none, best, best:STUDY or "
+                "NAME=VALUE,..."
+            )
 
 
 def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object) -> list[dict]:

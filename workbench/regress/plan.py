@@ -21,7 +21,7 @@ from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.search.session import replay_banner
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec, Value, shape_label
-from workbench.spaces.targets import one_arch
+from workbench.spaces.targets import one_arch, shape_spaces
 from workbench.store import Store
 
 
@@ -83,18 +83,7 @@ def kernel_spaces(
     Raises:
         WorkbenchError: unknown arch, device or shape set.
     """
-    from workbench.devices import device_for
-
-    target = one_arch(spec, arch)
-    dev = device_for(target, device)
-    if shapes is not None:
-        if shapes != "default" and shapes not in spec.shape_sets:
-            known = ", ".join(["default", *spec.shape_sets])
-            raise ConfigError(f"{spec.name} has no shape set {shapes!r}; sets: {known}")
-        chosen = list(spec.shapes(shapes))
-    else:
-        chosen = [dict(shape or spec.default_shape)]
-    return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]
+    return shape_spaces(spec, one_arch(spec, arch), device, shape, shapes)
 
 
 def plan_space(

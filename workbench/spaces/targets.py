@@ -1,9 +1,12 @@
-"""Which archs to build a space for, checked against the space and the installed NVRTC."""
+"""Which archs (and shapes) to build a space for, checked against the space and NVRTC."""
 
 from __future__ import annotations
 
-from workbench.errors import ArchError
+from collections.abc import Mapping
+
+from workbench.errors import ArchError, ConfigError
 from workbench.spaces.model import SpaceSpec
+from workbench.spaces.space import Space
 from workbench.toolchain import Arch
 
 
@@ -51,3 +54,32 @@ def one_arch(spec: SpaceSpec, requested: str | None) -> Arch:
             f"--arch {requested}: this command builds for one arch; name one of {names}"
         )
     return chosen[0]
+
+
+def shape_spaces(
+    spec: SpaceSpec,
+    target: Arch,
+    device: str | None,
+    shape: Mapping[str, int] | None,
+    shapes: str | None,
+) -> list[Space]:
+    """One space per shape a command covers: ``shape`` (default: the space's default shape),
+    or each shape of the named set ``shapes`` (``default`` included).
+
+    Raises:
+        ConfigError: both given, or no such shape set.
+        WorkbenchError: an unknown device preset.
+    """
+    from workbench.devices import device_for
+
+    if shape is not None and shapes is not None:
+        raise ConfigError("--shape and --shapes both name the shapes: give one of them")
+    dev = device_for(target, device)
+    if shapes is not None:
+        if shapes != "default" and shapes not in spec.shape_sets:
+            known = ", ".join(["default", *spec.shape_sets])
+            raise ConfigError(f"{spec.name} has no shape set {shapes!r}; sets: {known}")
+        chosen = list(spec.shapes(shapes))
+    else:
+        chosen = [dict(shape or spec.default_shape)]
+    return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]
