@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from workbench.spaces import Space
 
 #: Exit statuses, documented in the README.
-EXIT_OK = 0
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
 EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
 EXIT_INTERRUPTED = 130

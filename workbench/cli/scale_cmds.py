@@ -43,17 +43,6 @@ StorageArg = Annotated[
     ),
 ]
 StudyArg = Annotated[str, typer.Option("--study", help="Name of the shared study.")]
-HeartbeatOpt = Annotated[
-    int, typer.Option("--heartbeat", help="Seconds between heartbeats of a running trial.")
-]
-GraceOpt = Annotated[
-    int,
-    typer.Option(
-        "--grace",
-        help="Seconds without a heartbeat before a trial is failed and re-queued; make it longer "
-        "than the database outages to ride out.",
-    ),
-]
 
 
 # -- plans from a study's spec ------------------------------------------------------------------

@@ -466,8 +466,7 @@ def _check_options(sampler: str, enqueue: list[str] | None) -> None:
         keyword = item in ("default", "none", "best") or item.startswith("best:")
         if not keyword and not all("=" in part for part in item.split(",")):
             raise ConfigError(
-                f"--enqueue {item!r}: expected default, none, best, best:STUDY or "
-                "NAME=VALUE,..."
+                f"--enqueue {item!r}: expected default, none, best, best:STUDY or NAME=VALUE,..."
             )
 
 

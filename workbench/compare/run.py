@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import REGISTRY, Choice, Selection, select
+from workbench.compare.baselines import Choice, Selection, select
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
 from workbench.compare.problems import Problem, classify
 from workbench.compare.table import TUNED, Entry, ShapeComparison, Status
@@ -300,11 +300,3 @@ def _unlinked(files: Sequence[ArrayFile]) -> Iterator[None]:
 
 def _label(plan: ShapePlan) -> str:
     return ",".join(f"{k}={v}" for k, v in plan.space.shape.items())
-
-
-def known_baselines() -> list[str]:
-    """Every registered baseline name."""
-    from workbench.compare.baselines import _load_all
-
-    _load_all()
-    return sorted(REGISTRY)

@@ -25,11 +25,3 @@ class CompileResult:
     seconds: float = 0.0
     cached: bool = False
     toolchain: str = ""
-
-    def require_ok(self) -> CompileResult:
-        """Return self, or raise :class:`~workbench.errors.CompileError` with the log."""
-        if not self.ok:
-            from workbench.errors import CompileError
-
-            raise CompileError(f"compile failed for {self.arch}", self.log)
-        return self

@@ -387,11 +387,18 @@ def _history_noise(
 
 def _evidence_json(ev: Evidence | None) -> dict[str, object]:
     if ev is None:
-        return {"ratio": None, "ci": None, "p_value": None, "threshold": None}
+        return {
+            "ratio": None,
+            "ci": None,
+            "p_value": None,
+            "sampling_noise": None,
+            "threshold": None,
+        }
     return {
         "ratio": ev.ratio,
         "ci": [ev.ci_low, ev.ci_high],
         "p_value": ev.p_value,
+        "sampling_noise": ev.sampling_noise,
         "threshold": ev.threshold,
     }
 

@@ -8,7 +8,7 @@ and each run's environment the GPU, driver and toolkit. Nothing here runs or com
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,6 @@ from sqlalchemy import select
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
-from workbench.spaces.model import Config
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.models import Environment, Evaluation, Run, Study
 
@@ -204,8 +203,3 @@ def study_space(data: StudyData) -> tuple[object | None, str | None]:
     except (WorkbenchError, OSError, ValueError) as exc:
         return None, f"its space file cannot be loaded now: {exc}"
     return space, None
-
-
-def config_of(e: StoredEvaluation, names: Sequence[str]) -> Config:
-    """An evaluation's config in the study's parameter order."""
-    return {n: e.config[n] for n in names if n in e.config}

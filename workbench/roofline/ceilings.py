@@ -43,9 +43,8 @@ class CeilingSource(enum.Enum):
     DATASHEET = "datasheet"
 
 
-#: Memory levels and compute precisions a ceiling can be named after.
+#: Memory levels a ceiling can be named after.
 MEMORY_LEVELS = ("dram", "l2", "l1")
-PRECISIONS = ("fp64", "fp32", "fp16", "tensor_fp16", "tensor_fp8", "tensor_int8")
 UNITS = {"tensor_int8": "OP/s"}
 #: Bytes per L1/L2 sector.
 SECTOR_BYTES = 32

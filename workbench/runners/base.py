@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from workbench.spaces.model import Config
@@ -126,10 +126,6 @@ class Runner(ABC):
     @abstractmethod
     def evaluate(self, config: Config) -> Measurement:
         """Measure one configuration (valid in its space)."""
-
-    def evaluate_many(self, configs: Sequence[Config]) -> list[Measurement]:
-        """Measure several configurations (runners may overlap compiles with runs)."""
-        return [self.evaluate(c) for c in configs]
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release devices and worker processes."""

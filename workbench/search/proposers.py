@@ -9,7 +9,6 @@ portfolio) run natively, which keeps the per-trial cost of the default path far 
 
 from __future__ import annotations
 
-import math
 import random
 from abc import ABC, abstractmethod
 from collections import deque
@@ -174,7 +173,3 @@ class RandomProposer(Proposer):
 
     def observe(self, config: Config, m: Measurement) -> None:
         pass
-
-
-def is_number(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

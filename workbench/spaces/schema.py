@@ -144,7 +144,6 @@ class Baseline(str, Enum):
     CUBLASLT = "cublaslt"
     CUTLASS = "cutlass"
     CUB = "cub"
-    CUPY = "cupy"
     COPY = "copy"
 
 
