@@ -36,7 +36,6 @@ from workbench.regress.records import MeasurementRecord, MissingBaselineError, l
 from workbench.regress.rule import Verdict
 from workbench.regress.timeline import write_timeline
 from workbench.spaces import load_kernel
-from workbench.spaces.model import Value
 from workbench.store import Store
 
 app = typer.Typer(
@@ -159,11 +158,7 @@ def _plan(
         shape=parse_shape(shape, spec.default_shape) if shape else None,
         shapes=shapes,
     )
-    pinned: dict[str, Value] = {}
-    if pin:
-        full = spaces_[0].parse_config(pin)
-        names = [item.partition("=")[0].strip() for item in pin]
-        pinned = {n: full[n] for n in names}
+    pinned = spaces_[0].parse_pins(pin)
     return plan_space(
         store,
         spec,

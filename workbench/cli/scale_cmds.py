@@ -59,7 +59,7 @@ def plan_from_spec(
     Raises:
         WorkbenchError: the kernel, recording or GPU the spec needs is not here.
     """
-    from workbench.cli.tune_cmd import _pinned, _spaces
+    from workbench.cli.tune_cmd import _spaces
     from workbench.gpu import probe_gpu
     from workbench.runners.recordings import load_recording
     from workbench.search.session import plan_replay_file, plan_space_replay
@@ -79,7 +79,7 @@ def plan_from_spec(
     space_spec = load_kernel(kernel, [Path(p) for p in spec.get("spaces") or []])
     target = one_arch(space_spec, spec.get("arch"))
     spaces_ = _spaces(space_spec, target, spec.get("device"), spec.get("shape"), None)
-    pinned = _pinned(spaces_[0], spec.get("pin"))
+    pinned = spaces_[0].parse_pins(spec.get("pin"))
     if source is not None:
         return plan_space_replay(
             store, spaces_[0], load_recording(source), pinned, study_name=study_name

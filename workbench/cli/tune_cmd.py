@@ -254,7 +254,7 @@ def tune(
             spec = load_kernel(kernel, spaces or [])
             arches = resolve_arches(spec, arch)  # without a GPU, --arch all compiles each
             spaces_ = _spaces(spec, arches[0], device, shape, shapes)
-            pinned = _pinned(spaces_[0], pin)
+            pinned = spaces_[0].parse_pins(pin)
             if replay is not None:
                 one_arch(spec, arch)  # a recording is of one GPU
                 recording = load_recording(replay)
@@ -328,15 +328,6 @@ def _spaces(
     return shape_spaces(spec, target, device, given, shapes)
 
 
-def _pinned(space: Space, items: list[str] | None) -> dict:
-    """``--set NAME=VALUE`` values, typed by the parameter's domain."""
-    if not items:
-        return {}
-    full = space.parse_config(items)
-    names = [item.partition("=")[0].strip() for item in items]
-    return {n: full[n] for n in names}
-
-
 def _plans_without_gpu(
     store: Store,
     spec: SpaceSpec,
@@ -404,7 +395,7 @@ def _compile_stage(
     for target in arches:
         for shape in shapes:
             sp = Space(spec, shape=shape, arch=target, device=device_for(target, device))
-            problem = SpaceProblem(sp, _pinned(sp, pin))
+            problem = SpaceProblem(sp, sp.parse_pins(pin))
             fixed = problem.pinned
             configs = select_configs(sp, assignments=given, fixed=fixed) if given else []
             more = select_configs(

@@ -216,6 +216,17 @@ class Space:
         domains = {p.name: p.values for p in self.spec.parameters}
         return parse_assignments(domains, assignments, base or self.spec.default_config())
 
+    def parse_pins(self, assignments: Sequence[str] | None) -> Config:
+        """Only the named values of ``["OP=max", ...]`` (``--set``), typed by their domains.
+
+        Raises:
+            ConfigError: as :meth:`parse_config`.
+        """
+        if not assignments:
+            return {}
+        full = self.parse_config(assignments)
+        return {n: full[n] for n in (a.partition("=")[0].strip() for a in assignments)}
+
     # -- sampling ------------------------------------------------------------------------
     def sample(
         self, n: int, seed: int | None = 0, *, fixed: Mapping[str, Value] | None = None
