@@ -23,34 +23,49 @@ extern "C" __global__ void __launch_bounds__(256) bounded(const float* x, float*
 }
 """
 
-BOUNDED_SPACE = """\
-name: bounded
-source: ../kernels/bounded.cu
-entry: {kernel: bounded}
+SPACE = """\
+name: {name}
+source: ../kernels/{source}
+entry: {{kernel: {name}}}
 arches: [sm_90]
 parameters:
-  BLOCK: {values: [128, 256, 512], default: 256, role: launch}
-  DYNAMIC_KB: {values: [0, 160, 200], default: 0, role: launch}
-geometry: {grid: "cdiv(n, BLOCK)", block: BLOCK, shared_bytes: DYNAMIC_KB * 1024}
-shapes: {default: {n: 1000}}
-inputs: {x: {dtype: float32, shape: [n]}}
-outputs: {y: {dtype: float32, shape: [n]}}
-args: [x, y, {value: n, dtype: int32}]
-reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
-work: {bytes: 8 * n}
+{parameters}
+geometry: {geometry}
+shapes: {{default: {{n: 1000}}}}
+inputs: {{x: {{dtype: float32, shape: [n]}}}}
+outputs: {{y: {{dtype: float32, shape: [n]}}}}
+args: [x, y, {{value: n, dtype: int32}}]
+reference: {{python: "workbench.references.elementwise:scale", rtol: 1e-6}}
+work: {{bytes: 8 * n}}
 """
 
 
-def test_configs_that_cannot_launch_get_an_error_lint(project: Path, cache_dir: Path) -> None:
-    (project / "kernels" / "bounded.cu").write_text(BOUNDED_KERNEL)
-    path = project / "spaces" / "bounded.yaml"
-    path.write_text(BOUNDED_SPACE)
+def _sweep_every_config(
+    project: Path, cache_dir: Path, source: str, text: str, parameters: str, geometry: str
+) -> list:
+    """Write the kernel and a space of ``x -> y`` for it, and compile every valid config."""
+    (project / "kernels" / source).write_text(text)
+    name = source.split(".")[0]
+    path = project / "spaces" / f"{name}.yaml"
+    path.write_text(
+        SPACE.format(name=name, source=source, parameters=parameters, geometry=geometry)
+    )
     space = Space(load_space(path))
     configs = select_configs(space, all_configs=True)
-    records = {
-        (r.config["BLOCK"], r.config["DYNAMIC_KB"]): r
-        for r in static_sweep(space, configs, cache=CompileCache(cache_dir))
-    }
+    return static_sweep(space, configs, cache=CompileCache(cache_dir))
+
+
+def test_configs_that_cannot_launch_get_an_error_lint(project: Path, cache_dir: Path) -> None:
+    swept = _sweep_every_config(
+        project,
+        cache_dir,
+        "bounded.cu",
+        BOUNDED_KERNEL,
+        "  BLOCK: {values: [128, 256, 512], default: 256, role: launch}\n"
+        "  DYNAMIC_KB: {values: [0, 160, 200], default: 0, role: launch}",
+        '{grid: "cdiv(n, BLOCK)", block: BLOCK, shared_bytes: DYNAMIC_KB * 1024}',
+    )
+    records = {(r.config["BLOCK"], r.config["DYNAMIC_KB"]): r for r in swept}
     assert len(records) == 9 and all(r.ok for r in records.values())
     launch_errors: dict[Any, list[str]] = {
         k: [x for x in r.lints if x.startswith("error: cannot launch")] for k, r in records.items()
@@ -83,32 +98,17 @@ REQNTID_PTX = """\
 }
 """
 
-REQNTID_SPACE = """\
-name: fixed
-source: ../kernels/fixed.ptx
-entry: {kernel: fixed}
-arches: [sm_90]
-parameters:
-  BLOCK: {values: [128, 256], default: 256}
-  LAUNCH: {values: [128, 256], default: 256, role: launch}
-geometry: {grid: "cdiv(n, LAUNCH)", block: LAUNCH}
-shapes: {default: {n: 1000}}
-inputs: {x: {dtype: float32, shape: [n]}}
-outputs: {y: {dtype: float32, shape: [n]}}
-args: [x, y, {value: n, dtype: int32}]
-reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
-work: {bytes: 8 * n}
-"""
-
 
 def test_a_block_other_than_reqntid_cannot_launch(project: Path, cache_dir: Path) -> None:
     """``.reqntid`` asks for that exact block: larger and smaller ones are both refused."""
-    (project / "kernels" / "fixed.ptx").write_text(REQNTID_PTX)
-    path = project / "spaces" / "fixed.yaml"
-    path.write_text(REQNTID_SPACE)
-    space = Space(load_space(path))
-    records = static_sweep(
-        space, select_configs(space, all_configs=True), cache=CompileCache(cache_dir)
+    records = _sweep_every_config(
+        project,
+        cache_dir,
+        "fixed.ptx",
+        REQNTID_PTX,
+        "  BLOCK: {values: [128, 256], default: 256}\n"
+        "  LAUNCH: {values: [128, 256], default: 256, role: launch}",
+        '{grid: "cdiv(n, LAUNCH)", block: LAUNCH}',
     )
     assert len(records) == 4
     for r in records:
