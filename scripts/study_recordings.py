@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from workbench.spaces.model import parse_shape_label as model_shape
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "unknown"
@@ -24,16 +26,7 @@ def _slug(text: str) -> str:
 
 def parse_shape_label(label: str) -> dict[str, int]:
     """``"M=1,N=4096,K=4096"`` (anything after ``;`` ignored) as a dict; {} when unparsable."""
-    out: dict[str, int] = {}
-    for item in label.split(";", 1)[0].split(","):
-        name, sep, value = item.partition("=")
-        if not sep:
-            return {}
-        try:
-            out[name.strip()] = int(value)
-        except ValueError:
-            return {}
-    return out
+    return model_shape(label.split(";", 1)[0]) or {}
 
 
 def recording_name(kernel: str, gpu: str, shape: dict[str, int]) -> str:

@@ -201,3 +201,12 @@ def test_a_config_that_could_never_launch_is_invalid_with_the_reason(write_space
     assert why(128, 2) == ""
     valid = list(space.iter_valid())
     assert valid and all(c["BLOCK"] <= 1024 and c["SCALE"] == 2 for c in valid)
+
+
+def test_a_shape_label_reads_back() -> None:
+    from workbench.spaces.model import parse_shape_label, shape_label
+
+    shape = {"M": 16, "N": 4096, "K": 4096}
+    assert parse_shape_label(shape_label(shape)) == shape
+    assert parse_shape_label("[4096, 4096]") is None and parse_shape_label("recorded") is None
+    assert parse_shape_label("n=1.5") is None and parse_shape_label("=3") is None

@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
+from workbench.spaces.model import parse_shape_label
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.models import Environment, Evaluation, Run, Study
 
@@ -171,18 +172,6 @@ def _env_facts(env: Environment) -> EnvFacts:
         git_dirty=env.git_dirty,
         replay_source=env.replay_source,
     )
-
-
-def parse_shape_label(label: str) -> dict[str, int] | None:
-    """``M=1,N=4096`` back into a shape; None for labels that are not ``NAME=INT`` lists
-    (a recording's ``[4096, 4096]``)."""
-    shape: dict[str, int] = {}
-    for item in label.split(","):
-        name, sep, value = item.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
-            return None
-        shape[name.strip()] = int(value)
-    return shape
 
 
 def study_space(data: StudyData) -> tuple[object | None, str | None]:

@@ -204,6 +204,18 @@ def shape_label(shape: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
+def parse_shape_label(label: str) -> dict[str, int] | None:
+    """:func:`shape_label` read back (``M=1,N=4096`` -> a shape); None for a label that is not a
+    ``NAME=INT`` list (a recording's ``[4096, 4096]``, ``recorded``)."""
+    shape: dict[str, int] = {}
+    for item in label.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
+            return None
+        shape[name.strip()] = int(value)
+    return shape
+
+
 def config_label(config: Mapping[str, Value]) -> str:
     """``BLOCK=256,ITEMS=4``: a stable, readable key for a configuration."""
     return ",".join(f"{k}={_fmt(v)}" for k, v in config.items())

@@ -23,6 +23,7 @@ from workbench.runners.recordings import (
     Recording,
     load_recording,
 )
+from workbench.spaces.model import parse_shape_label
 from workbench.store.store import Store, StoredEvaluation, StudyInfo
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
@@ -158,11 +159,10 @@ def kt_problem_size(label: str) -> dict[str, object]:
         size = None
     if isinstance(size, int | list):
         return {"problem_size": size}
-    pairs = [part.partition("=") for part in label.split(",")] if label else []
-    values = [v for _, eq, v in pairs if eq and v.isdigit()]
-    if not pairs or len(values) != len(pairs):  # a label of the workbench's own, or none
+    shape = parse_shape_label(label) if label else None
+    if not shape:  # a label of the workbench's own, or none
         return {SHAPE_LABEL_KEY: label} if label in ("", "recorded") else {"problem_size": label}
-    numbers = [int(v) for v in values]
+    numbers = list(shape.values())
     return {"problem_size": numbers[0] if len(numbers) == 1 else numbers, SHAPE_LABEL_KEY: label}
 
 
