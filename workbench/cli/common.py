@@ -16,7 +16,7 @@ from rich.markup import escape
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
-    from workbench.spaces import Space
+    pass
 
 #: Exit statuses, documented in the README.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -129,51 +129,3 @@ def cli_errors() -> Iterator[None]:
         text = f"{where}{exc.strerror or exc}"
         err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-
-
-def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, int]:
-    """``["n=1024"]`` or ``["M=4096,N=4096"]`` over the default shape.
-
-    Raises:
-        ConfigError: unknown name or a non-integer size.
-    """
-    from workbench.errors import ConfigError
-
-    shape = dict(default)
-    for item in (part.strip() for raw in items or [] for part in raw.split(",")):
-        name, sep, text = item.partition("=")
-        if not sep or name not in shape:
-            raise ConfigError(f"--shape {item!r}: expected NAME=INT with NAME in {list(shape)}")
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"--shape {item!r}: {text!r} is not an integer") from None
-        if value <= 0:
-            raise ConfigError(f"--shape {item!r}: sizes must be positive")
-        if value >= 2**63:  # kernels take sizes as 64-bit integers at most
-            raise ConfigError(f"--shape {item!r}: larger than a 64-bit size")
-        shape[name] = value
-    return shape
-
-
-def space_from_options(
-    kernel: str,
-    spaces: list[Path] | None,
-    arch: str | None,
-    device: str | None,
-    shape: list[str] | None,
-) -> Space:
-    """The space of one kernel for the commands that work on one arch and one shape (``run``,
-    ``record``, ``profile``): the first arch of ``--arch``, the shape from ``--shape``."""
-    from workbench.devices import device_for
-    from workbench.spaces import Space, load_kernel
-    from workbench.spaces.targets import one_arch
-
-    spec = load_kernel(kernel, spaces or [])
-    target = one_arch(spec, arch)
-    return Space(
-        spec,
-        shape=parse_shape(shape, spec.default_shape),
-        arch=target,
-        device=device_for(target, device),
-    )

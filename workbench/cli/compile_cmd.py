@@ -26,7 +26,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    parse_shape,
 )
 from workbench.cli.store_cmds import open_store
 from workbench.compiler import CompileCache
@@ -34,7 +33,7 @@ from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec, shape_label
-from workbench.spaces.targets import resolve_arches
+from workbench.spaces.targets import parse_shape, resolve_arches
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
 from workbench.toolchain import Arch

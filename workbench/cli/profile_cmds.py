@@ -20,7 +20,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    space_from_options,
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
@@ -34,6 +33,7 @@ from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
 from workbench.spaces import Space
 from workbench.spaces.model import Config, shape_label
+from workbench.spaces.targets import space_from_options
 from workbench.store import Store, StudyInfo
 from workbench.sweep import select_configs
 

@@ -23,7 +23,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    parse_shape,
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
@@ -36,6 +35,7 @@ from workbench.regress.records import MeasurementRecord, MissingBaselineError, l
 from workbench.regress.rule import Verdict
 from workbench.regress.timeline import write_timeline
 from workbench.spaces import load_kernel
+from workbench.spaces.targets import parse_shape
 from workbench.store import Store
 
 app = typer.Typer(

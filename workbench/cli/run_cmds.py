@@ -20,7 +20,6 @@ from workbench.cli.common import (
     SpacesOpt,
     cli_errors,
     console,
-    space_from_options,
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.compiler import CompileCache
@@ -28,6 +27,7 @@ from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.search.session import space_sha256
 from workbench.spaces import config_label
+from workbench.spaces.targets import space_from_options
 from workbench.sweep import select_configs
 
 

@@ -17,13 +17,12 @@ from workbench.cli.common import (
     SpacesOpt,
     cli_errors,
     console,
-    parse_shape,
 )
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.targets import one_arch
+from workbench.spaces.targets import one_arch, parse_shape
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000

@@ -25,7 +25,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    parse_shape,
 )
 from workbench.cli.compile_cmd import (
     CacheOpt,
@@ -57,7 +56,7 @@ from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.space import parse_assignments
-from workbench.spaces.targets import one_arch, resolve_arches, shape_spaces
+from workbench.spaces.targets import one_arch, parse_shape, resolve_arches, shape_spaces
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs
 from workbench.toolchain import Arch

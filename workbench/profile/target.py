@@ -46,28 +46,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the config once under the profiler; returns the exit status."""
-    from workbench.cli.common import parse_shape
     from workbench.compiler import CompileCache
-    from workbench.devices import device_for
     from workbench.errors import WorkbenchError
     from workbench.profile.ncu import TARGET_MARKER
     from workbench.runners.base import TrialOutcome
     from workbench.runners.cuda.runner import CudaRunner
     from workbench.runners.timing import StoppingRule, TimingOptions
-    from workbench.spaces import Space, load_kernel
-    from workbench.spaces.targets import one_arch
+    from workbench.spaces.targets import space_from_options
     from workbench.sweep import select_configs
 
     args = _parser().parse_args(argv)
     try:
-        spec = load_kernel(args.kernel, args.spaces)
-        arch = one_arch(spec, args.arch)
-        space = Space(
-            spec,
-            shape=parse_shape(args.shape, spec.default_shape),
-            arch=arch,
-            device=device_for(arch, args.device),
-        )
+        space = space_from_options(args.kernel, args.spaces, args.arch, args.device, args.shape)
         (config,) = select_configs(space, assignments=[args.config.split(",")])
         timing = TimingOptions(
             rule=StoppingRule(min_samples=SAMPLES, max_samples=SAMPLES),
@@ -79,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             CompileCache(args.cache_dir),
             seed=args.seed,
             timing=timing,
-            verify=spec.reference is not None,
+            verify=space.spec.reference is not None,
             launch_timeout_s=LAUNCH_TIMEOUT_S,
             startup_timeout_s=STARTUP_TIMEOUT_S,
         ) as runner:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from workbench.errors import ArchError, ConfigError
 from workbench.spaces.model import SpaceSpec
@@ -83,3 +84,48 @@ def shape_spaces(
     else:
         chosen = [dict(shape or spec.default_shape)]
     return [Space(spec, shape=s, arch=target, device=dev) for s in chosen]
+
+
+def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, int]:
+    """``["n=1024"]`` or ``["M=4096,N=4096"]`` over the default shape.
+
+    Raises:
+        ConfigError: unknown name or a non-integer size.
+    """
+    shape = dict(default)
+    for item in (part.strip() for raw in items or [] for part in raw.split(",")):
+        name, sep, text = item.partition("=")
+        if not sep or name not in shape:
+            raise ConfigError(f"--shape {item!r}: expected NAME=INT with NAME in {list(shape)}")
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"--shape {item!r}: {text!r} is not an integer") from None
+        if value <= 0:
+            raise ConfigError(f"--shape {item!r}: sizes must be positive")
+        if value >= 2**63:  # kernels take sizes as 64-bit integers at most
+            raise ConfigError(f"--shape {item!r}: larger than a 64-bit size")
+        shape[name] = value
+    return shape
+
+
+def space_from_options(
+    kernel: str,
+    spaces: list[Path] | None,
+    arch: str | None,
+    device: str | None,
+    shape: list[str] | None,
+) -> Space:
+    """The space of one kernel for the commands that work on one arch and one shape (``run``,
+    ``record``, ``profile``): the arch of ``--arch`` (one), the shape from ``--shape``."""
+    from workbench.devices import device_for
+    from workbench.spaces.registry import load_kernel
+
+    spec = load_kernel(kernel, spaces or [])
+    target = one_arch(spec, arch)
+    return Space(
+        spec,
+        shape=parse_shape(shape, spec.default_shape),
+        arch=target,
+        device=device_for(target, device),
+    )
