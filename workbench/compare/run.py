@@ -28,7 +28,6 @@ from workbench.compare.problems import Problem, classify
 from workbench.compare.table import TUNED, Entry, ShapeComparison, Status
 from workbench.compare.worker import ArrayFile, BaselineExecutor, BaselineJob, BaselineReply
 from workbench.compiler import CompileCache
-from workbench.profile.fallback import work_precision
 from workbench.roofline import Ceilings, datasheet_ceilings
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.buffers import kernel_arguments, named_scalars, output_buffers
@@ -38,6 +37,7 @@ from workbench.runners.supervisor import Supervisor, WorkerError, WorkerFault
 from workbench.runners.timing import TimingOptions, summarize
 from workbench.runners.verify import Verdict, compare_output, tolerance_for, verify_outputs
 from workbench.runners.worker_runner import STARTUP_TIMEOUT_S
+from workbench.spaces.launch import work_precision
 from workbench.spaces.model import Config, config_label
 from workbench.spaces.space import Space
 

@@ -9,27 +9,9 @@ from workbench.profile.errors import ProfileError
 from workbench.profile.profiler import ProfileOutcome, ProfileRequest
 from workbench.profile.storage import ProfileRecord
 from workbench.roofline import achieved_from_timing
-from workbench.spaces import Space, config_label
-from workbench.spaces.launch import work_counts
+from workbench.spaces import config_label
+from workbench.spaces.launch import work_counts, work_precision
 from workbench.spaces.model import shape_label
-
-
-def work_precision(space: Space) -> str:
-    """Which compute ceiling an event-timed kernel is compared with, from its inputs' dtypes."""
-    dtypes = {i.dtype.value for i in space.spec.inputs}
-    if space.spec.work.unit == "GB/s":
-        return "fp32"
-    for dtype, precision in (
-        ("int8", "tensor_int8"),
-        ("float8_e4m3", "tensor_fp8"),
-        ("float8_e5m2", "tensor_fp8"),
-        ("float16", "tensor_fp16"),
-        ("bfloat16", "tensor_fp16"),
-        ("float64", "fp64"),
-    ):
-        if dtype in dtypes:
-            return precision
-    return "fp32"
 
 
 def profile_with_timing(

@@ -120,8 +120,7 @@ def from_profiles(
 
 def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     """The event-timing roofline of the best configs; None without a work model."""
-    from workbench.profile.fallback import work_precision
-    from workbench.spaces.launch import work_counts
+    from workbench.spaces.launch import work_counts, work_precision
 
     space, why = study_space(data)
     if space is None or not data.ok:

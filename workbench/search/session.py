@@ -21,7 +21,7 @@ from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
-from workbench.spaces.launch import work_counts
+from workbench.spaces.launch import work_counts, work_precision
 from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
@@ -178,7 +178,6 @@ def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
     ceilings of that GPU's preset (compute at the work's precision, DRAM), as ``workbench
     compare`` computes it. None when no preset is that exact GPU: another part's roofline
     (an H200 NVL's, a PCIe A100's) would give a wrong share."""
-    from workbench.profile.fallback import work_precision  # (the profiling stack is heavy)
 
     preset = preset_named(device.name)
     if preset is None:

@@ -76,3 +76,22 @@ def _int(value: object, what: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ConfigError(f"{what} must be at least {minimum}, got {value}")
     return value
+
+
+def work_precision(space: Space) -> str:
+    """Which compute ceiling a kernel's throughput is compared with (the roofline of tune,
+    compare, the report and the event-timing profile), from its inputs' dtypes."""
+    dtypes = {i.dtype.value for i in space.spec.inputs}
+    if space.spec.work.unit == "GB/s":
+        return "fp32"
+    for dtype, precision in (
+        ("int8", "tensor_int8"),
+        ("float8_e4m3", "tensor_fp8"),
+        ("float8_e5m2", "tensor_fp8"),
+        ("float16", "tensor_fp16"),
+        ("bfloat16", "tensor_fp16"),
+        ("float64", "fp64"),
+    ):
+        if dtype in dtypes:
+            return precision
+    return "fp32"
