@@ -183,16 +183,13 @@ def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     """Operations (or bytes, for GB/s spaces) per second from the space's work model."""
     if space is None or not ms:
         return None
-    from workbench.errors import ConfigError
-    from workbench.spaces.launch import work_counts
+    from workbench.spaces.launch import work_rates
 
-    try:
-        ops, nbytes = work_counts(space, config)  # type: ignore[arg-type]
-    except ConfigError:
+    rates = work_rates(space, config, ms)  # type: ignore[arg-type]
+    if rates is None:
         return None
     unit = space.spec.work.unit  # type: ignore[attr-defined]
-    amount = nbytes if unit == "GB/s" else ops
-    rate = amount / (ms * 1e-3)
+    rate = rates[0] if unit == "GB/s" else rates[1]
     return f"{rate / 1e9:,.1f} GB/s" if unit == "GB/s" else f"{si(rate, 'op/s')} ({unit})"
 
 

@@ -50,7 +50,7 @@ from workbench.runners.supervisor import (
 )
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
-from workbench.spaces.launch import launch_geometry, work_counts
+from workbench.spaces.launch import launch_geometry, work_rates
 from workbench.spaces.model import Config, config_label, shape_label
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version
@@ -365,14 +365,10 @@ def fault_measurement(fault: WorkerFault, label: str, **extra: Any) -> Measureme
 
 def throughput(space: Space, config: Config, median_ms: float) -> dict[str, float]:
     """Achieved rates at the median time, from the space's work model ({} when it fails)."""
-    try:
-        ops, nbytes = work_counts(space, config)
-    except ConfigError:
+    rates = work_rates(space, config, median_ms)
+    if rates is None:
         return {}
-    if median_ms <= 0:
-        return {}
-    seconds = median_ms * 1e-3
-    return {"gb_per_s": nbytes / seconds / 1e9, "tera_ops_per_s": ops / seconds / 1e12}
+    return {"gb_per_s": rates[0] / 1e9, "tera_ops_per_s": rates[1] / 1e12}
 
 
 def timing_note(summary: TimingSummary, timing: Timing, notes: tuple[str, ...]) -> str:

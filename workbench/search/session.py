@@ -21,7 +21,7 @@ from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
-from workbench.spaces.launch import work_counts, work_precision
+from workbench.spaces.launch import work_counts, work_precision, work_rates
 from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
@@ -162,12 +162,10 @@ def throughput_of(space: Space) -> tuple[str, Throughput]:
     unit = space.spec.work.unit
 
     def per_second(config: Config, ms: float) -> float | None:
-        try:
-            flops, nbytes = work_counts(space, config)
-        except ConfigError:
+        rates = work_rates(space, config, ms)
+        if rates is None:
             return None
-        amount = nbytes / 1e9 if unit == "GB/s" else flops / 1e12
-        return amount / (ms * 1e-3) if ms > 0 else None
+        return rates[0] / 1e9 if unit == "GB/s" else rates[1] / 1e12
 
     return unit, per_second
 
