@@ -287,6 +287,10 @@ def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: 
     assert code == 0 and "+10." in out
     code, out, _ = invoke("regress", "runs", "tiny")
     assert code == 0 and "replayed from" in out
+    code, out, _ = invoke("regress", "runs", "tiny", "--json")
+    runs = json.loads(out)["runs"]
+    assert code == 0 and len(runs) == 6 and all(r["kernel"] == "tiny" for r in runs)
+    assert runs[0]["replayed_from"] and runs[0]["environment"]["gpu"] == "NVIDIA H200"
 
 
 def test_a_bare_recording_is_recorded_as_replayed() -> None:

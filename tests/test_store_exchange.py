@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -76,6 +77,10 @@ def test_store_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "4092 evaluations imported" in result.output
     result = runner.invoke(app, ["store", "list", "--storage", db])
     assert "cn_pnpoly" in result.output and "4092" in result.output
+    result = runner.invoke(app, ["store", "list", "--storage", db, "--json"])
+    (study,) = json.loads(result.stdout)["studies"]
+    assert study["evaluations"] == 4092 and study["failed"] == 318
+    assert study["best_value"] == load_recording(PNPOLY).optimum().value
     out = tmp_path / "x.csv"
     result = runner.invoke(app, ["store", "export", "pnpoly", "-o", str(out), "--storage", db])
     assert result.exit_code == 0 and out.exists()

@@ -27,7 +27,7 @@ from workbench.cli.common import (
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.errors import ConfigError, WorkbenchError
-from workbench.regress.check import CheckReport, check
+from workbench.regress.check import CheckReport, check, run_json
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
 from workbench.regress.recorder import Recorded, choose_targets, record
@@ -288,10 +288,17 @@ def runs_command(
         str | None, typer.Argument(help="Only this kernel.", show_default=False)
     ] = None,
     storage: StorageOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runs as one JSON document.")
+    ] = False,
 ) -> None:
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
     with cli_errors():
         store = open_store(storage, read_only=True)
+        if as_json:
+            runs = [run_json(r) for r in list_runs(store, kernel)]
+            print(json.dumps({"store": store.shown_url, "runs": runs}, indent=1))
+            return
         table = Table(title=f"regression runs in {escape(store.shown_url)}")
         for col in ("id", "kernel", "label", "date", "environment", "source"):
             table.add_column(col, overflow="fold")

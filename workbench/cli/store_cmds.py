@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -45,27 +46,51 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
 
 
 @app.command("list")
-def list_studies(storage: StorageOpt = None) -> None:
+def list_studies(
+    storage: StorageOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the studies as one JSON document.")
+    ] = False,
+) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source."""
     with cli_errors():
         store = open_store(storage, read_only=True)
-        table = Table(title=f"studies in {escape(store.shown_url)}")
-        for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for s in store.studies():
             evs = store.evaluations(s, with_samples=False)
             ok = [e.measurement.value for e in evs if e.measurement.outcome is TrialOutcome.OK]
-            failed = sum(1 for e in evs if e.measurement.outcome.failed)
-            best = f"{min(ok):.5g} {s.unit}" if ok else "-"
+            rows.append(
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "kernel": s.kernel,
+                    "shape": s.shape_label,
+                    "device": s.device_key,
+                    "evaluations": len(evs),
+                    "failed": sum(1 for e in evs if e.measurement.outcome.failed),
+                    "best_value": min(ok) if ok else None,
+                    "unit": s.unit,
+                    "source": s.replay_source
+                    or ("compiled only" if s.compile_only else "measured"),
+                }
+            )
+        if as_json:
+            print(json.dumps({"store": store.shown_url, "studies": rows}, indent=1))
+            return
+        table = Table(title=f"studies in {escape(store.shown_url)}")
+        for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            best = f"{r['best_value']:.5g} {r['unit']}" if r["best_value"] is not None else "-"
             table.add_row(
-                str(s.id),
-                escape(s.kernel),
-                escape(s.shape_label),
-                escape(s.device_key),
-                str(len(evs)),
-                str(failed),
+                str(r["id"]),
+                escape(r["kernel"]),
+                escape(r["shape"]),
+                escape(r["device"]),
+                str(r["evaluations"]),
+                str(r["failed"]),
                 best,
-                escape(s.replay_source or ("compiled only" if s.compile_only else "measured")),
+                escape(r["source"]),
             )
         console.print(table)
 

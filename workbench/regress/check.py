@@ -105,8 +105,8 @@ class CheckReport:
     def to_json(self) -> dict[str, object]:
         """The report as plain JSON values."""
         return {
-            "baseline": _run_json(self.baseline),
-            "candidate": _run_json(self.candidate),
+            "baseline": run_json(self.baseline),
+            "candidate": run_json(self.candidate),
             "comparable": self.comparable,
             "environment_changes": [
                 {"field": c.field, "before": c.before, "after": c.after} for c in self.changes
@@ -403,7 +403,8 @@ def _evidence_json(ev: Evidence | None) -> dict[str, object]:
     }
 
 
-def _run_json(run: RunInfo) -> dict[str, object]:
+def run_json(run: RunInfo) -> dict[str, object]:
+    """A run as ``--json`` gives it (``regress check``, ``regress runs``)."""
     env = run.environment
     return {
         "id": run.id,
