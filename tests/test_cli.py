@@ -307,3 +307,19 @@ def test_one_arch_commands_refuse_arch_all() -> None:
     assert code == 2 and "--arch all: this command builds for one arch; name one of sm_80" in out
     code, out = run("profile", "reduce", "--dry-run", "--arch", "all")
     assert code == 2 and "builds for one arch" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tune", "nosuch", "--json"],
+        ["store", "list", "--json", "--storage", "/nonexistent/s.sqlite"],
+        ["regress", "runs", "--json", "--storage", "/nonexistent/s.sqlite"],
+        ["profile", "reduce", "--dry-run", "--arch", "all", "--json"],
+    ],
+)
+def test_with_json_an_error_is_a_json_document_too(args: list[str]) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["exit_status"] == 2 and doc["error"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -107,9 +108,11 @@ DbWaitOpt = Annotated[
 
 
 @contextlib.contextmanager
-def cli_errors() -> Iterator[None]:
+def cli_errors(json_errors: bool = False) -> Iterator[None]:
     """Turn the workbench's own errors, and a file that cannot be written or read (an output
-    path under a file, a full disk, no permission), into one red line and exit status 2."""
+    path under a file, a full disk, no permission), into one red line and exit status 2;
+    ``json_errors`` (a command's ``--json``): also one JSON document on stdout,
+    ``{"exit_status": 2, "error": ...}``, so that a script parsing stdout always gets one."""
     try:
         yield
         # what is still buffered goes out here, so that a reader gone away (`| head`) ends
@@ -117,6 +120,8 @@ def cli_errors() -> Iterator[None]:
         sys.stdout.flush()
     except WorkbenchError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        if json_errors:
+            _json_error(str(exc))
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")
@@ -128,4 +133,12 @@ def cli_errors() -> Iterator[None]:
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"
         err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
+        if json_errors:
+            _json_error(text)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _json_error(message: str) -> None:
+    with contextlib.suppress(OSError):  # (stdout itself may be what failed)
+        sys.stdout.write(json.dumps({"exit_status": EXIT_BAD_INPUT, "error": message}) + "\n")
+        sys.stdout.flush()

@@ -85,7 +85,7 @@ def compare_command(
     so and which baselines would run. Exit status: 0 done (or no GPU); 1 the tuned config
     failed or was wrong on a shape; 2 bad input; 130 interrupted."""
     out = err_console if as_json else console
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])
         target = one_arch(spec, arch)
         spaces_ = _spaces(spec, target, device, shape, shapes)

@@ -120,7 +120,7 @@ def compile_command(
 ) -> None:
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
-    with cli_errors():
+    with cli_errors():  # (--json -: the records may be out already when an error comes)
         if config and (all_configs or sample is not None):
             raise ConfigError("--config names the configs: it cannot go with --all or --sample")
         if all_configs and sample is not None:

@@ -122,7 +122,7 @@ def profile(
 ) -> None:
     """Profile one config with Nsight Compute (on a GPU; falls back to event timing when ncu
     cannot read counters), or import a report (--import, no GPU), into the store."""
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
         ceilings = _extra_ceilings(ceilings_file)
         wants_best = config is not None and config.strip().lower() == "best"

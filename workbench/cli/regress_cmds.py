@@ -14,7 +14,6 @@ from rich.panel import Panel
 from rich.table import Table
 
 from workbench.cli.common import (
-    EXIT_BAD_INPUT,
     ArchOpt,
     DeviceOpt,
     ShapeOpt,
@@ -26,7 +25,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError
 from workbench.regress.check import CheckReport, check, run_json
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
@@ -104,7 +103,7 @@ def record_command(
     Needs a GPU, or --replay FILE. Exit status: 0 stored; 2 bad input or no GPU.
     """
     out = err_console if as_json else console
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         if kernel is None and replay is None:
             raise ConfigError("name a kernel, or give --replay FILE to record a recorded space")
         store = open_store(storage)
@@ -208,13 +207,12 @@ def check_command(
     Exit status: 0 no regression; 1 a config got slower (or broke); 2 error (no such run, no
     baseline, damaged store).
     """
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         try:
             store = open_store(storage, read_only=True)
             report = check(store, baseline, candidate, kernel=kernel)
         except MissingBaselineError as exc:
             if not missing_ok:
-                _json_error(exc, as_json)
                 raise
             err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
             if as_json:
@@ -222,21 +220,12 @@ def check_command(
                     json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
                 )
             return
-        except WorkbenchError as exc:
-            _json_error(exc, as_json)
-            raise
         if as_json:
             sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
         else:
             _print_report(report)
     if report.failed:
         raise typer.Exit(report.exit_status)
-
-
-def _json_error(exc: Exception, as_json: bool) -> None:
-    """With --json, an error is a JSON document too (a CI step parsing stdout gets one)."""
-    if as_json:
-        sys.stdout.write(json.dumps({"exit_status": EXIT_BAD_INPUT, "error": str(exc)}) + "\n")
 
 
 @app.command("history")
@@ -252,7 +241,7 @@ def history_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The series of runs per GPU, shape and config, with change points and what changed."""
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         series = gather_history(store, kernel)
         if html is not None:
@@ -293,7 +282,7 @@ def runs_command(
     ] = False,
 ) -> None:
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         if as_json:
             runs = [run_json(r) for r in list_runs(store, kernel)]

@@ -56,7 +56,7 @@ def run(
     Several --config options are merged into that one config (-c BM=64 -c BN=128)."""
     from workbench.runners.cuda.runner import CudaRunner
 
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
         (cfg,) = select_configs(space, assignments=[merged])

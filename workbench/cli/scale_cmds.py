@@ -244,7 +244,7 @@ def worker(
         with cli_errors():
             code = _spawn_per_gpu(gpus)
         raise typer.Exit(code)
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         if gpu is not None:
             _select_gpu(gpu)
         db, store = _open(storage, Coordination(db_wait_s=db_wait))

@@ -33,7 +33,7 @@ def kernels(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the kernels: the built-in library and your --spaces directories."""
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         rows = []
         for entry in list_spaces(spaces or []):
             try:

@@ -53,7 +53,7 @@ def list_studies(
     ] = False,
 ) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source."""
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         rows = []
         for s in store.studies():

@@ -203,7 +203,7 @@ def tune(
     memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 130 interrupted.
     """
     out = err_console if as_json else console
-    with cli_errors():
+    with cli_errors(json_errors=as_json):
         if kernel is None and replay is None:
             raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
         _check_options(sampler, enqueue)
