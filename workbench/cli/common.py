@@ -55,6 +55,7 @@ SpacesOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--spaces",
+        metavar="DIR",
         help="A directory of your own space files, searched before the built-in library "
         "(repeatable; also $WORKBENCH_SPACES, separated by ':').",
         show_default=False,
@@ -64,8 +65,10 @@ ArchOpt = Annotated[
     str | None,
     typer.Option(
         "--arch",
+        metavar="SM",
         help="Target architecture (sm_80, sm_89, sm_90, sm_90a, ...); 'all' for every arch the "
-        "space declares. Default: the space's newest declared arch.",
+        "space declares where a command builds several (compile, tune without a GPU). Default: "
+        "the space's newest declared arch.",
         show_default=False,
     ),
 ]
@@ -73,6 +76,7 @@ DeviceOpt = Annotated[
     str | None,
     typer.Option(
         "--device",
+        metavar="PRESET",
         help="Device preset whose limits constraints see (t4, a100, rtx3090, l40s, h100, h200). "
         "Default: the preset for the arch.",
         show_default=False,
@@ -82,6 +86,7 @@ ShapeOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--shape",
+        metavar="NAME=INT",
         help="Problem size as NAME=VALUE (repeatable, or comma-separated), e.g. --shape "
         "n=1048576 or --shape M=4096,N=4096,K=4096; default: the space's default shape.",
         show_default=False,
@@ -91,6 +96,7 @@ ShapesOpt = Annotated[
     str | None,
     typer.Option(
         "--shapes",
+        metavar="SET",
         help="A named shape set of the space (each of its shapes in turn).",
         show_default=False,
     ),
