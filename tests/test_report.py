@@ -214,6 +214,7 @@ def test_a_kernel_without_results_is_a_clear_message(filled) -> None:
         app, ["report", "nosuch", "--storage", store.url, "--out", str(tmp / "none")]
     )
     assert result.exit_code == 1 and "nothing to report" in result.output
+    assert result.output.count("nothing to report") == 1  # said once
     empty = Store(f"sqlite:///{tmp / 'empty.sqlite'}")
     with pytest.raises(NothingToReport, match="holds no study"):
         build_reports(empty, None, ReportOptions(out_dir=tmp / "none"))

@@ -237,7 +237,7 @@ def _static(kernel: str, options: ReportOptions, say: Progress) -> tuple[str, Pa
     except WorkbenchError as exc:
         raise NothingToReport(
             f"the store holds no study, profile or regression run of {kernel!r}, and it is not "
-            f"a kernel of the library ({exc}): nothing to report"
+            f"a kernel of the library ({exc})"
         ) from None
     say(f"nothing of {spec.name} in the store: compiling for the static page")
     data = gather_static(spec, options.cache)
