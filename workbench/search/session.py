@@ -2,7 +2,8 @@
 
 ``workbench tune`` has three sources of measurements: a live GPU (the CUDA runner), a
 recording named with ``--replay FILE`` (any Kernel Tuner cache, T4 file or workbench
-recording), or, on a machine without a GPU, a recording the library ships for that kernel.
+recording), or, on a machine without a GPU, a recording kept in ``recordings/KERNEL/`` beside
+the space file.
 Each plan says where its numbers come from (``banner``), and the store keeps it too.
 """
 
