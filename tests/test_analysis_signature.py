@@ -243,6 +243,13 @@ def test_integers_narrower_than_args_types_take_an_int32() -> None:
     half = KernelParameter(2, "b8[2]", "__half")
     assert argument_problems([arg("int32")], [half]) != []
     assert argument_problems([arg("float32")], [half]) != []
+    # untyped bits of hand-written PTX (.b8, .b16) take an int32 like .u8 and .s16 do
+    assert argument_problems([arg("int32")], [KernelParameter(1, "b8")]) == []
+    assert argument_problems([arg("int32")], [KernelParameter(2, "b16")]) == []
+    # a __grid_constant__ scalar is a byte array in PTX, but its C++ type says what it holds
+    grid_constant = KernelParameter(8, "b8[8]", "long long")
+    assert argument_problems([arg("int64")], [grid_constant]) == []
+    assert argument_problems([arg("float64")], [grid_constant]) != []
     # an enum by C++ name: its PTX type says it is an integer
     op = KernelParameter(4, "u32", "Op")
     assert argument_problems([arg("int32")], [op]) == []

@@ -297,6 +297,10 @@ def test_worker_gpus_takes_all_only_and_each_spawn_drops_it() -> None:
 
     code, out = run("worker", "--gpus", "some", "--storage", "postgresql://u@h/db", "--study", "s")
     assert code == 2 and "--gpus some: expected 'all'" in out
+    result = CliRunner().invoke(
+        app, ["worker", "--json", "--gpus", "some", "--storage", "postgresql://u@h/db"]
+    )
+    assert result.exit_code == 2 and "expected 'all'" in json.loads(result.stdout)["error"]
     # the per-GPU workers get the same command line without --gpus, in either spelling
     args = ["worker", "--gpus=all", "--study", "s", "--gpus", "all", "--storage", "u"]
     assert without_option(args, "--gpus") == ["worker", "--study", "s", "--storage", "u"]

@@ -183,13 +183,16 @@ def argument_problems(
             dtype = np.dtype(arg.dtype)
             what = f"args[{i}] ({arg.name or arg.value.text})"
             given = f"{arg.dtype} ({dtype.itemsize} bytes)"
+            integer_param = param.is_float is False or (
+                param.is_float is None and param.c_type is None and not param.is_aggregate
+            )  # (untyped .b8/.b16 bits of hand-written PTX count as an integer)
             narrow_integer = (
-                dtype.kind in "iu" and dtype.itemsize == 4 and param.size < 4
-            ) and param.is_float is False
+                dtype.kind in "iu" and dtype.itemsize == 4 and param.size < 4 and integer_param
+            )
             fits = (dtype.itemsize == param.size or narrow_integer) and (
                 param.is_float is None or param.is_float == (dtype.kind == "f")
             )
-            if (dtype.kind == "f" and param.is_pointer) or param.is_aggregate:
+            if (dtype.kind == "f" and param.is_pointer) or _bytes_only(param):
                 fits = False
         else:
             what, given = f"args[{i}] ({arg})", "a buffer (a device pointer, 8 bytes)"
@@ -199,11 +202,17 @@ def argument_problems(
                 f"{what} is {given}, but the kernel's parameter {i} is {param}"
                 + (
                     ", passed by value as bytes (no args type can pass it)"
-                    if param.is_aggregate
+                    if _bytes_only(param)
                     else ""
                 )
             )
     return problems
+
+
+def _bytes_only(param: KernelParameter) -> bool:
+    """A struct or vector by value: bytes in PTX and no scalar C++ type (a ``__grid_constant__``
+    ``long long`` is bytes in PTX too, but its C++ type says what it holds)."""
+    return param.is_aggregate and param.is_float is None and not param.is_pointer
 
 
 # -- PTX ------------------------------------------------------------------------------------

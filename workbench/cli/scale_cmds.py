@@ -241,7 +241,7 @@ def worker(
     NAME`) until its budget is complete. Start one per GPU, on any number of hosts; a killed
     worker's trial is re-queued, and a restarted worker simply joins again."""
     if gpus is not None:
-        with cli_errors():
+        with cli_errors(json_errors=as_json):
             code = _spawn_per_gpu(gpus)
         raise typer.Exit(code)
     with cli_errors(json_errors=as_json):

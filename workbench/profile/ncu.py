@@ -4,13 +4,13 @@ launch of one config, run it, and say plainly why it failed when it does.
 The profiled process is ``python -m workbench.profile.target K --config ...``
 (:mod:`workbench.profile.target`): it runs that one config through the CUDA runner, whose
 worker (a child process, hence ``--target-processes all``) wraps the config's launches in the
-NVTX push/pop range ``<kernel>/<config_label>`` of domain ``workbench``. ncu selects
+NVTX push/pop range ``<kernel>:<config_label>`` of domain ``workbench``. ncu selects
 
 - the kernel by its mangled symbol (``--kernel-name-base mangled``, an anchored regex): the
   compiler's lowered name, so a template instantiation is matched exactly and an L2-flush or
   reference kernel never is;
-- the config's NVTX range (``--nvtx --nvtx-include workbench@<kernel>/<config>/``: domain,
-  range, trailing ``/`` for a push/pop range);
+- the config's NVTX range (``--nvtx --nvtx-include workbench@<kernel>:<config>/``: domain,
+  range, trailing ``/`` for a push/pop range; a ``/`` inside would step into a nested range);
 - one launch (``--launch-count 1``, after ``--launch-skip``), with the clocks left as they are
   (``--clock-control none``: the GPU is shared and its clocks are never changed here).
 
