@@ -298,7 +298,8 @@ def test_worker_gpus_takes_all_only_and_each_spawn_drops_it() -> None:
     code, out = run("worker", "--gpus", "some", "--storage", "postgresql://u@h/db", "--study", "s")
     assert code == 2 and "--gpus some: expected 'all'" in out
     result = CliRunner().invoke(
-        app, ["worker", "--json", "--gpus", "some", "--storage", "postgresql://u@h/db"]
+        app,
+        ["worker", "--json", "--gpus", "some", "--storage", "postgresql://u@h/db", "--study", "s"],
     )
     assert result.exit_code == 2 and "expected 'all'" in json.loads(result.stdout)["error"]
     # the per-GPU workers get the same command line without --gpus, in either spelling
