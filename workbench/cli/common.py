@@ -8,16 +8,13 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from workbench.errors import WorkbenchError
-
-if TYPE_CHECKING:
-    pass
 
 #: Exit statuses, documented in the README.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -102,6 +99,9 @@ ShapesOpt = Annotated[
     ),
 ]
 
+
+#: ``--json``: one JSON document on stdout (an error too, with ``cli_errors(json_errors=...)``).
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
 DbWaitOpt = Annotated[
     float,

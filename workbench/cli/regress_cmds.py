@@ -16,6 +16,7 @@ from rich.table import Table
 from workbench.cli.common import (
     ArchOpt,
     DeviceOpt,
+    JsonOpt,
     ShapeOpt,
     ShapesOpt,
     SpacesOpt,
@@ -43,7 +44,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 _STYLE = {
     Verdict.FASTER: "green",
     Verdict.SLOWER: "bold red",
@@ -277,9 +277,7 @@ def runs_command(
         str | None, typer.Argument(help="Only this kernel.", show_default=False)
     ] = None,
     storage: StorageOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the runs as one JSON document.")
-    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
     with cli_errors(json_errors=as_json):

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import cli_errors, console
+from workbench.cli.common import JsonOpt, cli_errors, console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
@@ -48,9 +48,7 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
 @app.command("list")
 def list_studies(
     storage: StorageOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the studies as one JSON document.")
-    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source."""
     with cli_errors(json_errors=as_json):
