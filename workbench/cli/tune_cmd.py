@@ -387,8 +387,7 @@ def _compile_stage(
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
     )
-    given = [i.split(",") for i in enqueue or [] if i not in ("default", "none", "best")]
-    given = [g for g in given if not g[0].startswith("best:")]
+    given = [i.split(",") for i in enqueue or [] if not _enqueue_keyword(i)]
     cache = CompileCache(stage.cache_dir)
     records: list[StaticRecord] = []
     for target in arches:
@@ -453,11 +452,16 @@ def _check_options(sampler: str, enqueue: list[str] | None) -> None:
     if "none" in (enqueue or []) and len(enqueue or []) > 1:
         raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
     for item in enqueue or []:
-        keyword = item in ("default", "none", "best") or item.startswith("best:")
-        if not keyword and not all("=" in part for part in item.split(",")):
+        if not _enqueue_keyword(item) and not all("=" in part for part in item.split(",")):
             raise ConfigError(
                 f"--enqueue {item!r}: expected default, none, best, best:STUDY or NAME=VALUE,..."
             )
+
+
+def _enqueue_keyword(item: str) -> bool:
+    """Whether an ``--enqueue`` item is a keyword (``default``, ``none``, ``best``,
+    ``best:STUDY``) rather than a NAME=VALUE,... config."""
+    return item in ("default", "none", "best") or item.startswith("best:")
 
 
 def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object) -> list[dict]:
