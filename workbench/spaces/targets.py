@@ -118,14 +118,8 @@ def space_from_options(
 ) -> Space:
     """The space of one kernel for the commands that work on one arch and one shape (``run``,
     ``record``, ``profile``): the arch of ``--arch`` (one), the shape from ``--shape``."""
-    from workbench.devices import device_for
     from workbench.spaces.registry import load_kernel
 
     spec = load_kernel(kernel, spaces or [])
-    target = one_arch(spec, arch)
-    return Space(
-        spec,
-        shape=parse_shape(shape, spec.default_shape),
-        arch=target,
-        device=device_for(target, device),
-    )
+    given = parse_shape(shape, spec.default_shape)
+    return shape_spaces(spec, one_arch(spec, arch), device, given, None)[0]
