@@ -20,6 +20,7 @@ for every target, sm_75 included), and what this module relies on:
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -121,7 +122,12 @@ def read_cubin(cubin: bytes) -> CubinInfo:
     Raises:
         CubinError: not a 64-bit little-endian CUDA ELF, truncated, or malformed.
     """
-    data = bytes(cubin)
+    # one image is read by a compile's resources, its args check and the runner: parse it once
+    return _read_cubin(bytes(cubin))
+
+
+@functools.lru_cache(maxsize=16)
+def _read_cubin(data: bytes) -> CubinInfo:
     check_header(data)
     secs = sections(data)
     by_name = {s.name: s for s in secs}
