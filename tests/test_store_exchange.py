@@ -167,3 +167,30 @@ def test_kernel_tuner_reads_the_export_and_finds_the_same_optimum(tmp_path: Path
         )
         best[str(cache)] = (top["block_size_x"], top["nvml_gr_clock"], top["GFLOPS/W"])
     assert best[str(copy)] == best[str(exported)]
+
+
+def test_a_kt_cache_export_writes_back_each_failure_marker_it_read(tmp_path: Path) -> None:
+    """A failed config goes back out under the marker its cache gave it (InvalidConfig and
+    ErrorConfig are replayed as launch failures, like RuntimeFailedConfig, but are not one);
+    a failure measured here gets the marker closest to its outcome."""
+    original = json.loads(ENERGY.read_text())
+    markers = ["InvalidConfig", "ErrorConfig", "CompilationFailedConfig", "RuntimeFailedConfig"]
+    keys = list(original["cache"])[: len(markers)]
+    for key, marker in zip(keys, markers, strict=True):
+        original["cache"][key]["time"] = marker
+    source = tmp_path / "marked.json"
+    source.write_text(json.dumps(original))
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    study, _ = import_recording(store, source)
+    doc = json.loads(export_kt_cache(store, study, tmp_path / "kt.json").read_text())
+    assert [doc["cache"][k]["time"] for k in keys] == markers
+    assert all(isinstance(v["time"], float) for k, v in doc["cache"].items() if k not in keys)
+
+    from workbench.runners.base import Measurement
+    from workbench.store.exchange import kt_marker
+
+    timed_out = Measurement(outcome=TrialOutcome.TIMEOUT, reason="killed after 10 s")
+    assert kt_marker(timed_out) == "RuntimeFailedConfig"
+    # a T4 file's reason names its own invalidity, which Kernel Tuner has no marker of
+    t4 = Measurement(outcome=TrialOutcome.COMPILE_FAILED, reason="recorded as compile")
+    assert kt_marker(t4) == "CompilationFailedConfig"

@@ -35,6 +35,8 @@ KT_FAILURES = {
     "InvalidConfig": TrialOutcome.LAUNCH_FAILED,
     "ErrorConfig": TrialOutcome.LAUNCH_FAILED,  # the base class of the three above
 }
+#: How a replayed failure's reason names the marker its recording holds.
+RECORDED_AS = "recorded as "
 #: Fields of a Kernel Tuner cache entry that are not results of the config (its bookkeeping);
 #: every other number is kept as a metric of the measurement (GFLOP/s, energy, ...).
 KT_BOOKKEEPING = frozenset(
@@ -95,7 +97,7 @@ class RecordedEntry:
             )
         return Measurement.failure(
             self.outcome,
-            self.reason or f"recorded as {self.outcome.value}",
+            self.reason or f"{RECORDED_AS}{self.outcome.value}",
             replayed_from=source,
             metrics=dict(self.metrics),
             compile_seconds=self.compile_seconds,
@@ -418,7 +420,7 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
         return RecordedEntry(
             config,
             outcome,
-            reason=f"recorded as {value}",
+            reason=f"{RECORDED_AS}{value}",
             metrics=metrics,
             compile_seconds=compile_s,
         )
@@ -479,7 +481,7 @@ def _from_t4(path: Path, data: dict) -> Recording:
             outcome = T4_FAILURES.get(invalidity)
             if outcome is None:
                 raise RecordingError(path, f"results[{i}]: unknown invalidity {invalidity!r}")
-            entries[values] = RecordedEntry(dict(cfg), outcome, reason=f"recorded as {invalidity}")
+            entries[values] = RecordedEntry(dict(cfg), outcome, reason=f"{RECORDED_AS}{invalidity}")
     parameters = tuple((k, tuple(_sorted_values(seen[k]))) for k in names)
     meta = data.get("metadata") or {}
     device = DeviceInfo(

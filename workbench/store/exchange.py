@@ -16,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.errors import ConfigError
-from workbench.runners.base import TrialOutcome
+from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.recordings import (
     KT_BOOKKEEPING,
+    KT_FAILURES,
+    RECORDED_AS,
     SHAPE_LABEL_KEY,
     Recording,
     load_recording,
@@ -34,6 +36,16 @@ KT_MARKERS = {
     TrialOutcome.WRONG: "RuntimeFailedConfig",
     TrialOutcome.INFEASIBLE: "InvalidConfig",
 }
+
+
+def kt_marker(m: Measurement) -> str:
+    """The Kernel Tuner failure marker of a failed measurement: the one a Kernel Tuner cache
+    recorded (kept in its reason on import: InvalidConfig and ErrorConfig come back as
+    themselves), else the closest to its outcome."""
+    recorded = m.reason.removeprefix(RECORDED_AS)
+    if m.reason.startswith(RECORDED_AS) and recorded in KT_FAILURES:
+        return recorded
+    return KT_MARKERS[m.outcome]
 
 
 def to_dataframe(store: Store, study: StudyInfo) -> pd.DataFrame:
@@ -110,7 +122,7 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
             entry["time"] = m.value
             entry["times"] = list(m.samples)
         else:
-            entry["time"] = KT_MARKERS[m.outcome]
+            entry["time"] = kt_marker(m)
         entry.update(
             {
                 k: v
