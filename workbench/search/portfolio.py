@@ -31,12 +31,13 @@ Cost: the model (``pair_model``) is refitted after every new observation (from 3
 evaluations, after every few: batch Thompson sampling), and a fit extends the last one (see
 ``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
 adds a row or a few to a Cholesky factor. ``benchmarks/tuner_overhead.py`` measures it:
-0.51 ms per unique evaluation over 1,000 on the recorded gemm space, 0.13 ms of it the
+0.43 ms per unique evaluation over 1,000 on the recorded gemm space, 0.10 ms of it the
 store's writes and about a third the posterior draws; like for like (neither tool's reading
-of the recording counted) that is 0.04-0.71 of each of Kernel Tuner's search strategies on
-the same replay, and 2.0x its random sampling (0.25 ms, no store writes), on one 2-core VM
-on one day (an earlier, slower day: 1.35 ms against 0.81). Fewer draws past 256 evaluations
-saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
+of the recording counted) that is 0.03-0.60 of each of Kernel Tuner's search strategies on
+the same replay, and 1.8x its random sampling (0.23 ms, no store writes, almost all of it the
+fixed cost of building its search space: 0.019 ms per more evaluation against our 0.39), on
+one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Fewer draws past 256
+evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
 
 The regression target is the normal score of each evaluated config's rank (a Gaussian copula
 of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
