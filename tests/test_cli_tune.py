@@ -497,3 +497,26 @@ def test_a_refused_tune_leaves_no_empty_study_behind(tmp_path: Path) -> None:
         assert code == 2, out + err
         assert "cn_pnpoly" not in err.partition("studies:")[2]  # not the one just made
     assert Store(f"sqlite:///{tmp_path / 'store.sqlite'}").studies() == []
+
+
+def test_without_gpu_the_compile_stage_compiles_the_enqueued_best_first(project: Path) -> None:
+    """No GPU: ``--enqueue best:STUDY`` is resolved as a GPU tune would resolve it (the study
+    must exist and its best fit the space), and that config is compiled with the others."""
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    rec = str(recording_of(Space(spec), project / "rec.json"))
+    code, _, err = invoke(
+        "tune", str(spec.path), "--replay", rec, "--budget", "50", "--study", "other"
+    )
+    assert code == 0, err
+    tune = ["tune", str(spec.path), "--sample", "1", "--json"]
+    code, out, err = invoke(*tune, "--enqueue", "best:other")
+    assert code == 0, err
+    assert "--enqueue best: first BLOCK=32,SCALE=1,WAVES=1" in err
+    compiled = [r["config"] for r in json.loads(out)["records"]]
+    assert {"BLOCK": 32, "SCALE": 1, "WAVES": 1} in compiled
+    studies = {s.name for s in Store(f"sqlite:///{project}/store.sqlite").studies()}
+    for item, message in [("best:nosuch", "no study matches"), ("best:", "takes a study")]:
+        code, out, err = invoke(*tune, "--enqueue", item)
+        assert code == 2 and message in out + err, out + err
+    # refused before compiling: no study left behind by the refusals
+    assert {s.name for s in Store(f"sqlite:///{project}/store.sqlite").studies()} == studies

@@ -182,13 +182,23 @@ def store_sweep(
     Raises:
         StoreError: the database failed, or the study exists with other parameters.
     """
-    from workbench.search.session import space_study
     from workbench.store.compiles import save_compiles
 
-    device_key = f"{COMPILE_ONLY} ({space.arch.sm})"
-    study = space_study(store, space, kernel or space.spec.name, device_key, None, None)
+    study = compile_only_study(store, space, kernel)
     save_compiles(store, study, records)
     return study
+
+
+def compile_only_study(store: Store, space: Space, kernel: str | None = None) -> StudyInfo:
+    """The space's compile-only study (created on first use), where compile sweeps are kept.
+
+    Raises:
+        StoreError: the database failed, or the study exists with other parameters.
+    """
+    from workbench.search.session import space_study
+
+    device_key = f"{COMPILE_ONLY} ({space.arch.sm})"
+    return space_study(store, space, kernel or space.spec.name, device_key, None, None)
 
 
 def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list[SassInstruction]]:

@@ -40,7 +40,7 @@ from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
-from workbench.search.problem import SpaceProblem
+from workbench.search.problem import Problem, SpaceProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 from workbench.search.session import (
     TunePlan,
@@ -57,8 +57,8 @@ from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import SpaceSpec
 from workbench.spaces.space import parse_assignments
 from workbench.spaces.targets import one_arch, parse_shape, resolve_arches, shape_spaces
-from workbench.store import Store
-from workbench.sweep import StaticRecord, select_configs
+from workbench.store import Store, StudyInfo
+from workbench.sweep import StaticRecord, compile_only_study, select_configs
 from workbench.toolchain import Arch
 
 #: Sampled configs compiled by the no-GPU path besides the default (seconds, not minutes).
@@ -388,6 +388,7 @@ def _compile_stage(
         f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
     )
     given = [i.split(",") for i in enqueue or [] if not _enqueue_keyword(i)]
+    warm = [i for i in enqueue or [] if i == "best" or i.startswith("best:")]
     cache = CompileCache(stage.cache_dir)
     records: list[StaticRecord] = []
     for target in arches:
@@ -396,6 +397,15 @@ def _compile_stage(
             problem = SpaceProblem(sp, sp.parse_pins(pin))
             fixed = problem.pinned
             configs = select_configs(sp, assignments=given, fixed=fixed) if given else []
+            if warm:  # another study's best, as a tune on a GPU would evaluate it first
+                study = compile_only_study(store, sp, problem.kernel)
+                try:
+                    for item in warm:
+                        found = _warm_starts(problem, study, item, store, out)
+                        configs += [c for c in found if c not in configs]
+                except WorkbenchError:  # refused: no empty study left behind
+                    store.discard_if_unused(study)
+                    raise
             more = select_configs(
                 sp,
                 all_configs=stage.all_configs,
@@ -475,7 +485,7 @@ def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object)
         if item == "default":
             queue += plan.problem.defaults()
         elif item == "best" or item.startswith("best:"):
-            queue += _warm_starts(plan, item, store, out)
+            queue += _warm_starts(plan.problem, plan.study, item, store, out)
         else:
             config = _parse_enqueued(plan, item)
             violations = plan.problem.violations(config)
@@ -508,20 +518,22 @@ def _parse_enqueued(plan: TunePlan, item: str) -> dict:
     return config
 
 
-def _warm_starts(plan: TunePlan, item: str, store: Store, out: object) -> list[dict]:
+def _warm_starts(
+    problem: Problem, study: StudyInfo, item: str, store: Store, out: object
+) -> list[dict]:
     """``--enqueue best``: the fastest config of each other study of this kernel in the store
-    (those that fit this space, at most MAX_WARM_STARTS; the others are named and skipped).
-    ``--enqueue best:STUDY``: that study's, which must fit."""
+    than ``study`` (those that fit ``problem``, at most MAX_WARM_STARTS; the others are named
+    and skipped). ``--enqueue best:STUDY``: that study's, which must fit."""
     source = item.partition(":")[2] if ":" in item else None
     if source == "":
         raise ConfigError(
             "--enqueue best: takes a study, e.g. best:3 or 'best:NAME' (see store list)"
         )
-    found = best_elsewhere(store, plan.problem, plan.study, source)
+    found = best_elsewhere(store, problem, study, source)
     if source is not None and found[0].config is None:
         raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
     if not found:
-        out.print(f"--enqueue best: no other study of {escape(plan.study.kernel)} in the store")  # type: ignore[attr-defined]
+        out.print(f"--enqueue best: no other study of {escape(study.kernel)} in the store")  # type: ignore[attr-defined]
     queue: list[dict] = []
     for start in found:
         if start.config is None:
