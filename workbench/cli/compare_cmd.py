@@ -25,7 +25,6 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.cli.tune_cmd import _spaces
 from workbench.compare.baselines import Choice
 from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
 from workbench.compare.table import ShapeComparison, Status, format_rows
@@ -33,7 +32,7 @@ from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import shape_label
-from workbench.spaces.targets import one_arch
+from workbench.spaces.targets import one_arch, option_spaces
 from workbench.store import Store
 from workbench.sweep import select_configs
 
@@ -88,7 +87,7 @@ def compare_command(
     with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])
         target = one_arch(spec, arch)
-        spaces_ = _spaces(spec, target, device, shape, shapes)
+        spaces_ = option_spaces(spec, target, device, shape, shapes)
         store = open_store(storage)
         gpu = probe_gpu()
         plans = [_plan(sp, config, store, study, gpu.name if gpu.available else None)

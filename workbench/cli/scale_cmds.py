@@ -59,12 +59,11 @@ def plan_from_spec(
     Raises:
         WorkbenchError: the kernel, recording or GPU the spec needs is not here.
     """
-    from workbench.cli.tune_cmd import _spaces
     from workbench.gpu import probe_gpu
     from workbench.runners.recordings import load_recording
     from workbench.search.session import plan_replay_file, plan_space_replay
     from workbench.spaces import load_kernel
-    from workbench.spaces.targets import one_arch
+    from workbench.spaces.targets import one_arch, option_spaces
 
     source = str(replay) if replay is not None else spec.get("replay")
     if source is not None and not Path(source).exists():
@@ -78,7 +77,7 @@ def plan_from_spec(
         return plan_replay_file(store, source, study_name=study_name)
     space_spec = load_kernel(kernel, [Path(p) for p in spec.get("spaces") or []])
     target = one_arch(space_spec, spec.get("arch"))
-    spaces_ = _spaces(space_spec, target, spec.get("device"), spec.get("shape"), None)
+    spaces_ = option_spaces(space_spec, target, spec.get("device"), spec.get("shape"), None)
     pinned = spaces_[0].parse_pins(spec.get("pin"))
     if source is not None:
         return plan_space_replay(
@@ -144,7 +143,8 @@ def tune_shared(
 ) -> None:
     """``workbench tune ... --storage postgresql://...``: create or join the shared study, then
     work on it as one worker. Running the same command on other hosts adds workers."""
-    from workbench.cli.tune_cmd import _enqueue, _print_result, _summary
+    from workbench.cli.enqueue import enqueued_configs
+    from workbench.cli.tune_output import print_result, summary
 
     out = err_console if as_json else console
     db, store = _open(storage, settings)
@@ -171,7 +171,7 @@ def tune_shared(
             spec = dict(spec, **kept)
         shared = SharedStudy.create(db, name, spec, device_class)
         seeded = seed_from_store(shared, store, plan)
-        enqueue_first(shared, plan, _enqueue(plan, enqueue, store, out))
+        enqueue_first(shared, plan, enqueued_configs(plan, enqueue, store, out))
     if plan.banner:
         out.print(escape(plan.banner), style="bold yellow")
     if seeded:
@@ -183,9 +183,9 @@ def tune_shared(
         f"(budget {budget.evaluations}) in {escape(db.outage.where)}"
     )
     result, stats = _work(db, store, plan, shared, budget, None)
-    _print_result(plan, result, db.outage.where, out)
+    print_result(plan, result, db.outage.where, out)
     if as_json:
-        doc = _summary(plan, result, db.outage.where)
+        doc = summary(plan, result, db.outage.where)
         doc["worker"] = stats
         sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
     db.close()

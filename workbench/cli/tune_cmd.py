@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 
 from workbench.cli.common import (
     EXIT_FAILED,
@@ -33,14 +32,21 @@ from workbench.cli.compile_cmd import (
     print_records,
     refuse_broken_space,
 )
+from workbench.cli.enqueue import (
+    check_enqueue,
+    enqueued_configs,
+    is_keyword,
+    is_warm_start,
+    warm_starts,
+)
 from workbench.cli.store_cmds import open_store
+from workbench.cli.tune_output import best_text, print_result, summary
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
-from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
-from workbench.search.problem import Problem, SpaceProblem
+from workbench.search.problem import SpaceProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 from workbench.search.session import (
     TunePlan,
@@ -52,12 +58,11 @@ from workbench.search.session import (
 )
 from workbench.search.shared import Coordination, is_postgresql
 from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
-from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
-from workbench.spaces import Space, config_label, load_kernel
+from workbench.search.warm_start import MAX_WARM_STARTS
+from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import SpaceSpec
-from workbench.spaces.space import parse_assignments
-from workbench.spaces.targets import one_arch, parse_shape, resolve_arches, shape_spaces
-from workbench.store import Store, StudyInfo
+from workbench.spaces.targets import one_arch, option_spaces, resolve_arches
+from workbench.store import Store
 from workbench.sweep import StaticRecord, compile_only_study, select_configs
 from workbench.toolchain import Arch
 
@@ -252,7 +257,7 @@ def tune(
         else:
             spec = load_kernel(kernel, spaces or [])
             arches = resolve_arches(spec, arch)  # without a GPU, --arch all compiles each
-            spaces_ = _spaces(spec, arches[0], device, shape, shapes)
+            spaces_ = option_spaces(spec, arches[0], device, shape, shapes)
             pinned = spaces_[0].parse_pins(pin)
             if replay is not None:
                 one_arch(spec, arch)  # a recording is of one GPU
@@ -301,15 +306,15 @@ def tune(
                 out.print(Panel(escape(plan.banner), style="bold yellow"))
             try:
                 plan.problem.check_not_empty()  # (before the progress bar; the tuner checks too)
-                queue = _enqueue(plan, enqueue, store, out)
+                queue = enqueued_configs(plan, enqueue, store, out)
             except WorkbenchError:  # refused: no empty study left behind
                 for unused in plans:
                     store.discard_if_unused(unused.study)
                 raise
             results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
-        summaries = [_summary(p, r, store.shown_url) for p, r in zip(plans, results, strict=True)]
+        summaries = [summary(p, r, store.shown_url) for p, r in zip(plans, results, strict=True)]
         for plan, result in zip(plans, results, strict=True):
-            _print_result(plan, result, store.shown_url, out)
+            print_result(plan, result, store.shown_url, out)
         if as_json:
             doc = summaries[0] if len(summaries) == 1 else {"results": summaries}
             sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
@@ -317,14 +322,6 @@ def tune(
             raise typer.Exit(130)
         if not any(r.best for r in results):
             raise typer.Exit(EXIT_FAILED)
-
-
-def _spaces(
-    spec: SpaceSpec, target: Arch, device: str | None, shape: list[str] | None, shapes: str | None
-) -> list[Space]:
-    """The spaces of ``--shape``/``--shapes`` (parsed from the command line)."""
-    given = parse_shape(shape, spec.default_shape) if shape else None
-    return shape_spaces(spec, target, device, given, shapes)
 
 
 def _plans_without_gpu(
@@ -387,8 +384,8 @@ def _compile_stage(
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
     )
-    given = [i.split(",") for i in enqueue or [] if not _enqueue_keyword(i)]
-    warm = [i for i in enqueue or [] if i == "best" or i.startswith("best:")]
+    given = [i.split(",") for i in enqueue or [] if not is_keyword(i)]
+    warm = [i for i in enqueue or [] if is_warm_start(i)]
     cache = CompileCache(stage.cache_dir)
     records: list[StaticRecord] = []
     for target in arches:
@@ -401,7 +398,7 @@ def _compile_stage(
                 study = compile_only_study(store, sp, problem.kernel)
                 try:
                     for item in warm:
-                        found = _warm_starts(problem, study, item, store, out)
+                        found = warm_starts(problem, study, item, store, out)
                         configs += [c for c in found if c not in configs]
                 except WorkbenchError:  # refused: no empty study left behind
                     store.discard_if_unused(study)
@@ -456,97 +453,10 @@ def _check_options(sampler: str, enqueue: list[str] | None) -> None:
     """Refuse what no path of tune can take, before anything is opened or written.
 
     Raises:
-        WorkbenchError: an unknown sampler, or --enqueue none with other --enqueue values.
+        WorkbenchError: an unknown sampler, or a malformed --enqueue.
     """
     check_sampler(sampler)
-    if "none" in (enqueue or []) and len(enqueue or []) > 1:
-        raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
-    for item in enqueue or []:
-        if not _enqueue_keyword(item) and not all("=" in part for part in item.split(",")):
-            raise ConfigError(
-                f"--enqueue {item!r}: expected default, none, best, best:STUDY or NAME=VALUE,..."
-            )
-
-
-def _enqueue_keyword(item: str) -> bool:
-    """Whether an ``--enqueue`` item is a keyword (``default``, ``none``, ``best``,
-    ``best:STUDY``) rather than a NAME=VALUE,... config."""
-    return item in ("default", "none", "best") or item.startswith("best:")
-
-
-def _enqueue(plan: TunePlan, items: list[str] | None, store: Store, out: object) -> list[dict]:
-    """The configs ``--enqueue`` asks to evaluate first, without repeats, in order: the space's
-    default, another study's best (``best``, ``best:STUDY``), or NAME=VALUE,..."""
-    items = items or ["default"]
-    queue: list[dict] = []
-    for item in items:
-        if item == "none":
-            return []
-        if item == "default":
-            queue += plan.problem.defaults()
-        elif item == "best" or item.startswith("best:"):
-            queue += _warm_starts(plan.problem, plan.study, item, store, out)
-        else:
-            config = _parse_enqueued(plan, item)
-            violations = plan.problem.violations(config)
-            if violations:  # said, not silently skipped
-                raise ConfigError(f"--enqueue {item}: invalid here: {'; '.join(violations)}")
-            queue.append(config)
-    unique: dict[str, dict] = {}
-    for config in queue:  # in order, the first of equal configs
-        unique.setdefault(plan.problem.key(config), config)
-    return list(unique.values())
-
-
-def _parse_enqueued(plan: TunePlan, item: str) -> dict:
-    """``--enqueue NAME=VALUE,...``: over the space's defaults (and the --set values), or,
-    for a bare recording (which has none), naming every parameter.
-
-    Raises:
-        ConfigError: malformed, an unknown name or value, or a recorded parameter left out.
-    """
-    space = getattr(plan.problem, "space", None)
-    if space is not None:
-        pinned = getattr(plan.problem, "pinned", {})
-        return space.parse_config(item.split(","), {**space.spec.default_config(), **pinned})
-    domains = {p.name: p.values for p in plan.problem.params}
-    config = parse_assignments(domains, item.split(","), {})
-    if missing := [n for n in domains if n not in config]:
-        raise ConfigError(
-            f"--enqueue {item}: a recorded space has no defaults; name {', '.join(missing)} too"
-        )
-    return config
-
-
-def _warm_starts(
-    problem: Problem, study: StudyInfo, item: str, store: Store, out: object
-) -> list[dict]:
-    """``--enqueue best``: the fastest config of each other study of this kernel in the store
-    than ``study`` (those that fit ``problem``, at most MAX_WARM_STARTS; the others are named
-    and skipped). ``--enqueue best:STUDY``: that study's, which must fit."""
-    source = item.partition(":")[2] if ":" in item else None
-    if source == "":
-        raise ConfigError(
-            "--enqueue best: takes a study, e.g. best:3 or 'best:NAME' (see store list)"
-        )
-    found = best_elsewhere(store, problem, study, source)
-    if source is not None and found[0].config is None:
-        raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
-    if not found:
-        out.print(f"--enqueue best: no other study of {escape(study.kernel)} in the store")  # type: ignore[attr-defined]
-    queue: list[dict] = []
-    for start in found:
-        if start.config is None:
-            line = f"skipped {start.describe()}"
-        elif start.config in queue:
-            line = f"the same config as above, from {start.describe()}"
-        elif len(queue) == MAX_WARM_STARTS:
-            line = f"not used (at most {MAX_WARM_STARTS}; best:STUDY picks one) {start.describe()}"
-        else:
-            queue.append(start.config)
-            line = f"first {start.describe()}"
-        out.print(f"--enqueue best: {escape(line)}")  # type: ignore[attr-defined]
-    return queue
+    check_enqueue(enqueue)
 
 
 def _run(
@@ -572,7 +482,7 @@ def _run(
         task = progress.add_task("tune", total=total, best="")
 
         def on_evaluation(stored, best) -> None:
-            progress.update(task, completed=len(tuner.history), best=_best_text(plan, best))
+            progress.update(task, completed=len(tuner.history), best=best_text(plan, best))
 
         tuner = Tuner(
             plan.problem,
@@ -587,108 +497,6 @@ def _run(
             command=" ".join(sys.argv),
         )
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
-        best = _best_text(plan, store.best(plan.study))
+        best = best_text(plan, store.best(plan.study))
         progress.update(task, completed=store.count_evaluations(plan.study), best=best)
         return tuner.run(budget)
-
-
-def _best_text(plan: TunePlan, best: object) -> str:
-    if best is None:
-        return "best: -"
-    m = best.measurement  # type: ignore[attr-defined]
-    text = f"best {m.value:.4g} ms"
-    if plan.throughput is not None:
-        rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
-        if rate is not None:
-            text += f" ({rate:,.1f} {plan.unit}"
-            share = _bound_share(plan, best.config, m.value)  # type: ignore[attr-defined]
-            text += f", {share} of the roofline bound)" if share else ")"
-    return text
-
-
-def _bound_share(plan: TunePlan, config: dict, ms: float) -> str:
-    """``"42%"`` of the roofline bound, or "" when the GPU's roofline is not known."""
-    bound = plan.roofline(config, ms) if plan.roofline is not None else None
-    if bound is None:
-        return ""
-    return f"{bound.fraction:.1%}" if bound.fraction < 0.1 else f"{bound.fraction:.0%}"
-
-
-def _summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
-    best = result.best
-    doc = {
-        "kernel": plan.problem.kernel,
-        "shape": plan.problem.shape_label,
-        "study": result.study.name,
-        "device": plan.runner.device.name,
-        "replayed_from": plan.runner.replay_source,
-        "objective": {"name": plan.runner.objective.name, "unit": plan.runner.objective.unit},
-        "best_config": best.config if best else None,
-        "best_value": best.measurement.value if best else None,
-        "evaluations": result.evaluations,
-        "new_evaluations": result.new_evaluations,
-        "failed": sum(1 for e in result.history if e.measurement.outcome.failed),
-        "stop": result.stop.value,
-        "unanswered": result.unanswered,
-        "store": url,
-    }
-    if plan.recorded_optimum is not None:
-        doc["recorded_optimum"] = plan.recorded_optimum
-    if result.moves is not None:
-        doc["moves"] = result.moves
-    if best and plan.throughput is not None:
-        doc["throughput"] = {
-            "value": plan.throughput(best.config, best.measurement.value),
-            "unit": plan.unit,
-        }
-        bound = plan.roofline(best.config, best.measurement.value) if plan.roofline else None
-        if bound is not None:  # the share of the roofline bound, and the roofs it is under
-            doc["throughput"]["roofline"] = {
-                "fraction": bound.fraction,
-                "limit": bound.limit,
-                "ceilings": list(bound.ceilings),
-            }
-    return doc
-
-
-def _print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
-    problem, device = plan.problem, plan.runner.device.name
-    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
-    table = Table(
-        title=escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
-    )
-    table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold")
-    table.add_column(
-        f"{plan.runner.objective.name} ({plan.runner.objective.unit})", justify="right"
-    )
-    if plan.throughput is not None:
-        table.add_column(plan.unit or "", justify="right")
-    if plan.roofline is not None:
-        table.add_column("roofline bound", justify="right")
-    for i, e in enumerate(result.top(10), 1):
-        cells = [str(i), escape(config_label(e.config)), f"{e.measurement.value:.5g}"]
-        if plan.throughput is not None:
-            rate = plan.throughput(e.config, e.measurement.value)  # type: ignore[arg-type]
-            cells.append("" if rate is None else f"{rate:,.1f}")
-        if plan.roofline is not None:
-            cells.append(_bound_share(plan, e.config, e.measurement.value))  # type: ignore[arg-type]
-        table.add_row(*cells)
-    out.print(table)  # type: ignore[attr-defined]
-    failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)
-    line = (
-        f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
-        f"failed); stopped: {result.stop.value}."
-    )
-    if plan.recorded_optimum is not None and result.best is not None:
-        gap = result.best.measurement.value / plan.recorded_optimum  # type: ignore[operator]
-        line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
-    if result.unanswered:
-        line += f" {result.unanswered} valid configs could not be evaluated (not in the recording)."
-    out.print(line)  # type: ignore[attr-defined]
-    if result.moves:
-        used = ", ".join(
-            f"{move} {s['proposed']}/{s['improved']}" for move, s in result.moves.items()
-        )
-        out.print(f"Search moves (proposed/improved the best): {used}")  # type: ignore[attr-defined]
-    out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]

@@ -109,6 +109,24 @@ def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, i
     return shape
 
 
+def option_spaces(
+    spec: SpaceSpec,
+    target: Arch,
+    device: str | None,
+    shape: list[str] | None,
+    shapes: str | None,
+) -> list[Space]:
+    """:func:`shape_spaces` of the command line's ``--shape`` items (over the default shape)
+    or ``--shapes`` set.
+
+    Raises:
+        ConfigError: a malformed ``--shape``, both options given, or no such shape set.
+        WorkbenchError: an unknown device preset.
+    """
+    given = parse_shape(shape, spec.default_shape) if shape else None
+    return shape_spaces(spec, target, device, given, shapes)
+
+
 def space_from_options(
     kernel: str,
     spaces: list[Path] | None,
@@ -121,5 +139,4 @@ def space_from_options(
     from workbench.spaces.registry import load_kernel
 
     spec = load_kernel(kernel, spaces or [])
-    given = parse_shape(shape, spec.default_shape)
-    return shape_spaces(spec, one_arch(spec, arch), device, given, None)[0]
+    return option_spaces(spec, one_arch(spec, arch), device, shape, None)[0]
