@@ -36,6 +36,7 @@ from workbench.spaces.model import Config, shape_label
 from workbench.spaces.targets import space_from_options
 from workbench.store import Store, StudyInfo
 from workbench.sweep import select_configs
+from workbench.units import si
 
 SetOpt = Annotated[
     MetricSet,
@@ -257,15 +258,6 @@ def _emit(records: list[ProfileRecord], ceilings: Ceilings, as_json: bool) -> No
         _print(s)
 
 
-def _si(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
 
@@ -282,15 +274,16 @@ def _print(s: Summary) -> None:
     console.print(f"[bold]{escape(name)}[/] on {escape(where)}: {r.source}{stored}")
     if r.report_index is not None:
         console.print(f"  launch #{r.report_index}: {escape((r.demangled_name or '')[:160])}")
-    console.print(f"  duration {_si(a.duration_s, 's')}")
+    console.print(f"  duration {si(a.duration_s, 's', missing='n/a')}")
     for level, rate in a.bytes_per_s.items():
         frac = s.bandwidth_fraction.get(level)
         share = f" ({frac:.0%} of peak)" if frac is not None else ""
-        console.print(f"  {level}: {_si(rate, 'B/s')}{share}")
+        console.print(f"  {level}: {si(rate, 'B/s', missing='n/a')}{share}")
     for p in s.points:
         console.print(
             f"  roofline {p.precision} @ {p.level}: {_num(p.intensity)} op/B, "
-            f"{_si(p.achieved, 'op/s')} = {p.fraction:.0%} of attainable, {p.bound}-bound "
+            f"{si(p.achieved, 'op/s', missing='n/a')} = {p.fraction:.0%} of attainable, "
+            f"{p.bound}-bound "
             f"(ridge {_num(p.ridge)} op/B)"
         )
     _print_counters(s)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from workbench.compare.storage import ComparisonRecord
 from workbench.report.baselines import draw_speedups
 from workbench.report.data import StudyData, study_space
-from workbench.report.page import Page, Section, esc, num, si, table
+from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
+from workbench.units import si
 
 TOP = 10
 

@@ -47,16 +47,6 @@ def num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
-def si(value: float | None, unit: str) -> str:
-    """``1.23 TB/s``."""
-    if value is None:
-        return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def table(
     header: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()
 ) -> str:

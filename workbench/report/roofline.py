@@ -19,7 +19,7 @@ from workbench.profile.chips import chip_for_name
 from workbench.profile.storage import ProfileRecord
 from workbench.profile.summary import same_gpu, summarize
 from workbench.report.data import StudyData, study_space
-from workbench.report.page import esc, si
+from workbench.report.page import esc
 from workbench.roofline import (
     Achieved,
     Ceiling,
@@ -31,6 +31,7 @@ from workbench.roofline import (
     roofline_points,
 )
 from workbench.spaces.model import config_label
+from workbench.units import si
 
 #: The best config and this many runners-up get event-timing points.
 RUNNERS_UP = 4

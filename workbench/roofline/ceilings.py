@@ -23,6 +23,7 @@ from pathlib import Path
 
 from workbench.devices import DeviceSpec
 from workbench.errors import WorkbenchError
+from workbench.units import si
 
 
 class CeilingFileError(WorkbenchError):
@@ -69,14 +70,7 @@ class Ceiling:
     @property
     def label(self) -> str:
         """``dram 4.80 TB/s (datasheet: H200)``."""
-        return f"{self.name} {_si(self.value)}{self.unit} ({self.source.value}: {self.detail})"
-
-
-def _si(value: float) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}"
-    return f"{value:.3g} "
+        return f"{self.name} {si(self.value, self.unit)} ({self.source.value}: {self.detail})"
 
 
 def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
