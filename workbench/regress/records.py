@@ -21,6 +21,12 @@ from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.timing import summarize
 from workbench.spaces.model import Config, config_label
 from workbench.store import Store
+from workbench.store.environments import (  # noqa: F401  (regress's names for them)
+    TRACKED_FIELDS,
+    EnvChange,
+    EnvironmentInfo,
+    environment_info,
+)
 from workbench.store.models import Environment, RegressMeasurement, RegressRun
 
 
@@ -32,71 +38,8 @@ class MissingBaselineError(RegressError):
     """The candidate has no earlier run to compare with (the first run of a kernel)."""
 
 
-#: Environment fields a change point or a check reports, with their display names.
-TRACKED_FIELDS = (
-    ("gpu_name", "GPU"),
-    ("driver", "driver"),
-    ("cuda", "CUDA"),
-    ("toolkit", "toolkit"),
-    ("git_commit", "commit"),
-    ("git_dirty", "dirty"),
-    ("sm_clock_max_mhz", "max SM clock"),
-    ("hostname", "host"),
-    ("replay_source", "recording"),
-)
 #: A change of one of these can move the best config: a regression after it suggests re-tuning.
 RETUNE_FIELDS = frozenset({"gpu_name", "driver", "cuda", "toolkit"})
-
-
-@dataclass(frozen=True)
-class EnvChange:
-    """One environment field that differs between two runs."""
-
-    field: str
-    name: str
-    before: object
-    after: object
-
-    def text(self) -> str:
-        """``driver 535.104 -> 550.54`` (commits shortened to 10 characters)."""
-        return f"{self.name} {_short(self.before)} -> {_short(self.after)}"
-
-
-@dataclass(frozen=True)
-class EnvironmentInfo:
-    """Where a run's samples come from (see :class:`workbench.store.models.Environment`)."""
-
-    id: int | None
-    gpu_name: str
-    cc: int | None = None
-    driver: str | None = None
-    cuda: str | None = None
-    toolkit: str | None = None
-    sm_clock_max_mhz: int | None = None
-    git_commit: str | None = None
-    git_dirty: bool | None = None
-    hostname: str | None = None
-    replay_source: str | None = None
-
-    def changes_from(self, before: EnvironmentInfo) -> list[EnvChange]:
-        """The tracked fields that differ from ``before``, in :data:`TRACKED_FIELDS` order."""
-        return [
-            EnvChange(f, name, getattr(before, f), getattr(self, f))
-            for f, name in TRACKED_FIELDS
-            if getattr(before, f) != getattr(self, f)
-        ]
-
-    def describe(self) -> str:
-        """One line: GPU, driver, CUDA, toolkit, commit (and dirty)."""
-        parts = [self.gpu_name]
-        parts += [f"{n} {v}" for n, v in (("driver", self.driver), ("CUDA", self.cuda)) if v]
-        if self.toolkit:
-            parts.append(f"toolkit {self.toolkit}")
-        if self.git_commit:
-            parts.append(
-                f"commit {_short(self.git_commit)}" + (" (dirty)" if self.git_dirty else "")
-            )
-        return ", ".join(parts)
 
 
 UNKNOWN_ENVIRONMENT = EnvironmentInfo(id=None, gpu_name="unknown GPU")
@@ -322,25 +265,9 @@ def _run_info(run: RegressRun, env: Environment | None) -> RunInfo:
         kernel=str(run.kernel),
         label=run.label,
         created_at=created,
-        environment=_environment_info(env) if env is not None else UNKNOWN_ENVIRONMENT,
+        environment=environment_info(env) if env is not None else UNKNOWN_ENVIRONMENT,
         replayed_from=run.replayed_from,
         shape_set=run.shape_set,
-    )
-
-
-def _environment_info(env: Environment) -> EnvironmentInfo:
-    return EnvironmentInfo(
-        id=env.id,
-        gpu_name=env.gpu_name,
-        cc=env.cc,
-        driver=env.driver,
-        cuda=env.cuda,
-        toolkit=env.toolkit,
-        sm_clock_max_mhz=env.sm_clock_max_mhz,
-        git_commit=env.git_commit,
-        git_dirty=env.git_dirty,
-        hostname=env.hostname,
-        replay_source=env.replay_source,
     )
 
 
@@ -384,10 +311,3 @@ def _numbers(value: object, where: str, column: str) -> tuple[float, ...]:
     ):
         raise ValueError(f"{where}: {column} is not a list of numbers")
     return tuple(float(v) for v in value)
-
-
-def _short(value: object) -> str:
-    if value is None:
-        return "-"
-    text = str(value)
-    return text[:10] if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else text

@@ -18,24 +18,8 @@ from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.spaces.model import parse_shape_label
 from workbench.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.environments import EnvironmentInfo, environment_info
 from workbench.store.models import Environment, Evaluation, Run, Study
-
-
-@dataclass(frozen=True)
-class EnvFacts:
-    """The machine state one run's numbers come from."""
-
-    id: int
-    gpu_name: str
-    cc: int | None
-    driver: str | None
-    cuda: str | None
-    toolkit: str | None
-    sm_clock_max_mhz: int | None
-    hostname: str | None
-    git_commit: str | None
-    git_dirty: bool | None
-    replay_source: str | None
 
 
 @dataclass(frozen=True)
@@ -51,7 +35,7 @@ class RunFacts:
     status: str
     started_at: dt.datetime
     finished_at: dt.datetime | None
-    environment: EnvFacts | None
+    environment: EnvironmentInfo | None
     evaluations: int
 
 
@@ -153,24 +137,8 @@ def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
         status=run.status,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        environment=_env_facts(env) if env is not None else None,
+        environment=environment_info(env) if env is not None else None,
         evaluations=evaluations,
-    )
-
-
-def _env_facts(env: Environment) -> EnvFacts:
-    return EnvFacts(
-        id=env.id,
-        gpu_name=env.gpu_name,
-        cc=env.cc,
-        driver=env.driver,
-        cuda=env.cuda,
-        toolkit=env.toolkit,
-        sm_clock_max_mhz=env.sm_clock_max_mhz,
-        hostname=env.hostname,
-        git_commit=env.git_commit,
-        git_dirty=env.git_dirty,
-        replay_source=env.replay_source,
     )
 
 
