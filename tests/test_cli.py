@@ -328,3 +328,20 @@ def test_with_json_an_error_is_a_json_document_too(args: list[str]) -> None:
     assert result.exit_code == 2
     doc = json.loads(result.stdout)
     assert doc["exit_status"] == 2 and doc["error"]
+
+
+def test_command_lists_show_each_summary_as_one_paragraph_without_rst_markup() -> None:
+    """The command lists of --help (workbench, store, regress) wrap each summary as one
+    paragraph: the docstrings' line breaks used to break the list's lines at random words."""
+    from workbench.cli.main import app as main_app
+    from workbench.cli.regress_cmds import app as regress_app
+    from workbench.cli.store_cmds import app as store_app
+
+    for group in (main_app, store_app, regress_app):
+        for info in group.registered_commands:
+            assert info.short_help, info.name
+            assert "\n" not in info.short_help and "``" not in info.short_help, info.short_help
+    listing = CliRunner().invoke(main_app, ["--help"]).output
+    assert "`tune --replay` (and the no-GPU path of `tune`) can answer from" in " ".join(
+        line.strip("│ ") for line in listing.splitlines()
+    )

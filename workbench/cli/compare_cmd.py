@@ -78,11 +78,12 @@ def compare_command(
         bool, typer.Option("--json", help="Print one JSON object on stdout (progress: stderr).")
     ] = False,
 ) -> None:
-    """Time the tuned config against library baselines on the same inputs, with the same
-    timing protocol, every output checked against the same reference: time, TOPS or GB/s,
-    % of the roofline bound and speedup per shape, stored for the report. Without a GPU: says
-    so and which baselines would run. Exit status: 0 done (or no GPU); 1 the tuned config
-    failed or was wrong on a shape; 2 bad input; 130 interrupted."""
+    """Time the tuned config against library baselines (cuBLAS, cuBLASLt, CUTLASS, CUB, copy).
+
+    Same inputs and timing protocol, every output checked against the same reference: time,
+    TOPS or GB/s, % of the roofline bound and speedup per shape, stored for the report.
+    Without a GPU: says so and which baselines would run. Exit status: 0 done (or no GPU); 1
+    the tuned config failed or was wrong on a shape; 2 bad input; 130 interrupted."""
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import rich.console
 import typer
 
@@ -46,6 +48,20 @@ app.command("compare")(compare_command)
 app.command("report")(report)
 app.add_typer(store_cmds.app, name="store")
 app.add_typer(regress_app, name="regress")
+
+
+def _one_line_summaries(*apps: typer.Typer) -> None:
+    """Each command's line in a command list: its docstring's first paragraph on one line.
+    (typer's rich mode keeps the docstring's line breaks there, so the list wrapped at
+    random words.)"""
+    for group in apps:
+        for info in group.registered_commands:
+            doc = inspect.getdoc(info.callback) if info.callback is not None else None
+            if info.short_help is None and doc:
+                info.short_help = " ".join(doc.split("\n\n")[0].split())
+
+
+_one_line_summaries(app, store_cmds.app, regress_app)
 
 
 if __name__ == "__main__":  # pragma: no cover

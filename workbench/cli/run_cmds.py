@@ -117,8 +117,8 @@ def record(
     seed: Annotated[int, typer.Option(min=0, help="Seed of the sample and of the inputs.")] = 0,
     cache_dir: CacheOpt = None,
 ) -> None:
-    """Measure a sweep of configs on the GPU and write it as a recording that ``tune --replay``
-    (and the no-GPU path of ``tune``) can answer from."""
+    """Measure a sweep of configs on the GPU and write it as a recording that `tune --replay`
+    (and the no-GPU path of `tune`) can answer from."""
     from workbench.runners.cuda.runner import CudaRunner
 
     with cli_errors():
