@@ -100,6 +100,19 @@ def t4(configurations: list[dict]) -> dict:
     return {"schema_version": "1.0.0", "results": results}
 
 
+def kt_entry(time: str) -> str:
+    """A one-entry Kernel Tuner cache whose time is the JSON text ``time``."""
+    cache = '{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"1": {"time": T}}}'
+    return cache.replace("T", time)
+
+
+def t4_with(field: str, value: object) -> dict:
+    """A one-result T4 file with ``field`` of its result replaced."""
+    data = t4([{"a": 1}])
+    data["results"][0][field] = value
+    return data
+
+
 @pytest.mark.parametrize(
     "make,message",
     [
@@ -154,7 +167,35 @@ def t4(configurations: list[dict]) -> dict:
                     }
                 )
             ),
-            "time is -0.5, below zero",
+            "time is -0.5, not above zero",
+        ),
+        *(
+            (lambda p, bad=bad: p.write_text(kt_entry(bad)), message)
+            for bad, message in [
+                ("0", "time is 0, not above zero"),  # (a ratio to the optimum divides by it)
+                ("true", "time is True, not a number"),
+                ("1" + "0" * 400, "not a number"),  # an integer past a float's range
+            ]
+        ),
+        (
+            lambda p: p.write_text(
+                json.dumps(
+                    {
+                        "tune_params_keys": ["a"],
+                        "tune_params": {"a": [[1, 2]]},
+                        "cache": {"[1, 2]": {"time": 1.0}},
+                    }
+                )
+            ),
+            r"tune_params\['a'\] holds \[1, 2\]: values are numbers or strings",
+        ),
+        *(
+            (lambda p, field=field, bad=bad: p.write_text(json.dumps(t4_with(field, bad))), message)
+            for field, bad, message in [
+                ("measurements", 3, "has no numeric 'time' measurement"),
+                ("measurements", [{"name": "time", "value": -5}], "time is -5.0, not above zero"),
+                ("invalidity", ["compile"], "malformed T4 file"),
+            ]
         ),
         (
             lambda p: p.write_text(
@@ -320,3 +361,16 @@ def test_kernel_tuner_markers_extra_values_and_metrics(tmp_path: Path) -> None:
     assert failed.outcome is TrialOutcome.LAUNCH_FAILED and "ErrorConfig" in failed.reason
     m = recording.lookup({"bx": 32, "by": 1}).to_measurement(recording.source)
     assert m.metrics == {"GFLOP/s": 10.0, "timing_seconds": 0.02} and m.compile_seconds == 0.5
+
+
+def test_samples_that_are_not_finite_numbers_are_left_out(tmp_path: Path) -> None:
+    """NaN and infinities in a recorded list of samples are not measurements (and PostgreSQL's
+    JSON cannot store them): the finite samples are kept."""
+    path = tmp_path / "nan.json"
+    path.write_text(
+        '{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {'
+        '"1": {"time": 1.0, "times": [NaN, 1.0, Infinity, 1.5]},'
+        '"2": {"time": 2.0, "times": [2.0, 2.5]}}}'
+    )
+    entries = list(load_recording(path).entries.values())
+    assert [e.samples for e in entries] == [(1.0, 1.5), (2.0, 2.5)]

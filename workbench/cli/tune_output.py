@@ -100,7 +100,7 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
         f"failed); stopped: {result.stop.value}."
     )
-    if plan.recorded_optimum is not None and result.best is not None:
+    if plan.recorded_optimum and result.best is not None:
         gap = result.best.measurement.value / plan.recorded_optimum  # type: ignore[operator]
         line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
     if result.unanswered:

@@ -183,16 +183,25 @@ def load_recording(path: str | Path) -> Recording:
         if not isinstance(data, dict):
             raise RecordingError(path, "expected a JSON object at the top level")
         recording = None
-        if data.get("format") == FORMAT_NAME:
-            recording = _from_workbench(path, data)
-        elif "cache" in data and "tune_params_keys" in data:
-            unclosed = bool(data.pop(_UNCLOSED, False))
-            recording = _from_kt_cache(path, data)
-            if unclosed:
-                note = f"{recording.note}; {UNCLOSED_NOTE}" if recording.note else UNCLOSED_NOTE
-                recording = dataclasses.replace(recording, note=note)
-        elif "schema_version" in data and "results" in data:
-            recording = _from_t4(path, data)
+        try:
+            if data.get("format") == FORMAT_NAME:
+                recording = _from_workbench(path, data)
+            elif "cache" in data and "tune_params_keys" in data:
+                unclosed = bool(data.pop(_UNCLOSED, False))
+                recording = _from_kt_cache(path, data)
+                if unclosed:
+                    note = f"{recording.note}; {UNCLOSED_NOTE}" if recording.note else UNCLOSED_NOTE
+                    recording = dataclasses.replace(recording, note=note)
+            elif "schema_version" in data and "results" in data:
+                recording = _from_t4(path, data)
+        except RecordingError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # a field of the wrong JSON type somewhere the checks above do not look: named,
+            # not a traceback
+            raise RecordingError(
+                path, f"malformed {_format_of(data)} ({type(exc).__name__}: {exc})"
+            ) from exc
     if recording is not None:
         if not recording.entries:  # nothing to replay or import: said, for every command
             raise RecordingError(path, "holds no measured configs (its entries are empty)")
@@ -202,6 +211,32 @@ def load_recording(path: str | Path) -> Recording:
         "unknown format: expected a Kernel Tuner cache file (cache, tune_params_keys), a T4 "
         "file (schema_version, results) or a workbench recording",
     )
+
+
+def _format_of(data: dict) -> str:
+    if data.get("format") == FORMAT_NAME:
+        return "workbench recording"
+    return "Kernel Tuner cache" if "cache" in data else "T4 file"
+
+
+def _value(value: object) -> float | None:
+    """A recorded time or sample as a finite float, None where it is not one (a bool, a string,
+    NaN, an infinity, an integer past a float's range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _samples(times: object) -> tuple[float, ...]:
+    """The finite numbers of a recorded list of samples (NaN and infinities left out: JSON
+    has no such numbers, and PostgreSQL's JSON refuses them)."""
+    if not isinstance(times, list):
+        return ()
+    return tuple(v for v in map(_value, times) if v is not None)
 
 
 @contextlib.contextmanager
@@ -284,6 +319,12 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     empty = [k for k in keys if not isinstance(params[k], list) or not params[k]]
     if empty:
         raise RecordingError(path, f"tune_params {empty}: each needs a non-empty list of values")
+    for k in keys:
+        odd = [v for v in params[k] if not isinstance(v, int | float | str | bool)]
+        if odd:
+            raise RecordingError(
+                path, f"tune_params[{k!r}] holds {odd[0]!r}: values are numbers or strings"
+            )
     objective, note = _kt_objective(str(data.get("objective") or "time"))
     entries: dict[tuple[Value, ...], RecordedEntry] = {}
     by_text = [{str(v): v for v in params[k]} for k in keys]  # each key's values by their text
@@ -424,16 +465,19 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
             metrics=metrics,
             compile_seconds=compile_s,
         )
-    if not isinstance(value, int | float) or not math.isfinite(value):
+    number = _value(value)
+    if number is None:
         raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, not a number")
-    if value < 0:
-        raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, below zero")
+    if number <= 0:
+        raise RecordingError(path, f"cache[{key!r}]: {objective} is {value!r}, not above zero")
     times = record.get("times") or ()
-    if isinstance(times, list) and set(map(type, times)) <= {float, int}:
-        samples = tuple(map(float, times))  # (JSON numbers: the common case, converted in C)
+    if isinstance(times, list) and set(map(type, times)) <= {float}:
+        samples = tuple(times)  # (JSON numbers: the common case)
+        if not all(map(math.isfinite, samples)):
+            samples = _samples(times)
     else:
-        samples = tuple(float(t) for t in times if isinstance(t, int | float))
-    return RecordedEntry(config, TrialOutcome.OK, float(value), samples, "", metrics, compile_s)
+        samples = _samples(times)
+    return RecordedEntry(config, TrialOutcome.OK, number, samples, "", metrics, compile_s)
 
 
 def _from_t4(path: Path, data: dict) -> Recording:
@@ -473,10 +517,9 @@ def _from_t4(path: Path, data: dict) -> Recording:
         invalidity = r.get("invalidity", "correct")
         if invalidity == "correct":
             value = _t4_measurement(path, i, r, objective_name)
-            times = (r.get("times") or {}).get("runtimes") or ()
-            entries[values] = RecordedEntry(
-                dict(cfg), TrialOutcome.OK, value, tuple(float(t) for t in times)
-            )
+            times = r.get("times") or {}
+            runtimes = times.get("runtimes") if isinstance(times, dict) else None
+            entries[values] = RecordedEntry(dict(cfg), TrialOutcome.OK, value, _samples(runtimes))
         else:
             outcome = T4_FAILURES.get(invalidity)
             if outcome is None:
@@ -505,11 +548,14 @@ def _from_t4(path: Path, data: dict) -> Recording:
 
 
 def _t4_measurement(path: Path, i: int, r: dict, name: str) -> float:
-    for m in r.get("measurements") or ():
+    measurements = r.get("measurements")
+    for m in measurements if isinstance(measurements, list) else ():
         if isinstance(m, dict) and m.get("name") == name:
-            value = m.get("value")
-            if isinstance(value, int | float) and math.isfinite(value):
-                return float(value)
+            value = _value(m.get("value"))
+            if value is not None and value > 0:
+                return value
+            if value is not None:
+                raise RecordingError(path, f"results[{i}]: {name} is {value!r}, not above zero")
     raise RecordingError(path, f"results[{i}] is 'correct' but has no numeric {name!r} measurement")
 
 
@@ -539,11 +585,14 @@ def _from_workbench(path: Path, data: dict) -> Recording:
                 raise RecordingError(
                     path, f"entries[{i}]: outcome {outcome.value} with value {value!r}"
                 )
+            number = None if value is None else _value(value)
+            if value is not None and (number is None or number <= 0):
+                raise RecordingError(path, f"entries[{i}]: value {value!r} is not above zero")
             entries[tuple(config.values())] = RecordedEntry(
                 config,
                 outcome,
-                None if value is None else float(value),
-                tuple(float(s) for s in e.get("samples", ())),
+                number,
+                _samples(e.get("samples", [])),
                 str(e.get("reason", "")),
             )
         device = DeviceInfo(**data["device"])
