@@ -520,3 +520,23 @@ def test_without_gpu_the_compile_stage_compiles_the_enqueued_best_first(project:
         assert code == 2 and message in out + err, out + err
     # refused before compiling: no study left behind by the refusals
     assert {s.name for s in Store(f"sqlite:///{project}/store.sqlite").studies()} == studies
+
+
+def test_a_kernel_or_shape_name_with_braces_is_shown_not_formatted(tmp_path: Path) -> None:
+    """The progress bar's label is text: braces in a recorded kernel name or problem size
+    used to be read as a format string (a KeyError inside rich, an empty study left)."""
+    path = tmp_path / "brace.json"
+    path.write_text(
+        json.dumps(
+            {
+                "kernel_name": "k{0}",
+                "problem_size": {"x": [1, 2]},
+                "tune_params_keys": ["a"],
+                "tune_params": {"a": [1, 2]},
+                "cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}},
+            }
+        )
+    )
+    code, out, err = invoke("tune", "--replay", str(path), "--budget", "2")
+    assert code == 0, err
+    assert "k{0}" in out and "best found is 1.000x" in out

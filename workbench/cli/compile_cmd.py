@@ -219,13 +219,14 @@ def compile_space(
     keep the results in the space's compile-only study there (``kernel`` names a problem
     variant, as tune's studies do)."""
     columns = (
-        TextColumn(f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"),
+        TextColumn("{task.description}"),  # (a name may hold braces: not a format string)
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=out, transient=True) as progress:
-        task = progress.add_task("compile", total=len(configs))
+        label = f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"
+        task = progress.add_task(label, total=len(configs))
         records = static_sweep(
             sp, configs, cache=cache, workers=jobs, on_compiled=lambda _r: progress.advance(task)
         )

@@ -127,12 +127,12 @@ def record(
         results = []
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             columns = (
-                TextColumn(f"recording {escape(space.spec.name)}"),
+                TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
             )
             with Progress(*columns, console=console) as progress:
-                task = progress.add_task("record", total=len(configs))
+                task = progress.add_task(f"recording {escape(space.spec.name)}", total=len(configs))
                 for cfg in configs:
                     results.append((cfg, runner.evaluate(cfg)))
                     progress.advance(task)

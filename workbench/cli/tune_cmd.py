@@ -473,13 +473,13 @@ def _run(
     total = budget.evaluations
     label = f"{plan.problem.kernel} [{plan.problem.shape_label}]"
     columns = [
-        TextColumn(escape(label)),
+        TextColumn("{task.description}"),  # (the label may hold braces: not a format string)
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[best]}"),
     ]
     with Progress(*columns, console=out, transient=False) as progress:  # type: ignore[arg-type]
-        task = progress.add_task("tune", total=total, best="")
+        task = progress.add_task(escape(label), total=total, best="")
 
         def on_evaluation(stored, best) -> None:
             progress.update(task, completed=len(tuner.history), best=best_text(plan, best))
