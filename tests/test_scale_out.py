@@ -438,3 +438,17 @@ def test_a_shared_study_ends_when_only_unrecorded_configs_are_left(
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["stop"] == "exhausted" and doc["evaluations"] == 16 and doc["unanswered"] == 6
+
+
+def test_store_copy_refuses_a_same_named_study_of_other_parameters(tmp_path: Path) -> None:
+    """A study of the same name holding another space in the destination would receive
+    evaluations it cannot read (empty parameter columns, a report's KeyError): refused,
+    nothing copied, as tune and import refuse it."""
+    src, dst = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    gemm = PNPOLY.parent / "gemm_RTX_3090.json.gz"
+    assert invoke(*tune_args(src, "shared", 5))[0] == 0
+    assert invoke(*tune_args(dst, "shared", 5, recording=gemm))[0] == 0
+    rc, _out, err = invoke("store", "copy", str(src), str(dst))
+    assert rc == 2 and "study 'shared' exists in" in err and "Nothing was copied" in err, err
+    with sqlite3.connect(dst) as conn:
+        assert conn.execute("SELECT count(*) FROM evaluations").fetchone() == (5,)

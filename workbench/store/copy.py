@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.store import models
-from workbench.store.store import Store, StoreError
+from workbench.store.store import Store, StoreError, _explain
 
 #: Rows read and written per batch.
 BATCH = 2000
@@ -53,6 +53,7 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
     """
     if src.url == dst.url:
         raise StoreError(f"store copy: source and destination are the same ({dst.shown_url})")
+    _refuse_clashing_studies(src, dst)
     report = CopyReport()
     id_maps: dict[str, dict[int, int]] = {}
     try:
@@ -64,8 +65,31 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
                 report.copied[table.name] = copied
                 report.existing[table.name] = existing
     except SQLAlchemyError as exc:
-        raise StoreError(f"store copy to {dst.shown_url}: {exc}") from exc
+        raise StoreError(f"store copy to {dst.shown_url}: {_explain(exc)}") from exc
     return report
+
+
+def _refuse_clashing_studies(src: Store, dst: Store) -> None:
+    """A study of the source whose name the destination holds for another kernel or other
+    parameters would receive evaluations it cannot read (as tune and import refuse it).
+
+    Raises:
+        StoreError: naming the first such study.
+    """
+    there = {s.name: s for s in dst.studies()}
+    for study in src.studies():
+        other = there.get(study.name)
+        if other is None:
+            continue
+        names = [p[0] for p in study.parameters]
+        other_names = [p[0] for p in other.parameters]
+        if (study.kernel, names) != (other.kernel, other_names):
+            raise StoreError(
+                f"store copy: study {study.name!r} exists in {dst.shown_url} for kernel "
+                f"{other.kernel} with parameters {other_names}; the source's is for "
+                f"{study.kernel} with {names}. Nothing was copied: rename one of them "
+                "(tune --study NAME makes a new study)"
+            )
 
 
 def _hashable(value: object) -> object:
