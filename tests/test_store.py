@@ -75,7 +75,11 @@ def test_older_and_newer_schemas(tmp_path: Path) -> None:
     store = Store(url(path))
     fill(store)
     store.close()
-    for version, message in [(0, "no migration from 0"), (99, "newer than this workbench")]:
+    for version, message in [
+        (0, "no migration from 0"),
+        (99, "newer than this workbench"),
+        ("abc", "schema version reads 'abc', not a number: the meta table is damaged"),
+    ]:
         con = sqlite3.connect(path)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         con.commit()
@@ -193,3 +197,36 @@ def test_a_shown_url_never_holds_a_password() -> None:
     assert shown_url("postgresql+psycopg://tuner:s3cret@db/wb") == "postgresql://tuner:***@db/wb"
     assert shown_url("postgresql://tuner@db/wb") == "postgresql://tuner@db/wb"
     assert shown_url("sqlite:////tmp/s.sqlite") == "sqlite:////tmp/s.sqlite"
+
+
+def test_a_symlink_to_a_store_takes_the_same_study_lock(tmp_path: Path) -> None:
+    """The per-study lock is taken beside the real file: a tune through a symlink (or another
+    spelling of the path) is refused while another process tunes the study, as through the
+    same path. (The lock is a POSIX lock, held per process: the holder is a child.)"""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.sqlite"
+    link = tmp_path / "link.sqlite"
+    store = Store(url(path))
+    study = fill(store)[0]
+    link.symlink_to(path)
+    holder = (
+        "import sys, time\n"
+        "from workbench.store import Store\n"
+        f"s = Store({url(path)!r})\n"
+        f"with s.exclusive(s.find_study({study.name!r})):\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        other = Store(url(link))
+        with pytest.raises(StoreError, match="being tuned by another process"):
+            with other.exclusive(other.find_study(study.name)):
+                pass
+    finally:
+        child.communicate("")

@@ -183,7 +183,13 @@ class Store:
             version = None
             if "meta" in tables:
                 row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
-                version = int(row[0]) if row else None
+                try:
+                    version = int(row[0]) if row else None
+                except (TypeError, ValueError):
+                    raise StoreError(
+                        f"{self.shown_url}: its schema version reads {row[0]!r}, not a number: "
+                        "the meta table is damaged"
+                    ) from None
             if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.shown_url} has schema version {version}, newer than this workbench's "
@@ -502,7 +508,9 @@ class Store:
             return
         import fcntl
 
-        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        # beside the file itself, so that a symlink or another spelling of the path takes the
+        # same lock
+        fd = os.open(f"{os.path.realpath(path)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, study.id)
