@@ -225,8 +225,10 @@ def test_a_symlink_to_a_store_takes_the_same_study_lock(tmp_path: Path) -> None:
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         other = Store(url(link))
-        with pytest.raises(StoreError, match="being tuned by another process"):
-            with other.exclusive(other.find_study(study.name)):
-                pass
+        with (
+            pytest.raises(StoreError, match="being tuned by another process"),
+            other.exclusive(other.find_study(study.name)),
+        ):
+            pass
     finally:
         child.communicate("")
