@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
@@ -270,3 +271,65 @@ def test_valid_configs_missing_from_the_recording_end_the_search_not_hang_it(
     assert result.stop is StopReason.EXHAUSTED
     assert result.evaluations == 16 and result.unanswered == 6
     assert len(runner.calls) == 22  # each missing config was asked for once, never again
+
+
+def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
+    tmp_path: Path, pnpoly: Recording
+) -> None:
+    """Ctrl-C that lands right after an evaluation is committed: the result counts what the
+    store holds (it said one fewer, and its best could miss the stored best)."""
+    store = Store(f"sqlite:///{tmp_path}/s.sqlite")
+    problem = RecordingProblem(pnpoly)
+    study = store.study(
+        kernel=pnpoly.kernel,
+        shape_label=problem.shape_label,
+        device_key=pnpoly.device.key(),
+        parameters=pnpoly.parameters,
+    )
+    record = store.record
+
+    def record_then_interrupt(*args, **kwargs):  # the 5th commit, then Ctrl-C
+        row = record(*args, **kwargs)
+        if store.count_evaluations(study) == 5:
+            raise KeyboardInterrupt
+        return row
+
+    store.record = record_then_interrupt  # type: ignore[method-assign]
+    tuner = Tuner(problem, CountingRunner(pnpoly), store, study, sampler="random")
+    result = tuner.run(Budget(evaluations=20))
+    assert result.stop is StopReason.INTERRUPTED
+    assert result.evaluations == result.new_evaluations == store.count_evaluations(study) == 5
+    assert len(result.history) == 5
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_tune_cleanly(tmp_path: Path, signum: str) -> None:
+    """A tune stopped by Ctrl-C or by SIGTERM (timeout, a cancelled CI job) says so, exits 130
+    and marks its run interrupted; what it committed stays. SIGTERM used to kill it silently
+    with the run left "running"."""
+    import signal
+
+    store = tmp_path / "s.sqlite"
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "workbench.cli.main", "tune", "--replay", str(PNPOLY)),
+            *("--budget", "500", "--replay-delay", "0.05", "--storage", str(store)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until something is committed
+        time.sleep(0.2)
+        if store.exists():
+            with sqlite3.connect(store) as conn, contextlib.suppress(sqlite3.Error):
+                if conn.execute("SELECT count(*) FROM evaluations").fetchone()[0] >= 3:
+                    break
+    process.send_signal(getattr(signal, signum))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "stopped: interrupted" in out
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+        assert conn.execute("SELECT count(*) FROM evaluations").fetchone()[0] >= 3

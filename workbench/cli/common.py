@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -118,7 +120,14 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
     """Turn the workbench's own errors, and a file that cannot be written or read (an output
     path under a file, a full disk, no permission), into one red line and exit status 2;
     ``json_errors`` (a command's ``--json``): also one JSON document on stdout,
-    ``{"exit_status": 2, "error": ...}``, so that a script parsing stdout always gets one."""
+    ``{"exit_status": 2, "error": ...}``, so that a script parsing stdout always gets one.
+
+    SIGTERM (``timeout``, a CI job cancelled, ``kill``) stops the command as Ctrl-C does: a
+    tune marks its run interrupted and says so, instead of dying with the run left "running".
+    """
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         yield
         # what is still buffered goes out here, so that a reader gone away (`| head`) ends
@@ -142,6 +151,13 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
         if json_errors:
             _json_error(text)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _json_error(message: str) -> None:

@@ -242,6 +242,12 @@ class Tuner:
             status = "finished"
         except KeyboardInterrupt:
             stop, status = StopReason.INTERRUPTED, "interrupted"
+            # the interrupt may land between a commit and its bookkeeping: what counts is
+            # what the store holds
+            with contextlib.suppress(WorkbenchError):
+                stored = self.store.evaluations(self.study_info)
+                new += len(stored) - len(self.history)
+                self.history = stored
         finally:
             with contextlib.suppress(WorkbenchError):  # the store may be what failed
                 self.store.finish_run(run_id, status)
