@@ -202,6 +202,9 @@ BAD_INPUT = [
     (["space", "nope:zzz:"], "nope:zzz:"),  # a user's text, not an emoji code
     (["store", "list", "--storage", ""], "--storage is empty"),
     (["store", "list", "--storage", str(REDUCE_SPACE.parent)], "is a directory: give a SQLite"),
+    # a URL reads ? and # as a query and a fragment: another file than the one named
+    (["store", "list", "--storage", "/tmp/q?x.sqlite"], "with ? in it is not supported"),
+    (["store", "list", "--storage", "/tmp/run#1.sqlite"], "with # in it is not supported"),
 ]
 
 

@@ -41,6 +41,13 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
                 f"--storage {storage} is a directory: give a SQLite file, e.g. "
                 f"{Path(storage) / 'store.sqlite'}"
             )
+        if odd := [c for c in "?#%" if c in storage]:
+            # a URL reads them as a query, a fragment or an escape: the data would go to
+            # another file than the one named
+            raise ConfigError(
+                f"--storage {storage}: a SQLite path with {' or '.join(odd)} in it is not "
+                "supported (a database URL gives them other meanings); rename the file"
+            )
         storage = f"sqlite:///{Path(storage).absolute()}"
     return Store(storage, read_only=read_only)
 
