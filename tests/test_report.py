@@ -265,3 +265,33 @@ def test_an_output_path_that_cannot_be_written_is_a_clear_error(filled) -> None:
     result = CliRunner().invoke(app, ["report", "--storage", store.url, "--out", str(out)])
     assert result.exit_code == 2 and "cannot write the report" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_study_whose_every_evaluation_failed_draws_its_failures() -> None:
+    """Failed evaluations are drawn at the floor of the log axis; with no correct value the
+    floor was 0, which a log axis cannot show: the plot was empty."""
+    from workbench.report.history import History, draw_history
+
+    h = History(
+        trial=(0, 1, 2),
+        value=(None, None, None),
+        best_so_far=(None, None, None),
+        elapsed_s=(0.1, 0.2, 0.3),
+        outcome=("launch_failed",) * 3,
+        label=("A=1", "A=2", "A=3"),
+        unit="ms",
+        replayed=True,
+    )
+    failed = [t for t in draw_history(h).data if t.name == "failed (drawn at the floor)"]
+    assert len(failed) == 1 and list(failed[0].y) == [1.0, 1.0, 1.0]
+
+
+def test_throughput_in_the_unit_tune_shows() -> None:
+    from workbench.report.overview import _throughput
+    from workbench.spaces import Space, load_kernel
+
+    space = Space(load_kernel("gemm_int8", []))
+    config = space.spec.default_config()
+    shown = _throughput(space, config, 1.0)
+    assert shown is not None and shown.endswith(f" {space.spec.work.unit}")
+    assert "op/s" not in shown and "(" not in shown

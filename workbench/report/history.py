@@ -97,7 +97,8 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
         )
     )
     if bad:
-        floor = min((v for v in h.value if v is not None), default=0.0)
+        # (with no correct value at all, at 1 on the log axis: 0 is not on it, nothing showed)
+        floor = min((v for v in h.value if v is not None), default=1.0)
         fig.add_trace(
             go.Scatter(
                 x=[x[pos[i]] for i in bad],
