@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -122,7 +123,7 @@ def record_command(
                 environment_id=plan.environment_id,
                 label=label,
                 shape_set=plan.shape_set,
-                command=" ".join(sys.argv),
+                command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
                 on_measure=lambda t, m: out.print(
                     f"  {escape(t.shape_label)} {escape(m.config_key)}: {_median(m)}"
                 ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def _work(
         WorkerId.here(gpu),
         sampler=spec.get("sampler", "portfolio"),
         seed=spec.get("seed", 0),
-        command=" ".join(sys.argv),
+        command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
     )
     result = tuner.run(budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -494,7 +495,7 @@ def _run(
             seed=seed,
             enqueue=queue,
             on_evaluation=on_evaluation,
-            command=" ".join(sys.argv),
+            command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
         )
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
         best = best_text(plan, store.best(plan.study))
