@@ -115,6 +115,22 @@ def test_tolerance_accepts_float32_accumulation_in_kernel_order() -> None:
         assert abs(float(got) - float(want)) <= tol.atol + tol.rtol * abs(float(want))
 
 
+@pytest.mark.parametrize("n", [4099, 1_000_003, 16_777_216])
+def test_tolerance_of_a_sum_refuses_a_kernel_that_skips_a_block(n: int) -> None:
+    """A sum that leaves out one block's elements (1,024 of them, a bounds bug) fails
+    verification at every shape (here, at eight places each): the tolerance grows like the
+    sum's error, sqrt(n), not like n (1e-6 * n let such a kernel pass from n = 10^6 on, and
+    it is faster, so the search would pick it)."""
+    spec = load_kernel("reduce")
+    space = Space(spec, shape={"n": n}, arch=Arch.parse("sm_90"))
+    x = np.random.default_rng(3).uniform(-1, 1, n).astype(np.float32)
+    tol = tolerance_for(spec.reference, space.env({**spec.default_config(), "OP": "sum"}))
+    want = float(reduce_all(call(x, {"OP": "sum"}, n=n))["total"][0])
+    for start in range(0, n - 1024, max(1, (n - 1024) // 7)):
+        skipped = float(np.sum(x[start : start + 1024], dtype=np.float64))
+        assert abs(skipped) > tol.atol + tol.rtol * abs(want), (start, skipped, tol)
+
+
 # -- spaces --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", SPACES)
 def test_defaults_valid_on_every_arch(kernel: str) -> None:
