@@ -232,3 +232,26 @@ def test_a_symlink_to_a_store_takes_the_same_study_lock(tmp_path: Path) -> None:
             pass
     finally:
         child.communicate("")
+
+
+def test_read_only_works_in_a_directory_the_user_may_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAL-mode store read with mode=ro needs a -shm file beside it: in a directory the user
+    may not write (a shared results folder), list, export and report failed with "attempt to
+    write a readonly database". With no WAL left, the file is read as it stands. (Root may
+    write anywhere, so the directory's answer is what os.access would say to a user.)"""
+    import os
+
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    fill(store)
+    store.close()
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: False if Path(p) == tmp_path else real_access(p, mode)
+    )
+    reader = Store(url(path), read_only=True)
+    assert [s.name for s in reader.studies()] == ["k | n=8 | H200"]
+    reader.close()
+    assert not (tmp_path / "s.sqlite-shm").exists()

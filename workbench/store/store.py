@@ -703,6 +703,11 @@ def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> En
             if not Path(path).is_file():
                 raise StoreError(f"no store at {path}")
             url = f"sqlite:///file:{path}?mode=ro&uri=true"  # SQLite itself refuses writes
+            if not os.access(Path(path).parent, os.W_OK) and not Path(f"{path}-wal").exists():
+                # reading a WAL-mode file needs a -shm file beside it, which a directory the
+                # user may not write cannot take: with no WAL left to read, the file is all
+                # there is, and SQLite reads it as it stands
+                url += "&immutable=1"
         elif on_disk:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # wait this long for another writer's lock before failing with "database is locked"
