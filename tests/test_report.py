@@ -295,3 +295,25 @@ def test_throughput_in_the_unit_tune_shows() -> None:
     shown = _throughput(space, config, 1.0)
     assert shown is not None and shown.endswith(f" {space.spec.work.unit}")
     assert "op/s" not in shown and "(" not in shown
+
+
+def test_importance_is_not_drawn_when_every_value_is_the_same(tmp_path: Path) -> None:
+    """18 configs of one time: PED-ANOVA gave each parameter an equal share, as if both
+    mattered; nothing is explained, and the page says why."""
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0} for a in range(1, 7) for b in range(1, 4)}
+    path = tmp_path / "const.json"
+    path.write_text(
+        json.dumps(
+            {
+                "kernel_name": "constk",
+                "tune_params_keys": ["a", "b"],
+                "tune_params": {"a": list(range(1, 7)), "b": [1, 2, 3]},
+                "cache": cache,
+            }
+        )
+    )
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    _tune(store, path, 18)
+    (data,) = gather_studies(store, "constk")
+    imp = gather_importance(data)
+    assert imp.values == () and imp.reason == "every correct evaluation has the same value"

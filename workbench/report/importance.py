@@ -51,6 +51,8 @@ def gather_importance(data: StudyData) -> Importance:
         )
     if not names:
         return Importance(METHOD, (), len(ok), "no parameter took two values")
+    if len({e.measurement.value for e in ok}) < 2:  # nothing to explain: equal shares would say
+        return Importance(METHOD, (), len(ok), "every correct evaluation has the same value")
     declared = dict(data.study.parameters)
     distributions = {}
     for n in names:

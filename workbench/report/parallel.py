@@ -43,6 +43,12 @@ def draw_parallel(data: StudyData) -> go.Figure | None:
     objective = [e.measurement.value or 0.0 for e in ok]
     dims.append({"label": f"{esc(data.study.objective)} ({unit})", "values": objective})
     colour = [math.log10(v) if v > 0 else 0.0 for v in objective]
+    total = len(data.ok)
+    shown = (
+        f"{total} correct evaluations"
+        if total == len(ok)
+        else f"the fastest {len(ok)} of {total} correct evaluations"
+    )
     fig = go.Figure(
         go.Parcoords(
             dimensions=dims,
@@ -55,7 +61,7 @@ def draw_parallel(data: StudyData) -> go.Figure | None:
         )
     )
     fig.update_layout(
-        title=f"parallel coordinates ({len(ok)} correct evaluations; yellow = fastest)",
+        title=f"parallel coordinates ({shown}; yellow = fastest)",
         height=460,
         margin={"l": 60, "r": 60, "t": 80},
     )
