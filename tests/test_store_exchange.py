@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -194,3 +195,40 @@ def test_a_kt_cache_export_writes_back_each_failure_marker_it_read(tmp_path: Pat
     # a T4 file's reason names its own invalidity, which Kernel Tuner has no marker of
     t4 = Measurement(outcome=TrialOutcome.COMPILE_FAILED, reason="recorded as compile")
     assert kt_marker(t4) == "CompilationFailedConfig"
+
+
+def test_an_import_adds_no_empty_run_and_waits_for_no_tune(tmp_path: Path) -> None:
+    """Importing a file twice adds no second (empty) import run; importing into a study that
+    another process is tuning is refused (it used to make that tune fail on a duplicate)."""
+    import subprocess
+    import sys
+
+    from workbench.store.store import StoreError
+
+    path = tmp_path / "s.sqlite"
+    store = Store(f"sqlite:///{path}")
+    study, _ = import_recording(store, PNPOLY)
+    assert import_recording(store, PNPOLY)[1] == 0
+    with store.session() as s:
+        from sqlalchemy import func, select
+
+        from workbench.store.models import Run
+
+        assert s.scalar(select(func.count(Run.id))) == 1
+    holder = (
+        "import sys\n"
+        "from workbench.store import Store\n"
+        f"s = Store('sqlite:///{path}')\n"
+        f"with s.exclusive(s.find_study({study.name!r})):\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError, match="being tuned by another process"):
+            import_recording(Store(f"sqlite:///{path}"), PNPOLY)
+    finally:
+        child.communicate("")

@@ -8,6 +8,7 @@ Tuner caches, T4 files, workbench recordings) becomes a study of its own.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.recordings import (
     KT_BOOKKEEPING,
@@ -223,17 +224,25 @@ def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, i
     recording = path if isinstance(path, Recording) else load_recording(path)
     path = recording.path
     study = recording_study(store, recording)
-    env = store.environment(recording.device, replay_source=recording.source)
-    run = store.start_run(study, env, kind="import", command=f"import {path}")
-    known = {
-        tuple(e.config[k] for k in recording.parameter_names)
-        for e in store.evaluations(study, with_samples=False)
-    }
-    items = [
-        (e.config, e.to_measurement(recording.source), None)
-        for key, e in recording.entries.items()
-        if key not in known
-    ]
-    added = store.record_many(study, run, env, items)
-    store.finish_run(run, "finished")
+    with store.exclusive(study):  # not into a study a tune is writing (SQLite)
+        known = {
+            tuple(e.config[k] for k in recording.parameter_names)
+            for e in store.evaluations(study, with_samples=False)
+        }
+        items = [
+            (e.config, e.to_measurement(recording.source), None)
+            for key, e in recording.entries.items()
+            if key not in known
+        ]
+        if not items:  # imported before: no empty import run either
+            return study, 0
+        env = store.environment(recording.device, replay_source=recording.source)
+        run = store.start_run(study, env, kind="import", command=f"import {path}")
+        try:
+            added = store.record_many(study, run, env, items)
+        except BaseException:  # (Ctrl-C included) the run says it did not finish
+            with contextlib.suppress(WorkbenchError):
+                store.finish_run(run, "failed")
+            raise
+        store.finish_run(run, "finished")
     return study, added
