@@ -540,3 +540,13 @@ def test_a_kernel_or_shape_name_with_braces_is_shown_not_formatted(tmp_path: Pat
     code, out, err = invoke("tune", "--replay", str(path), "--budget", "2")
     assert code == 0, err
     assert "k{0}" in out and "best found is 1.000x" in out
+
+
+def test_a_recording_that_cannot_be_read_creates_no_store(tmp_path: Path) -> None:
+    store = tmp_path / "new" / "s.sqlite"
+    for kernel in ([], ["reduce"]):
+        code, out, err = invoke(
+            "tune", *kernel, "--replay", str(tmp_path / "missing.json"), "--storage", str(store)
+        )
+        assert code == 2 and "cannot read" in out + err
+        assert not store.parent.exists()

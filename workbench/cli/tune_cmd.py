@@ -251,18 +251,19 @@ def tune(
                 replay_delay,
             )
             return
+        # a recording that cannot be read is refused before a store is opened (or created)
+        recording = load_recording(replay) if replay is not None else None
         store = open_store(storage)
         plans: list[TunePlan]
         if kernel is None:
-            plans = [plan_replay_file(store, replay, study_name=study)]  # type: ignore[arg-type]
+            plans = [plan_replay_file(store, recording, study_name=study)]  # type: ignore[arg-type]
         else:
             spec = load_kernel(kernel, spaces or [])
             arches = resolve_arches(spec, arch)  # without a GPU, --arch all compiles each
             spaces_ = option_spaces(spec, arches[0], device, shape, shapes)
             pinned = spaces_[0].parse_pins(pin)
-            if replay is not None:
+            if recording is not None:
                 one_arch(spec, arch)  # a recording is of one GPU
-                recording = load_recording(replay)
                 plans = [
                     plan_space_replay(store, sp, recording, pinned, study_name=study)
                     for sp in spaces_

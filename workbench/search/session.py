@@ -67,10 +67,12 @@ def replay_banner(recording: Recording) -> str:
     )
 
 
-def plan_replay_file(store: Store, path: Path | str, *, study_name: str | None = None) -> TunePlan:
-    """Tune the space recorded in a file (no space file involved); ``study_name`` overrides the
-    default (kernel | shape | device)."""
-    recording = load_recording(path)
+def plan_replay_file(
+    store: Store, path: Path | str | Recording, *, study_name: str | None = None
+) -> TunePlan:
+    """Tune the space recorded in a file (no space file involved; or the recording already
+    read from it); ``study_name`` overrides the default (kernel | shape | device)."""
+    recording = path if isinstance(path, Recording) else load_recording(path)
     problem = RecordingProblem(recording)
     runner = ReplayRunner(recording)
     optimum = recording.optimum()
