@@ -317,3 +317,27 @@ def test_importance_is_not_drawn_when_every_value_is_the_same(tmp_path: Path) ->
     (data,) = gather_studies(store, "constk")
     imp = gather_importance(data)
     assert imp.values == () and imp.reason == "every correct evaluation has the same value"
+
+
+def test_two_imported_reports_of_one_file_name_get_a_page_each(tmp_path: Path) -> None:
+    """Profiles imported from d1/profile.ncu-rep and d2/profile.ncu-rep (two GPUs, one file
+    name) were one group on one page, and ``my report``/``my-report`` wrote the same file:
+    one page each now, every launch on one of them."""
+    import shutil
+
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    for folder, report in zip(("d1", "d2"), REPORTS, strict=True):
+        (tmp_path / folder).mkdir()
+        copy = tmp_path / folder / "profile.ncu-rep"
+        shutil.copy(NCU / f"{report}.ncu-rep", copy)
+        for r in import_report(copy)[1]:
+            save_profile(store, r)
+    result = build_reports(store, None, ReportOptions(out_dir=tmp_path / "out"))
+    pages = sorted(p.name for p in result.pages if p.name.startswith("profiles-"))
+    assert len(pages) == 2, pages
+    texts = [(tmp_path / "out" / name).read_text() for name in pages]
+    # each page is named by its report's path, the file name being the same
+    assert sorted(("d1/profile" in t, "d2/profile" in t) for t in texts) == [
+        (False, True),
+        (True, False),
+    ]

@@ -99,9 +99,15 @@ def build_reports(
         )
         name = f"study-{data.study.id}-{slug(data.study.kernel)}.html"
         pages.append((name, page, _study_link(name, data)))
-    for group, members in _groups([p for p in profiles if id(p) not in used]).items():
+    groups = _groups([p for p in profiles if id(p) not in used])
+    names = [Path(g).name for g in groups]
+    taken = {name for name, _, _ in pages}
+    for group, members in groups.items():
+        # a report file's name, unless another imported report has the same one: its path
+        if names.count(Path(group).name) == 1:
+            group = Path(group).name
         say(f"profiles {group}")
-        name = f"profiles-{slug(group)}.html"
+        name = _unique(f"profiles-{slug(group)}", taken)
         n = len(members)
         link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}")
         pages.append((name, profiles_page(group, members, options.ceilings), link))
@@ -181,12 +187,24 @@ def _attached(data: StudyData, profiles: list[ProfileRecord]) -> list[ProfileRec
 
 
 def _groups(profiles: list[ProfileRecord]) -> dict[str, list[ProfileRecord]]:
-    """Workbench kernels by name; launches imported without a kernel by report file."""
+    """Workbench kernels by name; launches imported without a kernel by report file (its
+    path: two reports of one file name are two groups)."""
     out: dict[str, list[ProfileRecord]] = {}
     for p in profiles:
-        key = p.kernel if p.config_key else Path(p.source_file or p.kernel).name
+        key = p.kernel if p.config_key else (p.source_file or p.kernel)
         out.setdefault(key, []).append(p)
     return out
+
+
+def _unique(stem: str, taken: set[str]) -> str:
+    """``stem.html``, or ``stem-2.html``... when a page of that name is already written (slugs
+    of different names can be equal: they keep 60 characters of letters and digits)."""
+    name, i = f"{stem}.html", 1
+    while name in taken:
+        i += 1
+        name = f"{stem}-{i}.html"
+    taken.add(name)
+    return name
 
 
 def _study_link(name: str, data: StudyData) -> Link:
