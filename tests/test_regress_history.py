@@ -172,7 +172,8 @@ def _points(runs: list[np.ndarray], keep_samples: bool = True) -> list:
     import datetime as dt
 
     from workbench.regress.history import Point
-    from workbench.regress.records import EnvironmentInfo, RunInfo
+    from workbench.regress.records import RunInfo
+    from workbench.store.environments import EnvironmentInfo
 
     env = EnvironmentInfo(1, "GPU")
     out = []

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from workbench.regress.records import (
     RETUNE_FIELDS,
-    EnvChange,
     MeasurementRecord,
     MissingBaselineError,
     RegressError,
@@ -36,6 +35,7 @@ from workbench.regress.rule import (
 )
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
+from workbench.store.environments import EnvChange
 
 #: Earlier runs (up to the baseline, same kernel and GPU) whose medians measure history noise.
 HISTORY_WINDOW = 20

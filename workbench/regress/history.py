@@ -27,8 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.regress.records import (
-    EnvChange,
-    EnvironmentInfo,
     MeasurementRecord,
     RunInfo,
     list_runs,
@@ -37,6 +35,7 @@ from workbench.regress.records import (
 from workbench.regress.rule import MAD_TO_SIGMA, DecisionRule, Verdict, compare_samples
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
+from workbench.store.environments import EnvChange, EnvironmentInfo
 
 #: Penalty per change point, times log(n), on the noise-scaled series.
 PENALTY_BETA = 3.0

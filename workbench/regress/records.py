@@ -21,12 +21,7 @@ from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.timing import summarize
 from workbench.spaces.model import Config, config_label
 from workbench.store import Store
-from workbench.store.environments import (  # noqa: F401  (regress's names for them)
-    TRACKED_FIELDS,
-    EnvChange,
-    EnvironmentInfo,
-    environment_info,
-)
+from workbench.store.environments import EnvironmentInfo, environment_info
 from workbench.store.models import Environment, RegressMeasurement, RegressRun
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from workbench.regress.history import Point, Series
-from workbench.regress.records import EnvironmentInfo
+from workbench.store.environments import EnvironmentInfo
 
 #: Clicking a change point (its star or its note) scrolls to its environment's row.
 FOLLOW_LINKS = """

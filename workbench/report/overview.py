@@ -180,18 +180,15 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
 
 
 def _throughput(space: object, config: dict, ms: float | None) -> str | None:
-    """Operations (or bytes, for GB/s spaces) per second from the space's work model."""
+    """Operations (or bytes, for GB/s spaces) per second from the space's work model, in the
+    unit tune shows."""
     if space is None or not ms:
         return None
-    from workbench.spaces.launch import work_rates
+    from workbench.search.session import throughput_of
 
-    rates = work_rates(space, config, ms)  # type: ignore[arg-type]
-    if rates is None:
-        return None
-    unit = space.spec.work.unit  # type: ignore[attr-defined]
-    rate = rates[0] if unit == "GB/s" else rates[1]
-    # in the unit tune shows (session.throughput_of): GB/s, or 1e12 operations per second
-    return f"{rate / 1e9:,.1f} GB/s" if unit == "GB/s" else f"{rate / 1e12:,.1f} {unit}"
+    unit, per_second = throughput_of(space)  # type: ignore[arg-type]
+    rate = per_second(config, ms)
+    return None if rate is None else f"{rate:,.1f} {unit}"
 
 
 def _baselines(sec: Section, rows: list[ComparisonRecord]) -> None:
