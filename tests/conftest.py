@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +45,29 @@ args: [x, y, {value: n, dtype: int32}]
 reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
 work: {flops: 2 * n, bytes: 12 * n}
 """
+
+
+@contextlib.contextmanager
+def study_held_elsewhere(store_url: str, study_name: str) -> Iterator[None]:
+    """Another process holds ``study_name``'s tuning lock (``Store.exclusive``) in the store at
+    ``store_url`` while the block runs. (The lock is a POSIX lock, held per process: a lock
+    taken in this process would not stop this process.)"""
+    holder = (
+        "import sys\n"
+        "from workbench.store import Store\n"
+        f"s = Store({store_url!r})\n"
+        f"with s.exclusive(s.find_study({study_name!r})):\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        yield
+    finally:
+        child.communicate("")
 
 
 @pytest.fixture

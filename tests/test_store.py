@@ -202,36 +202,21 @@ def test_a_shown_url_never_holds_a_password() -> None:
 def test_a_symlink_to_a_store_takes_the_same_study_lock(tmp_path: Path) -> None:
     """The per-study lock is taken beside the real file: a tune through a symlink (or another
     spelling of the path) is refused while another process tunes the study, as through the
-    same path. (The lock is a POSIX lock, held per process: the holder is a child.)"""
-    import subprocess
-    import sys
+    same path."""
+    from conftest import study_held_elsewhere
 
     path = tmp_path / "s.sqlite"
     link = tmp_path / "link.sqlite"
     store = Store(url(path))
     study = fill(store)[0]
     link.symlink_to(path)
-    holder = (
-        "import sys, time\n"
-        "from workbench.store import Store\n"
-        f"s = Store({url(path)!r})\n"
-        f"with s.exclusive(s.find_study({study.name!r})):\n"
-        "    print('held', flush=True)\n"
-        "    sys.stdin.read()\n"
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+    with study_held_elsewhere(url(path), study.name):
         other = Store(url(link))
         with (
             pytest.raises(StoreError, match="being tuned by another process"),
             other.exclusive(other.find_study(study.name)),
         ):
             pass
-    finally:
-        child.communicate("")
 
 
 def test_read_only_works_in_a_directory_the_user_may_not_write(

@@ -200,8 +200,7 @@ def test_a_kt_cache_export_writes_back_each_failure_marker_it_read(tmp_path: Pat
 def test_an_import_adds_no_empty_run_and_waits_for_no_tune(tmp_path: Path) -> None:
     """Importing a file twice adds no second (empty) import run; importing into a study that
     another process is tuning is refused (it used to make that tune fail on a duplicate)."""
-    import subprocess
-    import sys
+    from conftest import study_held_elsewhere
 
     from workbench.store.store import StoreError
 
@@ -215,20 +214,8 @@ def test_an_import_adds_no_empty_run_and_waits_for_no_tune(tmp_path: Path) -> No
         from workbench.store.models import Run
 
         assert s.scalar(select(func.count(Run.id))) == 1
-    holder = (
-        "import sys\n"
-        "from workbench.store import Store\n"
-        f"s = Store('sqlite:///{path}')\n"
-        f"with s.exclusive(s.find_study({study.name!r})):\n"
-        "    print('held', flush=True)\n"
-        "    sys.stdin.read()\n"
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "held"
-        with pytest.raises(StoreError, match="being tuned by another process"):
-            import_recording(Store(f"sqlite:///{path}"), PNPOLY)
-    finally:
-        child.communicate("")
+    with (
+        study_held_elsewhere(f"sqlite:///{path}", study.name),
+        pytest.raises(StoreError, match="being tuned by another process"),
+    ):
+        import_recording(Store(f"sqlite:///{path}"), PNPOLY)

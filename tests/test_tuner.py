@@ -20,7 +20,7 @@ from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
 from workbench.search.tuner import Budget, StopReason, Tuner
 from workbench.spaces.model import Config
-from workbench.store import Store
+from workbench.store import Store, StudyInfo
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
@@ -45,6 +45,18 @@ class CountingRunner(Runner):
         return self.inner.evaluate(config)
 
 
+def recorded_study(store: Store, recording: Recording) -> tuple[RecordingProblem, StudyInfo]:
+    """The recording's search problem and its study in ``store``."""
+    problem = RecordingProblem(recording)
+    study = store.study(
+        kernel=recording.kernel,
+        shape_label=problem.shape_label,
+        device_key=recording.device.key(),
+        parameters=recording.parameters,
+    )
+    return problem, study
+
+
 def tune(
     store_path: Path,
     recording: Recording,
@@ -55,13 +67,7 @@ def tune(
     runner: Runner | None = None,
 ):
     store = Store(f"sqlite:///{store_path}")
-    problem = RecordingProblem(recording)
-    study = store.study(
-        kernel=recording.kernel,
-        shape_label=problem.shape_label,
-        device_key=recording.device.key(),
-        parameters=recording.parameters,
-    )
+    problem, study = recorded_study(store, recording)
     runner = runner or CountingRunner(recording)
     return Tuner(problem, runner, store, study, sampler=sampler, seed=seed).run(budget), runner
 
@@ -279,13 +285,7 @@ def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     """Ctrl-C that lands right after an evaluation is committed: the result counts what the
     store holds (it said one fewer, and its best could miss the stored best)."""
     store = Store(f"sqlite:///{tmp_path}/s.sqlite")
-    problem = RecordingProblem(pnpoly)
-    study = store.study(
-        kernel=pnpoly.kernel,
-        shape_label=problem.shape_label,
-        device_key=pnpoly.device.key(),
-        parameters=pnpoly.parameters,
-    )
+    problem, study = recorded_study(store, pnpoly)
     record = store.record
 
     def record_then_interrupt(*args, **kwargs):  # the 5th commit, then Ctrl-C
