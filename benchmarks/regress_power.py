@@ -24,7 +24,19 @@ B adds run-to-run drift (every run is scaled by ``exp(N(0, drift))``, as clock a
 state do) and gives our rule the history noise of 10 earlier runs, as ``regress check`` does;
 ``ours, no history`` shows what the history adds.
 
+Scenario C is a whole check: ``--rows`` configs (30) compared at once, each drawn as in B, with
+no change (the chance of any false SLOWER in the check), one config slower by a shift
+(detection of that config), or every config slower by it (a driver change: the share of configs
+detected). ``per row`` is the rule alone on each row; ``family`` adds the check's
+Benjamini-Hochberg step across the rows (``regress check`` applies both).
+
+Scenario D is ``regress history``: series of 20 runs (1% noise, drift), with no step or a
+step at run 10; how often a change point is found in a flat series, and how often exactly the
+step is found, for each ``--confirm-k`` (the confirmation's threshold in segment-noise
+deviations, :data:`workbench.regress.history.CONFIRM_K`).
+
     python benchmarks/regress_power.py [--trials 400] [--samples 32] [--seed 0] [--json OUT]
+        [--rows 30] [--checks 200] [--series 200] [--confirm-k 4,5] [--only C|D]
 """
 
 from __future__ import annotations
@@ -43,8 +55,18 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.regress.check import Row, family_step
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
-from workbench.regress.rule import ALPHA, FLOOR, NOISE_K, Verdict, compare_samples, history_noise
+from workbench.regress.rule import (
+    ALPHA,
+    FAMILY_Q,
+    FLOOR,
+    NOISE_K,
+    Verdict,
+    compare_samples,
+    history_estimate,
+    history_noise,
+)
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 FILES = (
@@ -57,6 +79,12 @@ SHIFTS = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.10)
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.03, 0.05)
 DRIFTS = (0.005, 0.01, 0.02)
 HISTORY_RUNS = 10
+#: Scenario C: shifts of one config, or of all, in a check of many configs.
+CHECK_SHIFTS = (0.05, 0.075, 0.10, 0.15)
+#: Scenario D: series length, where the step is, and its sizes.
+HISTORY_RUNS_D = 20
+HISTORY_STEP_AT = 10
+HISTORY_STEPS = (0.0, 0.05, 0.10)
 #: Detection rate that counts as "detects this shift".
 POWER = 0.95
 
@@ -220,6 +248,154 @@ def print_table(title: str, rows: list[dict[str, object]]) -> None:
         print()
 
 
+def check_scenario(
+    sets: Sequence[SampleSet],
+    *,
+    rows: int,
+    checks: int,
+    drift: float,
+    noise: float,
+    samples: int,
+    history_runs: int,
+    seed: int,
+) -> dict[str, object]:
+    """Scenario C at one drift: rates of the per-row rule and of the family step."""
+    from workbench.regress.noise import with_noise
+
+    rng = np.random.default_rng(seed)
+    any_false = {"per row": 0, "family": 0}
+    one = {s: {"per row": 0, "family": 0} for s in CHECK_SHIFTS}
+    every = {s: {"per row": 0, "family": 0} for s in CHECK_SHIFTS}
+    for _ in range(checks):
+        picks = rng.integers(len(sets), size=rows)
+        configs = [with_noise(sets[i].samples / np.median(sets[i].samples), noise) for i in picks]
+
+        def run(x: np.ndarray, factor: float = 1.0) -> np.ndarray:
+            return draw_run(x, rng, n=samples, factor=factor * float(np.exp(rng.normal(0, drift))))
+
+        hist, bases = {}, []
+        for j, x in enumerate(configs):
+            earlier = [float(np.median(run(x))) for _ in range(history_runs)]
+            base = run(x)
+            bases.append(base)
+            hist[("n", str(j))] = history_estimate([*earlier, float(np.median(base))])
+        cands = [run(x) for x in configs]
+        null = _check_rows(bases, cands, hist)
+        for name, slower in _slower(null, hist).items():
+            any_false[name] += any(slower)
+        for shift in CHECK_SHIFTS:
+            shifted = [run(x, 1.0 + shift) for x in configs]
+            one_rows = [*_check_rows(bases[:1], shifted[:1], hist), *null[1:]]
+            for name, slower in _slower(one_rows, hist).items():
+                one[shift][name] += slower[0]
+            for name, slower in _slower(_check_rows(bases, shifted, hist), hist).items():
+                every[shift][name] += sum(slower)
+    return {
+        "drift": drift,
+        "noise": noise,
+        "rows": rows,
+        "checks": checks,
+        "any_false_slower": {k: v / checks for k, v in any_false.items()},
+        "one_slower_detected": {s: {k: v / checks for k, v in d.items()} for s, d in one.items()},
+        "all_slower_detected": {
+            s: {k: v / (checks * rows) for k, v in d.items()} for s, d in every.items()
+        },
+    }
+
+
+def _check_rows(
+    bases: Sequence[np.ndarray], cands: Sequence[np.ndarray], hist: dict[tuple[str, str], object]
+) -> list[Row]:
+    out = []
+    for j, (b, c) in enumerate(zip(bases, cands, strict=True)):
+        noise = hist[("n", str(j))]
+        comparison = compare_samples(b, c, history=noise.sigma if noise else None)  # type: ignore[attr-defined]
+        out.append(Row("n", str(j), comparison.verdict, None, None, comparison))
+    return out
+
+
+def _slower(rows: list[Row], hist: dict[tuple[str, str], object]) -> dict[str, list[bool]]:
+    family = family_step(rows, hist, FAMILY_Q)  # type: ignore[arg-type]
+    return {
+        "per row": [r.verdict is Verdict.SLOWER for r in rows],
+        "family": [r.verdict is Verdict.SLOWER for r in family],
+    }
+
+
+def print_check_scenario(results: list[dict[str, object]]) -> None:
+    rows = results[0]["rows"]
+    print(f"\nC. a check of {rows} configs at once (1% noise, drift, {HISTORY_RUNS} earlier runs)")
+    shifts = " ".join(f"{100 * s:>5g}%" for s in CHECK_SHIFTS)
+    print(
+        f"{'drift':>6} {'rule':<8} {'P(any false)':>12} | one config slower by {shifts}"
+        f" | every config slower by {shifts}"
+    )
+    for res in results:
+        for name in ("per row", "family"):
+            one = " ".join(
+                f"{100 * res['one_slower_detected'][s][name]:>5.1f}%"  # type: ignore[index]
+                for s in CHECK_SHIFTS
+            )
+            every = " ".join(
+                f"{100 * res['all_slower_detected'][s][name]:>5.1f}%"  # type: ignore[index]
+                for s in CHECK_SHIFTS
+            )
+            false = 100 * res["any_false_slower"][name]  # type: ignore[index]
+            print(
+                f"{100 * res['drift']:>5g}% {name:<8} {false:>11.1f}% |"  # type: ignore[operator]
+                f"                      {one} |                        {every}"
+            )
+
+
+def history_scenario(
+    sets: Sequence[SampleSet], *, series: int, drift: float, confirm_k: float, seed: int
+) -> dict[str, object]:
+    """Scenario D at one drift and confirmation threshold."""
+    from workbench.regress import history
+    from workbench.regress.noise import series_points, with_noise
+
+    saved, history.CONFIRM_K = history.CONFIRM_K, confirm_k
+    try:
+        out: dict[str, object] = {"drift": drift, "confirm_k": confirm_k, "series": series}
+        for step in HISTORY_STEPS:
+            rng = np.random.default_rng(seed)
+            exact = found_any = 0
+            for _ in range(series):
+                real = sets[int(rng.integers(len(sets)))].samples
+                x = with_noise(real / np.median(real), 0.01)
+                runs = [
+                    draw_run(
+                        x, rng, factor=(1.0 + step * (i >= HISTORY_STEP_AT)) * _drift(rng, drift)
+                    )
+                    for i in range(HISTORY_RUNS_D)
+                ]
+                found = [c.index for c in history.change_points(series_points(runs))]
+                exact += found == [HISTORY_STEP_AT]
+                found_any += bool(found)
+            out[f"step {step:g}"] = {"exact": exact / series, "any": found_any / series}
+        return out
+    finally:
+        history.CONFIRM_K = saved
+
+
+def _drift(rng: np.random.Generator, drift: float) -> float:
+    return float(np.exp(rng.normal(0.0, drift))) if drift else 1.0
+
+
+def print_history_scenario(results: list[dict[str, object]]) -> None:
+    print(f"\nD. regress history: {HISTORY_RUNS_D} runs, 1% noise, a step at run {HISTORY_STEP_AT}")
+    steps = [s for s in HISTORY_STEPS if s]
+    head = " ".join(f"{100 * s:>4g}% exact/any" for s in steps)
+    print(f"{'drift':>6} {'k':>4} {'flat: any':>10} | {head}")
+    for res in results:
+        flat = res["step 0"]["any"]  # type: ignore[index]
+        cells = " ".join(
+            f"{100 * res[f'step {s:g}']['exact']:>7.1f}/{100 * res[f'step {s:g}']['any']:>5.1f}%"  # type: ignore[index]
+            for s in steps
+        )
+        print(f"{100 * res['drift']:>5g}% {res['confirm_k']:>4g} {100 * flat:>9.1f}% | {cells}")  # type: ignore[operator]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=400, help="trials per (setting, shift)")
@@ -227,6 +403,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the rates here")
     parser.add_argument("--history", type=int, default=HISTORY_RUNS, help="earlier runs (B)")
+    parser.add_argument("--rows", type=int, default=30, help="configs per check (C)")
+    parser.add_argument("--checks", type=int, default=200, help="checks per drift (C)")
+    parser.add_argument("--series", type=int, default=200, help="series per drift (D)")
+    parser.add_argument("--confirm-k", default="4,5", help="confirmation thresholds (D)")
+    parser.add_argument("--only", choices=("C", "D"), help="run this scenario alone")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -241,27 +422,55 @@ def main() -> None:
         f"{args.samples} samples per run"
     )
     plain_rules: dict[str, Rule] = {"plain 5%": plain(0.05), "plain 2%": plain(0.02)}
-    a = scenario(
-        sets,
-        {"ours": ours, **plain_rules},
-        [(n, 0.0) for n in NOISE_LEVELS],
-        args.trials,
-        args.samples,
-        args.seed,
-    )
-    add_uniform(a)
-    print_table("A. independent runs (noise = relative standard deviation of the samples)", a)
-    b = scenario(
-        sets,
-        {"ours": ours, "ours, no history": ours_no_history, **plain_rules},
-        [(0.01, d) for d in DRIFTS],
-        args.trials,
-        args.samples,
-        args.seed,
-        args.history,
-    )
-    add_uniform(b)
-    print_table(f"B. 1% noise plus run-to-run drift; our rule sees {args.history} earlier runs", b)
+    a: list[dict[str, object]] = []
+    b: list[dict[str, object]] = []
+    if not args.only:
+        a = scenario(
+            sets,
+            {"ours": ours, **plain_rules},
+            [(n, 0.0) for n in NOISE_LEVELS],
+            args.trials,
+            args.samples,
+            args.seed,
+        )
+        add_uniform(a)
+        print_table("A. independent runs (noise = relative standard deviation of the samples)", a)
+        b = scenario(
+            sets,
+            {"ours": ours, "ours, no history": ours_no_history, **plain_rules},
+            [(0.01, d) for d in DRIFTS],
+            args.trials,
+            args.samples,
+            args.seed,
+            args.history,
+        )
+        add_uniform(b)
+        title = f"B. 1% noise plus run-to-run drift; our rule sees {args.history} earlier runs"
+        print_table(title, b)
+    c = []
+    d = []
+    if args.only != "D":
+        c = [
+            check_scenario(
+                sets,
+                rows=args.rows,
+                checks=args.checks,
+                drift=drift,
+                noise=0.01,
+                samples=args.samples,
+                history_runs=args.history,
+                seed=args.seed,
+            )
+            for drift in DRIFTS
+        ]
+        print_check_scenario(c)
+    if args.only != "C":
+        d = [
+            history_scenario(sets, series=args.series, drift=drift, confirm_k=k, seed=args.seed)
+            for drift in (0.0, 0.01, 0.02)
+            for k in (float(v) for v in args.confirm_k.split(","))
+        ]
+        print_history_scenario(d)
     print(f"total {time.perf_counter() - start:.0f} s")
     if args.json:
         for row in (*a, *b):
@@ -277,7 +486,7 @@ def main() -> None:
                 "gpu": None,  # CPU only: the noise is recorded, nothing is measured here
             },
             "data": data_source(sets),
-            "rule": {"alpha": ALPHA, "floor": FLOOR, "noise_k": NOISE_K},
+            "rule": {"alpha": ALPHA, "floor": FLOOR, "noise_k": NOISE_K, "family_q": FAMILY_Q},
             "trials": args.trials,
             "samples": args.samples,
             "history_runs": args.history,
@@ -286,6 +495,8 @@ def main() -> None:
             "summary": summary(a, b),
             "A": a,
             "B": b,
+            "C": c,
+            "D": d,
         }
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 

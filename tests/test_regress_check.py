@@ -5,6 +5,7 @@ Samples are real: configs of a convolution kernel on an A100 with ~1 % noise, re
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,38 @@ def test_retune_hint_only_when_the_environment_changed_and_something_got_slower(
     report = check(store, "1", str(other))  # by id: the runs of two kernels
     assert {r.note for r in report.rows} == {"different kernels: conv vs gemm"}
     assert report.hint is None
+
+
+def test_one_change_among_many_configs_must_survive_the_family_step(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    """4.5 % slower after ten runs that moved by +-0.75 %: a regression when it is the only config
+    compared, not when it is one of 30 that did not move (one false alarm in five checks of 30
+    configs otherwise); when all 30 moved by 4.5 %, every one is a regression."""
+    rng = np.random.default_rng(5)
+    env = store.environment(H200)
+    levels = [1.0, 1.0075, 0.9925] * 3 + [1.0, 1.0]  # ten earlier runs and the baseline
+
+    def config(i: int, level: float) -> MeasurementRecord:
+        s = one_percent[i % len(one_percent)].samples
+        m = measured(draw_run(s, rng, n=200, factor=level))
+        return dataclasses.replace(m, config_key=f"BLOCK={i}", params={"BLOCK": i})
+
+    for rows, kernel in ((1, "alone"), (30, "many")):
+        for level in levels:
+            base = save(store, env, *(config(i, level) for i in range(rows)), kernel=kernel)
+        save(store, env, config(0, 1.045), *(config(i, 1.0) for i in range(1, rows)), kernel=kernel)
+        report = check(store, str(base), "latest", kernel=kernel)
+        first = report.rows[[r.config_key for r in report.rows].index("BLOCK=0")]
+        p = first.family_p
+        assert p is not None and 0.05 / 30 < p < 0.05  # a discovery alone, not among 30
+        if rows == 1:
+            assert first.verdict is Verdict.SLOWER and report.exit_status == 1
+        else:
+            assert first.verdict is Verdict.SAME and report.exit_status == 0
+            assert "not among the 30 configs compared (Benjamini-Hochberg" in first.note
+            assert first.comparison is not None and first.comparison.verdict is Verdict.SLOWER
+    save(store, env, *(config(i, 1.045) for i in range(30)), kernel="many")
+    report = check(store, str(base), "latest", kernel="many")
+    assert report.count(Verdict.SLOWER) == 30, [r.to_json() for r in report.rows]
+    assert report.to_json()["rule"]["family_q"] == 0.05  # type: ignore[index]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workbench.regress.history import candidate_breaks, gather_history
-from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, series_points
 from workbench.regress.records import MeasurementRecord, RegressError, save_run
 from workbench.regress.timeline import draw_timeline, timeline_html, write_timeline
 from workbench.runners.base import DeviceInfo, TrialOutcome
@@ -83,7 +83,7 @@ def test_steps_are_found_across_many_real_configs(one_percent: list[SampleSet]) 
     for _ in range(trials):
         s = one_percent[int(rng.integers(len(one_percent)))].samples
         runs = [draw_run(s, rng, factor=1.05 if i >= 12 else 1.0) for i in range(25)]
-        found = [c.index for c in change_points(_points(runs))]
+        found = [c.index for c in change_points(series_points(runs))]
         hits += found == [12]
     assert hits / trials >= 0.9, hits
 
@@ -96,7 +96,7 @@ def test_flat_noisy_histories_have_no_change_point(one_percent: list[SampleSet])
     for _ in range(40):
         s = one_percent[int(rng.integers(len(one_percent)))].samples
         runs = [draw_run(s, rng) for _ in range(25)]
-        found += bool(change_points(_points(runs)))
+        found += bool(change_points(series_points(runs)))
     assert found == 0
 
 
@@ -110,16 +110,16 @@ def test_a_bimodal_kernel_jumping_between_modes_is_not_a_change() -> None:
     runs = [draw_run(modes, rng) for _ in range(30)]
     medians = [float(np.median(r)) for r in runs]
     assert max(medians) / min(medians) > 1.03  # the medians do jump
-    assert change_points(_points(runs)) == []
+    assert change_points(series_points(runs)) == []
 
 
 def test_medians_without_samples_use_the_floor() -> None:
     from workbench.regress.history import change_points
 
     runs = [np.array([1.0])] * 6 + [np.array([1.01])] * 6
-    assert change_points(_points(runs, keep_samples=False)) == []
+    assert change_points(series_points(runs, keep_samples=False)) == []
     runs = [np.array([1.0])] * 6 + [np.array([1.10])] * 6
-    assert [c.index for c in change_points(_points(runs, keep_samples=False))] == [6]
+    assert [c.index for c in change_points(series_points(runs, keep_samples=False))] == [6]
 
 
 def test_a_zero_time_sample_does_not_crash_the_history() -> None:
@@ -128,7 +128,7 @@ def test_a_zero_time_sample_does_not_crash_the_history() -> None:
     from workbench.regress.history import change_points
 
     runs = [np.array([0.0, 1.0, 1.0])] * 6 + [np.array([0.0, 1.2, 1.2])] * 6
-    assert [c.index for c in change_points(_points(runs))] == [6]
+    assert [c.index for c in change_points(series_points(runs))] == [6]
 
 
 def test_short_histories_have_no_candidates() -> None:
@@ -166,30 +166,6 @@ def test_timeline_marks_change_points_and_links_environments(
     assert "(dirty)" in page and "REPLAY" not in page
     path = write_timeline(tmp_path / "out" / "t.html", series, kernel="conv", store_url="x")
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-
-
-def _points(runs: list[np.ndarray], keep_samples: bool = True) -> list:
-    import datetime as dt
-
-    from workbench.regress.history import Point
-    from workbench.regress.records import RunInfo
-    from workbench.store.environments import EnvironmentInfo
-
-    env = EnvironmentInfo(1, "GPU")
-    out = []
-    for i, x in enumerate(runs):
-        run = RunInfo(i, "k", None, dt.datetime(2026, 1, 1) + dt.timedelta(days=i), env, None, None)
-        m = MeasurementRecord(
-            "s",
-            "c",
-            {},
-            "best",
-            TrialOutcome.OK,
-            median=float(np.median(x)),
-            samples=tuple(x) if keep_samples else (),
-        )
-        out.append(Point(run, m))
-    return out
 
 
 def test_the_timeline_fragment_leaves_plotly_js_to_the_page(

@@ -17,7 +17,10 @@ from workbench.regress.rule import (
     DecisionRule,
     Verdict,
     compare_samples,
+    family_discoveries,
+    history_estimate,
     history_noise,
+    history_p_value,
 )
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
@@ -129,6 +132,33 @@ def test_history_noise_is_unbiased_for_normal_run_to_run_noise() -> None:
     runs = np.exp(np.cumsum(rng.normal(0.0, sigma, (4000, 11)), axis=1))
     estimates = np.array([history_noise(r) for r in runs])
     assert np.mean(estimates**2) == pytest.approx(sigma**2, rel=0.05)
+
+
+@pytest.mark.parametrize("runs", [5, 11])
+def test_the_history_p_value_is_calibrated(runs: int) -> None:
+    """With normal run-to-run noise and no change, p < a happens about a of the time: the t
+    tail with the estimate's degrees of freedom accounts for a noise measured from few runs
+    (a normal tail would give p < 0.01 in 8 % of checks at five runs)."""
+    rng = np.random.default_rng(11)
+    sigma = 0.01
+    histories = np.exp(np.cumsum(rng.normal(0.0, sigma, (4000, runs)), axis=1))
+    ratios = np.exp(rng.normal(0.0, sigma, 4000))
+    estimates = [history_estimate(h) for h in histories]
+    assert {e.df for e in estimates if e} == {runs - 2 if runs > 4 else runs - 1}
+    ps = np.array([history_p_value(r, e) for r, e in zip(ratios, estimates, strict=True)])
+    for level in (0.05, 0.01):
+        assert np.mean(ps < level) == pytest.approx(level, rel=0.5)
+    assert history_p_value(1.1, None) is None
+
+
+def test_family_discoveries_are_benjamini_hochberg() -> None:
+    # sorted p: 0.001 <= 0.05/5, 0.008 <= 0.10/5, 0.039 > 0.15/5, 0.0395 <= 0.20/5 (step-up:
+    # the largest k that passes rejects the k smallest), 0.9 > 0.25/5
+    ps = [0.0395, 0.9, 0.001, 0.039, 0.008]
+    assert family_discoveries(ps, 0.05) == [True, False, True, True, True]
+    assert family_discoveries([0.02, 0.03], 0.05) == [True, True]
+    assert family_discoveries([0.02] + [0.5] * 29, 0.05) == [False] * 30  # 0.02 > 0.05 / 30
+    assert family_discoveries([], 0.05) == []
 
 
 def test_a_change_the_sm_clock_explains_is_not_reported() -> None:

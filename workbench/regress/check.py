@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workbench.regress.records import (
     RETUNE_FIELDS,
@@ -28,10 +28,13 @@ from workbench.regress.rule import (
     CI_LEVEL,
     DecisionRule,
     Evidence,
+    HistoryNoise,
     SampleComparison,
     Verdict,
     compare_samples,
-    history_noise,
+    family_discoveries,
+    history_estimate,
+    history_p_value,
 )
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
@@ -54,6 +57,12 @@ class Row:
     candidate: MeasurementRecord | None
     comparison: SampleComparison | None = None
     note: str = ""
+    #: the p-value the family step judged (the U test's or the history's, the larger)
+    family_p: float | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.shape_label, self.config_key)
 
     def to_json(self) -> dict[str, object]:
         """The row as plain JSON values (ratio > 1: the candidate is slower)."""
@@ -74,6 +83,7 @@ class Row:
             **_evidence_json(ev),
             "cycles": _evidence_json(cyc) if cyc else None,
             "history_noise": self.comparison.history_noise if self.comparison else None,
+            "family_p": self.family_p,
             "note": self.note,
         }
 
@@ -117,6 +127,8 @@ class CheckReport:
                 "floor": self.rule.floor,
                 "noise_k": self.rule.noise_k,
                 "ci_level": CI_LEVEL,
+                "family": "Benjamini-Hochberg over the compared rows",
+                "family_q": self.rule.family_q,
             },
             "counts": {v.value: self.count(v) for v in Verdict},
             "regressions": self.count(Verdict.SLOWER),
@@ -167,17 +179,18 @@ def compare_runs(
     cand: RunInfo,
     base_ms: Sequence[MeasurementRecord],
     cand_ms: Sequence[MeasurementRecord],
-    noise: Mapping[Key, float | None] | None = None,
+    noise: Mapping[Key, HistoryNoise | None] | None = None,
     rule: DecisionRule | None = None,
 ) -> CheckReport:
-    """Apply the decision rule to every (shape, config) of two runs.
+    """Apply the decision rule to every (shape, config) of two runs, then the family step
+    (the rule module's docstring) across the rows compared.
 
     Args:
         base: the baseline run.
         cand: the candidate run.
         base_ms: the baseline's measurements.
         cand_ms: the candidate's measurements.
-        noise: history noise per (shape, config) (see :func:`history_noise`).
+        noise: history noise per (shape, config) (see :func:`history_estimate`).
         rule: the decision rule's parameters.
 
     Returns:
@@ -194,6 +207,7 @@ def compare_runs(
             rows.append(Row(*key, Verdict.NOT_COMPARABLE, b.get(key), c.get(key), note=why_not))
         else:
             rows.append(_compare_one(key, b.get(key), c.get(key), noise.get(key), rule))
+    rows = family_step(rows, noise, rule.family_q)
     return CheckReport(
         base, cand, tuple(rows), changes, not why_not, _hint(cand, changes, rows, why_not), rule
     )
@@ -203,7 +217,7 @@ def _compare_one(
     key: Key,
     base: MeasurementRecord | None,
     cand: MeasurementRecord | None,
-    noise: float | None,
+    noise: HistoryNoise | None,
     rule: DecisionRule,
 ) -> Row:
     if base is None or cand is None:
@@ -218,7 +232,12 @@ def _compare_one(
     (bs, bclk), (cs, cclk) = base.used(), cand.used()
     try:
         result = compare_samples(
-            bs, cs, baseline_clock=bclk, candidate_clock=cclk, history=noise, rule=rule
+            bs,
+            cs,
+            baseline_clock=bclk,
+            candidate_clock=cclk,
+            history=noise.sigma if noise else None,
+            rule=rule,
         )
     except ValueError as exc:
         return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=str(exc))
@@ -226,6 +245,40 @@ def _compare_one(
     if result.cycles is None and (bclk or cclk):
         note = (note + "; " if note else "") + "SM clocks recorded on one side only"
     return Row(*key, result.verdict, base, cand, result, note)
+
+
+def family_step(
+    rows: Sequence[Row], noise: Mapping[Key, HistoryNoise | None], q: float
+) -> list[Row]:
+    """Benjamini-Hochberg across the compared rows: a change that is not a discovery among
+    them is SAME, with a note. Each row's p-value is the largest of its U tests' and its
+    history p-values (time, and cycles when compared): every test must pass, so every test's
+    evidence must survive."""
+    out = list(rows)
+    compared = [i for i, r in enumerate(rows) if r.comparison and r.comparison.time]
+    ps = [_row_p(rows[i], noise.get(rows[i].key)) for i in compared]
+    for i, p, found in zip(compared, ps, family_discoveries(ps, q), strict=True):
+        row = replace(rows[i], family_p=p)
+        if row.verdict in (Verdict.SLOWER, Verdict.FASTER) and not found:
+            why = (
+                f"{row.verdict.value} on its own, but not among the {len(compared)} configs "
+                f"compared (Benjamini-Hochberg at q = {q:g}: p = {p:.2g})"
+            )
+            row = replace(row, verdict=Verdict.SAME, note="; ".join(filter(None, [row.note, why])))
+        out[i] = row
+    return out
+
+
+def _row_p(row: Row, noise: HistoryNoise | None) -> float:
+    assert row.comparison is not None
+    ps = []
+    for ev in (row.comparison.time, row.comparison.cycles):
+        if ev is not None:
+            ps.append(ev.p_value)
+            history = history_p_value(ev.ratio, noise)
+            if history is not None:
+                ps.append(history)
+    return max(ps)
 
 
 def _incomparable(base: RunInfo, cand: RunInfo) -> str:
@@ -376,13 +429,13 @@ def _history_runs(runs: Sequence[RunInfo], base: RunInfo) -> list[RunInfo]:
 
 def _history_noise(
     prior: Sequence[RunInfo], measured: Mapping[int, Sequence[MeasurementRecord]]
-) -> dict[Key, float | None]:
+) -> dict[Key, HistoryNoise | None]:
     medians: dict[Key, list[float]] = {}
     for run in prior:
         for m in measured.get(run.id, ()):
             if m.outcome is TrialOutcome.OK and m.median:
                 medians.setdefault(m.key, []).append(m.median)
-    return {key: history_noise(values) for key, values in medians.items()}
+    return {key: history_estimate(values) for key, values in medians.items()}
 
 
 def _evidence_json(ev: Evidence | None) -> dict[str, object]:

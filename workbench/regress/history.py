@@ -8,8 +8,13 @@ Change points are found in two steps:
    :data:`SIGMA_MIN`), with the BIC-like penalty ``PENALTY_BETA * log(n)``.
 2. **Confirmation**: a candidate is kept only when the pooled raw samples of the segments on
    either side pass the check's decision rule (:mod:`workbench.regress.rule`: Mann-Whitney U,
-   the ratio's whole interval beyond the threshold, history noise = this series' run-to-run
-   noise). The weakest unconfirmed candidate is dropped and its neighbours merged until every
+   the ratio's whole interval beyond the threshold). The rule's history noise is the noise of
+   the *segments'* log ratio, not of two single runs': this series' run-to-run noise (the
+   standard deviation ``s`` of a consecutive difference of log medians) times
+   ``sqrt((1/n_l + 1/n_r) / 2)`` for segments of ``n_l`` and ``n_r`` runs (the difference of
+   two means of ``n`` runs, each of variance ``s^2 / 2``), with ``k =`` :data:`CONFIRM_K`
+   rather than the check's 3, since PELT put the candidate where the step looks largest. The
+   weakest unconfirmed candidate is dropped and its neighbours merged until every
    remaining one is confirmed. This keeps the median of a bimodal kernel, which jumps between
    its modes from run to run, from looking like a series of changes. Without raw samples, a
    candidate must move the segment median by the rule's 2 % floor.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -45,6 +50,9 @@ SIGMA_MIN = math.log1p(0.02) / 4
 MIN_SEGMENT = 2
 #: Pooled samples per side used to confirm a change point (a fixed subsample beyond this).
 MAX_POOLED = 5000
+#: Segment noise deviations a candidate's step must clear (the check's rule uses 3 for one
+#: pre-chosen pair of runs; here PELT chose the split, so the largest-looking step is tested).
+CONFIRM_K = 4.0
 
 
 @dataclass(frozen=True)
@@ -205,8 +213,10 @@ def _support(
     base, cand = _pooled(left), _pooled(right)
     if base is None or cand is None:
         return shift - math.log1p(rule.floor)
+    segment_noise = noise * math.sqrt((1.0 / len(left) + 1.0 / len(right)) / 2.0)
+    confirm = replace(rule, noise_k=max(rule.noise_k, CONFIRM_K))
     try:
-        result = compare_samples(base, cand, history=noise, rule=rule)
+        result = compare_samples(base, cand, history=segment_noise, rule=confirm)
     except ValueError:  # samples the rule cannot compare (a zero time): the shift alone says
         return shift - math.log1p(rule.floor)
     return 1.0 if result.verdict in (Verdict.SLOWER, Verdict.FASTER) else -1.0 / (1.0 + shift)

@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.regress.rule import MAD_TO_SIGMA
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
+
+if TYPE_CHECKING:
+    from workbench.regress.history import Point
 
 
 @dataclass(frozen=True)
@@ -100,3 +104,31 @@ def draw_run(
     """One simulated run: ``n`` samples drawn with replacement, times ``factor``."""
     idx = rng.integers(0, len(samples), n or len(samples))
     return samples[idx] * factor
+
+
+def series_points(runs: Sequence[np.ndarray], keep_samples: bool = True) -> list[Point]:
+    """A history series of one config made of these simulated runs (one a day, one GPU), for
+    :func:`workbench.regress.history.change_points`; ``keep_samples=False`` stores medians only.
+    """
+    import datetime as dt
+
+    from workbench.regress.history import Point
+    from workbench.regress.records import MeasurementRecord, RunInfo
+    from workbench.store.environments import EnvironmentInfo
+
+    env = EnvironmentInfo(1, "GPU")
+    start = dt.datetime(2026, 1, 1)
+    out = []
+    for i, x in enumerate(runs):
+        run = RunInfo(i, "k", None, start + dt.timedelta(days=i), env, None, None)
+        m = MeasurementRecord(
+            "s",
+            "c",
+            {},
+            "best",
+            TrialOutcome.OK,
+            median=float(np.median(x)),
+            samples=tuple(float(v) for v in x) if keep_samples else (),
+        )
+        out.append(Point(run, m))
+    return out

@@ -36,6 +36,17 @@ three of these hold:
    reported as the kernel's.
 
 Anything that fails a test is SAME.
+
+**Many configs at once.** A check compares every (shape, config) of two runs, and each row has
+its own chance of a false alarm: at k = 3 and ten runs of history, about 0.5 to 1 % per row
+under run-to-run drift, so a check of 30 rows would cry wolf in one check in five or six. The
+check therefore also controls the false discovery rate across its rows (Benjamini-Hochberg at
+``q =`` :data:`FAMILY_Q`; when nothing changed, that is the chance of any false alarm). Each
+compared row's p-value is the larger of its U test's and its **history p-value**, the
+two-sided tail of ``log r / history_noise`` in Student's t with the history's degrees of
+freedom (:func:`history_estimate`): ten runs estimate the noise roughly, and the t tail says
+how roughly. A row without history has only its U test's. A change that the per-row rule
+finds but that does not survive the family step is SAME, with a note.
 """
 
 from __future__ import annotations
@@ -69,6 +80,8 @@ BOOTSTRAP = 1000
 CI_LEVEL = 0.95
 #: The MAD of a normal sample times this is its standard deviation.
 MAD_TO_SIGMA = 1.4826
+#: False discovery rate across the rows of one check (Benjamini-Hochberg).
+FAMILY_Q = 0.05
 
 
 class Verdict(enum.Enum):
@@ -97,6 +110,7 @@ class DecisionRule:
         min_samples: fewer samples on a side and the comparison is not made.
         bootstrap: resamplings for the ratio's interval.
         seed: seed of the resamplings (a check is reproducible).
+        family_q: false discovery rate across the rows of one check.
     """
 
     alpha: float = ALPHA
@@ -105,10 +119,13 @@ class DecisionRule:
     min_samples: int = MIN_SAMPLES
     bootstrap: int = BOOTSTRAP
     seed: int = 0
+    family_q: float = FAMILY_Q
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.family_q <= 1:
+            raise ValueError(f"family_q must be in (0, 1], got {self.family_q}")
         if self.floor < 0 or self.noise_k < 0:
             raise ValueError("floor and noise_k must be >= 0")
         if self.min_samples < 2 or self.bootstrap < 100:
@@ -144,7 +161,15 @@ class SampleComparison:
     note: str = ""
 
 
-def history_noise(medians: Sequence[float]) -> float | None:
+@dataclass(frozen=True)
+class HistoryNoise:
+    """Run-to-run noise measured from stored runs, and how many numbers it rests on."""
+
+    sigma: float  #: standard deviation of ``log r`` between two runs
+    df: int  #: degrees of freedom of the estimate (the consecutive differences it keeps)
+
+
+def history_estimate(medians: Sequence[float]) -> HistoryNoise | None:
     """Run-to-run noise of ``log`` median ratios from consecutive stored runs.
 
     Args:
@@ -152,7 +177,8 @@ def history_noise(medians: Sequence[float]) -> float | None:
 
     Returns:
         The RMS of ``diff(log m)`` without its largest magnitude (kept with three or fewer),
-        or None with fewer than :data:`MIN_HISTORY_RUNS` positive medians.
+        with its degrees of freedom, or None with fewer than :data:`MIN_HISTORY_RUNS`
+        positive medians.
     """
     logs = np.log([m for m in medians if m is not None and m > 0 and math.isfinite(m)])
     if len(logs) < MIN_HISTORY_RUNS:
@@ -162,8 +188,41 @@ def history_noise(medians: Sequence[float]) -> float | None:
     # power benchmark (scenario B); leaving the largest out keeps one real step from inflating it.
     diffs = np.sort(np.abs(np.diff(logs)))
     if len(diffs) <= 3:
-        return float(np.sqrt(np.mean(diffs**2)))
-    return float(np.sqrt(np.mean(diffs[:-1] ** 2) / _trimmed_mean_square(len(diffs))))
+        return HistoryNoise(float(np.sqrt(np.mean(diffs**2))), len(diffs))
+    sigma = np.sqrt(np.mean(diffs[:-1] ** 2) / _trimmed_mean_square(len(diffs)))
+    return HistoryNoise(float(sigma), len(diffs) - 1)
+
+
+def history_noise(medians: Sequence[float]) -> float | None:
+    """:func:`history_estimate`'s standard deviation alone (None without enough runs)."""
+    estimate = history_estimate(medians)
+    return estimate.sigma if estimate else None
+
+
+def history_p_value(ratio: float, noise: HistoryNoise | None) -> float | None:
+    """Two-sided ``P(|T| >= |log r| / sigma)``, T Student's t with the history's degrees of
+    freedom: how often two runs with no change between them differ as much (None: no history).
+    """
+    if noise is None or noise.sigma <= 0:
+        return None
+    from scipy.stats import t  # imported here: see _trimmed_mean_square
+
+    return float(2.0 * t.sf(abs(math.log(ratio)) / noise.sigma, noise.df))
+
+
+def family_discoveries(p_values: Sequence[float], q: float = FAMILY_Q) -> list[bool]:
+    """Benjamini-Hochberg: which of these p-values are discoveries at false discovery rate q.
+
+    The largest ``k`` with ``p_(k) <= k q / m`` (p sorted ascending) rejects the ``k``
+    smallest. With no real change among the ``m``, the chance of any discovery is at most q.
+    """
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    passed = [k for k in range(1, m + 1) if p_values[order[k - 1]] <= k * q / m]
+    out = [False] * m
+    for i in order[: max(passed, default=0)]:
+        out[int(i)] = True
+    return out
 
 
 @functools.lru_cache(maxsize=128)
