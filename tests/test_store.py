@@ -46,8 +46,6 @@ def test_round_trip_with_samples(tmp_path: Path) -> None:
     assert evs[0].measurement.samples == (1.4, 1.5, 1.6) and evs[0].measurement.value == 1.5
     assert evs[0].measurement.throttled == (False, False, True)
     assert [e.sequence for e in evs] == [0, 1]
-    assert evs[0].measurement.throttled == (False, False, True)
-    assert [e.sequence for e in evs] == [0, 1]
     assert (
         evs[1].measurement.outcome is TrialOutcome.TIMEOUT and evs[1].measurement.reason == "hung"
     )
@@ -114,6 +112,37 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
     con.close()
     with pytest.raises(StoreError, match="schema version 0; reading it needs version"):
         Store(url(path), read_only=True)
+
+
+def test_a_store_laid_out_by_another_build_of_the_same_version_is_named(tmp_path: Path) -> None:
+    """Same schema version, other tables: a table this build adds is created by a writing open
+    and named by a read-only one; a table lacking columns is refused up front, with the
+    columns named, instead of "no such column" halfway through a command. Nothing changes."""
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    fill(store)
+    store.close()
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE comparisons")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="lacks the tables comparisons, which this workbench"):
+        Store(url(path), read_only=True)
+    Store(url(path)).close()  # a writing open adds it
+    assert Store(url(path), read_only=True).studies()
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE comparisons")
+    con.execute("CREATE TABLE comparisons (id INTEGER PRIMARY KEY, kernel VARCHAR)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(StoreError) as caught:
+            Store(url(path), read_only=read_only)
+        message = str(caught.value)
+        assert "says schema version 1 but lacks the columns comparisons." in message
+        assert "comparisons.kernel" not in message and "development build" in message
+    assert path.read_bytes() == before
 
 
 def test_a_damaged_row_is_a_store_error_naming_its_table(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, delete, event, func, make_url, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, delete, event, func, inspect, make_url, select, text
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import (
     ArgumentError,
     DatabaseError,
@@ -204,9 +204,12 @@ class Store:
                         f"version {SCHEMA_VERSION} (a command that writes, such as tune, "
                         "migrates it)"
                     )
+                self._check_layout(conn, tables, creating=False)
                 return
             if version is not None and version < SCHEMA_VERSION:
                 migrate(conn, version)
+            elif version is not None:
+                self._check_layout(conn, tables, creating=True)
             models.Base.metadata.create_all(conn)
             if version is None:
                 conn.execute(
@@ -216,6 +219,34 @@ class Store:
                 Meta.__table__.update()
                 .where(Meta.key == "schema_version")
                 .values(value=str(SCHEMA_VERSION))
+            )
+
+    def _check_layout(self, conn: Connection, tables: set[str], *, creating: bool) -> None:
+        """Refuse a store whose tables lack columns this schema version has (written by a
+        development build with the same version number) instead of failing later with "no such
+        column" halfway through a command. Missing tables are created by a writing open; a
+        read-only one cannot, and says so."""
+        inspector = inspect(conn)
+        columns: list[str] = []
+        absent: list[str] = []
+        for name, table in models.Base.metadata.tables.items():
+            if name not in tables:
+                absent.append(name)
+                continue
+            present = {c["name"] for c in inspector.get_columns(name)}
+            columns += [f"{name}.{c.name}" for c in table.columns if c.name not in present]
+        if columns:
+            raise StoreError(
+                f"{self.shown_url} says schema version {SCHEMA_VERSION} but lacks the columns "
+                f"{', '.join(columns)}: it was written by a development build of the workbench "
+                "with the same version number; start a new store (--storage) or export it with "
+                "the build that wrote it"
+            )
+        if absent and not creating:
+            raise StoreError(
+                f"{self.shown_url} lacks the tables {', '.join(absent)}, which this workbench "
+                "adds: open it once with a command that writes (such as tune), or copy it where "
+                "it may be written"
             )
 
     # -- environments, studies, runs -----------------------------------------------------
