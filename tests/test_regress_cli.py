@@ -273,6 +273,12 @@ def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: 
         record(
             project, recording(project, f"r{i}.json", noise, slower=1.1 if i >= 3 else 1.0, seed=i)
         )
+    record(project, recording(project, "r6.json", noise, slower=1.1, seed=6))
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:  # the last run broke
+        db.execute(
+            "UPDATE regress_measurements SET outcome = 'wrong', median = NULL, samples = NULL, "
+            "reason = 'max error 3.0' WHERE id = (SELECT max(id) FROM regress_measurements)"
+        )
     out_html = tmp_path / "timeline.html"
     code, out, err = invoke("regress", "history", "tiny", "--json", "--html", str(out_html))
     assert code == 0, err
@@ -281,15 +287,18 @@ def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: 
     assert len(series["runs"]) == 6 and series["gpu"] == "NVIDIA H200"
     assert [c["index"] for c in series["change_points"]] == [3]
     assert series["change_points"][0]["ratio"] == pytest.approx(1.1, abs=0.02)
+    (broken,) = series["broken"]
+    assert (broken["run_id"], broken["outcome"], broken["reason"]) == (7, "wrong", "max error 3.0")
     page = out_html.read_text(encoding="utf-8")
     assert "REPLAY" in page and "r3.json" in page  # replayed runs are labelled on the page
+    assert "<h2>Broken runs</h2>" in page and "wrong: max error 3.0" in page
     code, out, _ = invoke("regress", "history", "tiny")
-    assert code == 0 and "+10." in out
+    assert code == 0 and "+10." in out and "wrong: max error" in out
     code, out, _ = invoke("regress", "runs", "tiny")
     assert code == 0 and "replayed from" in out
     code, out, _ = invoke("regress", "runs", "tiny", "--json")
     runs = json.loads(out)["runs"]
-    assert code == 0 and len(runs) == 6 and all(r["kernel"] == "tiny" for r in runs)
+    assert code == 0 and len(runs) == 7 and all(r["kernel"] == "tiny" for r in runs)
     assert runs[0]["replayed_from"] and runs[0]["environment"]["gpu"] == "NVIDIA H200"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,44 @@ def test_timeline_marks_change_points_and_links_environments(
     assert "(dirty)" in page and "REPLAY" not in page
     path = write_timeline(tmp_path / "out" / "t.html", series, kernel="conv", store_url="x")
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_broken_runs_stay_in_the_history_and_on_the_timeline(
+    store: Store, one_percent: list[SampleSet]
+) -> None:
+    """A run where a config crashed is neither a point nor a change point, but the series
+    keeps it: a cross on its line, a row of the broken-runs table; a config that broke on its
+    first run is a series with no points."""
+    rng = np.random.default_rng(7)
+    env = store.environment(H200)
+    s = one_percent[1].samples
+    crash = MeasurementRecord(
+        shape_label="n=1024",
+        config_key="BLOCK=128",
+        params={"BLOCK": 128},
+        origin="best",
+        outcome=TrialOutcome.LAUNCH_FAILED,
+        reason="an illegal memory access was encountered",
+    )
+    never = dataclasses.replace(
+        crash, config_key="BLOCK=512", outcome=TrialOutcome.COMPILE_FAILED, reason="ptxas"
+    )
+    record_series(store, [draw_run(s, rng) for _ in range(4)], [env] * 4)
+    save_run(store, kernel="conv", environment_id=env, measurements=[crash, never])
+    record_series(store, [draw_run(s, rng) for _ in range(3)], [env] * 3)
+    ran, broke = gather_history(store, "conv")
+    assert (ran.config_key, len(ran.points), ran.change_points) == ("BLOCK=128", 7, ())
+    assert [b.run.id for b in ran.broken] == [5] and [p.run.id for p in ran.points][4] == 6
+    assert ran.broken[0].describe() == ("launch_failed: an illegal memory access was encountered")
+    assert (broke.config_key, broke.points, broke.change_points) == ("BLOCK=512", (), ())
+    assert broke.broken[0].describe() == "compile_failed: ptxas" and broke.environments
+
+    fig = draw_timeline([ran, broke], "conv")
+    (cross,) = [t for t in fig.data if t.marker.symbol == "x"]
+    assert cross.y == (ran.points[3].median,)  # on the line, at its last time before
+    assert "illegal memory access" in cross.hovertext[0]
+    page = timeline_html([ran, broke], kernel="conv", store_url=store.url)
+    assert "<h2>Broken runs</h2>" in page and page.count("compile_failed: ptxas") == 1
 
 
 def test_the_timeline_fragment_leaves_plotly_js_to_the_page(

@@ -253,21 +253,28 @@ def history_command(
             sys.stdout.write(json.dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
             return
         table = Table(title=f"regression history: {escape(kernel)}")
-        for col in ("GPU", "shape", "config", "runs", "first ms", "last ms", "change points"):
+        columns = ("GPU", "shape", "config", "runs", "first ms", "last ms", "change points")
+        for col in (*columns, "broken"):
             table.add_column(col, overflow="fold")
         for s in series:
             cps = "; ".join(
                 f"before {s.points[c.index].run.describe()}: {c.describe()}"
                 for c in s.change_points
             )
+            broken = (
+                f"{len(s.broken)}, last {s.broken[-1].run.describe()}: {s.broken[-1].describe()}"
+                if s.broken
+                else "-"
+            )
             table.add_row(
                 escape(s.gpu),
                 escape(s.shape_label),
                 escape(s.config_key),
                 str(len(s.points)),
-                f"{s.points[0].median:.4g}",
-                f"{s.points[-1].median:.4g}",
+                f"{s.points[0].median:.4g}" if s.points else "-",
+                f"{s.points[-1].median:.4g}" if s.points else "-",
                 escape(cps or "-"),
+                f"[red]{escape(broken)}[/]" if s.broken else "-",
             )
         console.print(table)
 
@@ -421,5 +428,16 @@ def _series_json(s: Series) -> dict[str, object]:
                 ],
             }
             for c in s.change_points
+        ],
+        "broken": [
+            {
+                "run_id": b.run.id,
+                "label": b.run.label,
+                "created_at": b.run.created_at.isoformat(),
+                "outcome": b.measurement.outcome.value,
+                "reason": b.measurement.reason,
+                "environment_id": b.run.environment.id,
+            }
+            for b in s.broken
         ],
     }

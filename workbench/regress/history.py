@@ -69,6 +69,20 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Broken:
+    """A run in which the config gave no time: it failed to compile, crashed, hung or was
+    wrong. Kept beside the series so that a timeline shows where it broke."""
+
+    run: RunInfo
+    measurement: MeasurementRecord
+
+    def describe(self) -> str:
+        """``launch_failed: an illegal memory access was encountered``."""
+        reason = self.measurement.reason
+        return self.measurement.outcome.value + (f": {reason}" if reason else "")
+
+
+@dataclass(frozen=True)
 class ChangePoint:
     """A step in a series: ``points[index]`` is the first run after it."""
 
@@ -91,7 +105,8 @@ class ChangePoint:
 
 @dataclass(frozen=True)
 class Series:
-    """The runs of one config on one shape and GPU, oldest first, with change points."""
+    """The runs of one config on one shape and GPU, oldest first, with change points; the
+    runs where it broke apart (``points`` is empty for a config that never ran)."""
 
     kernel: str
     gpu: str
@@ -99,12 +114,14 @@ class Series:
     config_key: str
     points: tuple[Point, ...]
     change_points: tuple[ChangePoint, ...]
+    broken: tuple[Broken, ...] = ()
 
     @property
     def environments(self) -> list[EnvironmentInfo]:
         """The distinct environments of the series, in order of first use."""
         seen: dict[object, EnvironmentInfo] = {}
-        for p in self.points:
+        runs = sorted([*self.points, *self.broken], key=lambda p: (p.run.created_at, p.run.id))
+        for p in runs:
             seen.setdefault(p.run.environment.id, p.run.environment)
         return list(seen.values())
 
@@ -118,7 +135,8 @@ def gather_history(store: Store, kernel: str, rule: DecisionRule | None = None) 
         rule: the decision rule confirming change points.
 
     Returns:
-        Series sorted by kernel, GPU, shape and config; failed measurements are left out.
+        Series sorted by kernel, GPU, shape and config; failed measurements are in each
+        series' ``broken``, out of its points and change points.
 
     Raises:
         RegressError: no regression run of ``kernel``.
@@ -134,15 +152,19 @@ def gather_history(store: Store, kernel: str, rule: DecisionRule | None = None) 
         )
     measured = run_measurements(store, [r.id for r in runs])
     groups: dict[tuple[str, str, str, str], list[Point]] = {}
+    broken: dict[tuple[str, str, str, str], list[Broken]] = {}
     for run in runs:
         for m in measured[run.id]:
+            key = (run.kernel, run.environment.gpu_name, m.shape_label, m.config_key)
             if m.outcome is TrialOutcome.OK and m.median:
-                key = (run.kernel, run.environment.gpu_name, m.shape_label, m.config_key)
                 groups.setdefault(key, []).append(Point(run, m))
+            elif m.outcome.failed:
+                broken.setdefault(key, []).append(Broken(run, m))
     out = []
-    for key in sorted(groups):
-        points = tuple(groups[key])
-        out.append(Series(*key, points, tuple(change_points(points, rule))))
+    for key in sorted(groups.keys() | broken.keys()):
+        points = tuple(groups.get(key, ()))
+        found = tuple(change_points(points, rule))
+        out.append(Series(*key, points, found, tuple(broken.get(key, ()))))
     return out
 
 

@@ -3,7 +3,9 @@
 One figure per (kernel, GPU, shape): a line per tracked config, the median of every run with its
 95 % interval, change points marked with a dashed line and a star whose hover text says what
 changed in the environment (commit, driver, toolkit, ...), linked to the environment table below
-the figures. Replayed runs are drawn hollow, and the page says on its first screen which
+the figures. A run in which a config broke (compile error, crash, hang, wrong result) is a
+cross on that config's line at its last time before (its hover says why) and a row of the
+table of broken runs. Replayed runs are drawn hollow, and the page says on its first screen which
 numbers were replayed and from where.
 
 For other pages (``workbench report``): :func:`timeline_figures` gives the figures,
@@ -13,6 +15,7 @@ asked, so that a page inlines it once).
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 from collections.abc import Sequence
 from itertools import groupby
@@ -69,6 +72,7 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
                 hoverinfo="text",
             )
         )
+        _draw_broken(fig, s)
         for cp in s.change_points:
             point = s.points[cp.index]
             fig.add_vline(x=point.run.created_at, line_dash="dash", line_color="firebrick")
@@ -109,6 +113,37 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
         margin={"t": 60, "b": 40},
     )
     return fig
+
+
+def _draw_broken(fig: go.Figure, s: Series) -> None:
+    """Crosses for the runs where ``s`` broke, at the series' last time before each (the
+    first after, when it broke before ever running); a config that never ran has no line to
+    put them on and is in the table only."""
+    marks = [(b, _time_near(s, b.run.created_at)) for b in s.broken]
+    marks = [(b, y) for b, y in marks if y is not None]
+    if not marks:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=[b.run.created_at for b, _ in marks],
+            y=[y for _, y in marks],
+            mode="markers",
+            marker={"symbol": "x", "size": 12, "color": "black"},
+            name=f"broken ({s.config_key})",
+            hovertext=[
+                f"<b>broken</b><br>{html.escape(b.run.describe())}<br>{html.escape(b.describe())}"
+                for b, _ in marks
+            ],
+            hoverinfo="text",
+        )
+    )
+
+
+def _time_near(s: Series, when: dt.datetime) -> float | None:
+    before = [p.median for p in s.points if p.run.created_at <= when]
+    if before:
+        return before[-1]
+    return s.points[0].median if s.points else None
 
 
 def timeline_figures(series: Sequence[Series]) -> list[go.Figure]:
@@ -157,6 +192,7 @@ def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool = Fals
             )
         )
     parts.append(_change_table(series))
+    parts.append(_broken_table(series))
     parts.append(_environment_table(series))
     return "\n".join(parts)
 
@@ -218,6 +254,24 @@ def _change_table(series: Sequence[Series]) -> str:
         "<th>what changed</th><th>environment</th></tr>"
     )
     return f"<h2>Change points</h2><table>{head}{''.join(rows)}</table>"
+
+
+def _broken_table(series: Sequence[Series]) -> str:
+    rows = [
+        f"<tr><td>{html.escape(s.gpu)}</td><td>{html.escape(s.shape_label)}</td>"
+        f"<td>{html.escape(s.config_key)}</td><td>{html.escape(b.run.describe())}</td>"
+        f"<td>{html.escape(b.describe())}</td>"
+        f"<td><a href='#env-{b.run.environment.id}'>{b.run.environment.id}</a></td></tr>"
+        for s in series
+        for b in s.broken
+    ]
+    if not rows:
+        return ""
+    head = (
+        "<tr><th>GPU</th><th>shape</th><th>config</th><th>run</th><th>why</th>"
+        "<th>environment</th></tr>"
+    )
+    return f"<h2>Broken runs</h2><table>{head}{''.join(rows)}</table>"
 
 
 def _environment_table(series: Sequence[Series]) -> str:
