@@ -20,7 +20,7 @@ from workbench.report import png as report_png
 from workbench.report.compiled import _from_cache
 from workbench.report.counters import gather_variants
 from workbench.report.data import gather_studies
-from workbench.report.history import gather_history
+from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import gather_importance
 from workbench.report.overview import replay_banner
 from workbench.report.roofline import from_profiles
@@ -276,7 +276,7 @@ def test_a_study_whose_every_evaluation_failed_draws_its_failures() -> None:
         trial=(0, 1, 2),
         value=(None, None, None),
         best_so_far=(None, None, None),
-        elapsed_s=(0.1, 0.2, 0.3),
+        tuning_s=(0.1, 0.2, 0.3),
         outcome=("launch_failed",) * 3,
         label=("A=1", "A=2", "A=3"),
         unit="ms",
@@ -341,3 +341,42 @@ def test_two_imported_reports_of_one_file_name_get_a_page_each(tmp_path: Path) -
         (False, True),
         (True, False),
     ]
+
+
+def test_a_resumed_study_goes_on_in_time_and_concurrent_workers_share_the_clock(
+    tmp_path: Path,
+) -> None:
+    """The time plot's axis is tuning time: the day between a run and its resumption is left
+    out (each run's elapsed time used to restart at 0, drawing the second run over the first);
+    workers that ran at once are not laid end to end."""
+    import datetime as dt
+    import sqlite3
+
+    from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+
+    path = tmp_path / "s.sqlite"
+    store = Store(f"sqlite:///{path}")
+    env = store.environment(DeviceInfo("H200", cc=90))
+    t0 = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
+    for kernel, offsets in (("resumed", (0.0, 86400.0)), ("workers", (0.0, 0.5))):
+        study = store.study(
+            kernel=kernel, shape_label="n=8", device_key="H200", parameters=[("A", range(9))]
+        )
+        configs = iter(range(9))
+        for offset in offsets:
+            run = store.start_run(study, env, sampler="tpe")
+            for elapsed in (1.0, 2.0, 3.0):
+                m = Measurement(TrialOutcome.OK, value=10.0 - elapsed - offset / 86400)
+                store.record(study, run, env, {"A": next(configs)}, m, elapsed_s=elapsed)
+            with sqlite3.connect(path) as db:
+                started = (t0 + dt.timedelta(seconds=offset)).isoformat(" ")
+                db.execute("UPDATE runs SET started_at = ? WHERE id = ?", (started, run))
+    by_kernel = {d.study.kernel: gather_history(d) for d in gather_studies(store)}
+    resumed = by_kernel["resumed"]
+    assert resumed.tuning_s == pytest.approx((1, 2, 3, 4, 5, 6)) and resumed.resumed_s == (3,)
+    fig = draw_history(resumed, by_time=True)
+    assert list(fig.data[1].x) == pytest.approx([1, 2, 3, 4, 5, 6])
+    assert [s.x0 for s in fig.layout.shapes] == [3] and "end to end" in fig.layout.xaxis.title.text
+    workers = by_kernel["workers"]
+    assert workers.tuning_s == pytest.approx((1, 2, 3, 1.5, 2.5, 3.5))
+    assert workers.resumed_s == () and not draw_history(workers, by_time=True).layout.shapes

@@ -1,8 +1,9 @@
 """Tuning history: every evaluation's value and the best so far, against the evaluation count
-and against wall time."""
+and against tuning time."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -17,27 +18,64 @@ from workbench.spaces.model import config_label
 class History:
     """One point per evaluation, in commit order.
 
-    ``elapsed_s`` is seconds since the evaluation's run started (None for imports); for a
-    replay it is this machine's lookup time, not the recorded GPU's time.
+    ``tuning_s`` is the study's tuning time when the evaluation was committed (None for
+    imports; see :func:`tuning_seconds`); for a replay it is this machine's lookup time, not
+    the recorded GPU's time. ``resumed_s``: where a later run of the study took over.
     """
 
     trial: tuple[int, ...]
     value: tuple[float | None, ...]
     best_so_far: tuple[float | None, ...]
-    elapsed_s: tuple[float | None, ...]
+    tuning_s: tuple[float | None, ...]
     outcome: tuple[str, ...]
     label: tuple[str, ...]
     unit: str
     replayed: bool
+    resumed_s: tuple[float, ...] = ()
 
     @property
     def failed(self) -> int:
         return sum(1 for o in self.outcome if o != TrialOutcome.OK.value)
 
 
+def tuning_seconds(data: StudyData) -> tuple[tuple[float | None, ...], tuple[float, ...]]:
+    """Each evaluation's time on the study's clock, and where later runs took over.
+
+    The clock runs while any run of the study runs (from its start to its last evaluation):
+    a resumed study goes on where its last run stopped (the days between runs left out) and
+    concurrent workers share one axis. An evaluation's moment is its run's start plus its
+    ``elapsed_s``. Runs take over only when they follow one another; concurrent workers
+    (overlapping runs) have no such point.
+    """
+    starts = {r.id: r.started_at for r in data.runs}
+    moments: list[dt.datetime | None] = []
+    spans: dict[int, tuple[dt.datetime, dt.datetime]] = {}
+    for e in data.evaluations:
+        start = starts.get(e.run_id)
+        if start is None or e.elapsed_s is None:
+            moments.append(None)
+            continue
+        t = start + dt.timedelta(seconds=e.elapsed_s)
+        moments.append(t)
+        first, last = spans.get(e.run_id, (start, start))
+        spans[e.run_id] = (first, max(last, t))
+    merged: list[list[dt.datetime]] = []
+    for first, last in sorted(spans.values()):
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+
+    def clock(t: dt.datetime) -> float:
+        return sum((min(t, b) - a).total_seconds() for a, b in merged if a < t)
+
+    resumed = tuple(clock(a) for a, _ in merged[1:]) if len(merged) == len(spans) else ()
+    return tuple(clock(t) if t is not None else None for t in moments), resumed
+
+
 def gather_history(data: StudyData) -> History:
     best: float | None = None
-    trial, value, best_so_far, elapsed, outcome, label = [], [], [], [], [], []
+    trial, value, best_so_far, outcome, label = [], [], [], [], []
     for i, e in enumerate(data.evaluations, 1):
         m = e.measurement
         v = m.value if m.outcome is TrialOutcome.OK else None
@@ -46,28 +84,31 @@ def gather_history(data: StudyData) -> History:
         trial.append(i)
         value.append(v)
         best_so_far.append(best)
-        elapsed.append(e.elapsed_s)
         outcome.append(m.outcome.value)
         label.append(config_label(e.config))
+    tuning, resumed = tuning_seconds(data)
     return History(
         tuple(trial),
         tuple(value),
         tuple(best_so_far),
-        tuple(elapsed),
+        tuning,
         tuple(outcome),
         tuple(label),
         data.study.unit,
         data.replayed_count > 0,
+        resumed,
     )
 
 
 def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
     """Values and the best so far against the evaluation number (or wall time)."""
     if by_time:
-        keep = [i for i, t in enumerate(h.elapsed_s) if t is not None]
-        x = [h.elapsed_s[i] for i in keep]
-        xtitle = "seconds since the run started" + (
-            " (replay: lookups on this machine, not GPU time)" if h.replayed else ""
+        keep = [i for i, t in enumerate(h.tuning_s) if t is not None]
+        x = [h.tuning_s[i] for i in keep]
+        xtitle = (
+            "seconds of tuning"
+            + (" (runs laid end to end)" if h.resumed_s else "")
+            + (" (replay: lookups on this machine, not GPU time)" if h.replayed else "")
         )
     else:
         keep = list(range(len(h.trial)))
@@ -108,6 +149,10 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
                 name="failed (drawn at the floor)",
                 hovertext=[esc(f"{h.outcome[i]}: {h.label[i]}") for i in bad],
             )
+        )
+    for at in h.resumed_s if by_time else ():
+        fig.add_vline(
+            x=at, line_dash="dot", line_color="#888", annotation_text="resumed", opacity=0.7
         )
     fig.update_layout(
         title=f"{'time' if by_time else 'evaluation'}: best so far",

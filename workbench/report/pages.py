@@ -61,7 +61,7 @@ def study_page(
     if data.evaluations:
         h = gather_history(data)
         hist.figure(draw_history(h))
-        if any(t is not None for t in h.elapsed_s):
+        if any(t is not None for t in h.tuning_s):
             hist.figure(draw_history(h, by_time=True))
         hist.note(f"{len(data.evaluations)} evaluations, {h.failed} failed (x markers).")
         if data.runs and all(r.kind == "import" for r in data.runs):
