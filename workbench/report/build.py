@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.compiler import CompileCache
@@ -19,6 +19,13 @@ from workbench.errors import WorkbenchError
 from workbench.profile.storage import ProfileRecord, load_profiles
 from workbench.report.baselines import gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
+from workbench.report.manifest import (
+    Entry,
+    carry_over,
+    read_manifest,
+    remove_files,
+    write_manifest,
+)
 from workbench.report.page import Page, slug
 from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
 from workbench.report.png import write_pngs
@@ -109,7 +116,8 @@ def build_reports(
         say(f"profiles {group}")
         name = _unique(f"profiles-{slug(group)}", taken)
         n = len(members)
-        link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}")
+        about = tuple(sorted({p.kernel for p in members}))
+        link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}", about)
         pages.append((name, profiles_page(group, members, options.ceilings), link))
     if not pages and not regress:
         if kernel is None:
@@ -121,7 +129,7 @@ def build_reports(
         pages.append(_static(kernel, options, say))
     out = options.out_dir
     try:
-        return _write(store, out, pages, regress_files, messages, options, say)
+        return _write(store, kernel, pages, regress_files, messages, options, say)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
@@ -130,38 +138,64 @@ def build_reports(
 
 def _write(
     store: Store,
-    out: Path,
+    kernel: str | None,
     pages: list[tuple[str, Page, Link]],
     regress_files: dict[str, str],
     messages: list[str],
     options: ReportOptions,
     say: Progress,
 ) -> ReportResult:
-    """Write the pages, the regression timelines, the index and the PNGs under ``out``."""
+    """Write the pages, the regression timelines, the index, the manifest and the PNGs under
+    ``options.out_dir``; keep the pages of other kernels that earlier runs wrote there, delete
+    the stale ones of this run's scope (:mod:`workbench.report.manifest`)."""
+    out = options.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    earlier = read_manifest(out)
     result = ReportResult(index=out / "index.html", messages=messages)
-    figures, paths = [], []
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    figures, pngs = [], {}
     for name, page, _ in pages:
         path = out / name
         path.write_text(page.render(), encoding="utf-8")
         result.pages.append(path)
-        for i, fig in enumerate(page.figures, 1):
-            figures.append(fig)
-            paths.append(out / "png" / f"{path.stem}-{i:02d}.png")
+        pngs[name] = [f"png/{path.stem}-{i:02d}.png" for i in range(1, len(page.figures) + 1)]
+        figures += page.figures
     links = [link for _, _, link in pages]
     for k, name in regress_files.items():
         say(f"regression timeline {k}")
         path = _write_timeline(store, k, out / name)
         if path is not None:
             result.pages.append(path)
-            links.append(Link(name, "regression timeline", k, "runs of workbench regress record"))
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            links.append(
+                Link(name, "regression timeline", k, "runs of workbench regress record", (k,))
+            )
+    kept, stale = carry_over(earlier, out, store.shown_url, kernel, {link.file for link in links})
+    removed = remove_files(out, [e.link.file for e in stale])
+    remove_files(out, [p for e in earlier.entries if e not in kept for p in e.pngs])
+    if earlier.problem:
+        messages.append(f"Earlier pages of this directory are not linked: {earlier.problem}.")
+    if removed:
+        messages.append(
+            f"Removed {len(removed)} page(s) of an earlier report that this one replaces "
+            f"and no longer has: {', '.join(removed)}."
+        )
+    if kept:
+        messages.append(
+            f"{len(kept)} page(s) of other kernels come from earlier reports (made when their "
+            "row says)."
+        )
     messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
-    result.index.write_text(index_page(links, store.shown_url, messages).render(), encoding="utf-8")
+    shown = links + [replace(e.link, details=f"{e.link.details} (made {e.made})") for e in kept]
+    result.index.write_text(index_page(shown, store.shown_url, messages).render(), encoding="utf-8")
+    entries = [Entry(link, stamp) for link in links] + kept
+    write_manifest(out, store.shown_url, entries)
     result.figures = len(figures)
     if options.png:
         say(f"PNG export of {len(figures)} figures")
+        paths = [out / p for name in pngs for p in pngs[name]]
         result.pngs = write_pngs(figures, paths)
+        entries = [Entry(link, stamp, tuple(pngs.get(link.file, ()))) for link in links] + kept
+        write_manifest(out, store.shown_url, entries)
     return result
 
 
@@ -217,7 +251,11 @@ def _study_link(name: str, data: StudyData) -> Link:
     else:
         where = "measured"
     return Link(
-        name, "study", data.study.name, f"{len(data.evaluations)} evaluations, {value}, {where}"
+        name,
+        "study",
+        data.study.name,
+        f"{len(data.evaluations)} evaluations, {value}, {where}",
+        (data.study.kernel,),
     )
 
 
@@ -265,5 +303,6 @@ def _static(kernel: str, options: ReportOptions, say: Progress) -> tuple[str, Pa
         "static",
         spec.name,
         f"{len(data.records)} configs compiled for {data.arch}; nothing measured",
+        (spec.name,),
     )
     return name, static_page(data, f"NVRTC {nvrtc_version()}"), link

@@ -37,12 +37,14 @@ NO_PROFILE = (
 
 @dataclass(frozen=True)
 class Link:
-    """An index entry."""
+    """An index entry; ``kernels``: what the page is about (``report K`` replaces the pages
+    about K and keeps the rest)."""
 
     file: str
     kind: str
     title: str
     details: str
+    kernels: tuple[str, ...] = ()
 
 
 def study_page(

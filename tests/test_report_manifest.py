@@ -1,0 +1,91 @@
+"""A report directory written more than once: pages of other kernels are kept and linked, stale
+pages of the run's scope are deleted, files the report did not write are never touched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workbench.report import ReportOptions, build_reports
+from workbench.report.manifest import MANIFEST
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.store import Store
+
+
+def _store(path: Path, kernels: dict[str, int]) -> Store:
+    """A store with one study per kernel, each with that many evaluations (none: no run)."""
+    store = Store(f"sqlite:///{path}")
+    env = store.environment(DeviceInfo("H200", cc=90))
+    for kernel, n in kernels.items():
+        study = store.study(
+            kernel=kernel, shape_label="n=8", device_key="H200", parameters=[("A", range(9))]
+        )
+        run = store.start_run(study, env, sampler="tpe") if n else 0
+        for a in range(n):
+            m = Measurement(TrialOutcome.OK, value=1.0 + a)
+            store.record(study, run, env, {"A": a}, m, elapsed_s=0.1 * a)
+    return store
+
+
+def _index(out: Path) -> str:
+    return (out / "index.html").read_text(encoding="utf-8")
+
+
+def test_rewriting_a_report_directory_keeps_what_is_current_and_only_that(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path / "s.sqlite", {"alpha": 3, "beta": 2, "gone": 0})
+    out = tmp_path / "reports"
+    opts = ReportOptions(out_dir=out)
+    first = build_reports(store, None, opts)
+    names = sorted(p.name for p in first.pages)
+    assert names == ["study-1-alpha.html", "study-2-beta.html", "study-3-gone.html"]
+    doc = json.loads((out / MANIFEST).read_text())
+    assert [p["link"]["kernels"] for p in doc["pages"]] == [["alpha"], ["beta"], ["gone"]]
+    (out / "notes.html").write_text("mine")  # the user's, never the report's
+
+    (gone,) = [s for s in store.studies() if s.kernel == "gone"]
+    assert store.discard_if_unused(gone)
+    again = build_reports(store, "alpha", opts)
+    assert [p.name for p in again.pages] == ["study-1-alpha.html"]
+    index = _index(out)  # the other kernels' pages stay linked, saying when they were made
+    assert "study-2-beta.html" in index and "study-3-gone.html" in index and "(made 20" in index
+    assert "2 page(s) of other kernels come from earlier reports" in index
+
+    build_reports(store, None, opts)  # every kernel: the gone study's page goes
+    assert not (out / "study-3-gone.html").exists()
+    assert "Removed 1 page(s) of an earlier report" in _index(out)
+    assert "no longer has: study-3-gone.html." in _index(out)  # named, not linked
+    assert "href='study-3-gone.html'" not in _index(out)
+    assert (out / "notes.html").read_text() == "mine"
+
+    other = _store(tmp_path / "other.sqlite", {"zeta": 1})
+    build_reports(other, "zeta", opts)  # another store: none of the first store's pages stay
+    assert sorted(p.name for p in out.glob("*.html")) == [
+        "index.html",
+        "notes.html",
+        "study-1-zeta.html",
+    ]
+
+
+def test_a_damaged_or_hostile_manifest_deletes_nothing_it_should_not(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.sqlite", {"alpha": 2})
+    out = tmp_path / "reports"
+    out.mkdir()
+    outside = tmp_path / "outside.html"
+    outside.write_text("not the report's")
+    (out / "kept.html").write_text("also not")
+    link = {"file": "../outside.html", "kind": "study", "title": "t", "details": "d"}
+    hostile = {"format": 1, "store": "elsewhere", "pages": [{"link": {**link, "kernels": []}}]}
+    (out / MANIFEST).write_text(json.dumps(hostile))
+    result = build_reports(store, None, ReportOptions(out_dir=out))
+    assert outside.read_text() == "not the report's"  # a name leading out is not followed
+    assert "is damaged (KeyError" in " ".join(result.messages)  # no "made": read as nothing
+    escaping = {"link": {**link, "kernels": []}, "made": "x", "pngs": []}
+    (out / MANIFEST).write_text(json.dumps({**hostile, "pages": [escaping]}))
+    build_reports(store, None, ReportOptions(out_dir=out))
+    assert outside.read_text() == "not the report's" and (out / "kept.html").exists()
+    (out / MANIFEST).write_text("{not json")
+    result = build_reports(store, None, ReportOptions(out_dir=out))
+    assert any("Earlier pages of this directory are not linked" in m for m in result.messages)
+    assert json.loads((out / MANIFEST).read_text())["pages"][0]["link"]["kernels"] == ["alpha"]
