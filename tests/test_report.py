@@ -380,3 +380,21 @@ def test_a_resumed_study_goes_on_in_time_and_concurrent_workers_share_the_clock(
     workers = by_kernel["workers"]
     assert workers.tuning_s == pytest.approx((1, 2, 3, 1.5, 2.5, 3.5))
     assert workers.resumed_s == () and not draw_history(workers, by_time=True).layout.shapes
+
+
+def test_the_banner_says_why_a_replay_is_tuned_on_time(tmp_path: Path) -> None:
+    """A Kernel Tuner cache tuned on GFLOP/s is searched on its recorded times; tune's banner
+    said so, and the report, which reads the store only, says it too."""
+    cache = {
+        str(a): {"a": a, "time": float(a), "GFLOP/s": 10.0 / a, "compile_time": 1.0}
+        for a in (1, 2, 3)
+    }
+    header = {"tune_params_keys": ["a"], "tune_params": {"a": [1, 2, 3]}, "objective": "GFLOP/s"}
+    path = tmp_path / "gflops.json"
+    path.write_text(json.dumps({**header, "cache": cache}))
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    _tune(store, path, 2)
+    (data,) = gather_studies(store)
+    banner = replay_banner(data)
+    assert banner is not None and "GFLOP/s (higher is better)" in banner
+    assert "tunes on the time recorded" in banner

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from workbench.cli.main import app
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
-from workbench.store import Store
+from workbench.store import Store, StoreError
 from workbench.store.store import sqlalchemy_url
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
@@ -452,3 +452,26 @@ def test_store_copy_refuses_a_same_named_study_of_other_parameters(tmp_path: Pat
     assert rc == 2 and "study 'shared' exists in" in err and "Nothing was copied" in err, err
     with sqlite3.connect(dst) as conn:
         assert conn.execute("SELECT count(*) FROM evaluations").fetchone() == (5,)
+
+
+def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
+    """The migration step runs on PostgreSQL too (ALTER TABLE inside the opening transaction,
+    under the schema lock), and a store whose layout lacks a column is named, not half-used."""
+    url = pg_cluster.database()
+    store = Store(url)
+    study = store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=[("A", [1])])
+    store.close()
+    with psycopg.connect(url) as db:
+        db.execute("ALTER TABLE studies DROP COLUMN replay_note")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    store = Store(url)
+    (again,) = store.studies()
+    assert again.name == study.name and again.replay_note is None
+    store.close()
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            "2",
+        )
+        db.execute("ALTER TABLE studies DROP COLUMN replay_note")  # version 2 without it
+    with pytest.raises(StoreError, match=r"lacks the columns studies\.replay_note"):
+        Store(url)

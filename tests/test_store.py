@@ -9,6 +9,7 @@ import pytest
 
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store, StoreError
+from workbench.store.models import SCHEMA_VERSION
 
 
 def url(path: Path) -> str:
@@ -114,6 +115,48 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
         Store(url(path), read_only=True)
 
 
+def as_version_1(path: Path) -> None:
+    """Turn a store back into schema version 1 (no ``studies.replay_note``)."""
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE studies DROP COLUMN replay_note")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+
+
+def test_a_version_1_store_is_migrated_by_a_writing_open_and_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    study, env, run = fill(store)
+    store.record(study, run, env, {"A": 2}, Measurement(TrialOutcome.OK, value=1.5))
+    store.close()
+    as_version_1(path)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="schema version 1; reading it needs version 2"):
+        Store(url(path), read_only=True)
+    assert path.read_bytes() == before  # reading migrates nothing
+    store = Store(url(path))
+    (old,) = store.studies()
+    assert old.replay_note is None and store.best(old).measurement.value == 1.5
+    noted = store.study(
+        kernel="k2",
+        shape_label="n=8",
+        device_key="H200",
+        parameters=[("A", [1])],
+        replay_note="the file's objective is GFLOP/s",
+    )
+    store.close()
+    reader = Store(url(path), read_only=True)
+    assert {s.name: s.replay_note for s in reader.studies()}[noted.name] == (
+        "the file's objective is GFLOP/s"
+    )
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    con.close()
+
+
 def test_a_store_laid_out_by_another_build_of_the_same_version_is_named(tmp_path: Path) -> None:
     """Same schema version, other tables: a table this build adds is created by a writing open
     and named by a read-only one; a table lacking columns is refused up front, with the
@@ -140,7 +183,7 @@ def test_a_store_laid_out_by_another_build_of_the_same_version_is_named(tmp_path
         with pytest.raises(StoreError) as caught:
             Store(url(path), read_only=read_only)
         message = str(caught.value)
-        assert "says schema version 1 but lacks the columns comparisons." in message
+        assert f"says schema version {SCHEMA_VERSION} but lacks the columns comparisons." in message
         assert "comparisons.kernel" not in message and "development build" in message
     assert path.read_bytes() == before
 

@@ -23,10 +23,11 @@ def replay_banner(data: StudyData) -> str | None:
         {r.environment.gpu_name for r in data.runs if r.environment and r.environment.replay_source}
     ) or list(data.devices)
     items = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    note = f" Note: {esc(data.study.replay_note)}." if data.study.replay_note else ""
     return (
         f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} numbers on this "
         f"page were measured on <b>{esc(', '.join(devices))}</b> and read from the recording(s) "
-        f"below; no kernel ran on the machine that made this report.<ul>{items}</ul>"
+        f"below; no kernel ran on the machine that made this report.{note}<ul>{items}</ul>"
     )
 
 

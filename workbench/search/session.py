@@ -119,6 +119,7 @@ def plan_space_replay(
         recording.source,
         optimum.value if optimum else None,
         study_name=study_name,
+        replay_note=recording.note,
     )
     env = store.environment(recording.device, replay_source=recording.source)
     unit, throughput = throughput_of(space)
@@ -144,6 +145,7 @@ def space_study(
     recorded_optimum: float | None,
     *,
     study_name: str | None = None,
+    replay_note: str | None = None,
 ) -> StudyInfo:
     spec = space.spec
     return store.study(
@@ -155,6 +157,7 @@ def space_study(
         space_path=str(spec.path),
         space_sha256=space_sha256(spec),
         replay_source=replay_source,
+        replay_note=replay_note,
         recorded_optimum=recorded_optimum,
         work={"flops": spec.work.flops.text, "bytes": spec.work.bytes.text, "unit": spec.work.unit},
         name=study_name,

@@ -209,6 +209,7 @@ def recording_study(store: Store, recording: Recording, *, name: str | None = No
         objective=recording.objective.name,
         unit=recording.objective.unit,
         replay_source=recording.source,
+        replay_note=recording.note,
         recorded_optimum=optimum.value if optimum else None,
         arch=recording.arch,
         name=name,

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from workbench.store.models import SCHEMA_VERSION
 
+
+def _add_replay_note(conn: Connection) -> None:
+    """1 -> 2: ``studies.replay_note`` (empty for the studies already there)."""
+    conn.execute(text("ALTER TABLE studies ADD COLUMN replay_note TEXT"))
+
+
 #: version -> function migrating a connection from that version to the next one
-STEPS: dict[int, Callable[[Connection], None]] = {}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _add_replay_note}
 
 
 def migrate(conn: Connection, version: int) -> None:

@@ -23,7 +23,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 1
+#: 2: ``studies.replay_note`` (why a replayed recording is tuned on another objective, or that
+#: it was cut short)
+SCHEMA_VERSION = 2
 
 
 def utcnow() -> dt.datetime:
@@ -79,6 +81,8 @@ class Study(Base):
     objective: Mapped[str] = mapped_column(String(50), default="time")
     unit: Mapped[str] = mapped_column(String(20), default="ms")
     replay_source: Mapped[str | None] = mapped_column(Text)
+    #: what the recording's reader said about it (another objective, a truncated file)
+    replay_note: Mapped[str | None] = mapped_column(Text)
     recorded_optimum: Mapped[float | None] = mapped_column(Float)
     work: Mapped[dict | None] = mapped_column(JSON)  #: {"flops": x, "bytes": y, "unit": "GB/s"}
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -80,6 +80,7 @@ class StudyInfo:
     replay_source: str | None
     recorded_optimum: float | None
     work: Mapping[str, object] | None
+    replay_note: str | None = None  #: the recording reader's note (another objective, cut short)
 
     @property
     def compile_only(self) -> bool:
@@ -306,6 +307,7 @@ class Store:
         recorded_optimum: float | None = None,
         work: Mapping[str, object] | None = None,
         name: str | None = None,
+        replay_note: str | None = None,
     ) -> StudyInfo:
         """Get or create the study for (kernel, shape, device).
 
@@ -329,6 +331,7 @@ class Store:
                     objective=objective,
                     unit=unit,
                     replay_source=replay_source,
+                    replay_note=replay_note,
                     recorded_optimum=recorded_optimum,
                     work=dict(work) if work else None,
                 )
@@ -697,6 +700,7 @@ def _study_info(row: Study) -> StudyInfo:
         replay_source=row.replay_source,
         recorded_optimum=row.recorded_optimum,
         work=row.work,
+        replay_note=row.replay_note,
     )
 
 
