@@ -19,13 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.profile.storage import ProfileRecord, load_profiles
 from workbench.report.baselines import gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
-from workbench.report.manifest import (
-    Entry,
-    carry_over,
-    read_manifest,
-    remove_files,
-    write_manifest,
-)
+from workbench.report.manifest import Entry, read_manifest, tidy, write_manifest
 from workbench.report.page import Page, slug
 from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
 from workbench.report.png import write_pngs
@@ -169,21 +163,7 @@ def _write(
             links.append(
                 Link(name, "regression timeline", k, "runs of workbench regress record", (k,))
             )
-    kept, stale = carry_over(earlier, out, store.shown_url, kernel, {link.file for link in links})
-    removed = remove_files(out, [e.link.file for e in stale])
-    remove_files(out, [p for e in earlier.entries if e not in kept for p in e.pngs])
-    if earlier.problem:
-        messages.append(f"Earlier pages of this directory are not linked: {earlier.problem}.")
-    if removed:
-        messages.append(
-            f"Removed {len(removed)} page(s) of an earlier report that this one replaces "
-            f"and no longer has: {', '.join(removed)}."
-        )
-    if kept:
-        messages.append(
-            f"{len(kept)} page(s) of other kernels come from earlier reports (made when their "
-            "row says)."
-        )
+    kept = tidy(earlier, out, store.shown_url, kernel, {link.file for link in links}, messages)
     messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
     shown = links + [replace(e.link, details=f"{e.link.details} (made {e.made})") for e in kept]
     result.index.write_text(index_page(shown, store.shown_url, messages).render(), encoding="utf-8")

@@ -81,11 +81,17 @@ def write_manifest(out: Path, store: str, entries: Sequence[Entry]) -> Path:
     return path
 
 
-def carry_over(
-    earlier: Earlier, out: Path, store: str, kernel: str | None, written: set[str]
-) -> tuple[list[Entry], list[Entry]]:
-    """Split the earlier pages that this run did not rewrite into those kept (about other
-    kernels, of the same store, still there) and those to delete (this run's scope)."""
+def tidy(
+    earlier: Earlier,
+    out: Path,
+    store: str,
+    kernel: str | None,
+    written: set[str],
+    messages: list[str],
+) -> list[Entry]:
+    """Keep the earlier pages about other kernels (of the same store, still there), delete
+    the stale pages of this run's scope and every PNG of a page not kept; say so in
+    ``messages``. Returns the entries kept."""
     kept, stale = [], []
     for e in earlier.entries:
         if e.link.file in written:
@@ -95,7 +101,21 @@ def carry_over(
                 kept.append(e)
         else:
             stale.append(e)
-    return kept, stale
+    removed = remove_files(out, [e.link.file for e in stale])
+    remove_files(out, [p for e in earlier.entries if e not in kept for p in e.pngs])
+    if earlier.problem:
+        messages.append(f"Earlier pages of this directory are not linked: {earlier.problem}.")
+    if removed:
+        messages.append(
+            f"Removed {len(removed)} page(s) of an earlier report that this one replaces "
+            f"and no longer has: {', '.join(removed)}."
+        )
+    if kept:
+        messages.append(
+            f"{len(kept)} page(s) of other kernels come from earlier reports (made when their "
+            "row says)."
+        )
+    return kept
 
 
 def remove_files(out: Path, names: Sequence[str]) -> list[str]:
