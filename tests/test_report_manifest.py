@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from workbench.report import ReportOptions, build_reports
 from workbench.report.manifest import MANIFEST
+from workbench.report.png import PngUnavailable, check_png
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store
 
@@ -89,3 +92,21 @@ def test_a_damaged_or_hostile_manifest_deletes_nothing_it_should_not(tmp_path: P
     result = build_reports(store, None, ReportOptions(out_dir=out))
     assert any("Earlier pages of this directory are not linked" in m for m in result.messages)
     assert json.loads((out / MANIFEST).read_text())["pages"][0]["link"]["kernels"] == ["alpha"]
+
+
+def test_pngs_belong_to_the_run_that_drew_them(tmp_path: Path) -> None:
+    """PNGs of a page are listed with it; a later run that rewrites the page without --png
+    removes them (they showed the old data), and files beside them stay."""
+    try:
+        check_png()
+    except PngUnavailable as exc:
+        pytest.skip(str(exc))
+    store = _store(tmp_path / "s.sqlite", {"alpha": 3})
+    out = tmp_path / "reports"
+    result = build_reports(store, None, ReportOptions(out_dir=out, png=True))
+    assert result.pngs and all(p.read_bytes()[:4] == b"\x89PNG" for p in result.pngs)
+    (page,) = json.loads((out / MANIFEST).read_text())["pages"]
+    assert sorted(page["pngs"]) == sorted(f"png/{p.name}" for p in result.pngs)
+    (out / "png" / "mine.png").write_bytes(b"kept")
+    build_reports(store, None, ReportOptions(out_dir=out))
+    assert [p.name for p in (out / "png").iterdir()] == ["mine.png"]
