@@ -254,7 +254,9 @@ def test_a_damaged_row_is_a_clear_error(
     assert code == 2 and "samples is not a list of numbers" in err
 
 
-def test_a_broken_candidate_exits_1(project: Path, noise: list[SampleSet], tmp_path: Path) -> None:
+def test_a_broken_candidate_exits_1_and_a_fixed_one_0(
+    project: Path, noise: list[SampleSet], tmp_path: Path
+) -> None:
     rec = recording(project, "a.json", noise)
     record(project, rec)
     record(project, rec)
@@ -266,6 +268,10 @@ def test_a_broken_candidate_exits_1(project: Path, noise: list[SampleSet], tmp_p
     code, doc, _ = check_json()
     assert code == 1 and doc["rows"][0]["verdict"] == "broken"
     assert "max error 3.0" in doc["rows"][0]["note"]
+    record(project, rec)  # the broken run as the baseline of a working one: fixed
+    code, doc, _ = check_json("--baseline", "2", "--candidate", "3")
+    assert code == 0 and doc["rows"][0]["verdict"] == "fixed", doc
+    assert doc["rows"][0]["note"] == "baseline wrong: max error 3.0; the candidate ran"
 
 
 def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ _STYLE = {
     Verdict.FASTER: "green",
     Verdict.SLOWER: "bold red",
     Verdict.BROKEN: "bold red",
+    Verdict.FIXED: "green",
     Verdict.SAME: "",
     Verdict.NOT_COMPARABLE: "yellow",
 }

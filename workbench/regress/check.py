@@ -4,8 +4,9 @@
 history of earlier runs, and applies :mod:`workbench.regress.rule` to every (shape, config)
 measured in both. Runs on different GPUs are not comparable (never a regression); a config or
 shape measured on one side only is not comparable; a candidate that failed (wrong result,
-crash) where the baseline ran is BROKEN. When the environment changed (GPU, driver, CUDA,
-toolkit) and something got slower, the report says so and suggests re-tuning.
+crash) where the baseline ran is BROKEN, one that ran where the baseline failed FIXED. When
+the environment changed (GPU, driver, CUDA, toolkit) and something got slower, the report says
+so and suggests re-tuning.
 """
 
 from __future__ import annotations
@@ -225,6 +226,8 @@ def _compare_one(
         return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=f"not measured in the {side}")
     if base.outcome is not TrialOutcome.OK:
         note = f"baseline {base.outcome.value}: {base.reason}".rstrip(": ")
+        if cand.outcome is TrialOutcome.OK:  # no time to compare with, but news
+            return Row(*key, Verdict.FIXED, base, cand, note=f"{note}; the candidate ran")
         return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=note)
     if cand.outcome is not TrialOutcome.OK:
         note = f"candidate {cand.outcome.value}: {cand.reason}".rstrip(": ")

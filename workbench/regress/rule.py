@@ -92,6 +92,7 @@ class Verdict(enum.Enum):
     SAME = "same"
     NOT_COMPARABLE = "not comparable"  #: different GPU or shape, missing side, too few samples
     BROKEN = "broken"  #: the candidate failed (wrong, crashed) where the baseline ran: exits 1
+    FIXED = "fixed"  #: the candidate ran where the baseline failed
 
     @property
     def fails(self) -> bool:
