@@ -81,6 +81,7 @@ def test_store_cli(tmp_path: Path) -> None:
     result = runner.invoke(app, ["store", "list", "--storage", db, "--json"])
     (study,) = json.loads(result.stdout)["studies"]
     assert study["evaluations"] == 4092 and study["failed"] == 318
+    assert study["replay_note"] is None  # tuned on its own objective, time
     assert study["best_value"] == load_recording(PNPOLY).optimum().value
     out = tmp_path / "x.csv"
     result = runner.invoke(app, ["store", "export", "pnpoly", "-o", str(out), "--storage", db])

@@ -77,6 +77,7 @@ def list_studies(
                     "unit": s.unit,
                     "source": s.replay_source
                     or ("compiled only" if s.compile_only else "measured"),
+                    "replay_note": s.replay_note,
                 }
             )
         if as_json:
