@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from workbench.cli.main import app
 from workbench.report import ReportOptions, build_reports
 from workbench.report.manifest import MANIFEST
 from workbench.report.png import PngUnavailable, check_png
@@ -55,7 +57,9 @@ def test_rewriting_a_report_directory_keeps_what_is_current_and_only_that(
     assert "study-2-beta.html" in index and "study-3-gone.html" in index and "(made 20" in index
     assert "2 page(s) of other kernels come from earlier reports" in index
 
-    build_reports(store, None, opts)  # every kernel: the gone study's page goes
+    result = CliRunner().invoke(app, ["report", "--storage", store.url, "--out", str(out)])
+    assert result.exit_code == 0, result.output  # every kernel: the gone study's page goes
+    assert "Removed 1 page(s) of an earlier report" in result.stderr  # said, not only in HTML
     assert not (out / "study-3-gone.html").exists()
     assert "Removed 1 page(s) of an earlier report" in _index(out)
     assert "no longer has: study-3-gone.html." in _index(out)  # named, not linked

@@ -70,6 +70,8 @@ def report(
             console.print(f"HTML written under {escape(str(out))}/index.html")
             err_console.print(f"[bold red]no PNG:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
+        for line in result.housekeeping:
+            err_console.print(escape(line), soft_wrap=True)
         n, f = len(result.pages), result.figures
         console.print(
             f"{n} page{'s' * (n != 1)} ({f} figure{'s' * (f != 1)} on the study and profile "

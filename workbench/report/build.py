@@ -55,6 +55,8 @@ class ReportResult:
     pngs: list[Path] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     figures: int = 0
+    #: what happened to the pages earlier reports left in the directory (kept, deleted)
+    housekeeping: list[str] = field(default_factory=list)
 
 
 Progress = Callable[[str], None]
@@ -163,7 +165,9 @@ def _write(
             links.append(
                 Link(name, "regression timeline", k, "runs of workbench regress record", (k,))
             )
-    kept = tidy(earlier, out, store.shown_url, kernel, {link.file for link in links}, messages)
+    kept, said = tidy(earlier, out, store.shown_url, kernel, {link.file for link in links})
+    result.housekeeping = said
+    messages += said
     messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
     shown = links + [replace(e.link, details=f"{e.link.details} (made {e.made})") for e in kept]
     result.index.write_text(index_page(shown, store.shown_url, messages).render(), encoding="utf-8")

@@ -87,11 +87,10 @@ def tidy(
     store: str,
     kernel: str | None,
     written: set[str],
-    messages: list[str],
-) -> list[Entry]:
+) -> tuple[list[Entry], list[str]]:
     """Keep the earlier pages about other kernels (of the same store, still there), delete
-    the stale pages of this run's scope and every PNG of a page not kept; say so in
-    ``messages``. Returns the entries kept."""
+    the stale pages of this run's scope and every PNG of a page not kept. Returns the entries
+    kept and what to tell the user about it."""
     kept, stale = [], []
     for e in earlier.entries:
         if e.link.file in written:
@@ -103,6 +102,7 @@ def tidy(
             stale.append(e)
     removed = remove_files(out, [e.link.file for e in stale])
     remove_files(out, [p for e in earlier.entries if e not in kept for p in e.pngs])
+    messages = []
     if earlier.problem:
         messages.append(f"Earlier pages of this directory are not linked: {earlier.problem}.")
     if removed:
@@ -115,7 +115,7 @@ def tidy(
             f"{len(kept)} page(s) of other kernels come from earlier reports (made when their "
             "row says)."
         )
-    return kept
+    return kept, messages
 
 
 def remove_files(out: Path, names: Sequence[str]) -> list[str]:
