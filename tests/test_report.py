@@ -398,3 +398,24 @@ def test_the_banner_says_why_a_replay_is_tuned_on_time(tmp_path: Path) -> None:
     banner = replay_banner(data)
     assert banner is not None and "GFLOP/s (higher is better)" in banner
     assert "tunes on the time recorded" in banner
+
+
+def test_the_profile_roofline_draws_the_highest_launch_peak_and_says_how_far_apart(
+    tmp_path: Path,
+) -> None:
+    """Nsight Compute's peaks follow each launch's clock: in this public report (clocks not
+    locked) the five launches' DRAM peaks differ by about 40 %. The roof used to be the first
+    launch's, drawn below faster-clocked launches' points; it is the highest now, with a note."""
+    from workbench.roofline.ceilings import ncu_ceilings
+
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    _, records = import_report(NCU / "eschnett_profile.ncu-rep")
+    for r in records:
+        save_profile(store, r)
+    profiles = load_profiles(store)
+    dram = [c.value for p in profiles for c in ncu_ceilings(p.metrics) if c.name == "dram"]
+    assert len(dram) == 5 and max(dram) / min(dram) > 1.3
+    roof = from_profiles(profiles, None, None)
+    (drawn,) = [c for c in roof.ceilings if c.name == "dram"]
+    assert drawn.value == max(dram)
+    assert any("dram peak differs between the launches by 4" in n for n in roof.notes)
