@@ -214,3 +214,21 @@ def test_wrong_kernel_is_wrong(probe: Any, tmp_path: Path) -> None:
         assert m.outcome is TrialOutcome.WRONG and m.value is None
         assert "output y differs at index 0" in m.reason
         assert m.verify_max_error == pytest.approx(1.0)
+
+
+@gpu
+@pytest.mark.gpu
+def test_a_drift_check_times_the_reference_again_on_the_gpu(tmp_path: Path) -> None:
+    """The tuner's drift watch on real timings: the reference is re-timed (already verified,
+    not re-verified) and compared; a quiet GPU gives a ratio near 1, never 'not comparable'."""
+    from workbench.search.drift import DriftWatch
+
+    space = on_this_gpu(load_kernel("stream_scale", []), {"n": 1 << 24})
+    with CudaRunner(space, CompileCache(tmp_path)) as runner:
+        config = space.spec.default_config()
+        watch = DriftWatch(runner, every=1)
+        assert watch.observe(config, runner.evaluate(config)) is None  # the reference
+        check = watch.observe(config, runner.evaluate(config))
+        assert check is not None and check.ratio is not None, check
+        assert 0.8 < check.ratio < 1.25 and len(check.samples) >= 10, check
+        assert check.verdict.value in ("same", "slower", "faster")

@@ -26,6 +26,7 @@ from workbench.cli.main import app
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
 from workbench.store import Store, StoreError
+from workbench.store.models import SCHEMA_VERSION
 from workbench.store.store import sqlalchemy_url
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
@@ -463,15 +464,15 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
     store.close()
     with psycopg.connect(url) as db:
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")
+        db.execute("ALTER TABLE runs DROP COLUMN drift")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     store = Store(url)
     (again,) = store.studies()
     assert again.name == study.name and again.replay_note is None
     store.close()
     with psycopg.connect(url) as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-            "2",
-        )
-        db.execute("ALTER TABLE studies DROP COLUMN replay_note")  # version 2 without it
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
+        db.execute("ALTER TABLE studies DROP COLUMN replay_note")  # this version, without it
     with pytest.raises(StoreError, match=r"lacks the columns studies\.replay_note"):
         Store(url)

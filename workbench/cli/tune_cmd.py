@@ -47,6 +47,7 @@ from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.recordings import load_recording
+from workbench.search.drift import DEFAULT_EVERY, DriftCheck
 from workbench.search.problem import SpaceProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 from workbench.search.session import (
@@ -112,6 +113,15 @@ def tune(
             "--patience", help="Stop after N evaluations without improvement.", show_default=False
         ),
     ] = None,
+    drift_every: Annotated[
+        int,
+        typer.Option(
+            "--drift-every",
+            min=0,
+            help="On a GPU: time the run's first correct config again every N correct "
+            "evaluations and report drift (0: never).",
+        ),
+    ] = DEFAULT_EVERY,
     sampler: Annotated[
         str, typer.Option("--sampler", help="Search strategy: " + ", ".join(SAMPLERS) + ".")
     ] = DEFAULT_SAMPLER,
@@ -313,7 +323,7 @@ def tune(
                 for unused in plans:
                     store.discard_if_unused(unused.study)
                 raise
-            results.append(_run(plan, store, the_budget, sampler, seed, queue, out))
+            results.append(_run(plan, store, the_budget, sampler, seed, queue, out, drift_every))
         summaries = [summary(p, r, store.shown_url) for p, r in zip(plans, results, strict=True)]
         for plan, result in zip(plans, results, strict=True):
             print_result(plan, result, store.shown_url, out)
@@ -469,6 +479,7 @@ def _run(
     seed: int,
     queue: list[dict],
     out: object,
+    drift_every: int = 0,
 ) -> TuneResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -486,6 +497,10 @@ def _run(
         def on_evaluation(stored, best) -> None:
             progress.update(task, completed=len(tuner.history), best=best_text(plan, best))
 
+        def on_drift(check: DriftCheck) -> None:
+            if check.drifted:
+                progress.console.print(f"[yellow]drift:[/] {escape(check.describe())}")
+
         tuner = Tuner(
             plan.problem,
             plan.runner,
@@ -497,6 +512,9 @@ def _run(
             enqueue=queue,
             on_evaluation=on_evaluation,
             command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
+            # a recording does not drift: only what is measured here is watched
+            drift_every=drift_every if plan.runner.replay_source is None else None,
+            on_drift=on_drift,
         )
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
         best = best_text(plan, store.best(plan.study))

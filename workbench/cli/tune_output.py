@@ -56,6 +56,8 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
         doc["recorded_optimum"] = plan.recorded_optimum
     if result.moves is not None:
         doc["moves"] = result.moves
+    if result.drift:
+        doc["drift"] = [c.to_json() for c in result.drift]
     if best and plan.throughput is not None:
         doc["throughput"] = {
             "value": plan.throughput(best.config, best.measurement.value),
@@ -111,4 +113,15 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
             f"{move} {s['proposed']}/{s['improved']}" for move, s in result.moves.items()
         )
         out.print(f"Search moves (proposed/improved the best): {used}")  # type: ignore[attr-defined]
+    if result.drift:
+        drifted = result.drifted
+        what = (
+            f"[bold yellow]drift:[/] {len(drifted)} of {len(result.drift)} re-timings of the "
+            f"reference config differ from its first timing ({escape(drifted[-1].describe())}): "
+            "configs timed far apart compare off by that much"
+            if drifted
+            else f"No drift: {len(result.drift)} re-timings of the reference config matched its "
+            "first timing."
+        )
+        out.print(what)  # type: ignore[attr-defined]
     out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]

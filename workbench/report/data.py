@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
+from workbench.search.drift import DriftCheck
 from workbench.spaces.model import parse_shape_label
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.environments import EnvironmentInfo, environment_info
@@ -37,6 +38,7 @@ class RunFacts:
     finished_at: dt.datetime | None
     environment: EnvironmentInfo | None
     evaluations: int
+    drift: tuple[DriftCheck, ...] = ()  #: re-timings of the run's reference config
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def gather_study(store: Store, study: StudyInfo) -> StudyData:
         per_run: dict[int, int] = {}
         for run_id in s.scalars(select(Evaluation.run_id).where(Evaluation.study_id == study.id)):
             per_run[run_id] = per_run.get(run_id, 0) + 1
-        runs = tuple(_run_facts(run, env, per_run.get(run.id, 0)) for run, env in rows)
+        with store.reading("runs"):
+            runs = tuple(_run_facts(run, env, per_run.get(run.id, 0)) for run, env in rows)
         space_path = s.scalar(select(Study.space_path).where(Study.id == study.id))
     return StudyData(study, tuple(evaluations), runs, space_path)
 
@@ -139,6 +142,7 @@ def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
         finished_at=run.finished_at,
         environment=environment_info(env) if env is not None else None,
         evaluations=evaluations,
+        drift=tuple(DriftCheck.from_json(c) for c in run.drift or ()),
     )
 
 

@@ -106,6 +106,7 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
             ],
         )
     )
+    _drift(sec, data)
     _best(sec, data, space, why)
     if baselines:
         _baselines(sec, baselines)
@@ -229,3 +230,20 @@ def _baselines(sec: Section, rows: list[ComparisonRecord]) -> None:
     fig = draw_speedups(rows)
     if fig is not None:
         sec.figure(fig)
+
+
+def _drift(sec: Section, data: StudyData) -> None:
+    """The re-timings of each run's reference config, when the run made any."""
+    checks = [(r.id, c) for r in data.runs for c in r.drift]
+    if not checks:
+        return
+    sec.html("<h3>Drift</h3>")
+    rows = [[run, c.after, c.config, c.verdict.value, num(c.ratio), c.note] for run, c in checks]
+    sec.html(table(("run", "after", "reference config", "verdict", "ratio", "note"), rows))
+    drifted = sum(1 for _, c in checks if c.drifted)
+    sec.note(
+        f"Each run timed its first correct config again every few evaluations: {drifted} of "
+        f"{len(checks)} re-timings differ from the first (U test and 2% floor, on time: a "
+        "clock that fell is drift too). Configs timed far apart in a drifting run compare off "
+        "by that much."
+    )

@@ -8,6 +8,9 @@
   study resumes from what the store holds (the sampler is warm-started with it).
 * The budget counts unique evaluations (failed ones included); wall time and patience (no
   improvement in N evaluations) can stop earlier.
+* With ``drift_every``, the run's first correct config is timed again every that many correct
+  evaluations and compared with its first timing (:mod:`workbench.search.drift`); the checks
+  are stored with the run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
+from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import Problem
 from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
 from workbench.spaces.model import Config
@@ -79,6 +83,12 @@ class TuneResult:
     moves: dict[str, dict[str, int]] | None = None
     #: valid configs the runner could not evaluate in this run (absent from the recording)
     unanswered: int = 0
+    #: re-timings of the run's reference config (none unless drift checks were asked for)
+    drift: tuple[DriftCheck, ...] = ()
+
+    @property
+    def drifted(self) -> list[DriftCheck]:
+        return [c for c in self.drift if c.drifted]
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
         ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
@@ -104,6 +114,8 @@ class Tuner:
         enqueue: Sequence[Config] = (),
         on_evaluation: OnEvaluation | None = None,
         command: str | None = None,
+        drift_every: int | None = None,
+        on_drift: Callable[[DriftCheck], None] | None = None,
     ) -> None:
         self.problem = problem
         self.runner = runner
@@ -115,6 +127,8 @@ class Tuner:
         self.enqueue = list(enqueue)
         self.on_evaluation = on_evaluation
         self.command = command
+        self.drift_every = drift_every
+        self.on_drift = on_drift
         self.rng = random.Random(seed)
         self.seen: dict[str, StoredEvaluation] = {}
         self.history: list[StoredEvaluation] = []
@@ -170,6 +184,7 @@ class Tuner:
             budget=budget.as_dict(),
             command=self.command,
         )
+        watch = DriftWatch(self.runner, self.drift_every) if self.drift_every else None
         proposer = make_proposer(self.sampler_name, self.problem, self.seed)
         proposer.start(self.history)
         for config in self.enqueue:
@@ -230,6 +245,10 @@ class Tuner:
                 proposer.observe(config, m)
                 new += 1
                 stalled = 0
+                if watch is not None and (check := watch.observe(config, m)) is not None:
+                    self.store.record_drift(run_id, [c.to_json() for c in watch.checks])
+                    if self.on_drift is not None:
+                        self.on_drift(check)
                 if m.outcome is TrialOutcome.OK and (
                     best is None or m.value < best.measurement.value  # type: ignore[operator]
                 ):
@@ -262,4 +281,5 @@ class Tuner:
             history=list(self.history),
             moves=proposer.moves(),
             unanswered=len(self.unanswered),
+            drift=tuple(watch.checks) if watch is not None else (),
         )

@@ -19,8 +19,13 @@ def _add_replay_note(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE studies ADD COLUMN replay_note TEXT"))
 
 
+def _add_run_drift(conn: Connection) -> None:
+    """2 -> 3: ``runs.drift`` (empty for the runs already there)."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN drift JSON"))
+
+
 #: version -> function migrating a connection from that version to the next one
-STEPS: dict[int, Callable[[Connection], None]] = {1: _add_replay_note}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _add_replay_note, 2: _add_run_drift}
 
 
 def migrate(conn: Connection, version: int) -> None:

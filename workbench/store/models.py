@@ -25,7 +25,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: 2: ``studies.replay_note`` (why a replayed recording is tuned on another objective, or that
 #: it was cut short)
-SCHEMA_VERSION = 2
+#: 3: ``runs.drift`` (the re-timings of a run's reference config, :mod:`workbench.search.drift`)
+SCHEMA_VERSION = 3
 
 
 def utcnow() -> dt.datetime:
@@ -105,6 +106,8 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(20), default="running")
     started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    #: re-timings of the run's reference config: [{after, config, verdict, ratio, ...}]
+    drift: Mapped[list | None] = mapped_column(JSON)
     study: Mapped[Study] = relationship(back_populates="runs")
 
 

@@ -404,6 +404,13 @@ class Store:
             s.flush()
             return run.id
 
+    def record_drift(self, run_id: int, checks: Sequence[Mapping[str, object]]) -> None:
+        """Store the run's drift checks so far (every one, replacing the previous list)."""
+        with self.session() as s:
+            run = s.get(Run, run_id)
+            if run is not None:
+                run.drift = [dict(c) for c in checks]
+
     def finish_run(self, run_id: int, status: str) -> None:
         with self.session() as s:
             run = s.get(Run, run_id)
