@@ -476,3 +476,33 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")  # this version, without it
     with pytest.raises(StoreError, match=r"lacks the columns studies\.replay_note"):
         Store(url)
+
+
+def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
+    """A worker of a shared study re-times the first config it measured, as a single tune
+    does, and stores the checks with its run (here a test runner slowing 0.5 % per call)."""
+    import dataclasses
+
+    from test_drift import WarmingGpu
+
+    from workbench.report.data import gather_studies
+    from workbench.search.session import plan_replay_file
+    from workbench.search.shared import WorkerId
+    from workbench.search.tuner import Budget
+    from workbench.search.worker import SharedTuner
+
+    url = pg_cluster.database()
+    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
+    store = Store(url)
+    recording = load_recording(CONV_A100)
+    plan = plan_replay_file(store, recording)
+    plan = dataclasses.replace(plan, runner=WarmingGpu(recording, slowdown=0.005))
+    shared = SharedStudy.create(db, plan.study.name, {"replay": str(CONV_A100)}, "A100")
+    tuner = SharedTuner(
+        plan, store, shared, WorkerId.here(None), sampler="random", seed=1, drift_every=10
+    )
+    result = tuner.run(Budget(evaluations=25))
+    assert result.drift and all(c.verdict.value == "slower" for c in result.drift)
+    (data,) = gather_studies(store)
+    assert [r.drift for r in data.runs if r.drift] == [result.drift]
+    db.close()

@@ -20,6 +20,7 @@ from workbench.cli.common import EXIT_FAILED, DbWaitOpt, cli_errors, console, er
 from workbench.cli.store_cmds import open_store
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import TrialOutcome
+from workbench.search.drift import DEFAULT_EVERY
 from workbench.search.session import TunePlan
 from workbench.search.shared import (
     SETUP_LOCK,
@@ -125,6 +126,10 @@ def _work(
         sampler=spec.get("sampler", "portfolio"),
         seed=spec.get("seed", 0),
         command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
+        # a recording does not drift: only what is measured here is watched
+        drift_every=spec.get("drift_every", DEFAULT_EVERY)
+        if plan.runner.replay_source is None
+        else None,
     )
     result = tuner.run(budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)

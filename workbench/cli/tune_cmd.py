@@ -246,6 +246,7 @@ def tune(
                 "sampler": sampler,
                 "seed": seed,
                 "budget": the_budget.as_dict() | {"seconds": None},
+                "drift_every": drift_every,
                 "coordination": {"heartbeat_s": heartbeat, "grace_s": grace},
             }
             settings = Coordination(heartbeat_s=heartbeat, grace_s=grace, db_wait_s=db_wait)

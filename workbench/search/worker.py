@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
+from workbench.search.drift import DriftWatch
 from workbench.search.proposers import Proposer
 from workbench.search.samplers import make_proposer
 from workbench.search.session import TunePlan
@@ -74,6 +75,7 @@ class SharedTuner:
         seed: int | None,
         on_evaluation: OnEvaluation | None = None,
         command: str | None = None,
+        drift_every: int | None = None,
     ) -> None:
         self.plan = plan
         self.problem = plan.problem
@@ -95,6 +97,8 @@ class SharedTuner:
         self._since = 0  #: completion order of the last completion read
         self.stats = WorkerStats()
         self.db = shared.db
+        #: this worker's drift checks: the first config it measured, timed again (its own GPU)
+        self.watch = DriftWatch(plan.runner, drift_every) if drift_every else None
 
     # -- the study as seen from here ---------------------------------------------------------
     def _learn(
@@ -361,6 +365,7 @@ class SharedTuner:
             history=history,
             moves=proposer.moves(),
             unanswered=len(self.unanswered),
+            drift=tuple(self.watch.checks) if self.watch is not None else (),
         )
 
     def _count_skip(self, why: Skip) -> None:
@@ -404,6 +409,8 @@ class SharedTuner:
             if stored is None:
                 raise WorkbenchError(f"storing {self.problem.key(config)}: {exc}") from exc
             return stored.measurement
+        if self.watch is not None and self.watch.observe(config, m) is not None:
+            call(self.store.record_drift, run_id, [c.to_json() for c in self.watch.checks])
         return m
 
 
