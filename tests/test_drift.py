@@ -4,6 +4,7 @@ answered by a test runner that slows down as it warms, as a throttling GPU would
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import RecordingProblem
 from workbench.search.tuner import Budget, Tuner
 from workbench.spaces.model import Config
-from workbench.store import Store
+from workbench.store import Store, StoreError
 
 CONV = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 CONV = CONV / "convolution_milo_A100.json.gz"
@@ -95,6 +96,10 @@ def test_a_gpu_that_slows_down_is_reported_and_stored(tmp_path: Path, recording)
     add_overview(page, data, [])
     html = page.render()
     assert "<h3>Drift</h3>" in html and f"{n} of {n} re-timings differ" in html
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:  # a hand-edited row is named
+        db.execute("""UPDATE runs SET drift = '[{"after": "soon"}]'""")
+    with pytest.raises(StoreError, match="table runs is damaged"):
+        gather_studies(store)
 
 
 def test_a_steady_gpu_shows_no_drift_and_a_failing_reference_is_said(
