@@ -108,6 +108,7 @@ def test_a_steady_gpu_shows_no_drift_and_a_failing_reference_is_said(
     _, result = tune(tmp_path, recording, WarmingGpu(recording, slowdown=0.0), every=10)
     assert result.drift and not result.drifted
     assert all(c.verdict is Verdict.SAME for c in result.drift)
+    assert " ran as at first" in result.drift[0].describe()
     assert all(c.ratio == pytest.approx(1.0) for c in result.drift)
     broken = WarmingGpu(recording, slowdown=0.0, fail_again=True)
     _, result = tune(tmp_path / "b", recording, broken, every=10, budget=20)

@@ -50,9 +50,9 @@ class DriftCheck:
         if self.ratio is None:
             return f"after {self.after} evaluations, {self.config}: {self.note}"
         how = {Verdict.SLOWER: "slower", Verdict.FASTER: "faster"}.get(self.verdict)
-        change = f"{100 * abs(self.ratio - 1):.1f}% {how}" if how else "the same"
+        change = f"{100 * abs(self.ratio - 1):.1f}% {how} than" if how else "as"
         note = f" ({self.note})" if self.note else ""
-        return f"after {self.after} evaluations, {self.config} ran {change} than at first{note}"
+        return f"after {self.after} evaluations, {self.config} ran {change} at first{note}"
 
     def to_json(self) -> dict[str, object]:
         return {
