@@ -118,7 +118,7 @@ def test_a_steady_gpu_shows_no_drift_and_a_failing_reference_is_said(
 
 
 def test_a_replay_is_not_watched_and_checks_survive_json(tmp_path: Path, recording) -> None:
-    """A recording does not drift: tune passes no drift_every for a replay runner."""
+    """A recording does not drift: a replay runner gets no watch, whatever --drift-every says."""
     from typer.testing import CliRunner
 
     from workbench.cli.main import app
@@ -133,5 +133,8 @@ def test_a_replay_is_not_watched_and_checks_survive_json(tmp_path: Path, recordi
     check = DriftCheck(25, "a=1", Verdict.SLOWER, 1.06, "SM clock median 1980 -> 1755 MHz",
                        (1.0, 1.1), (1980.0, 1755.0))  # fmt: skip
     assert DriftCheck.from_json(check.to_json()) == check
+    assert DriftWatch.of(ReplayRunner(recording), 5) is None
+    assert DriftWatch.of(WarmingGpu(recording, 0.0), 0) is None
+    assert DriftWatch.of(WarmingGpu(recording, 0.0), 5) is not None
     with pytest.raises(ValueError, match="at least 1"):
         DriftWatch(WarmingGpu(recording, 0.0), every=0)

@@ -126,10 +126,7 @@ def _work(
         sampler=spec.get("sampler", "portfolio"),
         seed=spec.get("seed", 0),
         command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
-        # a recording does not drift: only what is measured here is watched
-        drift_every=spec.get("drift_every", DEFAULT_EVERY)
-        if plan.runner.replay_source is None
-        else None,
+        drift_every=spec.get("drift_every", DEFAULT_EVERY),
     )
     result = tuner.run(budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)

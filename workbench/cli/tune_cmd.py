@@ -513,8 +513,7 @@ def _run(
             enqueue=queue,
             on_evaluation=on_evaluation,
             command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
-            # a recording does not drift: only what is measured here is watched
-            drift_every=drift_every if plan.runner.replay_source is None else None,
+            drift_every=drift_every,
             on_drift=on_drift,
         )
         # a resumed study starts from what the store holds (even if nothing new is evaluated)

@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
-from workbench.runners.timing import summarize
+from workbench.runners.timing import summarize, used_samples
 from workbench.spaces.model import Config, config_label
 from workbench.store import Store
 from workbench.store.environments import EnvironmentInfo, environment_info
@@ -85,15 +85,7 @@ class MeasurementRecord:
     def used(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """The samples (and their clocks, empty when not recorded for every sample) that the
         comparison uses: the unthrottled ones, or all when every one was throttled."""
-        flags = self.throttled if len(self.throttled) == len(self.samples) else ()
-        keep = [i for i, t in enumerate(flags) if not t] if flags else []
-        if not flags or not keep:
-            keep = list(range(len(self.samples)))
-        clocks = self.sm_clock_mhz if len(self.sm_clock_mhz) == len(self.samples) else ()
-        return (
-            tuple(self.samples[i] for i in keep),
-            tuple(clocks[i] for i in keep) if clocks else (),
-        )
+        return used_samples(self.samples, self.throttled, self.sm_clock_mhz)
 
     @classmethod
     def from_measurement(

@@ -264,6 +264,23 @@ def _log_comb(n: int, k: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
+def used_samples(
+    samples: Sequence[float], throttled: Sequence[bool], clocks: Sequence[float]
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The samples a summary rests on, as :func:`summarize` picks them (the unthrottled ones,
+    or all when every one was throttled), and their SM clocks (empty unless every sample has
+    one). Flags of another length than the samples count as none."""
+    flags = throttled if len(throttled) == len(samples) else ()
+    keep = [i for i, t in enumerate(flags) if not t]
+    if not keep:
+        keep = list(range(len(samples)))
+    clocks = clocks if len(clocks) == len(samples) else ()
+    return (
+        tuple(samples[i] for i in keep),
+        tuple(clocks[i] for i in keep) if clocks else (),
+    )
+
+
 @dataclass(frozen=True)
 class TimingSummary:
     """What a series of samples says. Every statistic is over the unthrottled samples, unless

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from workbench.regress.rule import Verdict, compare_samples
 from workbench.runners.base import Measurement, Runner, TrialOutcome
+from workbench.runners.timing import used_samples
 from workbench.spaces.model import Config, config_label
 
 #: New correct evaluations between two re-timings of the reference.
@@ -87,6 +88,12 @@ class DriftCheck:
 class DriftWatch:
     """Keeps the reference and times it again when due."""
 
+    @classmethod
+    def of(cls, runner: Runner, every: int | None) -> DriftWatch | None:
+        """The watch a search of ``runner`` keeps: none when ``every`` is 0 or None, or when
+        the runner replays a recording (a recording does not drift)."""
+        return cls(runner, every) if every and runner.replay_source is None else None
+
     def __init__(self, runner: Runner, every: int = DEFAULT_EVERY) -> None:
         if every < 1:
             raise ValueError(f"drift checks every {every} evaluations: must be at least 1")
@@ -102,7 +109,7 @@ class DriftWatch:
             return None
         self.correct += 1
         if self.reference is None:
-            if _unthrottled(m)[0]:
+            if m.samples:
                 self.reference = (config, m)
             return None
         if self.correct % self.every:
@@ -119,8 +126,8 @@ class DriftWatch:
         if again.outcome is not TrialOutcome.OK:
             why = f"timed again, it failed: {again.outcome.value} {again.reason}".rstrip()
             return DriftCheck(self.correct, label, Verdict.NOT_COMPARABLE, None, why, ())
-        before, before_clock = _unthrottled(first)
-        now, now_clock = _unthrottled(again)
+        before, before_clock = used_samples(first.samples, first.throttled, first.sm_clock_mhz)
+        now, now_clock = used_samples(again.samples, again.throttled, again.sm_clock_mhz)
         try:
             result = compare_samples(before, now)
         except ValueError as exc:  # a zero or non-finite sample
@@ -136,14 +143,3 @@ class DriftWatch:
         return DriftCheck(
             self.correct, label, result.verdict, ratio, note, again.samples, again.sm_clock_mhz
         )
-
-
-def _unthrottled(m: Measurement) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The samples the stored value rests on (throttled ones left out), and their clocks."""
-    flags = m.throttled if len(m.throttled) == len(m.samples) else (False,) * len(m.samples)
-    keep = [i for i, t in enumerate(flags) if not t]
-    clocks = m.sm_clock_mhz if len(m.sm_clock_mhz) == len(m.samples) else ()
-    return (
-        tuple(m.samples[i] for i in keep),
-        tuple(clocks[i] for i in keep) if clocks else (),
-    )

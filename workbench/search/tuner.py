@@ -8,9 +8,9 @@
   study resumes from what the store holds (the sampler is warm-started with it).
 * The budget counts unique evaluations (failed ones included); wall time and patience (no
   improvement in N evaluations) can stop earlier.
-* With ``drift_every``, the run's first correct config is timed again every that many correct
-  evaluations and compared with its first timing (:mod:`workbench.search.drift`); the checks
-  are stored with the run.
+* With ``drift_every`` and a live runner, the run's first correct config is timed again every
+  that many correct evaluations and compared with its first timing
+  (:mod:`workbench.search.drift`); the checks are stored with the run.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class Tuner:
             budget=budget.as_dict(),
             command=self.command,
         )
-        watch = DriftWatch(self.runner, self.drift_every) if self.drift_every else None
+        watch = DriftWatch.of(self.runner, self.drift_every)
         proposer = make_proposer(self.sampler_name, self.problem, self.seed)
         proposer.start(self.history)
         for config in self.enqueue:

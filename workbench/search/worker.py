@@ -98,7 +98,7 @@ class SharedTuner:
         self.stats = WorkerStats()
         self.db = shared.db
         #: this worker's drift checks: the first config it measured, timed again (its own GPU)
-        self.watch = DriftWatch(plan.runner, drift_every) if drift_every else None
+        self.watch = DriftWatch.of(plan.runner, drift_every)
 
     # -- the study as seen from here ---------------------------------------------------------
     def _learn(
