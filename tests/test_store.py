@@ -16,6 +16,16 @@ def url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def edit(path: Path, *statements: str | tuple[str, tuple]) -> None:
+    """Change a store's file by hand (SQL, or SQL with its parameters), committed and closed."""
+    con = sqlite3.connect(path)
+    for statement in statements:
+        sql, params = statement if isinstance(statement, tuple) else (statement, ())
+        con.execute(sql, params)
+    con.commit()
+    con.close()
+
+
 def fill(store: Store) -> tuple:
     study = store.study(
         kernel="k", shape_label="n=8", device_key="H200", parameters=[("A", [1, 2, 3])]
@@ -79,10 +89,7 @@ def test_older_and_newer_schemas(tmp_path: Path) -> None:
         (99, "newer than this workbench"),
         ("abc", "schema version reads 'abc', not a number: the meta table is damaged"),
     ]:
-        con = sqlite3.connect(path)
-        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
-        con.commit()
-        con.close()
+        edit(path, ("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),)))
         with pytest.raises(StoreError, match=message):
             Store(url(path))
         con = sqlite3.connect(path)  # refused, and left intact
@@ -107,22 +114,19 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
         reader.study(kernel="k2", shape_label="n=8", device_key="H200", parameters=[("A", [1])])
     reader.close()
     assert path.read_bytes() == before
-    con = sqlite3.connect(path)
-    con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
+    edit(path, "UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 0; reading it needs version"):
         Store(url(path), read_only=True)
 
 
 def as_version_1(path: Path) -> None:
     """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``)."""
-    con = sqlite3.connect(path)
-    con.execute("ALTER TABLE studies DROP COLUMN replay_note")
-    con.execute("ALTER TABLE runs DROP COLUMN drift")
-    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
+    edit(
+        path,
+        "ALTER TABLE studies DROP COLUMN replay_note",
+        "ALTER TABLE runs DROP COLUMN drift",
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+    )
 
 
 def test_a_version_1_store_is_migrated_by_a_writing_open_and_keeps_everything(
@@ -167,19 +171,16 @@ def test_a_store_laid_out_by_another_build_of_the_same_version_is_named(tmp_path
     store = Store(url(path))
     fill(store)
     store.close()
-    con = sqlite3.connect(path)
-    con.execute("DROP TABLE comparisons")
-    con.commit()
-    con.close()
+    edit(path, "DROP TABLE comparisons")
     with pytest.raises(StoreError, match="lacks the tables comparisons, which this workbench"):
         Store(url(path), read_only=True)
     Store(url(path)).close()  # a writing open adds it
     assert Store(url(path), read_only=True).studies()
-    con = sqlite3.connect(path)
-    con.execute("DROP TABLE comparisons")
-    con.execute("CREATE TABLE comparisons (id INTEGER PRIMARY KEY, kernel VARCHAR)")
-    con.commit()
-    con.close()
+    edit(
+        path,
+        "DROP TABLE comparisons",
+        "CREATE TABLE comparisons (id INTEGER PRIMARY KEY, kernel VARCHAR)",
+    )
     before = path.read_bytes()
     for read_only in (False, True):
         with pytest.raises(StoreError) as caught:
@@ -205,10 +206,7 @@ def test_a_damaged_row_is_a_store_error_naming_its_table(tmp_path: Path) -> None
 
 def test_foreign_and_damaged_files(tmp_path: Path) -> None:
     foreign = tmp_path / "other.sqlite"
-    con = sqlite3.connect(foreign)
-    con.execute("CREATE TABLE accounts (id INTEGER)")
-    con.commit()
-    con.close()
+    edit(foreign, "CREATE TABLE accounts (id INTEGER)")
     with pytest.raises(StoreError, match="not a workbench store"):
         Store(url(foreign))
     junk = tmp_path / "junk.sqlite"
