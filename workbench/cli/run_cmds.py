@@ -25,8 +25,8 @@ from workbench.cli.compile_cmd import CacheOpt
 from workbench.compiler import CompileCache
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
-from workbench.search.session import space_sha256
 from workbench.spaces import config_label
+from workbench.spaces.model import space_sha256
 from workbench.spaces.targets import space_from_options
 from workbench.sweep import select_configs
 

@@ -19,13 +19,14 @@ from plotly.subplots import make_subplots
 from workbench.analysis import AnalysisError, kernel_resources, theoretical_occupancy
 from workbench.compiler import CompileCache, make_job
 from workbench.errors import WorkbenchError
-from workbench.report.data import StudyData, study_space
+from workbench.report.data import StudyData
 from workbench.report.page import esc
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import config_label
 from workbench.store import Store
 from workbench.store.compiles import load_compiles
 from workbench.store.models import CompileRecord
+from workbench.store.study_space import study_space
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def gather_compiled(
         return CompiledSeries(
             "the store's compile results", tuple(points), len(data.evaluations) - len(points)
         )
-    space, _ = study_space(data)
+    space, _ = study_space(data.study)
     if space is None:
         return None
     cache = cache or CompileCache()

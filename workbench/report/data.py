@@ -14,13 +14,11 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.search.drift import DriftCheck
-from workbench.spaces.model import parse_shape_label
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.environments import EnvironmentInfo, environment_info
-from workbench.store.models import Environment, Evaluation, Run, Study
+from workbench.store.models import Environment, Evaluation, Run
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,6 @@ class StudyData:
     study: StudyInfo
     evaluations: tuple[StoredEvaluation, ...]
     runs: tuple[RunFacts, ...]
-    space_path: str | None = None  #: the space file a space study searched
 
     @property
     def ok(self) -> list[StoredEvaluation]:
@@ -125,8 +122,7 @@ def gather_study(store: Store, study: StudyInfo) -> StudyData:
             per_run[run_id] = per_run.get(run_id, 0) + 1
         with store.reading("runs"):
             runs = tuple(_run_facts(run, env, per_run.get(run.id, 0)) for run, env in rows)
-        space_path = s.scalar(select(Study.space_path).where(Study.id == study.id))
-    return StudyData(study, tuple(evaluations), runs, space_path)
+    return StudyData(study, tuple(evaluations), runs)
 
 
 def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
@@ -144,23 +140,3 @@ def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
         evaluations=evaluations,
         drift=tuple(DriftCheck.from_json(c) for c in run.drift or ()),
     )
-
-
-def study_space(data: StudyData) -> tuple[object | None, str | None]:
-    """The :class:`~workbench.spaces.Space` a study searched, rebuilt from its space file,
-    shape and arch; or (None, why not) for recorded spaces and missing files."""
-    from workbench.devices import device_for
-    from workbench.spaces import Space, load_space
-    from workbench.toolchain import Arch
-
-    study = data.study
-    if not data.space_path:
-        return None, "a recorded space without a space file (no work model)"
-    shape = parse_shape_label(study.shape_label)
-    try:
-        spec = load_space(data.space_path)
-        arch = Arch.parse(study.arch) if study.arch else None
-        space = Space(spec, shape=shape, arch=arch, device=device_for(arch) if arch else None)
-    except (WorkbenchError, OSError, ValueError) as exc:
-        return None, f"its space file cannot be loaded now: {exc}"
-    return space, None

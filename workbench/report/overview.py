@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from workbench.compare.storage import ComparisonRecord
 from workbench.report.baselines import draw_speedups
-from workbench.report.data import StudyData, study_space
+from workbench.report.data import StudyData
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
+from workbench.store.study_space import study_space
 
 TOP = 10
 
@@ -37,7 +38,7 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
         page.banners.append(("banner", banner))
     sec = page.section("Overview", "overview")
     st = data.study
-    space, why = study_space(data)
+    space, why = study_space(data.study)
     facts = [
         ("study", st.name),
         ("kernel", st.kernel),
@@ -45,7 +46,7 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
         ("device", ", ".join(data.devices)),
         ("arch", st.arch),
         ("objective", f"{st.objective} ({st.unit}), lower is better"),
-        ("space file", data.space_path or "none (a recorded space)"),
+        ("space file", data.study.space_path or "none (a recorded space)"),
         ("evaluations", f"{len(data.evaluations)} ({len(data.ok)} correct)"),
         (
             "numbers from",

@@ -99,7 +99,7 @@ def study_page(
             "No compile results of these configs: none in the store, and "
             + (
                 "none in this machine's compile cache."
-                if data.space_path
+                if data.study.space_path
                 else "a recorded space has no space file to compile."
             ),
             "missing",

@@ -18,7 +18,7 @@ from workbench.errors import ConfigError
 from workbench.profile.chips import chip_for_name
 from workbench.profile.storage import ProfileRecord
 from workbench.profile.summary import same_gpu, summarize
-from workbench.report.data import StudyData, study_space
+from workbench.report.data import StudyData
 from workbench.report.page import esc
 from workbench.roofline import (
     Achieved,
@@ -32,6 +32,7 @@ from workbench.roofline import (
     roofline_points,
 )
 from workbench.spaces.model import config_label
+from workbench.store.study_space import study_space
 from workbench.units import si
 
 #: The best config and this many runners-up get event-timing points.
@@ -161,7 +162,7 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     """The event-timing roofline of the best configs; None without a work model."""
     from workbench.spaces.launch import work_counts, work_precision
 
-    space, why = study_space(data)
+    space, why = study_space(data.study)
     if space is None or not data.ok:
         return None if space is None else Roofline((), (), "event timing", (why or "",))
     gpu = data.devices[0]

@@ -9,7 +9,6 @@ Each plan says where its numbers come from (``banner``), and the store keeps it 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.spaces.launch import work_counts, work_precision, work_rates
-from workbench.spaces.model import Config, SpaceSpec, shape_label
+from workbench.spaces.model import Config, SpaceSpec, shape_label, space_sha256
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
 from workbench.store.exchange import recording_study
@@ -49,13 +48,6 @@ class TunePlan:
     #: share of the roofline bound, when the space has a work model and the measuring GPU's
     #: datasheet is known
     roofline: RooflineBound | None = None
-
-
-def space_sha256(spec: SpaceSpec) -> str:
-    """Hash of the space file and its source (a changed kernel is a different space)."""
-    h = hashlib.sha256(spec.path.read_bytes())
-    h.update(spec.source.read_bytes())
-    return h.hexdigest()
 
 
 def replay_banner(recording: Recording) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,17 @@ class SpaceSpec:
 
     def default_config(self) -> Config:
         return {p.name: p.default for p in self.parameters}
+
+
+def space_sha256(spec: SpaceSpec) -> str:
+    """Hash of the space file and its source (a changed kernel is a different space).
+
+    Raises:
+        OSError: either file cannot be read.
+    """
+    h = hashlib.sha256(spec.path.read_bytes())
+    h.update(spec.source.read_bytes())
+    return h.hexdigest()
 
 
 def base_kernel(kernel: str) -> str:

@@ -81,6 +81,8 @@ class StudyInfo:
     recorded_optimum: float | None
     work: Mapping[str, object] | None
     replay_note: str | None = None  #: the recording reader's note (another objective, cut short)
+    space_path: str | None = None  #: the space file searched (None: a recorded space)
+    space_sha256: str | None = None  #: its hash (with the kernel source's) when tuned
 
     @property
     def compile_only(self) -> bool:
@@ -708,6 +710,8 @@ def _study_info(row: Study) -> StudyInfo:
         recorded_optimum=row.recorded_optimum,
         work=row.work,
         replay_note=row.replay_note,
+        space_path=row.space_path,
+        space_sha256=row.space_sha256,
     )
 
 
