@@ -279,6 +279,64 @@ def test_valid_configs_missing_from_the_recording_end_the_search_not_hang_it(
     assert len(runner.calls) == 22  # each missing config was asked for once, never again
 
 
+@pytest.mark.parametrize("sampler", ["portfolio", "random", "tpe"])
+def test_a_replayed_space_is_searched_over_the_configs_its_recording_holds(
+    tmp_path: Path, project: Path, recording_without_scale_3: Path, sampler: str
+) -> None:
+    """Replaying a space file from a recording (tune SPACE --replay): only recorded configs
+    are proposed, so none is asked for in vain, and the unrecorded ones are counted."""
+    from workbench.search.problem import RecordedSpaceProblem
+    from workbench.spaces import Space, load_space
+
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))  # 22 valid configs
+    recording = load_recording(recording_without_scale_3)  # 16 of them
+    params = [(p.name, p.values) for p in space.spec.parameters]
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
+    runner = CountingRunner(recording)
+    problem = RecordedSpaceProblem(space, recording)
+    result = Tuner(problem, runner, store, study, sampler=sampler).run(
+        Budget(evaluations=50, seconds=30)
+    )
+    assert result.stop is StopReason.EXHAUSTED
+    assert result.evaluations == len(runner.calls) == 16 and result.unanswered == 6
+    assert all(c["SCALE"] != 3 for c in runner.calls)
+    assert problem.violations({"BLOCK": 32, "SCALE": 3, "WAVES": 1}) == [
+        f"not in the recording replayed ({recording_without_scale_3.name})"
+    ]
+
+
+def test_a_sparse_recording_of_a_large_space_is_replayed_without_enumerating_the_space(
+    project: Path, recording_without_scale_3: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sampled recording (workbench record --sample) of a space too large to enumerate (the
+    int8 GEMM's half million valid configs took 16 s to list, then every proposal outside the
+    recording came back unanswered: minutes for 20 evaluations): the replay searches the
+    recorded configs and never walks the space."""
+    from workbench.cli.main import app
+    from workbench.search import problem as problem_module
+    from workbench.spaces.space import Space
+
+    monkeypatch.setattr(problem_module, "ENUMERATE_LIMIT", 10)  # tiny's 24 is "too large"
+
+    def no_walk(self: Space) -> None:
+        raise AssertionError("the space was enumerated")
+
+    monkeypatch.setattr(Space, "_walk", no_walk)
+    from typer.testing import CliRunner
+
+    tiny = project / "spaces" / "tiny.yaml"
+    args = ["tune", str(tiny), "--replay", str(recording_without_scale_3), "--budget", "50"]
+    res = CliRunner().invoke(app, [*args, "--json", "--storage", str(project / "s.sqlite")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["evaluations"] == 16 and doc["stop"] == "exhausted"
+    assert doc["unanswered"] is None  # not counted: that would enumerate the space
+    res = CliRunner().invoke(app, [*args, "--storage", str(project / "t.sqlite")])
+    assert res.exit_code == 0, res.output
+    assert "covered the 16 recorded configs valid here" in " ".join(res.output.split())
+
+
 def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     tmp_path: Path, pnpoly: Recording
 ) -> None:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import JsonOpt, cli_errors, console
+from workbench.cli.common import JsonOpt, cli_errors, console, err_console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
@@ -176,3 +176,47 @@ def copy(
                         else ""
                     )
                 )
+
+
+@app.command("header")
+def header(
+    kernel: Annotated[
+        str, typer.Argument(help="Kernel (reduce: every variant; reduce[OP=max]: that one).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Header file to write (default: stdout)."),
+    ] = None,
+    study: Annotated[
+        list[str] | None,
+        typer.Option("--study", help="Only these studies (name, id or unique part); repeatable."),
+    ] = None,
+    storage: StorageOpt = None,
+) -> None:
+    """Write a kernel's tuned configs as a C++ header: one compile-time target per study
+    (GPU x shape x variant: #define WORKBENCH_<STUDY>, then include the header and the kernel;
+    it defines the kernel's macros as the workbench compiled the fastest config) and a run-time
+    table of every entry (parameters, shape, value, NVRTC flags, entry, launch geometry)."""
+    import sys
+
+    from workbench.tuned_header import collect, render
+
+    with cli_errors():
+        store = open_store(storage, read_only=True)
+        found = collect(store, kernel, study or ())
+        text = render(found, store_url=store.shown_url)
+        for e in found.entries:
+            for note in e.notes:
+                err_console.print(f"[yellow]{escape(e.study.name)}[/]: {escape(note)}")
+        for name, why in found.skipped:
+            err_console.print(f"[yellow]skipped {escape(name)}[/]: {escape(why)}")
+        if out is None:
+            sys.stdout.write(text)
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        console.print(
+            f"wrote {escape(str(out))}: {len(found.entries)} target"
+            + ("s" if len(found.entries) != 1 else "")
+            + "".join(f"\n  {escape(e.target)}  ({escape(e.study.name)})" for e in found.entries)
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workbench.toolchain import Arch
 
@@ -76,7 +76,7 @@ class CompileOptions:
         **kwargs: object,
     ) -> CompileOptions:
         """Options from macro values and option-knob values (names in :data:`OPTION_KNOBS`)."""
-        norm_defines = tuple(sorted((k, _macro_value(v)) for k, v in (defines or {}).items()))
+        norm_defines = tuple(sorted((k, macro_value(v)) for k, v in (defines or {}).items()))
         knob_values: dict[str, object] = {}
         for name, value in (knobs or {}).items():
             if name not in OPTION_KNOBS:
@@ -127,6 +127,18 @@ class CompileOptions:
         flags += list(self.extra_flags)
         return flags
 
+    def portable_flags(self) -> list[str]:
+        """The NVRTC flags that make this binary, for another machine's build: no include
+        paths of this one, no ``-Xptxas -v`` (a report in the log, not a change to the code)."""
+        flags = replace(self, include_dirs=()).to_nvrtc_flags()
+        out: list[str] = []
+        for flag in flags:
+            if flag == "-v" and out and out[-1] == "-Xptxas":
+                out.pop()
+            else:
+                out.append(flag)
+        return out
+
     def to_ptxas_flags(self) -> list[str]:
         """The ptxas command line for hand-written PTX (no C++ front-end options apply)."""
         flags = [f"-arch={self.arch.sm}", *self.ptxas_flags()]
@@ -138,7 +150,7 @@ class CompileOptions:
         return flags
 
 
-def _macro_value(value: object) -> str:
+def macro_value(value: object) -> str:
     """Booleans become 1/0 so that ``#if NAME`` works; everything else is its text."""
     if isinstance(value, bool):
         return "1" if value else "0"

@@ -100,6 +100,17 @@ class Problem(ABC):
         """Known-good configs to try first (the space's default, when it has one)."""
         return []
 
+    def unanswerable(self) -> int | None:
+        """Valid configs left out of the search because its runner cannot evaluate them (a
+        replay's unrecorded configs); None when they were not counted."""
+        return 0
+
+    def unanswered(self, asked: int) -> int | None:
+        """Valid configs no evaluation answered: ``asked`` in a run (the runner could not
+        evaluate them) and those left out of the search; None when those were not counted."""
+        left_out = self.unanswerable()
+        return None if left_out is None else asked + left_out
+
     def check_not_empty(self) -> None:
         """Refuse a problem none of whose configs is valid, saying what rules them out (a
         search would end at once with nothing evaluated).
@@ -176,6 +187,61 @@ class SpaceProblem(Problem):
     def defaults(self) -> list[Config]:
         default = {**self.space.spec.default_config(), **self.pinned}
         return [default] if self.space.is_valid(default) else []
+
+
+class RecordedSpaceProblem(SpaceProblem):
+    """A space file's configs answered from a recording of the kernel: the search covers the
+    valid configs the recording holds (a recording made by ``workbench record --sample`` may
+    hold a few hundred of a space's half million), the others could only come back
+    unanswered. Nothing is enumerated but the recording."""
+
+    def __init__(
+        self, space: Space, recording: Recording, pinned: Mapping[str, Value] | None = None
+    ) -> None:
+        super().__init__(space, pinned)
+        self.recording = recording
+        self._recorded: list[Config] | None = None
+
+    def violations(self, config: Mapping[str, Value]) -> list[str]:
+        out = super().violations(config)
+        if self.recording.lookup(config) is None:
+            out.append(f"not in the recording replayed ({self.recording.path.name})")
+        return out
+
+    def valid_configs(self) -> list[Config]:
+        if self._recorded is None:
+            configs = (
+                {n: e.config[n] for n in self.names} for e in self.recording.entries.values()
+            )
+            # (the space's own rules: every recorded config is in the recording)
+            self._recorded = [c for c in configs if not SpaceProblem.violations(self, c)]
+        return self._recorded
+
+    def defaults(self) -> list[Config]:
+        return [c for c in super().defaults() if self.recording.lookup(c) is not None]
+
+    def unanswerable(self) -> int | None:
+        """The space's valid configs the recording lacks, when the space is small enough to
+        count (its product within the enumeration limit)."""
+        if self.cartesian_size > ENUMERATE_LIMIT:
+            return None
+        pinned = self.pinned.items()
+        total = sum(1 for c in self.space.iter_valid() if all(c[n] == v for n, v in pinned))
+        return total - len(self.valid_configs())
+
+    def check_not_empty(self) -> None:
+        if self.valid_configs():
+            return
+        SpaceProblem(self.space, self.pinned).check_not_empty()  # an empty space says why
+        reasons: Counter[str] = Counter()
+        for e in self.recording.entries.values():
+            reasons.update(SpaceProblem.violations(self, {n: e.config[n] for n in self.names}))
+        top = "; ".join(f"{why} ({count})" for why, count in reasons.most_common(3))
+        raise ConfigError(
+            f"{self.kernel} [{self.shape_label}]: none of the {len(self.recording.entries):,} "
+            f"configs recorded in {self.recording.path} is valid in the space; the reasons: "
+            f"{top or 'none'}"
+        )
 
 
 class RecordingProblem(Problem):

@@ -20,7 +20,7 @@ from workbench.roofline import Ceilings, datasheet_ceilings
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
-from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
+from workbench.search.problem import Problem, RecordedSpaceProblem, RecordingProblem
 from workbench.spaces.launch import work_counts, work_precision, work_rates
 from workbench.spaces.model import Config, SpaceSpec, shape_label, space_sha256
 from workbench.spaces.space import Space
@@ -101,7 +101,7 @@ def plan_space_replay(
             f"{recording.path} was recorded for {shape_label(recording.shape)}, "
             f"not {shape_label(space.shape)}"
         )
-    problem = SpaceProblem(space, pinned)  # type: ignore[arg-type]
+    problem = RecordedSpaceProblem(space, recording, pinned)  # type: ignore[arg-type]
     optimum = recording.optimum(problem.pinned)  # the best of this variant, not of them all
     study = space_study(
         store,

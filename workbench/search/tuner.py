@@ -81,8 +81,9 @@ class TuneResult:
     history: list[StoredEvaluation] = field(default_factory=list)
     #: per search move of the sampler (the default has five): proposed, improved
     moves: dict[str, dict[str, int]] | None = None
-    #: valid configs the runner could not evaluate in this run (absent from the recording)
-    unanswered: int = 0
+    #: valid configs the runner could not evaluate (absent from the recording replayed): asked
+    #: in this run, or left out of a replay's search; None when those were not counted
+    unanswered: int | None = 0
     #: re-timings of the run's reference config (none unless drift checks were asked for)
     drift: tuple[DriftCheck, ...] = ()
 
@@ -280,6 +281,6 @@ class Tuner:
             best=self._best(),
             history=list(self.history),
             moves=proposer.moves(),
-            unanswered=len(self.unanswered),
+            unanswered=self.problem.unanswered(len(self.unanswered)),
             drift=tuple(watch.checks) if watch is not None else (),
         )

@@ -364,7 +364,7 @@ class SharedTuner:
             best=best,
             history=history,
             moves=proposer.moves(),
-            unanswered=len(self.unanswered),
+            unanswered=self.problem.unanswered(len(self.unanswered)),
             drift=tuple(self.watch.checks) if self.watch is not None else (),
         )
 

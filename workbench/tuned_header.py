@@ -1,0 +1,395 @@
+"""The tuned configs of a kernel as a C++ header: what a build needs to ship them.
+
+A tuning result is only useful once the user's build compiles the kernel the way the fastest
+config was compiled. ``workbench store header K`` writes, for each study of ``K`` in the store
+(one per problem variant, shape and GPU), the fastest correct config as
+
+* a compile-time target: ``#define WORKBENCH_<STUDY>`` before including the header (and the
+  kernel's source after it) defines the kernel's macros exactly as the workbench passed them
+  to NVRTC (``-D``), text values' ``NAME_value`` companions included;
+* a run-time table, ``workbench_tuned::<kernel>::entries[]``: every entry's parameters (typed),
+  shape, measured value, the NVRTC flags, the entry (template instantiation or symbol) and
+  the launch geometry, for a host that picks a config by GPU and shape.
+
+Compiler-option parameters (``role: option``: fast math, register caps, cache defaults) and
+launch parameters cannot be set from a header: the target's comment names them and the table
+holds them (the flags, the geometry). A recorded space (a Kernel Tuner cache, no space file)
+has no macros of its own: its parameters are written as Kernel Tuner passes them to a kernel,
+``#define NAME VALUE``, and the table has no flags or geometry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workbench.errors import CompileError, ConfigError
+from workbench.spaces.launch import Launch, launch_geometry
+from workbench.spaces.model import Config, Value, base_kernel, parse_shape_label
+from workbench.spaces.schema import Role
+from workbench.store import Store, StudyInfo
+from workbench.store.study_space import space_changed, study_space
+
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9]+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: C++ keywords a parameter could be named after (a field cannot carry them)
+_KEYWORD_TEXT = (
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue "
+    "decltype default delete do double else enum explicit export extern false float for "
+    "friend goto if inline int long mutable namespace new noexcept not nullptr operator or "
+    "private protected public register return short signed sizeof static struct switch "
+    "template this throw true try typedef typeid typename union unsigned using virtual void "
+    "volatile while"
+)
+_KEYWORDS = frozenset(_KEYWORD_TEXT.split())
+
+
+@dataclass(frozen=True)
+class TunedEntry:
+    """The fastest correct config of one study, and how it was built and launched."""
+
+    study: StudyInfo
+    config: Config
+    value: float
+    target: str  #: the compile-time macro that selects it
+    #: the ``-D`` macros, in the compiler's order (for a recorded space: its parameters)
+    defines: tuple[tuple[str, str], ...]
+    flags: tuple[str, ...]  #: NVRTC flags that made the binary ('' for a recorded space)
+    entry: str | None  #: template instantiation or kernel symbol
+    launch: Launch | None
+    #: option and launch parameters (a header cannot set them)
+    unset: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TunedHeader:
+    kernel: str
+    entries: tuple[TunedEntry, ...]
+    skipped: tuple[tuple[str, str], ...]  #: (study, why) of studies without an entry
+
+
+def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHeader:
+    """The entries of ``kernel``'s studies (or of the named ``studies`` only).
+
+    A kernel name with a pinned variant (``reduce[OP=max]``) takes that variant's studies
+    only; a plain name takes every variant's. Compile-only studies measured nothing and are
+    left out.
+
+    Raises:
+        ConfigError: no such study, studies of other kernels named, nothing tuned, or studies
+            whose parameters differ (one table holds one parameter list).
+        StoreError: the store is damaged.
+    """
+    if studies:
+        chosen = [store.find_study(name) for name in studies]
+        others = [s.name for s in chosen if base_kernel(s.kernel) != base_kernel(kernel)]
+        if others:
+            raise ConfigError(f"--study {others[0]!r} is not a study of {kernel}")
+    else:
+        exact = "[" in kernel
+        chosen = [
+            s
+            for s in store.studies()
+            if (s.kernel == kernel if exact else base_kernel(s.kernel) == kernel)
+            and not s.compile_only
+        ]
+    if not chosen:
+        raise ConfigError(
+            f"the store {store.shown_url} has no measured study of {kernel}: tune it first "
+            "(workbench store list shows what is there)"
+        )
+    names = {tuple(n for n, _ in s.parameters) for s in chosen}
+    if len(names) > 1:
+        raise ConfigError(
+            f"the studies of {kernel} have different parameters "
+            f"({' / '.join(', '.join(n) for n in sorted(names))}): one header holds one "
+            "parameter list; choose studies with --study"
+        )
+    entries: list[TunedEntry] = []
+    skipped: list[tuple[str, str]] = []
+    taken: set[str] = set()
+    for study in chosen:
+        best = store.best(study)
+        if best is None or best.measurement.value is None:
+            skipped.append((study.name, "no correct evaluation"))
+            continue
+        target = _target(study, taken)
+        try:
+            entries.append(_entry(study, dict(best.config), best.measurement.value, target))
+        except (ConfigError, CompileError) as exc:
+            skipped.append((study.name, str(exc)))
+            continue
+        taken.add(target)
+    if not entries:
+        why = "; ".join(f"{name}: {reason}" for name, reason in skipped)
+        raise ConfigError(f"no study of {kernel} has a config to write ({why})")
+    return TunedHeader(base_kernel(kernel), tuple(entries), tuple(skipped))
+
+
+def _target(study: StudyInfo, taken: set[str]) -> str:
+    name = "WORKBENCH_" + _NOT_IDENT.sub("_", study.name).strip("_").upper()
+    return name if name not in taken else f"{name}_{study.id}"
+
+
+def _entry(study: StudyInfo, config: Config, value: float, target: str) -> TunedEntry:
+    from workbench.compiler.jobs import make_job
+    from workbench.compiler.options import macro_value
+
+    space, why = study_space(study)
+    if space is None:
+        if study.space_path:  # a space study whose file is gone: its macros are unknown
+            raise ConfigError(why or "its space file cannot be loaded")
+        defines = tuple((name, macro_value(v)) for name, v in config.items())
+        return TunedEntry(study, config, value, target, defines, (), None, None)
+    if sorted(config) != sorted(space.names):
+        raise ConfigError(
+            f"its best config ({', '.join(config)}) does not fit the space file now "
+            f"({', '.join(space.names)}): tune it again"
+        )
+    notes = []
+    if space_changed(study, space):
+        notes.append(
+            f"{space.spec.path} or its kernel changed since this was tuned: the macros are "
+            "what the current files give"
+        )
+    if problems := space.explain(config):
+        notes.append("not valid in the space file now: " + "; ".join(p.message for p in problems))
+    job = make_job(space, config)
+    launch: Launch | None = None
+    try:
+        launch = launch_geometry(space, config)
+    except ConfigError as exc:
+        notes.append(f"launch geometry: {exc}")
+    unset = tuple(
+        f"{p.name}={_text(config[p.name])} "
+        + ("(compiler option)" if p.role is Role.OPTION else "(launch)")
+        for p in space.spec.parameters
+        if p.role in (Role.OPTION, Role.LAUNCH)
+    )
+    return TunedEntry(
+        study,
+        config,
+        value,
+        target,
+        job.options.defines,
+        tuple(job.options.portable_flags()),
+        job.name_expression or job.entry_kernel,
+        launch,
+        unset,
+        tuple(notes),
+    )
+
+
+def render(header: TunedHeader, *, store_url: str, now: dt.datetime | None = None) -> str:
+    """The header's text (C++17: ``inline constexpr`` tables).
+
+    Raises:
+        ConfigError: a parameter value C++ cannot spell (an infinite or NaN float).
+    """
+    from workbench import __version__
+
+    when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    ns = _identifier(header.kernel)
+    out = [
+        f"// Tuned configurations of {_line(header.kernel)}: the fastest correct config of each",
+        f"// study in {_line(store_url)}, written {when} by workbench {__version__}.",
+        "// Do not edit: write it again (workbench store header) after tuning.",
+        "//",
+        "// Compile time: define one target before including this header (and the kernel's",
+        "// source after it); the header then defines the kernel's macros as the workbench",
+        "// passed them to NVRTC. Targets:",
+    ]
+    for e in header.entries:
+        out.append(f"//   {e.target}")
+        out.append(f"//     {_line(e.study.name)}: {e.value:.6g} {_line(e.study.unit)}")
+    for name, why in header.skipped:
+        out.append(f"// Not here: {_line(name)}: {_line(why)}")
+    entry_macro = f"WORKBENCH_{ns.upper()}_ENTRY"
+    out += [
+        f"// A target also defines {entry_macro}, the kernel to launch (a template",
+        "// instantiation carries the template parameters).",
+        f"// Run time: workbench_tuned::{ns}::entries[] holds every entry (parameters, shape,",
+        "// value, NVRTC flags, entry, launch geometry).",
+        "#pragma once",
+        "",
+    ]
+    if len(header.entries) > 1:
+        out += [
+            "#if " + " + ".join(f"defined({e.target})" for e in header.entries) + " > 1",
+            f'#error "define at most one {_line(header.kernel)} target of this header"',
+            "#endif",
+        ]
+    for i, e in enumerate(header.entries):
+        out.append(f"{'#if' if i == 0 else '#elif'} defined({e.target})")
+        out += _target_block(e)
+        if e.entry:
+            out.append(f"#define {entry_macro} {e.entry}")
+    out += ["#endif", ""]
+    out += _table(header, ns)
+    return "\n".join(out) + "\n"
+
+
+def _target_block(e: TunedEntry) -> list[str]:
+    lines = [f"// {_line(e.study.name)}: {e.value:.6g} {_line(e.study.unit)}"]
+    if e.study.replay_source:
+        lines.append(f"// replayed from {_line(e.study.replay_source)}")
+    if e.entry:
+        lines.append(f"// entry: {_line(e.entry)}")
+    if e.flags:
+        lines.append(f"// NVRTC flags: {_line(' '.join(e.flags))}")
+    else:
+        lines.append("// a recorded space: its parameters as Kernel Tuner passes them")
+    if e.unset:
+        lines.append(f"// not set by this header: {_line(', '.join(e.unset))}")
+    if e.launch is not None:
+        lines.append(
+            f"// launch: grid {e.launch.grid}, block {e.launch.block}, "
+            f"{e.launch.shared_bytes} bytes of dynamic shared memory"
+        )
+    lines += [f"// note: {_line(n)}" for n in e.notes]
+    lines += [f"#define {name} {value}" for name, value in e.defines]
+    return lines
+
+
+def _table(header: TunedHeader, ns: str) -> list[str]:
+    params = [name for name, _ in header.entries[0].study.parameters]
+    ctypes = {name: _ctype([e.config[name] for e in header.entries]) for name in params}
+    fields = _fields(params)
+    shapes = [parse_shape_label(e.study.shape_label) for e in header.entries]
+    shape_keys = list(shapes[0]) if shapes[0] is not None else None
+    if shape_keys is not None and any(s is None or list(s) != shape_keys for s in shapes):
+        shape_keys = None
+    # a macro named like a field (-DBLOCK=256 on the command line, or a target above) would
+    # rewrite the field's name: each is saved, undefined around the table and restored
+    shape_fields = _fields(shape_keys or ())
+    macros = sorted({*fields.values(), *shape_fields.values()})
+    out = [f'#pragma push_macro("{m}")\n#undef {m}' for m in macros]
+    out += [
+        "namespace workbench_tuned {",
+        f"namespace {ns} {{",
+        "",
+        "struct Params {",
+        *(f"  {ctypes[n]} {fields[n]};" for n in params),
+        "};",
+    ]
+    if shape_keys is not None:
+        out += ["struct Shape {", *(f"  long long {shape_fields[k]};" for k in shape_keys), "};"]
+    out += [
+        "struct Entry {",
+        "  const char *target;  // the compile-time target macro",
+        "  const char *study;",
+        "  const char *device;  // the GPU that measured",
+        "  const char *arch;",
+        "  const char *shape_label;",
+        *(["  Shape shape;"] if shape_keys is not None else []),
+        "  Params params;",
+        "  double value;  // the best value, in unit (lower is better)",
+        "  const char *unit;",
+        '  const char *nvrtc_flags;  // "" for a recorded space',
+        '  const char *entry;  // template instantiation or kernel symbol ("" if unknown)',
+        "  bool launch_known;",
+        "  unsigned grid[3];",
+        "  unsigned block[3];",
+        "  unsigned dynamic_shared_bytes;",
+        "};",
+        "",
+        "inline constexpr Entry entries[] = {",
+    ]
+    for e, shape in zip(header.entries, shapes, strict=True):
+        launch = e.launch
+        values = [
+            _cstr(e.target),
+            _cstr(e.study.name),
+            _cstr(e.study.device_key),
+            _cstr(e.study.arch or ""),
+            _cstr(e.study.shape_label),
+            *(
+                ["{" + ", ".join(str(shape[k]) for k in shape_keys) + "}"]  # type: ignore[index]
+                if shape_keys is not None
+                else []
+            ),
+            "{" + ", ".join(_literal(e.config[n], ctypes[n]) for n in params) + "}",
+            _literal(e.value, "double"),
+            _cstr(e.study.unit),
+            _cstr(" ".join(e.flags)),
+            _cstr(e.entry or ""),
+            "true" if launch else "false",
+            "{" + ", ".join(str(v) for v in (launch.grid if launch else (0, 0, 0))) + "}",
+            "{" + ", ".join(str(v) for v in (launch.block if launch else (0, 0, 0))) + "}",
+            str(launch.shared_bytes if launch else 0),
+        ]
+        out.append("  {" + ", ".join(values) + "},")
+    out += [
+        "};",
+        f"inline constexpr int entry_count = {len(header.entries)};",
+        "",
+        f"}}  // namespace {ns}",
+        "}  // namespace workbench_tuned",
+    ]
+    out += [f'#pragma pop_macro("{m}")' for m in reversed(macros)]
+    return out
+
+
+def _ctype(values: Sequence[Value]) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "bool"
+    if any(isinstance(v, (str, bool)) for v in values):
+        return "const char *"
+    if all(isinstance(v, int) for v in values):
+        return "long long"
+    return "double"
+
+
+def _literal(value: Value, ctype: str) -> str:
+    if ctype == "bool":
+        return "true" if value else "false"
+    if ctype == "const char *":
+        return _cstr(_text(value))
+    if ctype == "long long":
+        return str(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ConfigError(f"the value {value!r} cannot be written as a C++ literal")
+    text = repr(number)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def _text(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _cstr(text: str) -> str:
+    # JSON's escapes (\" \\ \n \uXXXX) are C++ string-literal escapes too
+    return json.dumps(text)
+
+
+def _fields(names: Sequence[str]) -> dict[str, str]:
+    """Each name as a C++ member name: kept when it is one, else made one (and numbered when
+    two names make the same)."""
+    fields: dict[str, str] = {}
+    for name in names:
+        field = name
+        if not _IDENT.fullmatch(name) or name in _KEYWORDS:
+            text = _NOT_IDENT.sub("_", name).strip("_") or "param"
+            field = f"{text}_" if text[0].isalpha() else f"p_{text}"
+        while field in fields.values():
+            field += "_"
+        fields[name] = field
+    return fields
+
+
+def _identifier(kernel: str) -> str:
+    text = _NOT_IDENT.sub("_", kernel).strip("_") or "kernel"
+    return text if text[0].isalpha() and text not in _KEYWORDS else f"k_{text}"
+
+
+def _line(text: str) -> str:
+    """Text for a one-line comment (a newline would end it)."""
+    return " ".join(text.split())
