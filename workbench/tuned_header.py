@@ -210,11 +210,13 @@ def render(header: TunedHeader, *, store_url: str, now: dt.datetime | None = Non
     for name, why in header.skipped:
         out.append(f"// Not here: {_line(name)}: {_line(why)}")
     entry_macro = f"WORKBENCH_{ns.upper()}_ENTRY"
+    chosen_macro = f"WORKBENCH_{ns.upper()}_TARGET"
     out += [
         f"// A target also defines {entry_macro}, the kernel to launch (a template",
-        "// instantiation carries the template parameters).",
-        f"// Run time: workbench_tuned::{ns}::entries[] holds every entry (parameters, shape,",
-        "// value, NVRTC flags, entry, launch geometry).",
+        f"// instantiation carries the template parameters), and {chosen_macro}, its name.",
+        f"// Run time (no target defined): workbench_tuned::{ns}::entries[] holds every entry",
+        "// (parameters, shape, value, NVRTC flags, entry, launch geometry); its fields carry",
+        "// the parameters' names, so include it where no macro of those names is defined.",
         "#pragma once",
         "",
     ]
@@ -229,8 +231,10 @@ def render(header: TunedHeader, *, store_url: str, now: dt.datetime | None = Non
         out += _target_block(e)
         if e.entry:
             out.append(f"#define {entry_macro} {e.entry}")
-    out += ["#endif", ""]
+        out.append(f"#define {chosen_macro} {_cstr(e.target)}")
+    out += ["#endif", "", f"#ifndef {chosen_macro}"]
     out += _table(header, ns)
+    out.append(f"#endif  // {chosen_macro}")
     return "\n".join(out) + "\n"
 
 
@@ -264,11 +268,14 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
     shape_keys = list(shapes[0]) if shapes[0] is not None else None
     if shape_keys is not None and any(s is None or list(s) != shape_keys for s in shapes):
         shape_keys = None
-    # a macro named like a field (-DBLOCK=256 on the command line, or a target above) would
-    # rewrite the field's name: each is saved, undefined around the table and restored
+    # a macro named like a field (-DBLOCK=256 on the command line) would rewrite the field's
+    # name into nonsense: said plainly instead (NVRTC has no push_macro to save and restore it)
     shape_fields = _fields(shape_keys or ())
-    macros = sorted({*fields.values(), *shape_fields.values()})
-    out = [f'#pragma push_macro("{m}")\n#undef {m}' for m in macros]
+    out = [
+        f'#ifdef {m}\n#error "macro {m} is defined here and would rename a field of the '
+        f'workbench_tuned::{ns} table: include this header before it is defined"\n#endif'
+        for m in sorted({*fields.values(), *shape_fields.values()})
+    ]
     out += [
         "namespace workbench_tuned {",
         f"namespace {ns} {{",
@@ -331,7 +338,6 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
         f"}}  // namespace {ns}",
         "}  // namespace workbench_tuned",
     ]
-    out += [f'#pragma pop_macro("{m}")' for m in reversed(macros)]
     return out
 
 

@@ -1,0 +1,211 @@
+"""``workbench store header``: the tuned configs as a C++ header, checked by compiling it.
+
+Each check compiles with NVRTC (no GPU): the kernel built through the header's target must be
+the kernel the workbench built for the best config (same PTX), and the run-time table must hold
+the stored values (static_asserts that NVRTC evaluates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+from workbench.compiler.jobs import make_job
+from workbench.compiler.nvrtc import compile_cuda
+from workbench.compiler.options import CompileOptions
+from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+from workbench.runners.recordings import write_recording
+from workbench.spaces import Space, load_space
+from workbench.spaces.model import Config
+from workbench.spaces.registry import load_kernel
+from workbench.toolchain import Arch
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def recording(space: Space, path: Path, configs: list[Config], times: list[float]) -> Path:
+    """A recording of ``configs`` with made-up times (a test fixture: the header is about
+    which config is best, not about how fast it is)."""
+    return write_recording(
+        path,
+        kernel=space.spec.name,
+        device=DeviceInfo("Test GPU"),
+        parameters=[(p.name, p.values) for p in space.spec.parameters],
+        entries=[
+            (c, Measurement(TrialOutcome.OK, value=t)) for c, t in zip(configs, times, strict=False)
+        ],
+        shape=space.shape,
+    )
+
+
+def tune_replay(space_file: str, rec: Path, *extra: str) -> dict:
+    code, out, err = invoke("tune", space_file, "--replay", str(rec), "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def no_lineinfo(options: CompileOptions, **changes: object) -> CompileOptions:
+    # line info names the source file, which differs between the two builds
+    return dataclasses.replace(options, lineinfo=False, **changes)  # type: ignore[arg-type]
+
+
+def ptx_through_header(header: Path, target: str, space: Space, config: Config) -> tuple[str, str]:
+    """(PTX built by the workbench for ``config``, PTX built from a source that selects
+    ``target`` in ``header`` and includes the kernel, with no -D flags)."""
+    job = make_job(space, config)
+    exprs = (job.name_expression,) if job.name_expression else ()
+    direct = compile_cuda(
+        job.source, no_lineinfo(job.options), filename=job.filename, name_expressions=exprs
+    )
+    # the kernel's text after the header, as a user's file would put them
+    wrapper = f'#define {target}\n#include "{header.name}"\n{job.source}'
+    options = no_lineinfo(
+        job.options, defines=(), include_dirs=(str(header.parent), *job.options.include_dirs)
+    )
+    # (under the kernel's file name: internal symbols are named after the program's)
+    via = compile_cuda(wrapper, options, filename=job.filename, name_expressions=exprs)
+    assert direct.ok and via.ok, via.log
+    assert direct.ptx and via.ptx
+    return direct.ptx, via.ptx
+
+
+def nvrtc_accepts(source: str, header: Path, *defines: tuple[str, str]) -> tuple[bool, str]:
+    options = CompileOptions(
+        arch=Arch.parse("sm_90"), defines=defines, include_dirs=(str(header.parent),)
+    )
+    out = compile_cuda(source, options, filename="check.cu")
+    return out.ok, out.log
+
+
+def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values(
+    project: Path, tmp_path: Path
+) -> None:
+    tiny = project / "spaces" / "tiny.yaml"
+    spaces = [Space(load_space(tiny), shape={"n": n}) for n in (1000, 4096)]
+    bests = ({"BLOCK": 64, "SCALE": 2}, {"BLOCK": 256, "SCALE": 1})  # one per shape
+    for space, best in zip(spaces, bests, strict=True):
+        configs = list(space.iter_valid())
+        times = [1.0 if all(c[k] == v for k, v in best.items()) else 2.0 for c in configs]
+        rec = recording(space, tmp_path / f"rec-{space.shape['n']}.json", configs, times)
+        n = str(space.shape["n"])
+        doc = tune_replay(str(tiny), rec, "--shape", f"n={n}", "--budget", "50")
+        assert doc["best_value"] == 1.0
+    header = tmp_path / "inc" / "tuned.h"
+    code, out, err = invoke("store", "header", "tiny", "-o", str(header))
+    assert code == 0, err
+    targets = ["WORKBENCH_TINY_N_1000_TEST_GPU", "WORKBENCH_TINY_N_4096_TEST_GPU"]
+    assert all(t in out for t in targets)
+    text = header.read_text()
+    assert "#define BLOCK 64\n#define SCALE 2\n" in text
+    assert "WAVES=1 (launch)" in text  # a launch parameter is named, not defined
+    # the kernel compiled through each target is the kernel the workbench compiled
+    for space, target, best in zip(spaces, targets, bests, strict=True):
+        direct, via = ptx_through_header(header, target, space, {**best, "WAVES": 1})
+        assert direct == via
+    # the run-time table: typed values, shape, launch geometry
+    check = (
+        '#include "tuned.h"\n'
+        "namespace t = workbench_tuned::tiny;\n"
+        "static_assert(t::entry_count == 2);\n"
+        "static_assert(t::entries[0].shape.n == 1000 && t::entries[1].shape.n == 4096);\n"
+        "static_assert(t::entries[0].params.BLOCK == 64 && t::entries[0].params.SCALE == 2);\n"
+        "static_assert(t::entries[1].params.BLOCK == 256 && t::entries[1].params.WAVES == 1);\n"
+        "static_assert(t::entries[0].value == 1.0 && t::entries[0].launch_known);\n"
+        "static_assert(t::entries[0].block[0] == 64 && t::entries[0].grid[0] == 16);\n"
+    )
+    ok, log = nvrtc_accepts(check, header)
+    assert ok, log
+    ok, log = nvrtc_accepts(check.replace("BLOCK == 64 &&", "BLOCK == 65 &&"), header)
+    assert not ok  # the check can fail
+    # a macro of a field's name would rename the field: refused by name, not mangled
+    ok, log = nvrtc_accepts(check, header, ("BLOCK", "999"))
+    assert not ok and "macro BLOCK is defined here" in log
+    # a selected target defines the kernel's macros and leaves the table out
+    selected = (
+        f'#define {targets[1]}\n#include "tuned.h"\n'
+        "static_assert(BLOCK == 256 && SCALE == 1);\n"
+        f"constexpr const char *chosen = WORKBENCH_TINY_TARGET;\n"
+        "namespace workbench_tuned { namespace tiny { struct Entry {}; } }  // not defined above\n"
+    )
+    ok, log = nvrtc_accepts(selected, header)
+    assert ok, log
+    # two targets at once: refused by the preprocessor
+    two = "".join(f"#define {t}\n" for t in targets) + '#include "tuned.h"\n'
+    ok, log = nvrtc_accepts(two, header)
+    assert not ok and "define at most one tiny target" in log
+
+
+def test_a_library_kernel_with_text_values_builds_the_same_through_the_header(
+    tmp_path: Path,
+) -> None:
+    """gemm_int8: text values (PATH=mma also defines PATH_mma=1), many macros, sm_90a."""
+    spec = load_kernel("gemm_int8")
+    space = Space(spec)
+    default = spec.default_config()
+    configs = [default, *space.sample(5, seed=1)]
+    rec = recording(space, tmp_path / "gemm.json", configs, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    doc = tune_replay("gemm_int8", rec, "--budget", "6")
+    assert doc["best_config"] == default
+    header = tmp_path / "tuned.h"
+    code, _, err = invoke("store", "header", "gemm_int8", "-o", str(header))
+    assert code == 0, err
+    target = "WORKBENCH_GEMM_INT8_M_4096_N_4096_K_4096_TEST_GPU"
+    text = header.read_text()
+    assert f"#if defined({target})" in text and "#define PATH_mma 1" in text
+    direct, via = ptx_through_header(header, target, space, default)
+    assert direct == via
+
+
+def test_a_recorded_space_gives_its_parameters_as_kernel_tuner_passes_them(
+    tmp_path: Path,
+) -> None:
+    doc = tune_replay_file(CACHES / "pnpoly_RTX_3090.json.gz")
+    code, out, err = invoke("store", "header", doc["kernel"])
+    assert code == 0, err
+    assert "a recorded space: its parameters as Kernel Tuner passes them" in out
+    for name, value in doc["best_config"].items():
+        assert f"#define {name} {value}\n" in out
+    header = tmp_path / "tuned.h"
+    header.write_text(out)  # (stdout holds the header alone)
+    best = doc["best_config"]
+    check = '#include "tuned.h"\n' + "".join(
+        f"static_assert(workbench_tuned::{doc['kernel']}::entries[0].params.{k} == {v});\n"
+        for k, v in best.items()
+    )
+    ok, log = nvrtc_accepts(check, header)
+    assert ok, log
+
+
+def tune_replay_file(cache: Path) -> dict:
+    code, out, err = invoke("tune", "--replay", str(cache), "--budget", "20", "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["store", "header", "nosuchkernel"], "has no measured study of nosuchkernel"),
+        (["store", "header", "pnpoly", "--study", "nosuch"], "nosuch"),
+    ],
+)
+def test_bad_header_requests_are_named(args: list[str], message: str) -> None:
+    tune_replay_file(CACHES / "pnpoly_RTX_3090.json.gz")
+    code, out, err = invoke(*args)
+    assert code == 2 and message in " ".join(err.split()) and "Traceback" not in out + err
