@@ -11,6 +11,7 @@ import pytest
 
 from workbench.regress.rule import Verdict
 from workbench.report.data import gather_studies
+from workbench.report.history import draw_history, gather_history
 from workbench.report.overview import add_overview
 from workbench.report.page import Page
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
@@ -96,6 +97,18 @@ def test_a_gpu_that_slows_down_is_reported_and_stored(tmp_path: Path, recording)
     add_overview(page, data, [])
     html = page.render()
     assert "<h3>Drift</h3>" in html and f"{n} of {n} re-timings differ" in html
+    # the tuning history marks each at the evaluation it followed, on both axes
+    history = gather_history(data)
+    assert len(history.drifts) == n
+    for k, (trial, seconds, text) in enumerate(history.drifts):
+        correct = [v for v in history.value[:trial] if v is not None]
+        assert len(correct) == 10 * (k + 1) and history.value[trial - 1] is not None
+        assert seconds == history.tuning_s[trial - 1] and text.endswith("% slower")
+    for by_time in (False, True):
+        shapes = draw_history(history, by_time=by_time).layout.shapes
+        assert len(shapes) == n and {s.x0 for s in shapes} == {
+            seconds if by_time else trial for trial, seconds, _ in history.drifts
+        }
     with sqlite3.connect(tmp_path / "s.sqlite") as db:  # a hand-edited row is named
         db.execute("""UPDATE runs SET drift = '[{"after": "soon"}]'""")
     with pytest.raises(StoreError, match="table runs is damaged"):
@@ -105,8 +118,10 @@ def test_a_gpu_that_slows_down_is_reported_and_stored(tmp_path: Path, recording)
 def test_a_steady_gpu_shows_no_drift_and_a_failing_reference_is_said(
     tmp_path: Path, recording
 ) -> None:
-    _, result = tune(tmp_path, recording, WarmingGpu(recording, slowdown=0.0), every=10)
+    store, result = tune(tmp_path, recording, WarmingGpu(recording, slowdown=0.0), every=10)
     assert result.drift and not result.drifted
+    (data,) = gather_studies(store)
+    assert gather_history(data).drifts == ()  # nothing marked on the history
     assert all(c.verdict is Verdict.SAME for c in result.drift)
     assert " ran as at first" in result.drift[0].describe()
     assert all(c.ratio == pytest.approx(1.0) for c in result.drift)

@@ -32,6 +32,9 @@ class History:
     unit: str
     replayed: bool
     resumed_s: tuple[float, ...] = ()
+    #: drift checks that found the reference config slower or faster: (the evaluation they
+    #: followed, its tuning time, what they found)
+    drifts: tuple[tuple[int, float | None, str], ...] = ()
 
     @property
     def failed(self) -> int:
@@ -97,7 +100,30 @@ def gather_history(data: StudyData) -> History:
         data.study.unit,
         data.replayed_count > 0,
         resumed,
+        drift_points(data, tuning),
     )
+
+
+def drift_points(
+    data: StudyData, tuning_s: tuple[float | None, ...]
+) -> tuple[tuple[int, float | None, str], ...]:
+    """Where the drift checks that found a change happened on the study's axes: a check
+    after a run's n-th correct evaluation sits at that evaluation."""
+    correct_at: dict[int, list[int]] = {}  # run id -> study positions of its correct ones
+    for i, e in enumerate(data.evaluations):
+        if e.measurement.outcome is TrialOutcome.OK:
+            correct_at.setdefault(e.run_id, []).append(i)
+    points = []
+    for run in data.runs:
+        for check in run.drift:
+            at = correct_at.get(run.id, [])
+            if not check.drifted or not 0 < check.after <= len(at):
+                continue
+            i = at[check.after - 1]
+            assert check.ratio is not None  # a drift has a ratio
+            how = "slower" if check.ratio > 1 else "faster"
+            points.append((i + 1, tuning_s[i], f"drift: {100 * abs(check.ratio - 1):.1f}% {how}"))
+    return tuple(points)
 
 
 def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
@@ -154,6 +180,10 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
         fig.add_vline(
             x=at, line_dash="dot", line_color="#888", annotation_text="resumed", opacity=0.7
         )
+    for trial, seconds, text in h.drifts:
+        at = seconds if by_time else trial
+        if at is not None:
+            fig.add_vline(x=at, line_dash="dash", line_color="#e67e22", annotation_text=text)
     fig.update_layout(
         title=f"{'time' if by_time else 'evaluation'}: best so far",
         xaxis_title=xtitle,
