@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,13 @@ from workbench.toolchain import Arch
 
 #: Below this many cartesian points, sampling enumerates the valid set; above, it rejects.
 ENUMERATE_LIMIT = 200_000
+#: Rejection sampling draws for this long before it walks the valid set instead (a sparse
+#: space: the int8 GEMM's 498,692 valid configs are 0.08% of its product).
+REJECTION_SECONDS = 5.0
+#: ... and the walk (a uniform reservoir sample of every valid config) gives up after this.
+WALK_SECONDS = 120.0
+#: Product draws explained when no valid config turns up, to say what rules them out.
+REASON_DRAWS = 1000
 
 
 @dataclass(frozen=True)
@@ -235,8 +243,8 @@ class Space:
         with ``fixed``, among those that take those values (a problem variant, ``--set``).
 
         Raises:
-            WorkbenchError: the valid fraction is too small to find ``n`` configs by rejection
-                in a very large space.
+            WorkbenchError: no config is valid, or a very large space is too sparse to find
+                ``n`` by random draws and too large to list within WALK_SECONDS.
         """
         rng = random.Random(seed)
         fixed = dict(fixed or {})
@@ -254,29 +262,86 @@ class Space:
     def _rejection_sample(
         self, n: int, rng: random.Random, fixed: Mapping[str, Value]
     ) -> list[Config]:
+        """Uniform draws from the product, each checked level by level (a draw stops at the
+        first constraint it breaks), for up to REJECTION_SECONDS; a space too sparse for that
+        is walked instead, keeping a uniform reservoir of ``n``.
+
+        Raises:
+            WorkbenchError: no valid config (the reasons counted over product draws), or the
+                walk ran out of time before finding ``n``.
+        """
         domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
         found: dict[tuple[Value, ...], None] = {}
-        attempts = max(100_000, 1000 * n)
-        reasons: Counter[str] = Counter()  # why draws were refused: said if none is valid
-        for _ in range(attempts):
-            values = tuple(rng.choice(d) for d in domains)
-            if values in found:
-                continue
-            problems = self.explain(dict(zip(self.names, values, strict=True)))
-            if not problems:
+        start = time.perf_counter()
+        attempts = 0
+        while len(found) < n:
+            if attempts % 1000 == 0 and time.perf_counter() - start > REJECTION_SECONDS:
+                break
+            attempts += 1
+            values = self._draw(rng, domains)
+            if values is not None:
                 found[values] = None
-                if len(found) == n:
-                    break
-            else:
-                reasons.update(v.message for v in problems)
-        if not found:
-            top = "; ".join(f"{why} ({count})" for why, count in reasons.most_common(3))
-            raise WorkbenchError(
-                f"{self.spec.name}: no valid config in {attempts} random draws from "
-                f"{self.cartesian_size} points; the constraints exclude (almost) everything. "
-                f"The reasons, counted over the draws: {top}"
+        else:
+            return [dict(zip(self.names, v, strict=True)) for v in found]
+        walked = self._reservoir(n, rng, domains, time.perf_counter() + WALK_SECONDS)
+        if walked is None:
+            why = (
+                "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
             )
-        return [dict(zip(self.names, v, strict=True)) for v in found]
+            raise WorkbenchError(
+                f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for in "
+                f"{attempts:,} random draws from {self.cartesian_size:,} points, and listing "
+                f"the valid ones took over {WALK_SECONDS:.0f} s: ask for fewer.{why}"
+            )
+        if not walked:
+            raise WorkbenchError(
+                f"{self.spec.name}: no valid config among {self.cartesian_size:,} points; the "
+                "constraints exclude everything. The reasons, counted over "
+                f"{REASON_DRAWS} random draws: {self._reasons(rng, domains)}"
+            )
+        return [dict(zip(self.names, v, strict=True)) for v in walked]
+
+    def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
+        """One uniform draw from the product, or None as soon as a constraint rules it out."""
+        env = dict(self._base_env)
+        if not self._run_level(0, env):
+            return None
+        values = []
+        for level, name in enumerate(self.names):
+            value = rng.choice(domains[level])
+            env[name] = value
+            if not self._run_level(level + 1, env):
+                return None
+            values.append(value)
+        return tuple(values)
+
+    def _reservoir(
+        self, n: int, rng: random.Random, domains: Sequence[Sequence[Value]], deadline: float
+    ) -> list[tuple[Value, ...]] | None:
+        """A uniform sample of ``n`` valid configs (all of them if fewer) from a walk of the
+        valid set, or None when the walk passes ``deadline``."""
+        allowed = [set(d) for d in domains]
+        kept: list[tuple[Value, ...]] = []
+        seen = 0
+        for values in self._walk():
+            if not all(v in a for v, a in zip(values, allowed, strict=True)):
+                continue
+            seen += 1
+            if len(kept) < n:
+                kept.append(values)
+            elif (j := rng.randrange(seen)) < n:
+                kept[j] = values
+            if time.perf_counter() > deadline:  # (a few percent of a step of the walk)
+                return None
+        return kept
+
+    def _reasons(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> str:
+        """The three commonest reasons that rule out random draws from the product."""
+        reasons: Counter[str] = Counter()
+        for _ in range(REASON_DRAWS):
+            config = {name: rng.choice(d) for name, d in zip(self.names, domains, strict=True)}
+            reasons.update(v.message for v in self.explain(config))
+        return "; ".join(f"{why} ({count})" for why, count in reasons.most_common(3))
 
 
 def launch_limits(spec: SpaceSpec) -> list[Constraint]:
