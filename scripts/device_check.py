@@ -366,6 +366,18 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
         ),
         Step("store_list", "studies in the store", [*wb, "store", "list"], 40, 8, final=True),
     ]
+    # the tuned configs as the C++ headers a build would include (store header)
+    steps += [
+        Step(
+            f"header_{kernel}",
+            f"tuned {kernel} configs as a C++ header",
+            [*wb, "store", "header", kernel, "-o", str(lay.results / "headers" / f"{kernel}.h")],
+            40,
+            5,
+            final=True,
+        )
+        for kernel in ("gemm_int8", "reduce")
+    ]
     return steps
 
 
