@@ -337,6 +337,51 @@ def test_a_sparse_recording_of_a_large_space_is_replayed_without_enumerating_the
     assert "covered the 16 recorded configs valid here" in " ".join(res.output.split())
 
 
+def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The int8 GEMM has 498,692 valid configs, 1,308 under the limit: one more value of a
+    tile would have sent the default sampler to TPE, whose proposals in a space 0.08% valid
+    are almost all invalid. Past the limit the valid set is a uniform reservoir sample of
+    limit-many configs (the same each time, so that a resumed search sees the same set)."""
+    from workbench.search import problem as problem_module
+    from workbench.search.problem import SpaceProblem
+    from workbench.search.samplers import make_proposer
+    from workbench.spaces import Space, load_space
+
+    monkeypatch.setattr(problem_module, "ENUMERATE_LIMIT", 10)
+    tiny = project / "spaces" / "tiny.yaml"
+    space = Space(load_space(tiny))  # 22 valid configs
+    problem = SpaceProblem(space)
+    held = problem.valid_configs()
+    assert held is not None and len(held) == 10 and problem.valid_total == 22
+    assert all(space.is_valid(c) for c in held)
+    assert SpaceProblem(space).valid_configs() == held  # the same sample every time
+    # (the sample is uniform: Space.reservoir, tested in test_space)
+    assert make_proposer("portfolio", problem, 1).moves() is not None  # not TPE
+    with pytest.raises(WorkbenchError, match=r"too large to enumerate for brute force \(22 valid"):
+        make_proposer("brute", problem, 1)
+    params = [(p.name, p.values) for p in space.spec.parameters]
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
+    recording = load_recording(
+        write_recording(
+            tmp_path / "all.json",
+            kernel="tiny",
+            device=DeviceInfo("Test GPU"),
+            parameters=params,
+            entries=[(c, Measurement(TrialOutcome.OK, value=1.0)) for c in space.iter_valid()],
+            shape=space.shape,
+        )
+    )
+    runner = CountingRunner(recording)
+    result = Tuner(problem, runner, store, study, sampler="portfolio", seed=1).run(
+        Budget(evaluations=50, seconds=30)
+    )
+    assert result.stop is StopReason.EXHAUSTED and result.evaluations == 10
+    assert {str(c) for c in runner.calls} == {str(c) for c in held}
+
+
 def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     tmp_path: Path, pnpoly: Recording
 ) -> None:

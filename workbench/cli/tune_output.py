@@ -107,7 +107,13 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         line += f" Recorded optimum {plan.recorded_optimum:.5g} (best found is {gap:.3f}x)."
     if result.unanswered:
         line += f" {result.unanswered} valid configs could not be evaluated (not in the recording)."
-    elif result.unanswered is None:
+    total, held = plan.problem.valid_total, plan.problem.valid_configs()
+    if total and held is not None and total > len(held):
+        line += (
+            f" The space has {total:,} valid configs: the search drew from a uniform sample of "
+            f"{len(held):,}."
+        )
+    if result.unanswered is None:
         line += (
             f" The search covered the {len(plan.problem.valid_configs() or ())} recorded configs "
             "valid here (the space's others, too many to count, cannot be replayed)."

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping
@@ -25,8 +24,9 @@ from workbench.runners.recordings import Recording
 from workbench.spaces.model import Config, Value, config_label, shape_label
 from workbench.spaces.space import Space
 
-#: Spaces up to this many valid points are enumerated (for random/brute-force samplers and
-#: for escaping duplicate proposals); larger ones are sampled.
+#: Spaces up to this many valid points are enumerated (for the default, random and brute-force
+#: samplers, and for escaping duplicate proposals); of a larger one, a uniform sample of this
+#: many is kept.
 ENUMERATE_LIMIT = 500_000
 #: ... provided the enumeration (a pruned walk of the product) ends within this time.
 ENUMERATE_SECONDS = 60.0
@@ -67,6 +67,8 @@ class Problem(ABC):
     kernel: str
     shape_label: str
     params: tuple[Param, ...]
+    #: how many valid configs there are, when more than ``valid_configs()`` holds (a sample)
+    valid_total: int | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -165,23 +167,29 @@ class SpaceProblem(Problem):
         )
         self._valid: list[Config] | None = None
         self._too_large = False
+        #: how many valid configs the space has (known once they were listed); more than
+        #: ``valid_configs()`` returns when that is a sample
+        self.valid_total: int | None = None
 
     def violations(self, config: Mapping[str, Value]) -> list[str]:
         out = [f"{n} is pinned to {v!r}" for n, v in self.pinned.items() if config.get(n) != v]
         return out + [v.message for v in self.space.explain(config)]
 
     def valid_configs(self) -> list[Config] | None:
+        """Every valid config, or, past ENUMERATE_LIMIT of them, a uniform sample of that
+        many (the same one each time: a resumed search sees the same set; see
+        ``valid_total``); None when listing takes longer than ENUMERATE_SECONDS."""
         if self._valid is None and not self._too_large:
-            found: list[Config] = []
-            start = time.perf_counter()
-            for i, c in enumerate(self.space.iter_valid()):
-                if all(c[n] == v for n, v in self.pinned.items()):
-                    found.append(c)
-                too_slow = i % 1000 == 0 and time.perf_counter() - start > ENUMERATE_SECONDS
-                if len(found) > ENUMERATE_LIMIT or too_slow:
-                    self._too_large = True
-                    return None
-            self._valid = found
+            # a reservoir: a space a little past the limit is searched on a uniform subset by
+            # the samplers that need the valid set, not handed to TPE, whose proposals in a
+            # sparse space are almost all invalid
+            walked = self.space.reservoir(
+                ENUMERATE_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
+            )
+            if walked is None:
+                self._too_large = True
+                return None
+            self._valid, self.valid_total = walked
         return self._valid
 
     def defaults(self) -> list[Config]:

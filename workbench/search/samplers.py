@@ -41,9 +41,10 @@ def _random(problem: Problem, seed: int | None) -> Proposer:
 
 def _brute(problem: Problem, seed: int | None) -> Proposer:
     valid = problem.valid_configs()
-    if valid is None:
+    if valid is None or (problem.valid_total or 0) > len(valid):
+        size = f" ({problem.valid_total:,} valid configs)" if problem.valid_total else ""
         raise WorkbenchError(
-            f"{problem.kernel}: the space is too large to enumerate for brute force; use "
+            f"{problem.kernel}: the space is too large to enumerate for brute force{size}; use "
             "portfolio, tpe or random"
         )
     return ValidOrderProposer(problem, valid, shuffle=False, seed=seed)

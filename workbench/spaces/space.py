@@ -283,7 +283,7 @@ class Space:
                 found[values] = None
         else:
             return [dict(zip(self.names, v, strict=True)) for v in found]
-        walked = self._reservoir(n, rng, domains, time.perf_counter() + WALK_SECONDS)
+        walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)
         if walked is None:
             why = (
                 "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
@@ -293,13 +293,13 @@ class Space:
                 f"{attempts:,} random draws from {self.cartesian_size:,} points, and listing "
                 f"the valid ones took over {WALK_SECONDS:.0f} s: ask for fewer.{why}"
             )
-        if not walked:
+        if not walked[0]:
             raise WorkbenchError(
                 f"{self.spec.name}: no valid config among {self.cartesian_size:,} points; the "
                 "constraints exclude everything. The reasons, counted over "
                 f"{REASON_DRAWS} random draws: {self._reasons(rng, domains)}"
             )
-        return [dict(zip(self.names, v, strict=True)) for v in walked]
+        return walked[0]
 
     def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
         """One uniform draw from the product, or None as soon as a constraint rules it out."""
@@ -315,25 +315,32 @@ class Space:
             values.append(value)
         return tuple(values)
 
-    def _reservoir(
-        self, n: int, rng: random.Random, domains: Sequence[Sequence[Value]], deadline: float
-    ) -> list[tuple[Value, ...]] | None:
-        """A uniform sample of ``n`` valid configs (all of them if fewer) from a walk of the
-        valid set, or None when the walk passes ``deadline``."""
-        allowed = [set(d) for d in domains]
+    def reservoir(
+        self,
+        n: int,
+        rng: random.Random,
+        *,
+        fixed: Mapping[str, Value] | None = None,
+        seconds: float,
+    ) -> tuple[list[Config], int] | None:
+        """A uniform sample of ``n`` valid configs from one walk of the valid set (all of
+        them, in domain order, when there are no more), with ``fixed`` values only, and how
+        many valid configs there are; None when the walk takes longer than ``seconds``."""
+        where = [(self.names.index(k), v) for k, v in (fixed or {}).items()]
         kept: list[tuple[Value, ...]] = []
         seen = 0
+        deadline = time.perf_counter() + seconds
         for values in self._walk():
-            if not all(v in a for v, a in zip(values, allowed, strict=True)):
+            if time.perf_counter() > deadline:  # (a few percent of a step of the walk)
+                return None
+            if not all(_same(values[i], v) for i, v in where):
                 continue
             seen += 1
             if len(kept) < n:
                 kept.append(values)
             elif (j := rng.randrange(seen)) < n:
                 kept[j] = values
-            if time.perf_counter() > deadline:  # (a few percent of a step of the walk)
-                return None
-        return kept
+        return [dict(zip(self.names, v, strict=True)) for v in kept], seen
 
     def _reasons(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> str:
         """The three commonest reasons that rule out random draws from the product."""
