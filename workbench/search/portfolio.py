@@ -48,7 +48,8 @@ at the median of the evaluated configs, which hid those trends: mean score over 
 spaces 0.447/0.646/0.826 before, 0.461/0.668/0.853 after, at budgets 50/100/200 (three
 160-seed blocks). Moves choose among valid configs only, so no proposal is wasted on a point
 outside the space, and never propose a visited one. The space must be enumerable (the
-problem's valid set); for a larger space the tuner uses TPE instead. Choices here were made on
+problem's valid set, a uniform sample of it past 500,000 configs); for a space that cannot be
+listed in time the tuner uses TPE instead. Choices here were made on
 the recorded spaces with ``benchmarks/tuner_efficiency.py`` (its results name the seeds).
 """
 
