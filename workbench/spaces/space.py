@@ -148,7 +148,7 @@ class Space:
 
         A derived value or constraint usually reads a few of the parameters but becomes
         ready only at the last of them, deep in the walk: its result is kept per tuple of
-        the values it reads (the int8 GEMM's half million valid configs are listed 1.7x
+        the values it reads (the int8 GEMM's half million valid configs are listed 1.5x
         faster; its memos hold 25,000 results in all), up to MEMO_LIMIT per expression.
         """
         try:
