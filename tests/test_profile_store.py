@@ -169,6 +169,13 @@ def test_config_best_comes_from_the_store(project: Path, private_dirs: Path) -> 
         "profile", str(space_path), "--config", "best", "--shape", "n=7", "--dry-run"
     )
     assert code == 2 and "has no study of tiny at n=7" in err
+    # run takes it too (then needs the GPU this machine may not have: the choice is said first)
+    code, out, err = invoke("run", str(space_path), "--config", "best")
+    assert "the best config of study 'tiny | n=1000 | NVIDIA H200': BLOCK=64,SCALE=2" in " ".join(
+        err.split()
+    )
+    code, _, err = invoke("run", str(space_path), "-c", "best", "--shape", "n=7")
+    assert code == 2 and "has no study of tiny at n=7" in err
 
 
 def test_best_config_takes_a_problem_variants_study_not_a_compile_only_one(

@@ -135,6 +135,38 @@ def select_configs(
     return picked
 
 
+def config_or_best(
+    space: Space, items: Sequence[str], store: Store | None, study: str | None
+) -> tuple[Config, StudyInfo | None]:
+    """The config that ``--config`` items name (NAME=VALUE, unnamed parameters at their
+    defaults), or for ``best`` the fastest correct one of the shape's study in ``store``
+    (the study named by ``study``, else the one of this machine's GPU when there are several),
+    with that study.
+
+    Raises:
+        ConfigError: an invalid config, no store or study for ``best``, no correct evaluation.
+    """
+    if [i.strip().lower() for i in items] == ["best"]:
+        from workbench.gpu import probe_gpu
+        from workbench.profile.storage import best_config
+        from workbench.spaces.model import shape_label
+
+        if store is None:
+            raise ConfigError("--config best needs a store (--storage)")
+        probe = probe_gpu()
+        best, chosen = best_config(
+            store,
+            space.spec.name,
+            shape_label(space.shape),
+            study,
+            probe.name if probe.available else None,
+        )
+        (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
+        return cfg, chosen
+    (cfg,) = select_configs(space, assignments=[list(items)])
+    return cfg, None
+
+
 def static_sweep(
     space: Space,
     configs: Sequence[Config],

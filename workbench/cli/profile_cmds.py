@@ -28,14 +28,13 @@ from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
 from workbench.profile.metrics import MetricSet
 from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
-from workbench.profile.storage import ProfileRecord, best_config, find_import, save_profile
+from workbench.profile.storage import ProfileRecord, find_import, save_profile
 from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
-from workbench.spaces import Space
-from workbench.spaces.model import Config, shape_label
+from workbench.spaces.model import shape_label
 from workbench.spaces.targets import space_from_options
-from workbench.store import Store, StudyInfo
-from workbench.sweep import select_configs
+from workbench.store import Store
+from workbench.sweep import config_or_best
 from workbench.units import si
 
 SetOpt = Annotated[
@@ -131,7 +130,7 @@ def profile(
         store = None if dry_run and not wants_best else open_store(storage)
         if import_file is not None:
             space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
-            cfg = _config(space, config, store, study) if space and config else None
+            cfg = config_or_best(space, _items(config), store, study) if space and config else None
             _, records = importing.import_report(
                 import_file,
                 select=select,
@@ -149,7 +148,7 @@ def profile(
         if kernel is None:
             raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
         space = space_from_options(kernel, spaces, arch, device, shape)
-        cfg, chosen = _config(space, config, store, study)
+        cfg, chosen = config_or_best(space, _items(config), store, study)
         request = profiler.ProfileRequest(
             space=space,
             config=cfg,
@@ -174,28 +173,6 @@ def profile(
         ceilings = ceilings.add(datasheet_ceilings(space.device))
         record = _store(store, outcome.record, chosen.id if chosen else None)
         _emit([record], ceilings, as_json)
-
-
-def _config(
-    space: Space, config: str | None, store: Store | None, study: str | None
-) -> tuple[Config, StudyInfo | None]:
-    if config is not None and config.strip().lower() == "best":
-        assert store is not None
-        from workbench.gpu import probe_gpu
-
-        probe = probe_gpu()
-        best, chosen = best_config(
-            store,
-            space.spec.name,
-            shape_label(space.shape),
-            study,
-            probe.name if probe.available else None,
-        )
-        (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
-        return cfg, chosen
-    assignments = [config.split(",")] if config else [[]]
-    (cfg,) = select_configs(space, assignments=assignments)
-    return cfg, None
 
 
 def _extra_ceilings(path: Path | None) -> Ceilings:
@@ -335,3 +312,7 @@ def _print_counters(s: Summary) -> None:
             f"theoretical (limit: {o.limiter or 'n/a'}), {_int(o.registers_per_thread)} "
             f"registers/thread, block {_int(o.block_size)}, grid {_int(o.grid_size)}"
         )
+
+
+def _items(config: str | None) -> list[str]:
+    return config.split(",") if config else []

@@ -20,15 +20,17 @@ from workbench.cli.common import (
     SpacesOpt,
     cli_errors,
     console,
+    err_console,
 )
 from workbench.cli.compile_cmd import CacheOpt
+from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.compiler import CompileCache
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.spaces import config_label
 from workbench.spaces.model import space_sha256
 from workbench.spaces.targets import space_from_options
-from workbench.sweep import select_configs
+from workbench.sweep import config_or_best, select_configs
 
 
 def run(
@@ -43,10 +45,15 @@ def run(
             "--config",
             "-c",
             help="NAME=VALUE,... of the config (repeatable: merged into one config; unnamed "
-            "parameters take their defaults).",
+            "parameters take their defaults), or 'best': the fastest correct config of the "
+            "shape's study in the store.",
             show_default=False,
         ),
     ] = None,
+    study: Annotated[
+        str | None, typer.Option("--study", help="With --config best: the study to take it from.")
+    ] = None,
+    storage: StorageOpt = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
@@ -59,7 +66,13 @@ def run(
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
-        (cfg,) = select_configs(space, assignments=[merged])
+        wants_best = [i.strip().lower() for i in merged] == ["best"]
+        store = open_store(storage, read_only=True) if wants_best else None
+        cfg, chosen = config_or_best(space, merged, store, study)
+        if chosen is not None:  # said first: the GPU run may fail, the choice still shows
+            err_console.print(
+                f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}"
+            )
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             m = runner.evaluate(cfg)
         if as_json:
