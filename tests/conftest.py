@@ -128,3 +128,12 @@ def pg_cluster():
         if isinstance(cluster, str):
             pytest.skip(cluster)
         yield cluster
+
+
+@pytest.fixture
+def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A compile cache and a default store of the test's own (``WORKBENCH_CACHE_DIR``,
+    ``WORKBENCH_STORE``); the store's path."""
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
+    return tmp_path / "store.sqlite"

@@ -6,27 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_helpers import invoke
 from typer.testing import CliRunner
 
-from workbench.cli.main import app
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
 from workbench.store import Store
 
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_replay_a_kernel_tuner_cache_with_json() -> None:

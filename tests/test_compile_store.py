@@ -6,25 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import invoke
 
-from workbench.cli.main import app
 from workbench.gpu import probe_gpu
 from workbench.report.compiled import gather_compiled
 from workbench.report.data import gather_studies
 from workbench.store import Store
 from workbench.store.compiles import load_compiles
 
-
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "default-store.sqlite"))
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+pytestmark = pytest.mark.usefixtures("private_dirs")
 
 
 @pytest.mark.skipif(probe_gpu().available, reason="a GPU tunes instead of compiling")
@@ -74,9 +64,9 @@ def test_no_gpu_tune_stores_compile_rows_and_the_report_draws_them(
 
 
 def test_compile_with_storage_keeps_one_row_per_config_and_arch(
-    project: Path, tmp_path: Path
+    project: Path, tmp_path: Path, private_dirs: Path
 ) -> None:
-    db = tmp_path / "store.sqlite"
+    db = tmp_path / "explicit.sqlite"
     space = str(project / "spaces" / "tiny.yaml")
     args = ["compile", space, "-c", "BLOCK=64", "-c", "BLOCK=256,SCALE=1", "--arch", "all"]
     code, out, err = invoke(*args, "--storage", str(db))
@@ -101,4 +91,4 @@ def test_compile_with_storage_keeps_one_row_per_config_and_arch(
     # without --storage nothing is written anywhere
     code, _, err = invoke("compile", space, "-c", "BLOCK=64")
     assert code == 0, err
-    assert not (tmp_path / "default-store.sqlite").exists()
+    assert not private_dirs.exists()  # (the default store)

@@ -7,29 +7,18 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import invoke
 
-from workbench.cli.main import app
 from workbench.errors import ConfigError
 from workbench.profile.report import load_report
 from workbench.profile.storage import ProfileRecord, load_profiles, save_profile
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store
 
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
 REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
 needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
-
-
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
-    return tmp_path / "store.sqlite"
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @needs_reports

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import invoke
 
-from workbench.cli.main import app
 from workbench.gpu import probe_gpu
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -18,14 +17,10 @@ from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
 from workbench.store import Store
 
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
-
-
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +31,6 @@ def noise() -> list[SampleSet]:
         pytest.skip(f"{path} is missing")
     sets = load_sample_sets([path], min_samples=32)
     return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012][:50]
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    assert "Traceback" not in result.stdout + result.stderr
-    return result.exit_code, result.stdout, result.stderr
 
 
 def recording(

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import invoke
 
-from workbench.cli.main import app
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
 from workbench.store import Store, StoreError
@@ -80,12 +79,6 @@ def start(*args: str) -> subprocess.Popen:
 def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    """``workbench ARGS`` in this process (exit code, stdout, stderr)."""
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def store_rows(url: str) -> list[tuple]:

@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import invoke
 
-from workbench.cli.main import app
 from workbench.compiler.jobs import make_job
 from workbench.compiler.nvrtc import compile_cuda
 from workbench.compiler.options import CompileOptions
@@ -25,18 +24,9 @@ from workbench.spaces.model import Config
 from workbench.spaces.registry import load_kernel
 from workbench.toolchain import Arch
 
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
-
-
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def recording(space: Space, path: Path, configs: list[Config], times: list[float]) -> Path:

@@ -1,0 +1,15 @@
+"""Running the CLI in-process for tests."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from workbench.cli.main import app
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    """``workbench ARGS`` in this process: (exit code, stdout, stderr). A traceback in the
+    output fails the test whatever the exit code: every error is a one-line message."""
+    result = CliRunner().invoke(app, list(args))
+    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
