@@ -199,3 +199,27 @@ def test_bad_header_requests_are_named(args: list[str], message: str) -> None:
     tune_replay_file(CACHES / "pnpoly_RTX_3090.json.gz")
     code, out, err = invoke(*args)
     assert code == 2 and message in " ".join(err.split()) and "Traceback" not in out + err
+
+
+def test_a_kernel_changed_since_tuning_is_said(project: Path, tmp_path: Path) -> None:
+    tiny = project / "spaces" / "tiny.yaml"
+    space = Space(load_space(tiny))
+    configs = list(space.iter_valid())
+    rec = recording(space, tmp_path / "rec.json", configs, [1.0 + i for i in range(len(configs))])
+    tune_replay(str(tiny), rec, "--budget", "50")
+    code, out, err = invoke("store", "header", "tiny")
+    assert code == 0 and "changed since" not in out + err
+    kernel = project / "kernels" / "axpy.cu"
+    kernel.write_text(kernel.read_text() + "// edited after tuning\n")
+    code, out, err = invoke("store", "header", "tiny")
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "or its kernel changed since this was tuned" in said
+    assert "// note: " in out and "changed since this was tuned" in out
+    # a space whose constraints now rule the tuned config out: said, the config still written
+    tiny.write_text(tiny.read_text().replace("BLOCK * SCALE <= 512", "BLOCK >= 64"))
+    code, out, err = invoke("store", "header", "tiny")
+    assert code == 0 and "not valid in the space file now: violates BLOCK >= 64" in " ".join(
+        err.split()
+    )
+    assert "#define BLOCK 32\n" in out
