@@ -61,6 +61,9 @@ def test_replay_t4_file_table_output() -> None:
     )
     assert code == 0
     assert "REPLAY" in out and "top configs" in out and "20 configs evaluated" in out
+    # the next step is named, with the store when it is not the default one
+    kernel = json.loads(invoke("store", "list", "--json")[1])["studies"][0]["kernel"]
+    assert f"For your build: workbench store header {kernel} -o {kernel}_tuned.h\n" in out
 
 
 def recording_of(space: Space, path: Path) -> Path:

@@ -10,6 +10,8 @@ from workbench.runners.base import TrialOutcome
 from workbench.search.session import TunePlan
 from workbench.search.tuner import TuneResult
 from workbench.spaces import config_label
+from workbench.spaces.model import base_kernel
+from workbench.store.store import default_store_url, shown_url
 
 
 def best_text(plan: TunePlan, best: object) -> str:
@@ -136,3 +138,9 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         )
         out.print(what)  # type: ignore[attr-defined]
     out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]
+    if result.best is not None:  # the next step: the tuned configs into the user's build
+        kernel = base_kernel(result.study.kernel)
+        where = "" if url == shown_url(default_store_url()) else f" --storage {url}"
+        out.print(  # type: ignore[attr-defined]
+            escape(f"For your build: workbench store header {kernel} -o {kernel}_tuned.h{where}")
+        )
