@@ -233,9 +233,10 @@ class RecordedSpaceProblem(SpaceProblem):
         count (its product within the enumeration limit)."""
         if self.cartesian_size > ENUMERATE_LIMIT:
             return None
-        pinned = self.pinned.items()
-        total = sum(1 for c in self.space.iter_valid() if all(c[n] == v for n, v in pinned))
-        return total - len(self.valid_configs())
+        counted = self.space.reservoir(
+            0, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
+        )
+        return None if counted is None else counted[1] - len(self.valid_configs())
 
     def check_not_empty(self) -> None:
         if self.valid_configs():
