@@ -120,11 +120,16 @@ class Space:
         for values in self._walk():
             yield dict(zip(self.names, values, strict=True))
 
-    def _walk(self) -> Iterator[tuple[Value, ...]]:
+    def _walk(
+        self, domains: Sequence[Sequence[Value]] | None = None
+    ) -> Iterator[tuple[Value, ...]]:
+        """The valid configs' values, in domain order (of ``domains`` when given: the
+        parameters' values, some of them fixed)."""
         env = dict(self._base_env)
         if not self._run_level(0, env):
             return
-        domains = [p.values for p in self.spec.parameters]
+        if domains is None:
+            domains = [p.values for p in self.spec.parameters]
         names = self.names
         depth = len(names)
         chosen: list[Value] = []
@@ -337,15 +342,14 @@ class Space:
         """A uniform sample of ``n`` valid configs from one walk of the valid set (all of
         them, in domain order, when there are no more), with ``fixed`` values only, and how
         many valid configs there are; None when the walk takes longer than ``seconds``."""
-        where = [(self.names.index(k), v) for k, v in (fixed or {}).items()]
+        fixed = fixed or {}
+        domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
         kept: list[tuple[Value, ...]] = []
         seen = 0
         deadline = time.perf_counter() + seconds
-        for values in self._walk():
+        for values in self._walk(domains):  # (a fixed value prunes the walk, not a filter)
             if time.perf_counter() > deadline:  # (a few percent of a step of the walk)
                 return None
-            if not all(_same(values[i], v) for i, v in where):
-                continue
             seen += 1
             if len(kept) < n:
                 kept.append(values)
