@@ -223,3 +223,33 @@ def test_a_kernel_changed_since_tuning_is_said(project: Path, tmp_path: Path) ->
         err.split()
     )
     assert "#define BLOCK 32\n" in out
+
+
+def test_a_ptx_kernel_gets_its_ptxas_flags_and_its_text_parameters_named(
+    tmp_path: Path,
+) -> None:
+    """A PTX kernel cannot include a header: its text parameters (substituted into the PTX)
+    are named as not set, the flags are ptxas's, and the table says which compiler."""
+    space = Space(load_kernel("stream_scale"))
+    configs = list(space.iter_valid())
+    times = [1.0 if c == space.spec.default_config() else 2.0 for c in configs]
+    tune_replay("stream_scale", recording(space, tmp_path / "r.json", configs, times))
+    header = tmp_path / "tuned.h"
+    code, _, err = invoke("store", "header", "stream_scale", "-o", str(header))
+    assert code == 0, err
+    text = header.read_text()
+    assert "// ptxas flags: -arch=sm_90" in text and "-Xptxas" not in text
+    assert "HINT=ca (substituted in the PTX)" in text and "BLOCKS_PER_SM=4 (launch)" in text
+    check = (
+        '#include "tuned.h"\n'
+        "__host__ __device__ constexpr bool same(const char *a, const char *b) {\n"
+        "  return *a == *b && (*a == 0 || same(a + 1, b + 1));\n"
+        "}\n"
+        "namespace t = workbench_tuned::stream_scale;\n"
+        'static_assert(same(t::entries[0].compiler, "ptxas"));\n'
+        'static_assert(same(t::entries[0].params.HINT, "ca"));\n'
+        "static_assert(t::entries[0].params.BLOCK == 256);\n"
+        'static_assert(same(t::entries[0].entry, "stream_scale"));\n'
+    )
+    ok, log = nvrtc_accepts(check, header)
+    assert ok, log

@@ -8,7 +8,8 @@ config was compiled. ``workbench store header K`` writes, for each study of ``K`
   kernel's source after it) defines the kernel's macros exactly as the workbench passed them
   to NVRTC (``-D``), text values' ``NAME_value`` companions included;
 * a run-time table, ``workbench_tuned::<kernel>::entries[]``: every entry's parameters (typed),
-  shape, measured value, the NVRTC flags, the entry (template instantiation or symbol) and
+  shape, measured value, the compiler and its flags, the entry (template instantiation or
+  symbol) and
   the launch geometry, for a host that picks a config by GPU and shape.
 
 Compiler-option parameters (``role: option``: fast math, register caps, cache defaults) and
@@ -46,6 +47,12 @@ _KEYWORD_TEXT = (
     "volatile while"
 )
 _KEYWORDS = frozenset(_KEYWORD_TEXT.split())
+#: parameters a header cannot set, and what they are
+_UNSET = {
+    Role.OPTION: "compiler option",
+    Role.LAUNCH: "launch",
+    Role.TEXT: "substituted in the PTX",
+}
 
 
 @dataclass(frozen=True)
@@ -58,12 +65,13 @@ class TunedEntry:
     target: str  #: the compile-time macro that selects it
     #: the ``-D`` macros, in the compiler's order (for a recorded space: its parameters)
     defines: tuple[tuple[str, str], ...]
-    flags: tuple[str, ...]  #: NVRTC flags that made the binary ('' for a recorded space)
+    flags: tuple[str, ...]  #: the compiler's flags that made the binary (none if recorded)
     entry: str | None  #: template instantiation or kernel symbol
     launch: Launch | None
-    #: option and launch parameters (a header cannot set them)
+    #: option, launch and PTX text parameters (a header cannot set them)
     unset: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    language: str = ""  #: "cuda" or "ptx" ("" for a recorded space)
 
 
 @dataclass(frozen=True)
@@ -166,10 +174,9 @@ def _entry(study: StudyInfo, config: Config, value: float, target: str) -> Tuned
     except ConfigError as exc:
         notes.append(f"launch geometry: {exc}")
     unset = tuple(
-        f"{p.name}={_text(config[p.name])} "
-        + ("(compiler option)" if p.role is Role.OPTION else "(launch)")
+        f"{p.name}={_text(config[p.name])} ({_UNSET[p.role]})"
         for p in space.spec.parameters
-        if p.role in (Role.OPTION, Role.LAUNCH)
+        if p.role in _UNSET
     )
     return TunedEntry(
         study,
@@ -177,11 +184,12 @@ def _entry(study: StudyInfo, config: Config, value: float, target: str) -> Tuned
         value,
         target,
         job.options.defines,
-        tuple(job.options.portable_flags()),
+        tuple(job.options.portable_flags(job.language)),
         job.name_expression or job.entry_kernel,
         launch,
         unset,
         tuple(notes),
+        job.language,
     )
 
 
@@ -215,7 +223,7 @@ def render(header: TunedHeader, *, store_url: str, now: dt.datetime | None = Non
         f"// A target also defines {entry_macro}, the kernel to launch (a template",
         f"// instantiation carries the template parameters), and {chosen_macro}, its name.",
         f"// Run time (no target defined): workbench_tuned::{ns}::entries[] holds every entry",
-        "// (parameters, shape, value, NVRTC flags, entry, launch geometry); its fields carry",
+        "// (parameters, shape, value, compiler flags, entry, launch geometry); its fields carry",
         "// the parameters' names, so include it where no macro of those names is defined.",
         "#pragma once",
         "",
@@ -245,7 +253,8 @@ def _target_block(e: TunedEntry) -> list[str]:
     if e.entry:
         lines.append(f"// entry: {_line(e.entry)}")
     if e.flags:
-        lines.append(f"// NVRTC flags: {_line(' '.join(e.flags))}")
+        tool = "ptxas" if e.language == "ptx" else "NVRTC"
+        lines.append(f"// {tool} flags: {_line(' '.join(e.flags))}")
     else:
         lines.append("// a recorded space: its parameters as Kernel Tuner passes them")
     if e.unset:
@@ -297,7 +306,8 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
         "  Params params;",
         "  double value;  // the best value, in unit (lower is better)",
         "  const char *unit;",
-        '  const char *nvrtc_flags;  // "" for a recorded space',
+        '  const char *compiler;  // "nvrtc", "ptxas" (a PTX kernel) or "" (a recorded space)',
+        "  const char *flags;  // the compiler's",
         '  const char *entry;  // template instantiation or kernel symbol ("" if unknown)',
         "  bool launch_known;",
         "  unsigned grid[3];",
@@ -323,6 +333,7 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
             "{" + ", ".join(_literal(e.config[n], ctypes[n]) for n in params) + "}",
             _literal(e.value, "double"),
             _cstr(e.study.unit),
+            _cstr({"cuda": "nvrtc", "ptx": "ptxas"}.get(e.language, "")),
             _cstr(" ".join(e.flags)),
             _cstr(e.entry or ""),
             "true" if launch else "false",

@@ -127,16 +127,20 @@ class CompileOptions:
         flags += list(self.extra_flags)
         return flags
 
-    def portable_flags(self) -> list[str]:
-        """The NVRTC flags that make this binary, for another machine's build: no include
-        paths of this one, no ``-Xptxas -v`` (a report in the log, not a change to the code)."""
-        flags = replace(self, include_dirs=()).to_nvrtc_flags()
+    def portable_flags(self, language: str = "cuda") -> list[str]:
+        """The NVRTC flags (ptxas flags for ``ptx``) that make this binary, for another
+        machine's build: no include paths of this one, no ``-v`` (a report in the log, not a
+        change to the code)."""
+        if language == "ptx":
+            flags = self.to_ptxas_flags()
+        else:
+            flags = replace(self, include_dirs=()).to_nvrtc_flags()
         out: list[str] = []
         for flag in flags:
-            if flag == "-v" and out and out[-1] == "-Xptxas":
-                out.pop()
-            else:
+            if flag != "-v":
                 out.append(flag)
+            elif out and out[-1] == "-Xptxas":
+                out.pop()
         return out
 
     def to_ptxas_flags(self) -> list[str]:
