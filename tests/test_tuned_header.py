@@ -102,6 +102,7 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
     targets = ["WORKBENCH_TINY_N_1000_TEST_GPU", "WORKBENCH_TINY_N_4096_TEST_GPU"]
     assert all(t in out for t in targets)
     text = header.read_text()
+    assert invoke("store", "header", "tiny")[1] == text  # the same store, the same text
     assert "#define BLOCK 64\n#define SCALE 2\n" in text
     assert "WAVES=1 (launch)" in text  # a launch parameter is named, not defined
     # the kernel compiled through each target is the kernel the workbench compiled

@@ -21,7 +21,6 @@ has no macros of its own: its parameters are written as Kernel Tuner passes them
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -193,19 +192,20 @@ def _entry(study: StudyInfo, config: Config, value: float, target: str) -> Tuned
     )
 
 
-def render(header: TunedHeader, *, store_url: str, now: dt.datetime | None = None) -> str:
-    """The header's text (C++17: ``inline constexpr`` tables).
+def render(header: TunedHeader, *, store_url: str) -> str:
+    """The header's text (C++17: ``inline constexpr`` tables). The same store gives the same
+    text (no time of writing in it): a header kept in a repository changes only when a
+    tuning result does.
 
     Raises:
         ConfigError: a parameter value C++ cannot spell (an infinite or NaN float).
     """
     from workbench import __version__
 
-    when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ns = _identifier(header.kernel)
     out = [
         f"// Tuned configurations of {_line(header.kernel)}: the fastest correct config of each",
-        f"// study in {_line(store_url)}, written {when} by workbench {__version__}.",
+        f"// study in {_line(store_url)}, written by workbench {__version__}.",
         "// Do not edit: write it again (workbench store header) after tuning.",
         "//",
         "// Compile time: define one target before including this header (and the kernel's",
