@@ -88,7 +88,8 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
 ) -> None:
     tiny = project / "spaces" / "tiny.yaml"
     spaces = [Space(load_space(tiny), shape={"n": n}) for n in (1000, 4096)]
-    bests = ({"BLOCK": 64, "SCALE": 2}, {"BLOCK": 256, "SCALE": 1})  # one per shape
+    # one per shape (WAVES, a launch parameter, 1 in both)
+    bests = ({"BLOCK": 64, "SCALE": 2, "WAVES": 1}, {"BLOCK": 256, "SCALE": 1, "WAVES": 1})
     for space, best in zip(spaces, bests, strict=True):
         configs = list(space.iter_valid())
         times = [1.0 if all(c[k] == v for k, v in best.items()) else 2.0 for c in configs]
@@ -107,7 +108,7 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
     assert "WAVES=1 (launch)" in text  # a launch parameter is named, not defined
     # the kernel compiled through each target is the kernel the workbench compiled
     for space, target, best in zip(spaces, targets, bests, strict=True):
-        direct, via = ptx_through_header(header, target, space, {**best, "WAVES": 1})
+        direct, via = ptx_through_header(header, target, space, best)
         assert direct == via
     # the run-time table: typed values, shape, launch geometry
     check = (
@@ -124,6 +125,13 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
     assert ok, log
     ok, log = nvrtc_accepts(check.replace("BLOCK == 64 &&", "BLOCK == 65 &&"), header)
     assert not ok  # the check can fail
+    # the report shows the same lines on each study's page
+    code, _, err = invoke("report", "tiny", "--out", str(tmp_path / "site"))
+    assert code == 0, err
+    pages = [p.read_text() for p in (tmp_path / "site").glob("*.html")]
+    page = next(p for p in pages if "n=1000" in p and "For your build" in p)
+    assert f"define {targets[0]} before including" in page
+    assert "#define BLOCK 64\n#define SCALE 2" in page and "WAVES=1 (launch)" in page
     # a macro of a field's name would rename the field: refused by name, not mangled
     ok, log = nvrtc_accepts(check, header, ("BLOCK", "999"))
     assert not ok and "macro BLOCK is defined here" in log

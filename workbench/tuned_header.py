@@ -127,7 +127,7 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
             continue
         target = _target(study, taken)
         try:
-            entries.append(_entry(study, dict(best.config), best.measurement.value, target))
+            entries.append(tuned_entry(study, dict(best.config), best.measurement.value, target))
         except (ConfigError, CompileError) as exc:
             skipped.append((study.name, str(exc)))
             continue
@@ -143,7 +143,17 @@ def _target(study: StudyInfo, taken: set[str]) -> str:
     return name if name not in taken else f"{name}_{study.id}"
 
 
-def _entry(study: StudyInfo, config: Config, value: float, target: str) -> TunedEntry:
+def tuned_entry(
+    study: StudyInfo, config: Config, value: float, target: str | None = None
+) -> TunedEntry:
+    """How ``config`` of ``study`` was built and launched (``target``: its macro, by default
+    named after the study).
+
+    Raises:
+        ConfigError: the study's space file is gone or no longer fits the config.
+        CompileError: the kernel source cannot be read.
+    """
+    target = target or _target(study, set())
     from workbench.compiler.jobs import make_job
     from workbench.compiler.options import macro_value
 
@@ -236,7 +246,7 @@ def render(header: TunedHeader, *, store_url: str) -> str:
         ]
     for i, e in enumerate(header.entries):
         out.append(f"{'#if' if i == 0 else '#elif'} defined({e.target})")
-        out += _target_block(e)
+        out += target_lines(e)
         if e.entry:
             out.append(f"#define {entry_macro} {e.entry}")
         out.append(f"#define {chosen_macro} {_cstr(e.target)}")
@@ -246,7 +256,8 @@ def render(header: TunedHeader, *, store_url: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _target_block(e: TunedEntry) -> list[str]:
+def target_lines(e: TunedEntry) -> list[str]:
+    """A target's comments and ``#define`` lines, as the header writes them."""
     lines = [f"// {_line(e.study.name)}: {e.value:.6g} {_line(e.study.unit)}"]
     if e.study.replay_source:
         lines.append(f"// replayed from {_line(e.study.replay_source)}")

@@ -155,6 +155,7 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
     sec.html(table(("parameter", "value"), facts))
     if not throughput:
         sec.note(f"No throughput: {why or 'the work model does not evaluate for this config'}.")
+    _for_your_build(sec, data)
     sec.html(f"<h3>Top {TOP} configs</h3>")
     sec.note(
         "Configs show the parameters that vary among the evaluations; the others are as "
@@ -180,6 +181,28 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
             numeric=(0, 2, 3, 4, 5),
         )
     )
+
+
+def _for_your_build(sec: Section, data: StudyData) -> None:
+    """The best config as ``workbench store header`` writes it: the macros to define."""
+    from workbench.errors import CompileError, ConfigError
+    from workbench.spaces.model import base_kernel
+    from workbench.tuned_header import target_lines, tuned_entry
+
+    best = data.best
+    assert best is not None and best.measurement.value is not None
+    sec.html("<h3>For your build</h3>")
+    try:
+        entry = tuned_entry(data.study, dict(best.config), best.measurement.value)
+    except (ConfigError, CompileError) as exc:
+        sec.text(f"Not available: {exc}", "missing")
+        return
+    kernel = base_kernel(data.study.kernel)
+    sec.note(
+        f"What workbench store header {kernel} writes for this study: define {entry.target} "
+        "before including the header (and the kernel's source after it)."
+    )
+    sec.html(f"<pre>{esc(chr(10).join(target_lines(entry)))}</pre>")
 
 
 def _throughput(space: object, config: dict, ms: float | None) -> str | None:
