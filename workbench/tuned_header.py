@@ -9,14 +9,14 @@ config was compiled. ``workbench store header K`` writes, for each study of ``K`
   to NVRTC (``-D``), text values' ``NAME_value`` companions included;
 * a run-time table, ``workbench_tuned::<kernel>::entries[]``: every entry's parameters (typed),
   shape, measured value, the compiler and its flags, the entry (template instantiation or
-  symbol) and
-  the launch geometry, for a host that picks a config by GPU and shape.
+  symbol) and the launch geometry, for a host that picks a config by GPU and shape.
 
-Compiler-option parameters (``role: option``: fast math, register caps, cache defaults) and
-launch parameters cannot be set from a header: the target's comment names them and the table
-holds them (the flags, the geometry). A recorded space (a Kernel Tuner cache, no space file)
-has no macros of its own: its parameters are written as Kernel Tuner passes them to a kernel,
-``#define NAME VALUE``, and the table has no flags or geometry.
+Compiler-option parameters (``role: option``: fast math, register caps, cache defaults),
+launch parameters and a PTX kernel's text parameters cannot be set from a header: the
+target's comment names them and the table holds them (the flags, the geometry). A recorded
+space (a Kernel Tuner cache, no space file) has no macros of its own: its parameters are
+written as Kernel Tuner passes them to a kernel, ``#define NAME VALUE``, and the table has no
+flags or geometry.
 """
 
 from __future__ import annotations
