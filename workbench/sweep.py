@@ -135,6 +135,11 @@ def select_configs(
     return picked
 
 
+def wants_best(items: Sequence[str]) -> bool:
+    """Whether ``--config`` items ask for the store's best config (``best``)."""
+    return [i.strip().lower() for i in items] == ["best"]
+
+
 def config_or_best(
     space: Space, items: Sequence[str], store: Store | None, study: str | None
 ) -> tuple[Config, StudyInfo | None]:
@@ -146,7 +151,7 @@ def config_or_best(
     Raises:
         ConfigError: an invalid config, no store or study for ``best``, no correct evaluation.
     """
-    if [i.strip().lower() for i in items] == ["best"]:
+    if wants_best(items):
         from workbench.gpu import probe_gpu
         from workbench.profile.storage import best_config
         from workbench.spaces.model import shape_label

@@ -34,7 +34,7 @@ from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import shape_label
 from workbench.spaces.targets import one_arch, option_spaces
 from workbench.store import Store
-from workbench.sweep import select_configs
+from workbench.sweep import select_configs, wants_best
 
 
 def compare_command(
@@ -128,14 +128,14 @@ def _plan(
     from workbench.profile.storage import best_config
 
     label = shape_label(space.shape)
-    wants_best = config is not None and config.strip().lower() == "best"
-    if config is not None and not wants_best:
+    best_asked = config is not None and wants_best(config.split(","))
+    if config is not None and not best_asked:
         (cfg,) = select_configs(space, assignments=[config.split(",")])
         return ShapePlan(space, cfg, "given on the command line")
     try:
         best, chosen = best_config(store, space.spec.name, label, study, gpu)
     except ConfigError:
-        if wants_best:
+        if best_asked:
             raise
         default = space.spec.default_config()
         if problems := space.explain(default):

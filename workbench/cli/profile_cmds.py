@@ -34,7 +34,7 @@ from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
 from workbench.spaces.model import shape_label
 from workbench.spaces.targets import space_from_options
 from workbench.store import Store
-from workbench.sweep import config_or_best
+from workbench.sweep import config_or_best, wants_best
 from workbench.units import si
 
 SetOpt = Annotated[
@@ -125,9 +125,8 @@ def profile(
     with cli_errors(json_errors=as_json):
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
         ceilings = _extra_ceilings(ceilings_file)
-        wants_best = config is not None and config.strip().lower() == "best"
         # a plain path is a SQLite file, as for every command (open_store)
-        store = None if dry_run and not wants_best else open_store(storage)
+        store = None if dry_run and not wants_best(_items(config)) else open_store(storage)
         if import_file is not None:
             space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
             cfg = config_or_best(space, _items(config), store, study) if space and config else None

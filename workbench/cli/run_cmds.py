@@ -30,7 +30,7 @@ from workbench.runners.recordings import write_recording
 from workbench.spaces import config_label
 from workbench.spaces.model import space_sha256
 from workbench.spaces.targets import space_from_options
-from workbench.sweep import config_or_best, select_configs
+from workbench.sweep import config_or_best, select_configs, wants_best
 
 
 def run(
@@ -66,8 +66,7 @@ def run(
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
-        wants_best = [i.strip().lower() for i in merged] == ["best"]
-        store = open_store(storage, read_only=True) if wants_best else None
+        store = open_store(storage, read_only=True) if wants_best(merged) else None
         cfg, chosen = config_or_best(space, merged, store, study)
         if chosen is not None:  # said first: the GPU run may fail, the choice still shows
             err_console.print(

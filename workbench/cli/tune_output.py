@@ -117,7 +117,7 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         )
     if result.unanswered is None:
         line += (
-            f" The search covered the {len(plan.problem.valid_configs() or ())} recorded configs "
+            f" The search covered the {len(held or ())} recorded configs "
             "valid here (the space's others, too many to count, cannot be replayed)."
         )
     out.print(line)  # type: ignore[attr-defined]

@@ -286,7 +286,7 @@ class Space:
             WorkbenchError: no valid config (the reasons counted over product draws), or the
                 walk ran out of time before finding ``n``.
         """
-        domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
+        domains = self._domains(fixed)
         found: dict[tuple[Value, ...], None] = {}
         start = time.perf_counter()
         attempts = 0
@@ -317,6 +317,10 @@ class Space:
             )
         return walked[0]
 
+    def _domains(self, fixed: Mapping[str, Value]) -> list[Sequence[Value]]:
+        """Each parameter's values, a fixed parameter's value alone."""
+        return [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
+
     def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
         """One uniform draw from the product, or None as soon as a constraint rules it out."""
         env = dict(self._base_env)
@@ -342,8 +346,7 @@ class Space:
         """A uniform sample of ``n`` valid configs from one walk of the valid set (all of
         them, in domain order, when there are no more), with ``fixed`` values only, and how
         many valid configs there are; None when the walk takes longer than ``seconds``."""
-        fixed = fixed or {}
-        domains = [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
+        domains = self._domains(fixed or {})
         kept: list[tuple[Value, ...]] = []
         seen = 0
         deadline = time.perf_counter() + seconds
