@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from workbench.errors import CompileError, ConfigError
 from workbench.spaces.launch import Launch, launch_geometry
@@ -33,6 +34,9 @@ from workbench.spaces.model import Config, Value, base_kernel, parse_shape_label
 from workbench.spaces.schema import Role
 from workbench.store import Store, StudyInfo
 from workbench.store.study_space import space_changed, study_space
+
+if TYPE_CHECKING:
+    from workbench.spaces.space import Space
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9]+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -144,10 +148,15 @@ def _target(study: StudyInfo, taken: set[str]) -> str:
 
 
 def tuned_entry(
-    study: StudyInfo, config: Config, value: float, target: str | None = None
+    study: StudyInfo,
+    config: Config,
+    value: float,
+    target: str | None = None,
+    *,
+    rebuilt: tuple[Space | None, str | None] | None = None,
 ) -> TunedEntry:
     """How ``config`` of ``study`` was built and launched (``target``: its macro, by default
-    named after the study).
+    named after the study; ``rebuilt``: ``study_space(study)`` where the caller has it).
 
     Raises:
         ConfigError: the study's space file is gone or no longer fits the config.
@@ -157,7 +166,7 @@ def tuned_entry(
     from workbench.compiler.jobs import make_job
     from workbench.compiler.options import macro_value
 
-    space, why = study_space(study)
+    space, why = rebuilt or study_space(study)
     if space is None:
         if study.space_path:  # a space study whose file is gone: its macros are unknown
             raise ConfigError(why or "its space file cannot be loaded")

@@ -26,7 +26,6 @@ from workbench.spaces.model import config_label
 from workbench.store import Store
 from workbench.store.compiles import load_compiles
 from workbench.store.models import CompileRecord
-from workbench.store.study_space import study_space
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def gather_compiled(
         return CompiledSeries(
             "the store's compile results", tuple(points), len(data.evaluations) - len(points)
         )
-    space, _ = study_space(data.study)
+    space, _ = data.space
     if space is None:
         return None
     cache = cache or CompileCache()

@@ -8,9 +8,11 @@ and each run's environment the GPU, driver and toolkit. Nothing here runs or com
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
@@ -19,6 +21,10 @@ from workbench.search.drift import DriftCheck
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.environments import EnvironmentInfo, environment_info
 from workbench.store.models import Environment, Evaluation, Run
+from workbench.store.study_space import study_space
+
+if TYPE_CHECKING:
+    from workbench.spaces.space import Space
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,12 @@ class StudyData:
     def devices(self) -> tuple[str, ...]:
         names = {r.environment.gpu_name for r in self.runs if r.environment is not None}
         return tuple(sorted(names)) or (self.study.device_key,)
+
+    @functools.cached_property
+    def space(self) -> tuple[Space | None, str | None]:
+        """The study's space rebuilt from its space file (once per report: every section
+        that needs it reads this), or (None, why not); see ``study_space``."""
+        return study_space(self.study)
 
     @property
     def varying_parameters(self) -> list[str]:

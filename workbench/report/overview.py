@@ -9,7 +9,6 @@ from workbench.report.baselines import draw_speedups
 from workbench.report.data import StudyData
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
-from workbench.store.study_space import study_space
 
 TOP = 10
 
@@ -38,7 +37,7 @@ def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord])
         page.banners.append(("banner", banner))
     sec = page.section("Overview", "overview")
     st = data.study
-    space, why = study_space(data.study)
+    space, why = data.space
     facts = [
         ("study", st.name),
         ("kernel", st.kernel),
@@ -193,7 +192,9 @@ def _for_your_build(sec: Section, data: StudyData) -> None:
     assert best is not None and best.measurement.value is not None
     sec.html("<h3>For your build</h3>")
     try:
-        entry = tuned_entry(data.study, dict(best.config), best.measurement.value)
+        entry = tuned_entry(
+            data.study, dict(best.config), best.measurement.value, rebuilt=data.space
+        )
     except (ConfigError, CompileError) as exc:
         sec.text(f"Not available: {exc}", "missing")
         return

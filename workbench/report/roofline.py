@@ -32,7 +32,6 @@ from workbench.roofline import (
     roofline_points,
 )
 from workbench.spaces.model import config_label
-from workbench.store.study_space import study_space
 from workbench.units import si
 
 #: The best config and this many runners-up get event-timing points.
@@ -162,7 +161,7 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     """The event-timing roofline of the best configs; None without a work model."""
     from workbench.spaces.launch import work_counts, work_precision
 
-    space, why = study_space(data.study)
+    space, why = data.space
     if space is None or not data.ok:
         return None if space is None else Roofline((), (), "event timing", (why or "",))
     gpu = data.devices[0]
