@@ -85,19 +85,17 @@ def project(tmp_path: Path) -> Path:
 def recording_without_scale_3(project: Path) -> Path:
     """A recording of the tiny space (22 valid configs, 1 + BLOCK/100 ms each) that lacks the
     6 with SCALE=3: a replay whose recording does not hold every valid config."""
-    from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-    from workbench.runners.recordings import write_recording
+    from recording_helpers import record_space
+
     from workbench.spaces import Space, load_space
 
-    spec = load_space(project / "spaces" / "tiny.yaml")
-    kept = [c for c in Space(spec).iter_valid() if c["SCALE"] != 3]
-    return write_recording(
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))
+    kept = [c for c in space.iter_valid() if c["SCALE"] != 3]
+    return record_space(
+        space,
         project / "rec-without-scale-3.json",
-        kernel="tiny",
-        device=DeviceInfo("GPU"),
-        parameters=[(p.name, p.values) for p in spec.parameters],
-        entries=[(c, Measurement(TrialOutcome.OK, value=1.0 + c["BLOCK"] / 100)) for c in kept],
-        shape={"n": 1000},
+        [(c, 1.0 + c["BLOCK"] / 100) for c in kept],
+        device="GPU",
     )
 
 

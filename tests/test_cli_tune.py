@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from recording_helpers import record_space
 from typer.testing import CliRunner
 
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -68,23 +69,9 @@ def test_replay_t4_file_table_output() -> None:
 
 def recording_of(space: Space, path: Path) -> Path:
     """A workbench recording of a space (values made up from the config: a test fixture)."""
-    entries = [
-        (
-            c,
-            Measurement(
-                TrialOutcome.OK, value=1.0 + c["BLOCK"] / 1000 + c["SCALE"] + c["WAVES"] / 100
-            ),
-        )
-        for c in space.iter_valid()
-    ]
-    params = [(p.name, p.values) for p in space.spec.parameters]
-    return write_recording(
-        path,
-        kernel=space.spec.name,
-        device=DeviceInfo("Test GPU"),
-        parameters=params,
-        entries=entries,
-        shape=space.shape,
+    configs = space.iter_valid()
+    return record_space(
+        space, path, [(c, 1.0 + c["BLOCK"] / 1000 + c["SCALE"] + c["WAVES"] / 100) for c in configs]
     )
 
 
@@ -314,17 +301,12 @@ def test_the_share_of_the_roofline_bound_on_a_gpu_with_a_known_datasheet(project
     from workbench.devices import DEVICES
 
     spec = load_space(project / "spaces" / "tiny.yaml")
-    entries = [
-        (c, Measurement(TrialOutcome.OK, value=0.001 * c["BLOCK"] / 32 + 0.0001 * c["SCALE"]))
-        for c in Space(spec).iter_valid()
-    ]
-    rec = write_recording(
+    space = Space(spec)
+    rec = record_space(
+        space,
         project / "h200.json",
-        kernel="tiny",
-        device=DeviceInfo("NVIDIA H200"),
-        parameters=[(p.name, p.values) for p in spec.parameters],
-        entries=entries,
-        shape={"n": 1000},
+        [(c, 0.001 * c["BLOCK"] / 32 + 0.0001 * c["SCALE"]) for c in space.iter_valid()],
+        device="NVIDIA H200",
     )
     code, out, err = invoke(
         "tune", str(spec.path), "--replay", str(rec), "--budget", "30", "--json"

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import invoke
+from recording_helpers import record_space
 
 from workbench.gpu import probe_gpu
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
 from workbench.store import Store
 
@@ -62,14 +62,7 @@ def recording(
                 ),
             )
         )
-    return write_recording(
-        project / name,
-        kernel="tiny",
-        device=device,
-        parameters=[(p.name, p.values) for p in space.spec.parameters],
-        entries=entries,
-        shape=space.shape,
-    )
+    return record_space(space, project / name, entries, device=device)
 
 
 def record(project: Path, rec: Path, *extra: str) -> dict:

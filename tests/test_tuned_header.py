@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from recording_helpers import record_space
 
 from workbench.compiler.jobs import make_job
 from workbench.compiler.nvrtc import compile_cuda
 from workbench.compiler.options import CompileOptions
-from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.runners.recordings import write_recording
 from workbench.spaces import Space, load_space
 from workbench.spaces.model import Config
 from workbench.spaces.registry import load_kernel
@@ -32,16 +31,7 @@ CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-c
 def recording(space: Space, path: Path, configs: list[Config], times: list[float]) -> Path:
     """A recording of ``configs`` with made-up times (a test fixture: the header is about
     which config is best, not about how fast it is)."""
-    return write_recording(
-        path,
-        kernel=space.spec.name,
-        device=DeviceInfo("Test GPU"),
-        parameters=[(p.name, p.values) for p in space.spec.parameters],
-        entries=[
-            (c, Measurement(TrialOutcome.OK, value=t)) for c, t in zip(configs, times, strict=False)
-        ],
-        shape=space.shape,
-    )
+    return record_space(space, path, zip(configs, times, strict=False))
 
 
 def tune_replay(space_file: str, rec: Path, *extra: str) -> dict:

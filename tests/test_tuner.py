@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from recording_helpers import record_space
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
@@ -365,14 +366,7 @@ def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
     recording = load_recording(
-        write_recording(
-            tmp_path / "all.json",
-            kernel="tiny",
-            device=DeviceInfo("Test GPU"),
-            parameters=params,
-            entries=[(c, Measurement(TrialOutcome.OK, value=1.0)) for c in space.iter_valid()],
-            shape=space.shape,
-        )
+        record_space(space, tmp_path / "all.json", [(c, 1.0) for c in space.iter_valid()])
     )
     runner = CountingRunner(recording)
     result = Tuner(problem, runner, store, study, sampler="portfolio", seed=1).run(
