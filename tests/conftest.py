@@ -135,3 +135,28 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("WORKBENCH_STORE", str(tmp_path / "store.sqlite"))
     return tmp_path / "store.sqlite"
+
+
+@pytest.fixture(scope="session")
+def one_percent_noise() -> list:
+    """Real timing samples with about 1 % run-to-run noise (relative stdev 0.8-1.2 %): the
+    configs of a convolution kernel on an A100 recorded with 32 samples each (Kernel Tuner's
+    public cache), for the regression tests' synthetic runs."""
+    import numpy as np
+
+    from workbench.regress.noise import load_sample_sets
+
+    path = Path(__file__).resolve().parents[2] / "shared/datasets/tuning-caches"
+    path = path / "convolution_milo_A100.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    sets = load_sample_sets([path], min_samples=32)
+    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    """An empty store in the test's own SQLite file."""
+    from workbench.store import Store
+
+    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from workbench.regress.check import check
-from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.regress.noise import SampleSet, draw_run
 from workbench.regress.records import MeasurementRecord, save_run
 from workbench.regress.rule import Verdict
 from workbench.runners.base import DeviceInfo, TrialOutcome
@@ -25,18 +25,9 @@ NEW_TOOLKIT = DeviceInfo(
 )
 
 
-@pytest.fixture(scope="module")
-def one_percent() -> list[SampleSet]:
-    path = CACHES / "convolution_milo_A100.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
-    sets = load_sample_sets([path], min_samples=32)
-    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012][:20]
-
-
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+def one_percent(one_percent_noise: list[SampleSet]) -> list[SampleSet]:
+    return one_percent_noise[:20]
 
 
 def measured(

@@ -12,7 +12,7 @@ from cli_helpers import invoke
 from recording_helpers import record_space
 
 from workbench.gpu import probe_gpu
-from workbench.regress.noise import SampleSet, draw_run, load_sample_sets
+from workbench.regress.noise import SampleSet, draw_run
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.spaces import Space, load_space
 from workbench.store import Store
@@ -23,20 +23,10 @@ CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-c
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
 
 
-@pytest.fixture(scope="module")
-def noise() -> list[SampleSet]:
-    """Real samples of configs with ~1 % noise (a convolution kernel on an A100)."""
-    path = CACHES / "convolution_milo_A100.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
-    sets = load_sample_sets([path], min_samples=32)
-    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012][:50]
-
-
 def recording(
     project: Path,
     name: str,
-    noise: list[SampleSet],
+    one_percent_noise: list[SampleSet],
     *,
     device: DeviceInfo = H200,
     slower: float = 1.0,
@@ -48,7 +38,7 @@ def recording(
     space = Space(load_space(project / "spaces" / "tiny.yaml"))
     entries = []
     for i, c in enumerate(space.iter_valid()):
-        real = noise[i % len(noise)].samples
+        real = one_percent_noise[i % len(one_percent_noise)].samples
         target = 1.0 + c["BLOCK"] / 1000 + c["SCALE"] + c["WAVES"] / 100
         factor = target / float(np.median(real)) * slower
         samples = draw_run(real, rng, n=64, factor=factor)
@@ -86,12 +76,14 @@ def check_json(*extra: str) -> tuple[int, dict, str]:
     return code, (json.loads(out) if out.strip() else {}), err
 
 
-def test_identical_replays_are_the_same_and_exit_0(project: Path, noise: list[SampleSet]) -> None:
-    first = record(project, recording(project, "a.json", noise), "--label", "base")
+def test_identical_replays_are_the_same_and_exit_0(
+    project: Path, one_percent_noise: list[SampleSet]
+) -> None:
+    first = record(project, recording(project, "a.json", one_percent_noise), "--label", "base")
     assert first["replayed_from"] and "NVIDIA H200" in first["replayed_from"]
     (m,) = first["measurements"]
     assert m["origin"] == "default" and m["samples"] == 64  # no tune study yet: the default
-    record(project, recording(project, "b.json", noise, seed=1))
+    record(project, recording(project, "b.json", one_percent_noise, seed=1))
     code, doc, _ = check_json()
     assert code == 0
     assert doc["exit_status"] == 0 and doc["regressions"] == 0
@@ -103,7 +95,7 @@ def test_identical_replays_are_the_same_and_exit_0(project: Path, noise: list[Sa
 
 
 def test_a_slowdown_after_a_driver_upgrade_exits_1_and_suggests_retuning(
-    project: Path, noise: list[SampleSet]
+    project: Path, one_percent_noise: list[SampleSet]
 ) -> None:
     code, out, err = invoke(
         "tune",
@@ -111,7 +103,7 @@ def test_a_slowdown_after_a_driver_upgrade_exits_1_and_suggests_retuning(
         "--spaces",
         str(project / "spaces"),
         "--replay",
-        str(recording(project, "a.json", noise)),
+        str(recording(project, "a.json", one_percent_noise)),
         "--budget",
         "30",
     )
@@ -123,7 +115,7 @@ def test_a_slowdown_after_a_driver_upgrade_exits_1_and_suggests_retuning(
     upgraded = DeviceInfo(
         name="NVIDIA H200", cc=90, driver="560.35.03", cuda="12.6", toolkit="nvrtc 13.0"
     )
-    rec_b = recording(project, "b.json", noise, device=upgraded, slower=1.06, seed=1)
+    rec_b = recording(project, "b.json", one_percent_noise, device=upgraded, slower=1.06, seed=1)
     record(project, rec_b, "--label", "driver-560")
     code, out, _ = invoke("regress", "check", "--baseline", "base", "--candidate", "driver-560")
     assert code == 1
@@ -139,8 +131,10 @@ def test_a_slowdown_after_a_driver_upgrade_exits_1_and_suggests_retuning(
     assert "workbench tune --replay b.json" in doc["hint"]
 
 
-def test_previous_configs_are_kept_after_a_retune(project: Path, noise: list[SampleSet]) -> None:
-    rec = recording(project, "a.json", noise)
+def test_previous_configs_are_kept_after_a_retune(
+    project: Path, one_percent_noise: list[SampleSet]
+) -> None:
+    rec = recording(project, "a.json", one_percent_noise)
     record(project, rec)  # no study: the default config
     invoke(
         "tune", "tiny", "--spaces", str(project / "spaces"), "--replay", str(rec), "--budget", "30"
@@ -159,11 +153,11 @@ def test_previous_configs_are_kept_after_a_retune(project: Path, noise: list[Sam
 
 
 def test_different_gpus_are_not_comparable_never_a_regression(
-    project: Path, noise: list[SampleSet]
+    project: Path, one_percent_noise: list[SampleSet]
 ) -> None:
-    record(project, recording(project, "a.json", noise), "--label", "h200")
+    record(project, recording(project, "a.json", one_percent_noise), "--label", "h200")
     a100 = DeviceInfo(name="NVIDIA A100-PCIE-40GB", cc=80, driver="550.54.15")
-    record(project, recording(project, "b.json", noise, device=a100, slower=2.0))
+    record(project, recording(project, "b.json", one_percent_noise, device=a100, slower=2.0))
     code, doc, _ = check_json("--baseline", "h200")
     assert code == 0 and doc["comparable"] is False
     assert {r["verdict"] for r in doc["rows"]} == {"not comparable"}
@@ -174,13 +168,13 @@ def test_different_gpus_are_not_comparable_never_a_regression(
     assert code == 0 and doc["baseline"]["label"] == "h200"
 
 
-def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
+def test_missing_baseline(project: Path, one_percent_noise: list[SampleSet]) -> None:
     code, _, err = invoke("regress", "check")
     assert code == 2 and "no store at" in err  # (and none is created)
     Store(f"sqlite:///{project / 'store.sqlite'}").close()  # an empty store
     code, _, err = invoke("regress", "check")
     assert code == 2 and "no regression run" in err
-    record(project, recording(project, "a.json", noise))
+    record(project, recording(project, "a.json", one_percent_noise))
     code, _, err = invoke("regress", "check")
     assert code == 2 and "no baseline" in err and "first regression run" in err
     code, out, err = invoke("regress", "check", "--missing-ok", "--json")
@@ -194,7 +188,7 @@ def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
         assert code == 2 and message in err, err
     # CI's first run of `regress check --baseline nightly`: no earlier run has the label yet,
     # a missing baseline that --missing-ok lets pass
-    record(project, recording(project, "b.json", noise), "--label", "nightly")
+    record(project, recording(project, "b.json", one_percent_noise), "--label", "nightly")
     code, out, err = invoke("regress", "check", "--baseline", "nightly", "--missing-ok", "--json")
     assert code == 0 and json.loads(out)["rows"] == [], err
     assert "no earlier run of the candidate's kernel is labelled 'nightly'" in err
@@ -203,8 +197,8 @@ def test_missing_baseline(project: Path, noise: list[SampleSet]) -> None:
     assert code == 2 and "labelled 'nightly'" in err
     assert json.loads(out)["exit_status"] == 2 and "nightly" in json.loads(out)["error"]
     # a label with a colon in it is a label
-    record(project, recording(project, "c.json", noise), "--label", ":zzz:")
-    record(project, recording(project, "d.json", noise))
+    record(project, recording(project, "c.json", one_percent_noise), "--label", ":zzz:")
+    record(project, recording(project, "d.json", one_percent_noise))
     code, out, err = invoke("regress", "check", "--baseline", ":zzz:", "--json")
     assert code in (0, 1) and json.loads(out)["baseline"]["label"] == ":zzz:", err
 
@@ -218,9 +212,9 @@ def test_a_corrupted_store_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_damaged_row_is_a_clear_error(
-    project: Path, noise: list[SampleSet], tmp_path: Path
+    project: Path, one_percent_noise: list[SampleSet], tmp_path: Path
 ) -> None:
-    rec = recording(project, "a.json", noise)
+    rec = recording(project, "a.json", one_percent_noise)
     record(project, rec)
     record(project, rec)
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
@@ -237,9 +231,9 @@ def test_a_damaged_row_is_a_clear_error(
 
 
 def test_a_broken_candidate_exits_1_and_a_fixed_one_0(
-    project: Path, noise: list[SampleSet], tmp_path: Path
+    project: Path, one_percent_noise: list[SampleSet], tmp_path: Path
 ) -> None:
-    rec = recording(project, "a.json", noise)
+    rec = recording(project, "a.json", one_percent_noise)
     record(project, rec)
     record(project, rec)
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
@@ -256,12 +250,17 @@ def test_a_broken_candidate_exits_1_and_a_fixed_one_0(
     assert doc["rows"][0]["note"] == "baseline wrong: max error 3.0; the candidate ran"
 
 
-def test_history_json_and_html(project: Path, noise: list[SampleSet], tmp_path: Path) -> None:
+def test_history_json_and_html(
+    project: Path, one_percent_noise: list[SampleSet], tmp_path: Path
+) -> None:
     for i in range(6):
         record(
-            project, recording(project, f"r{i}.json", noise, slower=1.1 if i >= 3 else 1.0, seed=i)
+            project,
+            recording(
+                project, f"r{i}.json", one_percent_noise, slower=1.1 if i >= 3 else 1.0, seed=i
+            ),
         )
-    record(project, recording(project, "r6.json", noise, slower=1.1, seed=6))
+    record(project, recording(project, "r6.json", one_percent_noise, slower=1.1, seed=6))
     with sqlite3.connect(tmp_path / "store.sqlite") as db:  # the last run broke
         db.execute(
             "UPDATE regress_measurements SET outcome = 'wrong', median = NULL, samples = NULL, "

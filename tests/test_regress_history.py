@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from workbench.regress.history import candidate_breaks, gather_history
-from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, series_points
+from workbench.regress.noise import SampleSet, draw_run, series_points
 from workbench.regress.records import MeasurementRecord, RegressError, save_run
 from workbench.regress.timeline import draw_timeline, timeline_html, write_timeline
 from workbench.runners.base import DeviceInfo, TrialOutcome
@@ -20,21 +20,6 @@ H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", to
 NEW_DRIVER = DeviceInfo(
     name="NVIDIA H200", cc=90, driver="560.35.03", cuda="12.6", toolkit="nvrtc 13.0"
 )
-
-
-@pytest.fixture(scope="module")
-def one_percent() -> list[SampleSet]:
-    """Configs of a convolution kernel on an A100 with ~1 % noise (relative stdev)."""
-    path = CACHES / "convolution_milo_A100.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
-    sets = load_sample_sets([path], min_samples=32)
-    return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
 
 
 def record_series(
@@ -54,12 +39,12 @@ def record_series(
 
 
 def test_one_step_is_found_at_the_right_run_with_what_changed(
-    store: Store, one_percent: list[SampleSet]
+    store: Store, one_percent_noise: list[SampleSet]
 ) -> None:
     rng = np.random.default_rng(0)
     old = store.environment(H200, git_commit="a" * 40, git_dirty=False)
     new = store.environment(NEW_DRIVER, git_commit="a" * 40, git_dirty=False)
-    s = one_percent[3].samples
+    s = one_percent_noise[3].samples
     runs = [draw_run(s, rng, factor=1.06 if i >= 12 else 1.0) for i in range(20)]
     record_series(store, runs, [old] * 12 + [new] * 8)
     (series,) = gather_history(store, "conv")
@@ -73,7 +58,7 @@ def test_one_step_is_found_at_the_right_run_with_what_changed(
     assert "slower" in cp.describe() and "driver 550.54.15 -> 560.35.03" in cp.describe()
 
 
-def test_steps_are_found_across_many_real_configs(one_percent: list[SampleSet]) -> None:
+def test_steps_are_found_across_many_real_configs(one_percent_noise: list[SampleSet]) -> None:
     """A 5 % step after run 12 of 25, on 40 configs with ~1 % noise: found at run 12 (PELT),
     and nothing else is found."""
     from workbench.regress.history import change_points
@@ -82,20 +67,20 @@ def test_steps_are_found_across_many_real_configs(one_percent: list[SampleSet]) 
     hits = 0
     trials = 40
     for _ in range(trials):
-        s = one_percent[int(rng.integers(len(one_percent)))].samples
+        s = one_percent_noise[int(rng.integers(len(one_percent_noise)))].samples
         runs = [draw_run(s, rng, factor=1.05 if i >= 12 else 1.0) for i in range(25)]
         found = [c.index for c in change_points(series_points(runs))]
         hits += found == [12]
     assert hits / trials >= 0.9, hits
 
 
-def test_flat_noisy_histories_have_no_change_point(one_percent: list[SampleSet]) -> None:
+def test_flat_noisy_histories_have_no_change_point(one_percent_noise: list[SampleSet]) -> None:
     from workbench.regress.history import change_points
 
     rng = np.random.default_rng(2)
     found = 0
     for _ in range(40):
-        s = one_percent[int(rng.integers(len(one_percent)))].samples
+        s = one_percent_noise[int(rng.integers(len(one_percent_noise)))].samples
         runs = [draw_run(s, rng) for _ in range(25)]
         found += bool(change_points(series_points(runs)))
     assert found == 0
@@ -142,12 +127,12 @@ def test_history_of_an_unknown_kernel_is_an_error(store: Store) -> None:
 
 
 def test_timeline_marks_change_points_and_links_environments(
-    store: Store, one_percent: list[SampleSet], tmp_path: Path
+    store: Store, one_percent_noise: list[SampleSet], tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(4)
     old = store.environment(H200, git_commit="b" * 40, git_dirty=False)
     new = store.environment(NEW_DRIVER, git_commit="b" * 40, git_dirty=True)
-    s = one_percent[0].samples
+    s = one_percent_noise[0].samples
     runs = [draw_run(s, rng, factor=1.08 if i >= 8 else 1.0) for i in range(14)]
     record_series(store, runs, [old] * 8 + [new] * 6)
     record_series(store, [draw_run(s, rng) for _ in range(14)], [old] * 14, config="BLOCK=256")
@@ -170,14 +155,14 @@ def test_timeline_marks_change_points_and_links_environments(
 
 
 def test_broken_runs_stay_in_the_history_and_on_the_timeline(
-    store: Store, one_percent: list[SampleSet]
+    store: Store, one_percent_noise: list[SampleSet]
 ) -> None:
     """A run where a config crashed is neither a point nor a change point, but the series
     keeps it: a cross on its line, a row of the broken-runs table; a config that broke on its
     first run is a series with no points."""
     rng = np.random.default_rng(7)
     env = store.environment(H200)
-    s = one_percent[1].samples
+    s = one_percent_noise[1].samples
     crash = MeasurementRecord(
         shape_label="n=1024",
         config_key="BLOCK=128",
@@ -208,14 +193,14 @@ def test_broken_runs_stay_in_the_history_and_on_the_timeline(
 
 
 def test_the_timeline_fragment_leaves_plotly_js_to_the_page(
-    store: Store, one_percent: list[SampleSet]
+    store: Store, one_percent_noise: list[SampleSet]
 ) -> None:
     """What ``workbench report`` embeds: figures and tables, no document, no plotly.js."""
     from workbench.regress.timeline import timeline_figures, timeline_fragment
 
     rng = np.random.default_rng(5)
     env = store.environment(H200)
-    s = one_percent[1].samples
+    s = one_percent_noise[1].samples
     record_series(store, [draw_run(s, rng) for _ in range(6)], [env] * 6)
     record_series(store, [draw_run(s, rng) for _ in range(6)], [env] * 6, config="BLOCK=256")
     series = gather_history(store, "conv")
@@ -230,7 +215,7 @@ def test_the_timeline_fragment_leaves_plotly_js_to_the_page(
 
 
 def test_the_timeline_page_renders_offline_in_chromium(
-    store: Store, one_percent: list[SampleSet], tmp_path: Path
+    store: Store, one_percent_noise: list[SampleSet], tmp_path: Path
 ) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = Path("/usr/bin/chromium")
@@ -239,7 +224,7 @@ def test_the_timeline_page_renders_offline_in_chromium(
     rng = np.random.default_rng(6)
     old = store.environment(H200, git_commit="c" * 40, git_dirty=False)
     new = store.environment(H200, git_commit="d" * 40, git_dirty=False)
-    s = one_percent[2].samples
+    s = one_percent_noise[2].samples
     runs = [draw_run(s, rng, factor=1.1 if i >= 6 else 1.0) for i in range(12)]
     record_series(store, runs, [old] * 6 + [new] * 6)
     page_path = write_timeline(
