@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from workbench.analysis import (
     AnalysisError,
@@ -31,6 +32,9 @@ from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config, Value
 from workbench.store import Store, StudyInfo
 from workbench.store.store import COMPILE_ONLY
+
+if TYPE_CHECKING:
+    from workbench.artifacts import ArtifactDir
 
 #: Base opcodes that touch global memory (loads, stores, async copies, atomics, TMA).
 GLOBAL_MEMORY_OPCODES = frozenset(
@@ -179,8 +183,10 @@ def static_sweep(
     cache: CompileCache | None = None,
     workers: int | None = None,
     on_compiled: Callable[[CompileResult], None] | None = None,
+    emit: ArtifactDir | None = None,
 ) -> list[StaticRecord]:
-    """Compile ``configs`` for the space's arch (in parallel) and inspect every binary.
+    """Compile ``configs`` for the space's arch (in parallel) and inspect every binary;
+    with ``emit``, write each one's PTX, SASS and CUBIN (a failure's log) there.
 
     Raises:
         ToolchainError: the compiler or disassembler is missing.
@@ -205,7 +211,7 @@ def static_sweep(
     results = compile_jobs(jobs, cache, workers=workers, on_result=on_compiled)
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         pairs = zip(prepared, results, strict=True)
-        list(pool.map(lambda pair: _inspect(space, *pair, cache), pairs))
+        list(pool.map(lambda pair: _inspect(space, *pair, cache, emit), pairs))
     return records
 
 
@@ -238,8 +244,8 @@ def compile_only_study(store: Store, space: Space, kernel: str | None = None) ->
     return space_study(store, space, kernel or space.spec.name, device_key, None, None)
 
 
-def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list[SassInstruction]]:
-    """SASS per kernel of a compiled binary, disassembled once per cache entry.
+def sass_text(result: CompileResult, cache: CompileCache | None) -> str:
+    """The disassembly of a compiled binary (nvdisasm's text), made once per cache entry.
 
     Raises:
         AnalysisError, ToolchainError: the binary cannot be disassembled.
@@ -250,22 +256,42 @@ def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list
         text = disassembly_text(result.cubin)
         if cache is not None:
             cache.put_artifact(result.key, "sass.txt", text)
-    return parse_sass(text)
+    return text
+
+
+def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list[SassInstruction]]:
+    """SASS per kernel of a compiled binary, disassembled once per cache entry.
+
+    Raises:
+        AnalysisError, ToolchainError: the binary cannot be disassembled.
+    """
+    return parse_sass(sass_text(result, cache))
 
 
 def _inspect(
-    space: Space, record: StaticRecord, result: CompileResult, cache: CompileCache | None
+    space: Space,
+    record: StaticRecord,
+    result: CompileResult,
+    cache: CompileCache | None,
+    emit: ArtifactDir | None = None,
 ) -> None:
-    """Fill ``record`` from a compile result: resources, occupancy, SASS, lints."""
-    if not inspect_resources(space, record, result):
-        return
-    assert result.cubin is not None
+    """Fill ``record`` from a compile result: resources, occupancy, SASS, lints; with
+    ``emit``, write the compile's files there."""
+    text = None
     try:
-        sass = sass_of(result, cache)
-    except AnalysisError as exc:
-        record.ok = False
-        record.error = f"cannot inspect the binary: {exc}"
-        return
+        if not inspect_resources(space, record, result):
+            return
+        assert result.cubin is not None
+        try:
+            text = sass_text(result, cache)
+            sass = parse_sass(text)
+        except AnalysisError as exc:
+            record.ok = False
+            record.error = f"cannot inspect the binary: {exc}"
+            return
+    finally:
+        if emit is not None:
+            emit.write(record, result, text)
     instructions = sass.get(result.entry or "", [])
     counts = histogram(i for i in instructions if i.base != "NOP")  # NOPs are alignment padding
     record.sass_instructions = sum(counts.values())

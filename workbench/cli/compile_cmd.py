@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from workbench.analysis.signature import args_error
+from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
@@ -34,6 +35,7 @@ from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.spaces.targets import parse_shape, resolve_arches
+from workbench.static_diff import static_diff
 from workbench.store import Store
 from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
 from workbench.toolchain import Arch
@@ -117,6 +119,24 @@ def compile_command(
             show_default=False,
         ),
     ] = None,
+    emit: Annotated[
+        Path | None,
+        typer.Option(
+            "--emit",
+            metavar="DIR",
+            help="Write each config's PTX, SASS and CUBIN (a failed compile's log) into DIR, "
+            "with index.json naming the config of each file.",
+            show_default=False,
+        ),
+    ] = None,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Two configs (-c A -c B, or --sample 1: the default and one other): show "
+            "what changed between their binaries (resources, SASS opcodes, memory ops).",
+        ),
+    ] = False,
 ) -> None:
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
@@ -125,6 +145,9 @@ def compile_command(
             raise ConfigError("--config names the configs: it cannot go with --all or --sample")
         if all_configs and sample is not None:
             raise ConfigError("--all compiles every valid config: it cannot go with --sample")
+        if diff and len(config or []) != 2 and sample != 1:
+            raise ConfigError("--diff compares two configs: give -c A -c B, or --sample 1")
+        artifacts = ArtifactDir(emit) if emit is not None else None
         spec = load_kernel(kernel, spaces or [])
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
@@ -145,10 +168,15 @@ def compile_command(
                 jobs=jobs,
                 cache=None if no_cache else CompileCache(cache_dir),
                 store=store,
+                emit=artifacts,
                 out=out,
             )
         print_records(records, show_log=show_log, out=out)
+        if diff:
+            print_diffs(records, out=out)
         write_records(records, json_out, csv_out, out=out)
+        if artifacts is not None:
+            out.print(f"wrote PTX, SASS and CUBIN files; their configs: {artifacts.close()}")
         refuse_broken_space(spec, records)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
@@ -189,10 +217,12 @@ def run_static_sweep(
     jobs: int | None = None,
     cache: CompileCache | None = None,
     store: Store | None = None,
+    emit: ArtifactDir | None = None,
     out: Console = console,
 ) -> list[StaticRecord]:
     """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
-    ``store``, the results are kept in the space's compile-only study there."""
+    ``store``, the results are kept in the space's compile-only study there; with ``emit``,
+    each compile's files are written there."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
@@ -202,7 +232,7 @@ def run_static_sweep(
     configs = select_configs(
         sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
     )
-    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store, out=out)
+    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store, emit=emit, out=out)
 
 
 def compile_space(
@@ -213,11 +243,12 @@ def compile_space(
     cache: CompileCache | None = None,
     store: Store | None = None,
     kernel: str | None = None,
+    emit: ArtifactDir | None = None,
     out: Console = console,
 ) -> list[StaticRecord]:
     """Compile ``configs`` of one space with a progress bar (on ``out``); with a ``store``,
     keep the results in the space's compile-only study there (``kernel`` names a problem
-    variant, as tune's studies do)."""
+    variant, as tune's studies do); with ``emit``, write each compile's files there."""
     columns = (
         TextColumn("{task.description}"),  # (a name may hold braces: not a format string)
         BarColumn(),
@@ -228,7 +259,12 @@ def compile_space(
         label = f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"
         task = progress.add_task(label, total=len(configs))
         records = static_sweep(
-            sp, configs, cache=cache, workers=jobs, on_compiled=lambda _r: progress.advance(task)
+            sp,
+            configs,
+            cache=cache,
+            workers=jobs,
+            on_compiled=lambda _r: progress.advance(task),
+            emit=emit,
         )
     if store is not None:
         study = store_sweep(store, sp, records, kernel)
@@ -317,6 +353,44 @@ def print_records(
             if not r.ok and r.log:
                 out.rule(f"{escape(r.label)} ({r.arch})")
                 out.print(escape(r.log), soft_wrap=True)
+
+
+def print_diffs(records: Sequence[StaticRecord], *, out: Console = console) -> None:
+    """Per arch, what changed between the two configs' binaries (see ``static_diff``)."""
+    for arch in dict.fromkeys(r.arch for r in records):
+        pair = [r for r in records if r.arch == arch]
+        failed = [r.label for r in pair if not r.ok]
+        if failed:
+            out.print(f"{arch}: no diff: {escape(', '.join(failed))} did not compile")
+            continue
+        d = static_diff(*pair)
+        if d.same_code:
+            out.print(
+                f"{arch}: {escape(d.a_label)} and {escape(d.b_label)} compile to the same "
+                "resources and opcode counts"
+            )
+            continue
+        if not (d.resources or d.opcodes):
+            out.print(
+                f"{arch}: {escape(d.a_label)} -> {escape(d.b_label)}: the same resources "
+                "and opcode counts"
+            )
+        table = Table(title=f"A: {escape(d.a_label)} -> B: {escape(d.b_label)} ({arch})")
+        for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("change", "right")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for name, a, b in d.resources:
+            table.add_row(name, escape(a), escape(b), "")
+        if d.resources and d.opcodes:
+            table.add_section()
+        for op, a_count, b_count in d.opcodes[:MAX_TABLE_ROWS]:
+            table.add_row(op, str(a_count), str(b_count), f"{b_count - a_count:+d}")
+        if d.resources or d.opcodes:
+            out.print(table)
+        if len(d.opcodes) > MAX_TABLE_ROWS:
+            out.print(f"{len(d.opcodes)} opcodes changed; first {MAX_TABLE_ROWS} shown")
+        for who, ops in ((d.a_label, d.memory_only_a), (d.b_label, d.memory_only_b)):
+            if ops:
+                out.print(f"global memory ops only in {escape(who)}: {escape(' '.join(ops))}")
 
 
 def _show(value: object) -> str:

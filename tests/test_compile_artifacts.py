@@ -1,0 +1,113 @@
+"""``workbench compile --emit DIR`` (each config's PTX, SASS, CUBIN) and ``--diff`` (what a
+config change did to the binary): real NVRTC/ptxas compiles, no GPU."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cli_helpers import invoke
+
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
+
+def squeezed(text: str) -> str:
+    """The output without table borders and runs of spaces (rich wraps to the terminal)."""
+    return re.sub(r"\s+", " ", re.sub(r"[│┃┏┓┗┛┡┩└┘├┤┼━─┳┻╇╈╋┠┨┯┷┣┫]", " ", text))
+
+
+def test_emit_writes_each_configs_ptx_sass_and_cubin_with_an_index(tmp_path: Path) -> None:
+    out_dir = tmp_path / "emitted"
+    args = ["compile", "stream_scale", "--arch", "sm_90", "-c", "HINT=cs", "-c", "HINT=nc"]
+    code, out, err = invoke(*args, "--emit", str(out_dir))
+    assert code == 0, out + err
+    index = json.loads((out_dir / "index.json").read_text())
+    assert sorted(e["config"]["HINT"] for e in index) == ["cs", "nc"]
+    for e in index:
+        assert e["ok"] and e["arch"] == "sm_90" and e["shape"] == {"n": 67108864}
+        files = {k: out_dir / v for k, v in e["files"].items()}
+        assert sorted(files) == ["cubin", "ptx", "sass"]
+        assert files["cubin"].read_bytes()[:4] == b"\x7fELF"
+        sass, ptx = files["sass"].read_text(), files["ptx"].read_text()
+        assert sass.startswith(f"// workbench compile: stream_scale {e['label']}\n")
+        assert re.search(r"^\.target\s+sm_\d+", ptx, re.M) and ".entry stream_scale" in ptx
+        # each file is its own config's binary: the load's cache hint shows in the SASS
+        hinted_load = "LDG.E.EF" if e["config"]["HINT"] == "cs" else "LDG.E.CONSTANT"
+        assert hinted_load in sass and "stream_scale" in sass
+    # a rerun adds to the index instead of replacing it, and the same config keeps its files
+    before = {p.name: p.stat().st_mtime_ns for p in out_dir.iterdir()}
+    code, _, _ = invoke("compile", "stream_scale", "--arch", "sm_90", "-c", "HINT=cs",
+                        "-c", "HINT=cg", "--emit", str(out_dir))  # fmt: skip
+    assert code == 0
+    index = json.loads((out_dir / "index.json").read_text())
+    assert sorted(e["config"]["HINT"] for e in index) == ["cg", "cs", "nc"]
+    assert len(list(out_dir.iterdir())) == len(before) + 3
+
+
+def test_a_failed_compile_leaves_its_log(project: Path, tmp_path: Path) -> None:
+    (project / "kernels" / "axpy.cu").write_text(
+        'extern "C" __global__ void axpy(float* y) { y[0] = SCALE + undefined_name; }\n'
+    )
+    out_dir = tmp_path / "emitted"
+    space = str(project / "spaces" / "tiny.yaml")
+    code, out, err = invoke("compile", space, "--emit", str(out_dir))
+    assert code == 1, out + err
+    (entry,) = json.loads((out_dir / "index.json").read_text())
+    assert not entry["ok"] and list(entry["files"]) == ["log"]
+    assert "undefined_name" in (out_dir / entry["files"]["log"]).read_text()
+
+
+def test_an_index_that_is_not_ours_is_refused_and_left_alone(tmp_path: Path) -> None:
+    out_dir = tmp_path / "emitted"
+    out_dir.mkdir()
+    (out_dir / "index.json").write_text("my notes, not JSON")
+    code, out, err = invoke("compile", "reduce", "-c", "BLOCK=128", "--emit", str(out_dir))
+    assert code == 2 and "index.json there is not an index workbench wrote" in out + err
+    assert [p.name for p in out_dir.iterdir()] == ["index.json"]
+    assert (out_dir / "index.json").read_text() == "my notes, not JSON"
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    code, out, err = invoke("compile", "reduce", "-c", "BLOCK=128", "--emit", str(afile))
+    assert code == 2 and "not a directory" in out + err
+
+
+def test_diff_shows_what_two_more_pipeline_stages_cost() -> None:
+    code, out, err = invoke("compile", "gemm_int8", "--diff", "-c", "STAGES=2", "-c", "STAGES=4")
+    assert code == 0, out + err
+    text = squeezed(out)
+    assert "A: STAGES=2 -> B: STAGES=4 (sm_90a)" in text
+    # twice the stages: twice the pipeline's shared memory and twice the async copies
+    assert "shared memory 0 + 32768 dynamic 0 + 65536 dynamic" in text
+    assert "LDGSTS 16 32 +16" in text
+    assert "LDGDEPBAR 2 4 +2" in text
+
+
+def test_diff_names_the_memory_ops_a_cache_hint_changes() -> None:
+    args = [
+        "compile",
+        "stream_scale",
+        "--arch",
+        "sm_90",
+        "--diff",
+        "-c",
+        "HINT=cs",
+        "-c",
+        "HINT=nc",
+    ]
+    code, out, _ = invoke(*args)
+    assert code == 0
+    text = squeezed(out)
+    assert "sm_90: HINT=cs -> HINT=nc: the same resources and opcode counts" in text
+    assert "global memory ops only in HINT=cs: LDG.E.EF LDG.E.EF.128" in text
+    assert "global memory ops only in HINT=nc: LDG.E.128.CONSTANT LDG.E.CONSTANT" in text
+
+
+@pytest.mark.parametrize(
+    "extra", [["-c", "BLOCK=128"], ["-c", "BLOCK=128", "-c", "BLOCK=256", "-c", "BLOCK=512"],
+              ["--sample", "3"], ["--all"]],
+)  # fmt: skip
+def test_diff_needs_two_configs(extra: list[str]) -> None:
+    code, out, err = invoke("compile", "reduce", "--diff", *extra)
+    assert code == 2 and "--diff compares two configs" in out + err
