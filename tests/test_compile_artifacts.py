@@ -46,6 +46,20 @@ def test_emit_writes_each_configs_ptx_sass_and_cubin_with_an_index(tmp_path: Pat
     assert len(list(out_dir.iterdir())) == len(before) + 3
 
 
+def test_configs_that_differ_only_in_launch_parameters_share_their_files(
+    project: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "emitted"
+    space = str(project / "spaces" / "tiny.yaml")
+    code, out, err = invoke(
+        "compile", space, "-c", "WAVES=1", "-c", "WAVES=2", "--emit", str(out_dir)
+    )
+    assert code == 0, out + err
+    one, two = json.loads((out_dir / "index.json").read_text())
+    assert (one["config"]["WAVES"], two["config"]["WAVES"]) == (1, 2)
+    assert one["files"] == two["files"] and len(list(out_dir.iterdir())) == 4
+
+
 def test_a_failed_compile_leaves_its_log(project: Path, tmp_path: Path) -> None:
     (project / "kernels" / "axpy.cu").write_text(
         'extern "C" __global__ void axpy(float* y) { y[0] = SCALE + undefined_name; }\n'

@@ -5,13 +5,15 @@ A kernel engineer reads the code a config compiled to: the SASS to see what a kn
 ptxas, the CUBIN for cuobjdump, nvdisasm or a loader of their own. Files are named
 ``KERNEL.ARCH.KEY`` after the compile's content key (the same config, source and toolchain
 give the same name, so a rerun overwrites rather than piles up), with a ``.log`` for a compile
-that failed. ``index.json`` in the directory says which config, shape and arch each file is:
-one entry per (arch, key), kept across runs (a run adds its entries to what is there).
+that failed; a text file's header names the config that wrote it. ``index.json`` in the directory says which config, shape and arch each file is:
+one entry per config, shape and arch (configs that differ only in launch parameters share
+their files), kept across runs (a run adds its entries to what is there).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -44,7 +46,7 @@ class ArtifactDir:
         except OSError as exc:
             raise ArtifactError(f"--emit {path}: cannot create it: {exc.strerror}") from None
 
-    def _read_index(self) -> dict[tuple[str, str], dict]:
+    def _read_index(self) -> dict[tuple[str, ...], dict]:
         index = self.path / INDEX
         if not index.exists():
             return {}
@@ -52,7 +54,7 @@ class ArtifactDir:
             entries = json.loads(index.read_text())
             if not isinstance(entries, list):
                 raise ValueError("not a list")
-            return {(str(e["arch"]), str(e["key"])): e for e in entries}
+            return {_entry_key(e): e for e in entries}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ArtifactError(
                 f"--emit {self.path}: {INDEX} there is not an index workbench wrote ({exc}); "
@@ -94,11 +96,16 @@ class ArtifactDir:
             "files": files,
         }
         with self._lock:
-            self._entries[(record.arch, result.key)] = entry
+            self._entries[_entry_key(entry)] = entry
 
     def _put(self, name: str, data: bytes) -> None:
+        """Write ``name`` whole: configs that share a compile write the same file from two
+        threads, and a reader never sees a half-written one."""
+        target = self.path / name
+        partial = target.with_name(f".{name}.{threading.get_ident()}.part")
         try:
-            (self.path / name).write_bytes(data)
+            partial.write_bytes(data)
+            os.replace(partial, target)
         except OSError as exc:
             raise ArtifactError(
                 f"--emit {self.path}: cannot write {name}: {exc.strerror}"
@@ -110,3 +117,9 @@ class ArtifactDir:
         index = self.path / INDEX
         index.write_text(json.dumps(entries, indent=1) + "\n")
         return index
+
+
+def _entry_key(entry: dict) -> tuple[str, ...]:
+    """An index entry's identity: kernel, arch, shape and config."""
+    shape = json.dumps(entry["shape"], sort_keys=True)
+    return (str(entry["kernel"]), str(entry["arch"]), shape, str(entry["label"]))
