@@ -5,9 +5,10 @@ A kernel engineer reads the code a config compiled to: the SASS to see what a kn
 ptxas, the CUBIN for cuobjdump, nvdisasm or a loader of their own. Files are named
 ``KERNEL.ARCH.KEY`` after the compile's content key (the same config, source and toolchain
 give the same name, so a rerun overwrites rather than piles up), with a ``.log`` for a compile
-that failed; a text file's header names the config that wrote it. ``index.json`` in the directory says which config, shape and arch each file is:
-one entry per config, shape and arch (configs that differ only in launch parameters share
-their files), kept across runs (a run adds its entries to what is there).
+that failed; a text file's header names the config that wrote it. ``index.json`` in the
+directory says which config, shape and arch each file is: one entry per config, shape and
+arch (configs that differ only in launch parameters share their files), kept across runs (a
+run adds its entries to what is there).
 """
 
 from __future__ import annotations
