@@ -125,3 +125,35 @@ def test_diff_names_the_memory_ops_a_cache_hint_changes() -> None:
 def test_diff_needs_two_configs(extra: list[str]) -> None:
     code, out, err = invoke("compile", "reduce", "--diff", *extra)
     assert code == 2 and "--diff compares two configs" in out + err
+
+
+def test_diff_of_the_default_and_the_tuned_best(project: Path) -> None:
+    from recording_helpers import record_space
+
+    from workbench.spaces import Space, load_space
+
+    space_file = project / "spaces" / "tiny.yaml"
+    space = Space(load_space(space_file))
+    # made-up times (a fixture): larger blocks and a smaller SCALE are faster
+    times = [(c, 10 - c["BLOCK"] / 100 + c["SCALE"] + c["WAVES"] / 10) for c in space.iter_valid()]
+    rec = record_space(space, project / "rec.json", times)
+    code, out, err = invoke("tune", str(space_file), "--replay", str(rec), "--budget", "30")
+    assert code == 0, out + err
+    code, out, err = invoke("compile", str(space_file), "-c", "default", "-c", "best", "--diff")
+    assert code == 0, out + err
+    text = squeezed(out)
+    assert "the best config of study 'tiny | n=1000 | Test GPU': BLOCK=256,SCALE=1,WAVES=1" in text
+    assert "A: BLOCK=128,SCALE=2 -> B: BLOCK=256,SCALE=1 (sm_90)" in text
+    # the default against itself is said, not drawn
+    code, out, _ = invoke("compile", str(space_file), "-c", "default", "-c", "BLOCK=128", "--diff")
+    assert code == 0 and "no diff: both are BLOCK=128,SCALE=2,WAVES=1" in squeezed(out)
+
+
+def test_best_without_a_tuned_study_is_a_clear_error(project: Path) -> None:
+    space_file = str(project / "spaces" / "tiny.yaml")
+    code, out, err = invoke("compile", space_file, "-c", "best")
+    message = squeezed(out + err)
+    assert (
+        code == 2 and "--config best takes the tuned config from the store, but no store" in message
+    )
+    assert "tune tiny first, or give the store with --storage" in message

@@ -28,16 +28,23 @@ from workbench.cli.common import (
     console,
     err_console,
 )
-from workbench.cli.store_cmds import open_store
+from workbench.cli.store_cmds import open_best_store, open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import Config, SpaceSpec, shape_label
+from workbench.spaces.model import Config, SpaceSpec, config_label, shape_label
 from workbench.spaces.targets import parse_shape, resolve_arches
-from workbench.static_diff import static_diff
+from workbench.static_diff import StaticDiff, static_diff
 from workbench.store import Store
-from workbench.sweep import StaticRecord, select_configs, static_sweep, store_sweep
+from workbench.sweep import (
+    StaticRecord,
+    config_or_best,
+    select_configs,
+    static_sweep,
+    store_sweep,
+    wants_best,
+)
 from workbench.toolchain import Arch
 
 #: Above this many rows the table shows the first ones and says where the rest are.
@@ -51,7 +58,8 @@ ConfigOpt = Annotated[
         "--config",
         "-c",
         help="One config as NAME=VALUE[,NAME=VALUE...] (repeatable: "
-        "one config per option; unnamed parameters take their defaults).",
+        "one config per option; unnamed parameters take their defaults), 'default', or "
+        "'best': the fastest correct config of the shape's study in the store.",
         show_default=False,
     ),
 ]
@@ -129,6 +137,10 @@ def compile_command(
             show_default=False,
         ),
     ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option("--study", help="With --config best: the study to take it from."),
+    ] = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -147,11 +159,14 @@ def compile_command(
             raise ConfigError("--all compiles every valid config: it cannot go with --sample")
         if diff and len(config or []) != 2 and sample != 1:
             raise ConfigError("--diff compares two configs: give -c A -c B, or --sample 1")
-        artifacts = ArtifactDir(emit) if emit is not None else None
         spec = load_kernel(kernel, spaces or [])
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
+        artifacts = ArtifactDir(emit) if emit is not None else None
         assignments = [a.split(",") for a in config or []]
+        best_from = None  # where --config best is read: the --storage store, else the default
+        if any(wants_best(a) for a in assignments):
+            best_from = store or open_best_store(None, spec.name)
         # --json -: the JSON alone on stdout; the progress, the table and the notes on stderr
         out = err_console if json_out is not None and str(json_out) == "-" else console
         records: list[StaticRecord] = []
@@ -169,6 +184,8 @@ def compile_command(
                 cache=None if no_cache else CompileCache(cache_dir),
                 store=store,
                 emit=artifacts,
+                best_from=best_from,
+                study=study,
                 out=out,
             )
         print_records(records, show_log=show_log, out=out)
@@ -218,21 +235,39 @@ def run_static_sweep(
     cache: CompileCache | None = None,
     store: Store | None = None,
     emit: ArtifactDir | None = None,
+    best_from: Store | None = None,
+    study: str | None = None,
     out: Console = console,
 ) -> list[StaticRecord]:
     """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
     ``store``, the results are kept in the space's compile-only study there; with ``emit``,
-    each compile's files are written there."""
+    each compile's files are written there. An assignment ``default`` is the default config,
+    ``best`` the fastest correct one of the shape's study in ``best_from`` (``study``: which)."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
         arch=target,
         device=device_for(target, device),
     )
+    assignments = [_named(sp, a, best_from, study, out) for a in assignments]
     configs = select_configs(
         sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
     )
     return compile_space(sp, configs, jobs=jobs, cache=cache, store=store, emit=emit, out=out)
+
+
+def _named(
+    sp: Space, items: Sequence[str], best_from: Store | None, study: str | None, out: Console
+) -> Sequence[str]:
+    """A ``--config`` option's NAME=VALUE items, with ``default`` and ``best`` spelled out."""
+    if [i.strip().lower() for i in items] == ["default"]:
+        return []  # every parameter at its default
+    if not wants_best(items):
+        return items
+    cfg, chosen = config_or_best(sp, items, best_from, study)
+    if chosen is not None:
+        out.print(f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}")
+    return [f"{name}={value}" for name, value in cfg.items()]
 
 
 def compile_space(
@@ -360,21 +395,21 @@ def print_diffs(records: Sequence[StaticRecord], *, out: Console = console) -> N
     for arch in dict.fromkeys(r.arch for r in records):
         pair = [r for r in records if r.arch == arch]
         failed = [r.label for r in pair if not r.ok]
-        if failed:
+        if len(pair) != 2:  # (the two options named one config)
+            out.print(f"{arch}: no diff: both are {escape(pair[0].label)}")
+        elif failed:
             out.print(f"{arch}: no diff: {escape(', '.join(failed))} did not compile")
-            continue
-        d = static_diff(*pair)
-        if d.same_code:
-            out.print(
-                f"{arch}: {escape(d.a_label)} and {escape(d.b_label)} compile to the same "
-                "resources and opcode counts"
-            )
-            continue
-        if not (d.resources or d.opcodes):
-            out.print(
-                f"{arch}: {escape(d.a_label)} -> {escape(d.b_label)}: the same resources "
-                "and opcode counts"
-            )
+        else:
+            print_diff(arch, static_diff(*pair), out=out)
+
+
+def print_diff(arch: str, d: StaticDiff, *, out: Console = console) -> None:
+    """One arch's diff: a table of what changed, then the memory-op forms only one side has."""
+    change = f"{escape(d.a_label)} -> {escape(d.b_label)}"
+    if d.same_code:
+        out.print(f"{arch}: {change}: the same resources, opcode counts and memory ops")
+        return
+    if d.resources or d.opcodes:
         table = Table(title=f"A: {escape(d.a_label)} -> B: {escape(d.b_label)} ({arch})")
         for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("change", "right")):
             table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -384,13 +419,14 @@ def print_diffs(records: Sequence[StaticRecord], *, out: Console = console) -> N
             table.add_section()
         for op, a_count, b_count in d.opcodes[:MAX_TABLE_ROWS]:
             table.add_row(op, str(a_count), str(b_count), f"{b_count - a_count:+d}")
-        if d.resources or d.opcodes:
-            out.print(table)
+        out.print(table)
         if len(d.opcodes) > MAX_TABLE_ROWS:
             out.print(f"{len(d.opcodes)} opcodes changed; first {MAX_TABLE_ROWS} shown")
-        for who, ops in ((d.a_label, d.memory_only_a), (d.b_label, d.memory_only_b)):
-            if ops:
-                out.print(f"global memory ops only in {escape(who)}: {escape(' '.join(ops))}")
+    else:
+        out.print(f"{arch}: {change}: the same resources and opcode counts")
+    for who, ops in ((d.a_label, d.memory_only_a), (d.b_label, d.memory_only_b)):
+        if ops:
+            out.print(f"global memory ops only in {escape(who)}: {escape(' '.join(ops))}")
 
 
 def _show(value: object) -> str:

@@ -23,7 +23,7 @@ from workbench.cli.common import (
     err_console,
 )
 from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_store
+from workbench.cli.store_cmds import StorageOpt, open_best_store
 from workbench.compiler import CompileCache
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
@@ -66,7 +66,7 @@ def run(
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
         merged = [item for a in config or [] for item in a.split(",")]
-        store = open_store(storage, read_only=True) if wants_best(merged) else None
+        store = open_best_store(storage, space.spec.name) if wants_best(merged) else None
         cfg, chosen = config_or_best(space, merged, store, study)
         if chosen is not None:  # said first: the GPU run may fail, the choice still shows
             err_console.print(

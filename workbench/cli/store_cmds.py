@@ -14,6 +14,7 @@ from workbench.cli.common import JsonOpt, cli_errors, console, err_console
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
+from workbench.store.store import StoreError
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
@@ -50,6 +51,22 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
             )
         storage = f"sqlite:///{Path(storage).absolute()}"
     return Store(storage, read_only=read_only)
+
+
+def open_best_store(storage: str | None, kernel: str) -> Store:
+    """The store ``--config best`` reads its config from (read only); one that cannot be
+    opened says to tune first.
+
+    Raises:
+        ConfigError: no store there, or it cannot be read.
+    """
+    try:
+        return open_store(storage, read_only=True)
+    except StoreError as exc:
+        raise ConfigError(
+            f"--config best takes the tuned config from the store, but {exc}: tune {kernel} "
+            "first, or give the store with --storage"
+        ) from None
 
 
 @app.command("list")
