@@ -105,6 +105,12 @@ ShapesOpt = Annotated[
 #: ``--json``: one JSON document on stdout (an error too, with ``cli_errors(json_errors=...)``).
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
+#: ``--study`` of the commands that take ``--config best``.
+BestStudyOpt = Annotated[
+    str | None,
+    typer.Option("--study", help="With --config best: the study to take it from."),
+]
+
 DbWaitOpt = Annotated[
     float,
     typer.Option(

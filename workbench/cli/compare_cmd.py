@@ -15,6 +15,7 @@ from rich.table import Table
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
+    BestStudyOpt,
     DeviceOpt,
     ShapeOpt,
     ShapesOpt,
@@ -65,9 +66,7 @@ def compare_command(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     storage: StorageOpt = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="With --config best: the study to take it from.")
-    ] = None,
+    study: BestStudyOpt = None,
     ceilings_file: Annotated[
         Path | None,
         typer.Option("--ceilings", help="Measured ceilings (JSON of scripts/ceilings.py)."),

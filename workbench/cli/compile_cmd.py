@@ -20,6 +20,7 @@ from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
+    BestStudyOpt,
     DeviceOpt,
     KernelArg,
     ShapeOpt,
@@ -137,10 +138,7 @@ def compile_command(
             show_default=False,
         ),
     ] = None,
-    study: Annotated[
-        str | None,
-        typer.Option("--study", help="With --config best: the study to take it from."),
-    ] = None,
+    study: BestStudyOpt = None,
     diff: Annotated[
         bool,
         typer.Option(

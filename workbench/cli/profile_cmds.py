@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from workbench.cli.common import (
     ArchOpt,
+    BestStudyOpt,
     DeviceOpt,
     ShapeOpt,
     SpacesOpt,
@@ -91,10 +92,7 @@ def profile(
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
     storage: StorageOpt = None,
-    study: Annotated[
-        str | None,
-        typer.Option("--study", help="With --config best: the study to take it from."),
-    ] = None,
+    study: BestStudyOpt = None,
     ceilings_file: Annotated[
         Path | None,
         typer.Option("--ceilings", help="Measured ceilings (JSON of scripts/ceilings.py)."),

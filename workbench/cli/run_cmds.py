@@ -14,6 +14,7 @@ from rich.table import Table
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
+    BestStudyOpt,
     DeviceOpt,
     KernelArg,
     ShapeOpt,
@@ -50,9 +51,7 @@ def run(
             show_default=False,
         ),
     ] = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="With --config best: the study to take it from.")
-    ] = None,
+    study: BestStudyOpt = None,
     storage: StorageOpt = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
     cache_dir: CacheOpt = None,
