@@ -3,14 +3,18 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
+import shlex
+
 from rich.markup import escape
 from rich.table import Table
 
 from workbench.runners.base import TrialOutcome
+from workbench.search.problem import SpaceProblem
 from workbench.search.session import TunePlan
 from workbench.search.tuner import TuneResult
 from workbench.spaces import config_label
-from workbench.spaces.model import base_kernel
+from workbench.spaces.model import base_kernel, shape_label
+from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store.store import default_store_url, shown_url
 
 
@@ -144,3 +148,24 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         out.print(  # type: ignore[attr-defined]
             escape(f"For your build: workbench store header {kernel} -o {kernel}_tuned.h{where}")
         )
+        if command := diff_command(plan, where):
+            out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
+
+
+def diff_command(plan: TunePlan, where: str) -> str | None:
+    """``workbench compile`` of the space's default against this study's best, ``--diff``
+    (None for a recording without a space file: nothing to compile)."""
+    problem = plan.problem
+    if not isinstance(problem, SpaceProblem):
+        return None
+    space = problem.space
+    path = space.spec.path
+    library = builtin_spaces_dir().resolve()
+    kernel = space.spec.name if path.resolve().parent == library else str(path)
+    shape = (
+        "" if space.shape == space.spec.default_shape else f" --shape {shape_label(space.shape)}"
+    )
+    return (
+        f"workbench compile {shlex.quote(kernel)}{shape} -c default -c best --diff "
+        f"--study {shlex.quote(plan.study.name)}{where}"
+    )
