@@ -163,3 +163,40 @@ def test_best_without_a_tuned_study_is_a_clear_error(project: Path) -> None:
         code == 2 and "--config best takes the tuned config from the store, but no store" in message
     )
     assert "tune tiny first, or give the store with --storage" in message
+
+
+LINTED_KERNEL = """\
+extern "C" __global__ void __launch_bounds__(128)
+axpy(const float* __restrict__ x, float* __restrict__ y, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+#if SCALE == 3
+  float a[256];  // too large for registers, indexed at run time: local memory
+  for (int j = 0; j < 256; ++j) a[j] = x[(i + j) % n];
+  if (i < n) y[i] = a[(i * 7) & 255] + y[i];
+#else
+  if (i < n) y[i] = SCALE * x[i] + y[i];
+#endif
+}
+"""
+
+
+def test_fail_on_gates_on_the_lint_level(project: Path) -> None:
+    (project / "kernels" / "axpy.cu").write_text(LINTED_KERNEL)
+    space = str(project / "spaces" / "tiny.yaml")
+    clean, local, too_wide = "BLOCK=128,SCALE=1", "BLOCK=128,SCALE=3", "BLOCK=256,SCALE=1"
+    base = ["compile", space, "-c", clean, "-c", local]
+    code, out, _ = invoke(*base)
+    assert code == 0 and "warning: kernel uses local memory" in squeezed(out)
+    code, out, _ = invoke(*base, "--fail-on", "error")
+    assert code == 0, out
+    code, out, _ = invoke(*base, "--fail-on", "warning")
+    text = squeezed(out)
+    assert code == 1 and "--fail-on warning: 1 of 2 configs:" in text
+    assert f"{local},WAVES=1 (sm_90): warning: kernel uses local memory" in text
+    assert clean + ",WAVES=1 (sm_90)" not in text.split("--fail-on warning")[1]
+    code, out, _ = invoke("compile", space, "-c", clean, "-c", too_wide, "--fail-on", "error")
+    text = squeezed(out)
+    assert code == 1 and "--fail-on error: 1 of 2 configs:" in text
+    assert f"{too_wide},WAVES=1 (sm_90): error: cannot launch: 256 threads per block" in text
+    code, out, err = invoke("compile", space, "-c", clean, "--fail-on", "info")
+    assert code == 2 and "--fail-on 'info': expected 'error' or 'warning'" in out + err

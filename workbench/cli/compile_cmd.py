@@ -139,6 +139,17 @@ def compile_command(
         ),
     ] = None,
     study: BestStudyOpt = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            metavar="LEVEL",
+            help="Exit 1 when a config has a lint of this level or worse: 'error' (cannot "
+            "launch, expected SASS missing, args mismatch, failed compile) or 'warning' (also "
+            "spills, local memory, emulated FP8 MMA): a CI gate.",
+            show_default=False,
+        ),
+    ] = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -155,6 +166,8 @@ def compile_command(
             raise ConfigError("--config names the configs: it cannot go with --all or --sample")
         if all_configs and sample is not None:
             raise ConfigError("--all compiles every valid config: it cannot go with --sample")
+        if fail_on is not None and fail_on not in LINT_LEVELS:
+            raise ConfigError(f"--fail-on {fail_on!r}: expected 'error' or 'warning'")
         if diff and len(config or []) != 2 and sample != 1:
             raise ConfigError("--diff compares two configs: give -c A -c B, or --sample 1")
         spec = load_kernel(kernel, spaces or [])
@@ -195,6 +208,35 @@ def compile_command(
         refuse_broken_space(spec, records)
         if records and not any(r.ok for r in records):
             raise typer.Exit(EXIT_FAILED)
+        if fail_on is not None and (gated := gate(records, fail_on)):
+            out.print(f"[red]--fail-on {fail_on}[/]: {len(gated)} of {len(records)} configs:")
+            for record, why in gated:
+                out.print(f"  {escape(record.label)} ({record.arch}): {escape(why)}")
+            raise typer.Exit(EXIT_FAILED)
+
+
+#: Lint levels, mildest first: a lint's text starts with its level (a failed compile and a
+#: launch geometry that cannot be computed count as errors).
+LINT_LEVELS = ("warning", "error")
+
+
+def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord, str]]:
+    """The configs with a lint at ``level`` or worse, each with its first such finding."""
+    floor = LINT_LEVELS.index(level)
+    found = []
+    for r in records:
+        if not r.ok:
+            found.append((r, f"error: {r.error or 'compile failed'}"))
+            continue
+        worst = [x for x in r.lints if _level(x) >= floor]
+        if worst:
+            found.append((r, worst[0]))
+    return found
+
+
+def _level(lint: str) -> int:
+    prefix = lint.split(":", 1)[0]
+    return LINT_LEVELS.index(prefix) if prefix in LINT_LEVELS else len(LINT_LEVELS) - 1
 
 
 def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
