@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workbench.analysis.lints import Severity
 from workbench.analysis.signature import args_error
 from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
@@ -215,9 +216,9 @@ def compile_command(
             raise typer.Exit(EXIT_FAILED)
 
 
-#: Lint levels, mildest first: a lint's text starts with its level (a failed compile and a
-#: launch geometry that cannot be computed count as errors).
-LINT_LEVELS = ("warning", "error")
+#: Lint levels, mildest first (the analysis's severities): a lint's text starts with its level
+#: (a failed compile and a launch geometry that cannot be computed count as errors).
+LINT_LEVELS = tuple(s.value for s in Severity)
 
 
 def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord, str]]:
