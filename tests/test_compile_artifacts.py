@@ -200,3 +200,13 @@ def test_fail_on_gates_on_the_lint_level(project: Path) -> None:
     assert f"{too_wide},WAVES=1 (sm_90): error: cannot launch: 256 threads per block" in text
     code, out, err = invoke("compile", space, "-c", clean, "--fail-on", "info")
     assert code == 2 and "--fail-on 'info': expected 'error' or 'warning'" in out + err
+
+
+def test_every_lint_level_reads_back_and_an_unknown_one_counts_as_an_error() -> None:
+    from workbench.analysis import Severity
+    from workbench.sweep import lint_severity, lint_text
+
+    for severity in Severity:
+        assert lint_severity(lint_text(severity, "x: y")) is severity
+    # text from elsewhere (an older record) that names no level is not passed as harmless
+    assert lint_severity("launch geometry: grid needs N") is Severity.ERROR

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from workbench.analysis import (
     AnalysisError,
+    Severity,
     histogram,
     kernel_resources,
     lint,
@@ -210,8 +211,13 @@ def static_sweep(
             record.error = str(exc)
     results = compile_jobs(jobs, cache, workers=workers, on_result=on_compiled)
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        pairs = zip(prepared, results, strict=True)
-        list(pool.map(lambda pair: _inspect(space, *pair, cache, emit), pairs))
+
+        def inspect(record: StaticRecord, result: CompileResult) -> None:
+            text = _inspect(space, record, result, cache)
+            if emit is not None:  # a failed compile's log too
+                emit.write(record, result, text)
+
+        list(pool.map(inspect, prepared, results))
     return records
 
 
@@ -269,29 +275,20 @@ def sass_of(result: CompileResult, cache: CompileCache | None) -> dict[str, list
 
 
 def _inspect(
-    space: Space,
-    record: StaticRecord,
-    result: CompileResult,
-    cache: CompileCache | None,
-    emit: ArtifactDir | None = None,
-) -> None:
-    """Fill ``record`` from a compile result: resources, occupancy, SASS, lints; with
-    ``emit``, write the compile's files there."""
-    text = None
+    space: Space, record: StaticRecord, result: CompileResult, cache: CompileCache | None
+) -> str | None:
+    """Fill ``record`` from a compile result: resources, occupancy, SASS, lints. Returns the
+    SASS text it read (None when inspection stopped before the disassembly)."""
+    if not inspect_resources(space, record, result):
+        return None
+    assert result.cubin is not None
     try:
-        if not inspect_resources(space, record, result):
-            return
-        assert result.cubin is not None
-        try:
-            text = sass_text(result, cache)
-            sass = parse_sass(text)
-        except AnalysisError as exc:
-            record.ok = False
-            record.error = f"cannot inspect the binary: {exc}"
-            return
-    finally:
-        if emit is not None:
-            emit.write(record, result, text)
+        text = sass_text(result, cache)
+        sass = parse_sass(text)
+    except AnalysisError as exc:
+        record.ok = False
+        record.error = f"cannot inspect the binary: {exc}"
+        return None
     instructions = sass.get(result.entry or "", [])
     counts = histogram(i for i in instructions if i.base != "NOP")  # NOPs are alignment padding
     record.sass_instructions = sum(counts.values())
@@ -302,9 +299,23 @@ def _inspect(
     res = kernel_resources(result.cubin, result.log)[result.entry or ""]
     expected = _expected_sass(space, record.config)
     findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
-    record.lints += [f"{f.severity.value}: {f.message}" for f in findings]
+    record.lints += [lint_text(f.severity, f.message) for f in findings]
     if record.args_problems:
-        record.lints.append(f"error: {args_error(record.args_problems)}")
+        record.lints.append(lint_text(Severity.ERROR, args_error(record.args_problems)))
+    return text
+
+
+def lint_text(severity: Severity, message: str) -> str:
+    """A lint as a record keeps it (JSON, CSV and the store hold text): its level, then what
+    it found. Every lint a sweep writes is made here, so that ``lint_severity`` can read it."""
+    return f"{severity.value}: {message}"
+
+
+def lint_severity(text: str) -> Severity:
+    """The level of a lint made by ``lint_text`` (a text that names no level counts as an
+    error: a record from elsewhere that cannot be read is not passed as harmless)."""
+    prefix = text.split(":", 1)[0]
+    return next((s for s in Severity if s.value == prefix), Severity.ERROR)
 
 
 def compiled_record(space: Space, config: Config, result: CompileResult) -> StaticRecord:
@@ -357,7 +368,7 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     try:
         launch = launch_geometry(space, record.config)
     except ConfigError as exc:
-        record.lints.append(f"launch geometry: {exc}")
+        record.lints.append(lint_text(Severity.ERROR, f"launch geometry: {exc}"))
         return True
     record.threads_per_block = launch.threads_per_block
     record.dynamic_smem = launch.shared_bytes
@@ -375,17 +386,23 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     bound = math.prod(res.max_threads) if res.max_threads else None
     if bound and launch.threads_per_block > bound:
         record.lints.append(
-            f"error: cannot launch: {launch.threads_per_block} threads per block, more than the "
-            f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)"
+            lint_text(
+                Severity.ERROR,
+                f"cannot launch: {launch.threads_per_block} threads per block, more than the "
+                f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)",
+            )
         )
     required = res.required_threads
     if required and launch.block != required:
         record.lints.append(
-            f"error: cannot launch: a block of {_dims(launch.block)} threads, but the kernel "
-            f"requires exactly {_dims(required)} (.reqntid)"
+            lint_text(
+                Severity.ERROR,
+                f"cannot launch: a block of {_dims(launch.block)} threads, but the kernel "
+                f"requires exactly {_dims(required)} (.reqntid)",
+            )
         )
     if blocker := occ.launch_blocker():
-        record.lints.append(f"error: cannot launch: {blocker}")
+        record.lints.append(lint_text(Severity.ERROR, f"cannot launch: {blocker}"))
     return True
 
 

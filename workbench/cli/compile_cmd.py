@@ -42,6 +42,8 @@ from workbench.store import Store
 from workbench.sweep import (
     StaticRecord,
     config_or_best,
+    lint_severity,
+    lint_text,
     select_configs,
     static_sweep,
     store_sweep,
@@ -216,8 +218,7 @@ def compile_command(
             raise typer.Exit(EXIT_FAILED)
 
 
-#: Lint levels, mildest first (the analysis's severities): a lint's text starts with its level
-#: (a failed compile and a launch geometry that cannot be computed count as errors).
+#: Lint levels, mildest first (the analysis's severities; a failed compile counts as an error).
 LINT_LEVELS = tuple(s.value for s in Severity)
 
 
@@ -227,17 +228,12 @@ def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord
     found = []
     for r in records:
         if not r.ok:
-            found.append((r, f"error: {r.error or 'compile failed'}"))
+            found.append((r, lint_text(Severity.ERROR, r.error or "compile failed")))
             continue
-        worst = [x for x in r.lints if _level(x) >= floor]
+        worst = [x for x in r.lints if LINT_LEVELS.index(lint_severity(x).value) >= floor]
         if worst:
             found.append((r, worst[0]))
     return found
-
-
-def _level(lint: str) -> int:
-    prefix = lint.split(":", 1)[0]
-    return LINT_LEVELS.index(prefix) if prefix in LINT_LEVELS else len(LINT_LEVELS) - 1
 
 
 def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
