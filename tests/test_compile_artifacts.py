@@ -128,7 +128,9 @@ def test_diff_needs_two_configs(extra: list[str]) -> None:
     assert code == 2 and "--diff compares two configs" in out + err
 
 
-def test_diff_of_the_default_and_the_tuned_best(project: Path) -> None:
+def _tune_tiny(project: Path) -> str:
+    """Tune the tiny space on a replay whose best config is BLOCK=256,SCALE=1,WAVES=1 (the
+    default: BLOCK=128,SCALE=2,WAVES=1); tune's output."""
     from recording_helpers import record_space
 
     from workbench.spaces import Space, load_space
@@ -140,6 +142,12 @@ def test_diff_of_the_default_and_the_tuned_best(project: Path) -> None:
     rec = record_space(space, project / "rec.json", times)
     code, out, err = invoke("tune", str(space_file), "--replay", str(rec), "--budget", "30")
     assert code == 0, out + err
+    return out
+
+
+def test_diff_of_the_default_and_the_tuned_best(project: Path) -> None:
+    space_file = project / "spaces" / "tiny.yaml"
+    out = _tune_tiny(project)
     # tune names the command, and the command it names works
     (hint,) = [line for line in out.splitlines() if line.startswith("What tuning changed")]
     command = shlex.split(hint.split(": ", 1)[1])
@@ -153,6 +161,30 @@ def test_diff_of_the_default_and_the_tuned_best(project: Path) -> None:
     # the default against itself is said, not drawn
     code, out, _ = invoke("compile", str(space_file), "-c", "default", "-c", "BLOCK=128", "--diff")
     assert code == 0 and "no diff: both are BLOCK=128,SCALE=2,WAVES=1" in squeezed(out)
+
+
+def test_the_report_shows_what_tuning_changed_in_the_binary(
+    project: Path, private_dirs: Path, tmp_path: Path
+) -> None:
+    from workbench.report import ReportOptions, build_reports
+    from workbench.store import Store
+
+    hint = next(x for x in _tune_tiny(project).splitlines() if x.startswith("What tuning"))
+    store = Store(f"sqlite:///{private_dirs}")
+    for cached in (0, 2):  # the report compiles the two configs, then the cache answers
+        result = build_reports(store, "tiny", ReportOptions(out_dir=tmp_path / "report"))
+        (page,) = [p for p in result.pages if p.name.startswith("study-")]
+        section = page.read_text().split("What tuning changed in the binary</h2>")[1]
+        section = section.split("<h2")[0]
+        assert (
+            "Default (BLOCK=128,SCALE=2) against the tuned best (BLOCK=256,SCALE=1), compiled "
+            f"for sm_90; {cached} of 2 from the compile cache"
+        ) in section
+        row = "<tr><td>threads per block</td><td class='num'>128</td><td class='num'>256</td>"
+        assert row in section
+        # the terminal command is the one tune named (which the test above runs)
+        assert f"<code>{hint.split(': ', 1)[1]}</code>".replace("'", "&#x27;") in section
+    store.close()
 
 
 def test_best_without_a_tuned_study_is_a_clear_error(project: Path) -> None:

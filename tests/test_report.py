@@ -419,3 +419,10 @@ def test_the_profile_roofline_draws_the_highest_launch_peak_and_says_how_far_apa
     (drawn,) = [c for c in roof.ceilings if c.name == "dram"]
     assert drawn.value == max(dram)
     assert any("dram peak differs between the launches by 4" in n for n in roof.notes)
+
+
+def test_a_recorded_space_says_why_it_has_no_binary_diff(built) -> None:
+    _, _, pages = built
+    (page,) = [p for p in pages if p.name.startswith("study-") and "Xgemm" in p.name]
+    section = page.read_text().split("What tuning changed in the binary</h2>")[1].split("<h2")[0]
+    assert "No diff: nothing to compile: a recorded space without a space file" in section

@@ -8,9 +8,12 @@ instruction forms only one of them has (where a vector width or a cache hint sho
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
-from workbench.spaces.model import config_label
+from workbench.spaces import Space
+from workbench.spaces.model import config_label, shape_label
+from workbench.spaces.registry import builtin_spaces_dir
 from workbench.sweep import StaticRecord
 
 
@@ -87,3 +90,18 @@ def _resource(r: StaticRecord, name: str) -> str:
             return "?"
         return f"{r.occupancy:.0%} ({r.active_blocks} blocks, {r.limiting_factor})"
     return str(r.sass_instructions)
+
+
+def diff_command(space: Space, study: str, where: str = "") -> str:
+    """The ``workbench compile`` line that diffs ``space``'s default config against the best
+    of ``study`` (``where``: the ``--storage`` option, when not the default store)."""
+    path = space.spec.path
+    library = builtin_spaces_dir().resolve()
+    kernel = space.spec.name if path.resolve().parent == library else str(path)
+    shape = (
+        "" if space.shape == space.spec.default_shape else f" --shape {shape_label(space.shape)}"
+    )
+    return (
+        f"workbench compile {shlex.quote(kernel)}{shape} -c default -c best --diff "
+        f"--study {shlex.quote(study)}{where}"
+    )

@@ -3,8 +3,6 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
-import shlex
-
 from rich.markup import escape
 from rich.table import Table
 
@@ -13,9 +11,9 @@ from workbench.search.problem import SpaceProblem
 from workbench.search.session import TunePlan
 from workbench.search.tuner import TuneResult
 from workbench.spaces import config_label
-from workbench.spaces.model import base_kernel, shape_label
-from workbench.spaces.registry import builtin_spaces_dir
-from workbench.store.store import default_store_url, shown_url
+from workbench.spaces.model import base_kernel
+from workbench.static_diff import diff_command as static_diff_command
+from workbench.store.store import storage_option
 
 
 def best_text(plan: TunePlan, best: object) -> str:
@@ -144,7 +142,7 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
     out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]
     if result.best is not None:  # the next step: the tuned configs into the user's build
         kernel = base_kernel(result.study.kernel)
-        where = "" if url == shown_url(default_store_url()) else f" --storage {url}"
+        where = storage_option(url)
         out.print(  # type: ignore[attr-defined]
             escape(f"For your build: workbench store header {kernel} -o {kernel}_tuned.h{where}")
         )
@@ -158,14 +156,4 @@ def diff_command(plan: TunePlan, where: str) -> str | None:
     problem = plan.problem
     if not isinstance(problem, SpaceProblem):
         return None
-    space = problem.space
-    path = space.spec.path
-    library = builtin_spaces_dir().resolve()
-    kernel = space.spec.name if path.resolve().parent == library else str(path)
-    shape = (
-        "" if space.shape == space.spec.default_shape else f" --shape {shape_label(space.shape)}"
-    )
-    return (
-        f"workbench compile {shlex.quote(kernel)}{shape} -c default -c best --diff "
-        f"--study {shlex.quote(plan.study.name)}{where}"
-    )
+    return static_diff_command(problem.space, plan.study.name, where)

@@ -26,8 +26,10 @@ from workbench.report.static import (
     draw_static_resources,
     resource_rows,
 )
+from workbench.report.tuned_binary import add_tuned_binary, gather_tuned_binary
 from workbench.roofline import Ceilings
 from workbench.store import Store
+from workbench.store.store import storage_option
 
 NO_PROFILE = (
     "No Nsight Compute profile of this study's configs is in the store "
@@ -104,6 +106,10 @@ def study_page(
             ),
             "missing",
         )
+    add_tuned_binary(
+        page.section("What tuning changed in the binary", "binary"),
+        gather_tuned_binary(data, cache, storage_option(store.shown_url)),
+    )
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
     _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
     add_counter_sections(page, profiles, NO_PROFILE)

@@ -728,6 +728,12 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
+def storage_option(shown: str) -> str:
+    """`` --storage URL`` for a command line that has to reach the store shown as ``shown``
+    (empty for the default store, which needs no option)."""
+    return "" if shown == shown_url(default_store_url()) else f" --storage {shown}"
+
+
 def shown_url(url: str) -> str:
     """A store's URL as messages and reports show it: the password masked, SQLAlchemy's
     driver tag left out (``postgresql://tuner:***@host/db``), so a log or a report page never
