@@ -242,3 +242,37 @@ def test_every_lint_level_reads_back_and_an_unknown_one_counts_as_an_error() -> 
         assert lint_severity(lint_text(severity, "x: y")) is severity
     # text from elsewhere (an older record) that names no level is not passed as harmless
     assert lint_severity("launch geometry: grid needs N") is Severity.ERROR
+
+
+def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
+    private_dirs: Path, tmp_path: Path
+) -> None:
+    from recording_helpers import record_space
+
+    from workbench.report import ReportOptions, build_reports
+    from workbench.spaces import Space, load_kernel
+    from workbench.store import Store
+
+    space = Space(load_kernel("reduce"))
+    configs = space.sample(60, seed=1, fixed={"OP": "max"})
+    # made-up times (a fixture): the streaming hint and small blocks are fastest
+    times = [(c, 1 + c["BLOCK"] / 1000 + (c["HINT"] != "cs")) for c in configs]
+    rec = record_space(space, tmp_path / "reduce.json", times)
+    code, out, err = invoke("tune", "reduce", "--set", "OP=max", "--replay", str(rec),
+                            "--budget", "20")  # fmt: skip
+    assert code == 0, out + err
+    hint = next(x for x in out.splitlines() if x.startswith("What tuning"))
+    command = shlex.split(hint.split(": ", 1)[1])
+    assert command[command.index("-c") + 1] == "OP=max"  # not the default's OP=sum
+    code, out, err = invoke(*command[1:])
+    assert code == 0, out + err
+    change = squeezed(out).split(" A: ", 1)[1].split("(sm_")[0]
+    assert "OP=" not in change, change  # the search's choices only
+    store = Store(f"sqlite:///{private_dirs}")
+    result = build_reports(store, "reduce", ReportOptions(out_dir=tmp_path / "report"))
+    (page,) = [p for p in result.pages if p.name.startswith("study-")]
+    section = page.read_text().split("What tuning changed in the binary</h2>")[1]
+    section = section.split("<h2")[0]
+    assert "Default (" in section and "2 of 2 from the compile cache" in section
+    assert "OP=" not in section.split("against")[0] and "-c OP=max -c best" in section
+    store.close()

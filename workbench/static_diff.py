@@ -9,10 +9,11 @@ instruction forms only one of them has (where a vector width or a cache hint sho
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from workbench.spaces import Space
-from workbench.spaces.model import config_label, shape_label
+from workbench.spaces.model import Value, config_label, shape_label
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.sweep import StaticRecord
 
@@ -92,16 +93,23 @@ def _resource(r: StaticRecord, name: str) -> str:
     return str(r.sass_instructions)
 
 
-def diff_command(space: Space, study: str, where: str = "") -> str:
+def diff_command(
+    space: Space, study: str, where: str = "", pinned: Mapping[str, Value] | None = None
+) -> str:
     """The ``workbench compile`` line that diffs ``space``'s default config against the best
-    of ``study`` (``where``: the ``--storage`` option, when not the default store)."""
+    of ``study`` (``where``: the ``--storage`` option, when not the default store). A problem
+    variant's ``pinned`` values that are not the defaults are given with the default, so that
+    the diff shows what the search chose, not which problem was solved."""
     path = space.spec.path
     library = builtin_spaces_dir().resolve()
     kernel = space.spec.name if path.resolve().parent == library else str(path)
     shape = (
         "" if space.shape == space.spec.default_shape else f" --shape {shape_label(space.shape)}"
     )
+    defaults = space.spec.default_config()
+    changed = {n: v for n, v in (pinned or {}).items() if defaults.get(n) != v}
+    default = config_label(changed) if changed else "default"
     return (
-        f"workbench compile {shlex.quote(kernel)}{shape} -c default -c best --diff "
-        f"--study {shlex.quote(study)}{where}"
+        f"workbench compile {shlex.quote(kernel)}{shape} -c {shlex.quote(default)} -c best "
+        f"--diff --study {shlex.quote(study)}{where}"
     )

@@ -156,4 +156,4 @@ def diff_command(plan: TunePlan, where: str) -> str | None:
     problem = plan.problem
     if not isinstance(problem, SpaceProblem):
         return None
-    return static_diff_command(problem.space, plan.study.name, where)
+    return static_diff_command(problem.space, plan.study.name, where, problem.pinned)

@@ -42,13 +42,14 @@ def gather_tuned_binary(
     space, why = data.space
     if space is None:
         return TunedBinary(None, f"nothing to compile: {why}", None)
-    command = diff_command(space, data.study.name, where)
     best = data.best
     if best is None:
+        command = diff_command(space, data.study.name, where)
         return TunedBinary(None, "no correct evaluation, so no best config", command)
     fixed = {
         p.name: best.config.get(p.name, p.default) for p in space.spec.parameters if not p.tunable
     }
+    command = diff_command(space, data.study.name, where, fixed)
     default: Config = {**space.spec.default_config(), **fixed}
     if default == {p.name: best.config.get(p.name) for p in space.spec.parameters}:
         return TunedBinary(None, "the best config is the space's default", command)
