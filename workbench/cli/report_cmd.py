@@ -44,11 +44,13 @@ def report(
     cache_dir: CacheOpt = None,
 ) -> None:
     """Write HTML reports from the store: overview (replay banner), tuning history, parameter
-    importance, parallel coordinates, compile resources, roofline, divergence, memory access.
+    importance, parallel coordinates, compile resources, what tuning changed in the binary,
+    roofline, divergence, memory access.
 
-    Reads the store only; a library kernel with nothing stored gets a static page (compiled
-    here, never timed). Exit status: 0 written; 1 nothing to report, or PNG export impossible
-    (the HTML is still written); 2 bad input.
+    Reads the store only (never writes it); the default and best config of each study with a
+    space file are compiled here unless the compile cache has them, and a library kernel with
+    nothing stored gets a static page (compiled here, never timed). Exit status: 0 written;
+    1 nothing to report, or PNG export impossible (the HTML is still written); 2 bad input.
     """
     with cli_errors():
         store = open_store(storage, read_only=True)
