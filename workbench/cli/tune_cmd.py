@@ -26,13 +26,8 @@ from workbench.cli.common import (
     console,
     err_console,
 )
-from workbench.cli.compile_cmd import (
-    CacheOpt,
-    JobsOpt,
-    compile_space,
-    print_records,
-    refuse_broken_space,
-)
+from workbench.cli.compile_cmd import CacheOpt, JobsOpt, compile_space, refuse_broken_space
+from workbench.cli.compile_output import print_records
 from workbench.cli.enqueue import (
     check_enqueue,
     enqueued_configs,
