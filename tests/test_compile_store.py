@@ -61,6 +61,7 @@ def test_no_gpu_tune_stores_compile_rows_and_the_report_draws_them(
     assert "nothing ran: compile results only (no GPU)" in html and "measured on" not in html
     assert "compiled only (no GPU)" in (out_dir / "index.html").read_text()
     assert "registers per thread" in html and "No compile results" not in html
+    assert "No diff: a compile-only study: nothing was timed, so no best config." in html
 
 
 def test_compile_with_storage_keeps_one_row_per_config_and_arch(

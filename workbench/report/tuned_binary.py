@@ -42,6 +42,8 @@ def gather_tuned_binary(
     space, why = data.space
     if space is None:
         return TunedBinary(None, f"nothing to compile: {why}", None)
+    if data.study.compile_only:
+        return TunedBinary(None, "a compile-only study: nothing was timed, so no best config", None)
     best = data.best
     if best is None:
         command = diff_command(space, data.study.name, where)
