@@ -276,3 +276,23 @@ def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
     assert "Default (" in section and "2 of 2 from the compile cache" in section
     assert "OP=" not in section.split("against")[0] and "-c OP=max -c best" in section
     store.close()
+
+
+def test_set_pins_a_problem_variant_in_every_compiled_config(tmp_path: Path) -> None:
+    from workbench.store import Store
+
+    db = tmp_path / "s.sqlite"
+    code, out, err = invoke("compile", "reduce", "--set", "OP=max", "--sample", "2",
+                            "--json", str(tmp_path / "r.json"), "--storage", str(db))  # fmt: skip
+    assert code == 0, out + err
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert len(records) == 3 and {r["config"]["OP"] for r in records} == {"max"}
+    # the default is the variant's default, and the store's study is named as tune names it
+    assert records[0]["config"]["FINISH"] == "atomic" and records[0]["config"]["BLOCK"] == 256
+    store = Store(f"sqlite:///{db}")
+    (study,) = store.studies()
+    assert study.kernel.startswith("reduce[OP=max") and "compile only" in study.name
+    store.close()
+    # a config that contradicts the pin is named, not compiled
+    code, out, err = invoke("compile", "reduce", "--set", "OP=max", "-c", "OP=sum")
+    assert code == 2 and "is invalid: OP is set to 'max'" in squeezed(out + err)

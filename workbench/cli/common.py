@@ -111,6 +111,17 @@ BestStudyOpt = Annotated[
     typer.Option("--study", help="With --config best: the study to take it from."),
 ]
 
+#: ``--set``: a parameter fixed for the whole command (tune, regress, compile).
+PinOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Fix a parameter, NAME=VALUE (repeatable); problem variants (tunable: false in "
+        "the space, e.g. a reduction's OP) are fixed to their default unless set here.",
+        show_default=False,
+    ),
+]
+
 DbWaitOpt = Annotated[
     float,
     typer.Option(

@@ -20,6 +20,7 @@ from workbench.cli.common import (
     BestStudyOpt,
     DeviceOpt,
     KernelArg,
+    PinOpt,
     ShapeOpt,
     SpacesOpt,
     cli_errors,
@@ -31,6 +32,7 @@ from workbench.cli.store_cmds import open_best_store, open_store
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError
+from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec, config_label
 from workbench.spaces.targets import parse_shape, resolve_arches
@@ -133,6 +135,7 @@ def compile_command(
         ),
     ] = None,
     study: BestStudyOpt = None,
+    pin: PinOpt = None,
     fail_on: Annotated[
         str | None,
         typer.Option(
@@ -191,6 +194,7 @@ def compile_command(
                 emit=artifacts,
                 best_from=best_from,
                 study=study,
+                pin=pin,
                 out=out,
             )
         print_records(records, show_log=show_log, out=out)
@@ -265,23 +269,35 @@ def run_static_sweep(
     emit: ArtifactDir | None = None,
     best_from: Store | None = None,
     study: str | None = None,
+    pin: Sequence[str] | None = None,
     out: Console = console,
 ) -> list[StaticRecord]:
     """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
     ``store``, the results are kept in the space's compile-only study there; with ``emit``,
     each compile's files are written there. An assignment ``default`` is the default config,
-    ``best`` the fastest correct one of the shape's study in ``best_from`` (``study``: which)."""
+    ``best`` the fastest correct one of the shape's study in ``best_from`` (``study``: which).
+    ``pin`` (``--set NAME=VALUE``) fixes parameters: every config takes those values, and the
+    store's study is the variant's, as tune names it (``reduce[OP=max]``)."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
         arch=target,
         device=device_for(target, device),
     )
+    fixed = sp.parse_pins(pin)
     assignments = [_named(sp, a, best_from, study, out) for a in assignments]
     configs = select_configs(
-        sp, all_configs=all_configs, sample=sample, assignments=assignments, seed=seed
+        sp,
+        all_configs=all_configs,
+        sample=sample,
+        assignments=assignments,
+        seed=seed,
+        fixed=fixed,
     )
-    return compile_space(sp, configs, jobs=jobs, cache=cache, store=store, emit=emit, out=out)
+    variant = SpaceProblem(sp, fixed).kernel if fixed else None
+    return compile_space(
+        sp, configs, jobs=jobs, cache=cache, store=store, kernel=variant, emit=emit, out=out
+    )
 
 
 def _named(

@@ -18,6 +18,7 @@ from workbench.cli.common import (
     ArchOpt,
     DeviceOpt,
     JsonOpt,
+    PinOpt,
     ShapeOpt,
     ShapesOpt,
     SpacesOpt,
@@ -78,12 +79,7 @@ def record_command(
             show_default=False,
         ),
     ] = None,
-    pin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set", help="Pin a problem variant NAME=VALUE (as tune --set).", show_default=False
-        ),
-    ] = None,
+    pin: PinOpt = None,
     previous: Annotated[
         bool,
         typer.Option(

@@ -19,6 +19,7 @@ from workbench.cli.common import (
     ArchOpt,
     DbWaitOpt,
     DeviceOpt,
+    PinOpt,
     ShapeOpt,
     ShapesOpt,
     SpacesOpt,
@@ -165,16 +166,7 @@ def tune(
             show_default=False,
         ),
     ] = None,
-    pin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="Fix a parameter for the whole search, NAME=VALUE (repeatable); problem "
-            "variants (tunable: false in the space, e.g. a reduction's OP) are fixed to their "
-            "default unless set here.",
-            show_default=False,
-        ),
-    ] = None,
+    pin: PinOpt = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
