@@ -57,15 +57,15 @@ def gather_tuned_binary(
         return TunedBinary(None, "the best config is the space's default", command)
     if not space.is_valid(default):
         broken = "; ".join(v.message for v in space.explain(default))
-        why = f"the default config {config_label(default)} is not valid here ({broken})"
-        return TunedBinary(None, why, command)
+        reason = f"the default config {config_label(default)} is not valid here ({broken})"
+        return TunedBinary(None, reason, command)
     try:
         records = static_sweep(space, [default, dict(best.config)], cache=cache or CompileCache())
     except WorkbenchError as exc:  # the toolchain is missing or broken
         return TunedBinary(None, f"cannot compile: {exc}", command)
     failed = [f"{r.label}: {r.error}" for r in records if not r.ok]
     if failed:
-        return TunedBinary(None, "did not compile: " + "; ".join(failed), command)
+        return TunedBinary(None, "no binary to read: " + "; ".join(failed), command)
     return TunedBinary(
         static_diff(*records), None, command, space.arch.sm, sum(r.cached for r in records)
     )
