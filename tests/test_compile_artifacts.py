@@ -296,3 +296,22 @@ def test_set_pins_a_problem_variant_in_every_compiled_config(tmp_path: Path) -> 
     # a config that contradicts the pin is named, not compiled
     code, out, err = invoke("compile", "reduce", "--set", "OP=max", "-c", "OP=sum")
     assert code == 2 and "is invalid: OP is set to 'max'" in squeezed(out + err)
+
+
+def test_the_report_says_why_a_binary_diff_is_missing(
+    project: Path, private_dirs: Path, tmp_path: Path
+) -> None:
+    from workbench.report import ReportOptions, build_reports
+    from workbench.store import Store
+
+    _tune_tiny(project)
+    # the kernel was edited after tuning and no longer compiles: the page says so, and the
+    # rest of the report is written
+    (project / "kernels" / "axpy.cu").write_text("this is not CUDA\n")
+    store = Store(f"sqlite:///{private_dirs}")
+    result = build_reports(store, "tiny", ReportOptions(out_dir=tmp_path / "report"))
+    (page,) = [p for p in result.pages if p.name.startswith("study-")]
+    section = page.read_text().split("What tuning changed in the binary</h2>")[1]
+    assert "No diff: no binary to read: BLOCK=128,SCALE=2,WAVES=1: compile failed" in section
+    assert "Tuning history" in page.read_text()
+    store.close()
