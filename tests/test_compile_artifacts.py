@@ -254,13 +254,19 @@ def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
     from workbench.store import Store
 
     space = Space(load_kernel("reduce"))
-    configs = space.sample(60, seed=1, fixed={"OP": "max"})
+    configs = [c for op in ("max", "sum") for c in space.sample(60, seed=1, fixed={"OP": op})]
     # made-up times (a fixture): the streaming hint and small blocks are fastest
     times = [(c, 1 + c["BLOCK"] / 1000 + (c["HINT"] != "cs")) for c in configs]
     rec = record_space(space, tmp_path / "reduce.json", times)
-    code, out, err = invoke("tune", "reduce", "--set", "OP=max", "--replay", str(rec),
-                            "--budget", "20")  # fmt: skip
-    assert code == 0, out + err
+    for op in ("sum", "max"):  # a study per variant; the OP=max one last
+        code, out, err = invoke("tune", "reduce", "--set", f"OP={op}", "--replay", str(rec),
+                                "--budget", "20")  # fmt: skip
+        assert code == 0, out + err
+    # --config best: --set picks the variant's study; without it, two studies match
+    code, best_out, err = invoke("compile", "reduce", "--set", "OP=max", "-c", "best")
+    assert code == 0 and "the best config of study 'reduce[OP=max] |" in squeezed(best_out)
+    code, both, err = invoke("compile", "reduce", "-c", "best")
+    assert code == 2 and "several studies match" in squeezed(both + err)
     hint = next(x for x in out.splitlines() if x.startswith("What tuning"))
     command = shlex.split(hint.split(": ", 1)[1])
     assert command[command.index("-c") + 1] == "OP=max"  # not the default's OP=sum
@@ -270,7 +276,7 @@ def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
     assert "OP=" not in change, change  # the search's choices only
     store = Store(f"sqlite:///{private_dirs}")
     result = build_reports(store, "reduce", ReportOptions(out_dir=tmp_path / "report"))
-    (page,) = [p for p in result.pages if p.name.startswith("study-")]
+    (page,) = [p for p in result.pages if p.name.startswith("study-") and "OP-max" in p.name]
     section = page.read_text().split("What tuning changed in the binary</h2>")[1]
     section = section.split("<h2")[0]
     assert "Default (" in section and "2 of 2 from the compile cache" in section

@@ -146,12 +146,17 @@ def wants_best(items: Sequence[str]) -> bool:
 
 
 def config_or_best(
-    space: Space, items: Sequence[str], store: Store | None, study: str | None
+    space: Space,
+    items: Sequence[str],
+    store: Store | None,
+    study: str | None,
+    variant: str | None = None,
 ) -> tuple[Config, StudyInfo | None]:
     """The config that ``--config`` items name (NAME=VALUE, unnamed parameters at their
     defaults), or for ``best`` the fastest correct one of the shape's study in ``store``
-    (the study named by ``study``, else the one of this machine's GPU when there are several),
-    with that study.
+    (the study named by ``study``, else the one of this machine's GPU when there are several;
+    ``variant``, a pinned problem variant as tune names it, ``reduce[OP=max]``, takes only that
+    variant's studies), with that study.
 
     Raises:
         ConfigError: an invalid config, no store or study for ``best``, no correct evaluation.
@@ -166,7 +171,7 @@ def config_or_best(
         probe = probe_gpu()
         best, chosen = best_config(
             store,
-            space.spec.name,
+            variant or space.spec.name,
             shape_label(space.shape),
             study,
             probe.name if probe.available else None,

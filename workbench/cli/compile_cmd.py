@@ -285,7 +285,8 @@ def run_static_sweep(
         device=device_for(target, device),
     )
     fixed = sp.parse_pins(pin)
-    assignments = [_named(sp, a, best_from, study, out) for a in assignments]
+    variant = SpaceProblem(sp, fixed).kernel if fixed else None
+    assignments = [_named(sp, a, best_from, study, variant, out) for a in assignments]
     configs = select_configs(
         sp,
         all_configs=all_configs,
@@ -294,21 +295,25 @@ def run_static_sweep(
         seed=seed,
         fixed=fixed,
     )
-    variant = SpaceProblem(sp, fixed).kernel if fixed else None
     return compile_space(
         sp, configs, jobs=jobs, cache=cache, store=store, kernel=variant, emit=emit, out=out
     )
 
 
 def _named(
-    sp: Space, items: Sequence[str], best_from: Store | None, study: str | None, out: Console
+    sp: Space,
+    items: Sequence[str],
+    best_from: Store | None,
+    study: str | None,
+    variant: str | None,
+    out: Console,
 ) -> Sequence[str]:
     """A ``--config`` option's NAME=VALUE items, with ``default`` and ``best`` spelled out."""
     if [i.strip().lower() for i in items] == ["default"]:
         return []  # every parameter at its default
     if not wants_best(items):
         return items
-    cfg, chosen = config_or_best(sp, items, best_from, study)
+    cfg, chosen = config_or_best(sp, items, best_from, study, variant)
     if chosen is not None:
         out.print(f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}")
     return [f"{name}={value}" for name, value in cfg.items()]

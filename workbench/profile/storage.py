@@ -174,8 +174,8 @@ def best_config(
     store: Store, kernel: str, shape: str, study: str | None = None, device: str | None = None
 ) -> tuple[dict[str, object], StudyInfo]:
     """The fastest correct config of ``kernel`` at ``shape`` in the store, and its study
-    (a study of one of its problem variants, ``reduce[OP=sum]``, counts as the kernel's;
-    compile-only studies, which measured nothing, do not).
+    (a study of one of its problem variants, ``reduce[OP=sum]``, counts as the kernel's, unless
+    ``kernel`` names the variant itself; compile-only studies, which measured nothing, do not).
 
     With several studies (one per device or variant), ``study`` names one (by name, id or a
     unique part of the name), else the one of ``device`` is taken.
@@ -196,7 +196,9 @@ def best_config(
         found = [
             s
             for s in store.studies()
-            if base_kernel(s.kernel) == kernel and s.shape_label == shape and not s.compile_only
+            if kernel in (s.kernel, base_kernel(s.kernel))
+            and s.shape_label == shape
+            and not s.compile_only
         ]
     if len(found) > 1 and device is not None:
         found = [s for s in found if s.device_key == device] or found
