@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.compiler import CompileCache
-from workbench.errors import WorkbenchError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.report.data import StudyData
 from workbench.report.page import Section, esc, table
-from workbench.spaces.model import Config, config_label
 from workbench.static_diff import StaticDiff, diff_command, static_diff
-from workbench.sweep import static_sweep
+from workbench.sweep import select_configs, static_sweep
 
 #: Opcode rows shown (the largest changes); the rest are counted.
 MAX_OPCODES = 20
@@ -52,15 +51,17 @@ def gather_tuned_binary(
         p.name: best.config.get(p.name, p.default) for p in space.spec.parameters if not p.tunable
     }
     command = diff_command(space, data.study.name, where, fixed)
-    default: Config = {**space.spec.default_config(), **fixed}
-    if default == {p.name: best.config.get(p.name) for p in space.spec.parameters}:
-        return TunedBinary(None, "the best config is the space's default", command)
-    if not space.is_valid(default):
-        broken = "; ".join(v.message for v in space.explain(default))
-        reason = f"the default config {config_label(default)} is not valid here ({broken})"
-        return TunedBinary(None, reason, command)
+    # the two configs as `compile -c default -c best` selects them (the default with the
+    # variant's values; one config when they are the same)
+    best_items = [f"{name}={value}" for name, value in best.config.items()]
     try:
-        records = static_sweep(space, [default, dict(best.config)], cache=cache or CompileCache())
+        configs = select_configs(space, assignments=[[], best_items], fixed=fixed)
+    except ConfigError as exc:
+        return TunedBinary(None, f"a config to compare is not valid here: {exc}", command)
+    if len(configs) == 1:
+        return TunedBinary(None, "the best config is the space's default", command)
+    try:
+        records = static_sweep(space, configs, cache=cache or CompileCache())
     except WorkbenchError as exc:  # the toolchain is missing or broken
         return TunedBinary(None, f"cannot compile: {exc}", command)
     failed = [f"{r.label}: {r.error}" for r in records if not r.ok]
