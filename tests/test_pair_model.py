@@ -10,7 +10,12 @@ import pytest
 import threadpoolctl
 
 from workbench.runners.recordings import load_recording
-from workbench.search.pair_model import PairModel, one_blas_thread
+from workbench.search.pair_model import (
+    PairModel,
+    one_blas_thread,
+    random_walk_basis,
+    smoothing_kernel,
+)
 from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
 
@@ -87,7 +92,7 @@ def test_a_draw_is_the_perturbed_least_squares_fit_of_the_features(space) -> Non
     eps[np.argsort(rows)] = draws.standard_normal(len(rows)) * math.sqrt(NOISE)
     gram = phi @ phi.T + NOISE * np.eye(len(rows))
     w = w0 + phi.T @ np.linalg.solve(gram, y - phi @ w0 - eps)
-    expected = model.grouped(model._prior_sd * (model._smoothing @ w))
+    expected = model.grouped(model._prior_sd * (model._basis @ w))
     assert np.allclose(drawn, expected, rtol=0, atol=1e-7)
 
 
@@ -106,3 +111,26 @@ def test_the_fit_runs_on_one_blas_thread_and_restores_each_librarys_threads() ->
             raise RuntimeError("a failed fit")
         assert blas_threads() == [2] * len(before)
     assert blas_threads() == before
+
+
+def test_a_trend_over_an_ordinal_parameters_values_carries_past_the_values_seen() -> None:
+    """Speed improves along an ordinal parameter's first five values (of eight). The random
+    walk model ranks the three values never evaluated, past the trend, above the second
+    fastest seen (a walk keeps the last level); the smoothing model, which knows little two
+    or more steps from a value seen, ranks the last of them back below it."""
+    X = np.array([(i, c) for i in range(8) for c in range(2)], dtype=np.int32)
+    seen = np.flatnonzero(X[:, 0] <= 4)
+    y = -X[seen, 0].astype(float)  # lower is faster: the fifth value is the fastest seen
+    y = (y - y.mean()) / y.std()
+
+    def by_value(basis) -> np.ndarray:  # mean score of each value over 200 draws, higher faster
+        model = PairModel(X, np.array([8, 2]), [True, False], ordinal_basis=basis)
+        draws = [model.draw(seen, y, np.random.default_rng(s)) for s in range(200)]
+        scores = np.mean([model.scores(d, np.arange(16)) for d in draws], axis=0)
+        return scores.reshape(8, 2).mean(axis=1)
+
+    walk, smooth = by_value(random_walk_basis), by_value(smoothing_kernel)
+    for seen_order in (walk, smooth):
+        assert np.all(np.diff(seen_order[:5]) > 0)  # both fit the values seen
+    assert np.all(walk[5:] > walk[3])
+    assert smooth[7] < smooth[3]  # three steps past the last value seen

@@ -455,3 +455,26 @@ def test_the_bandit_ranks_moves_by_ucb_over_the_last_window_of_proposals() -> No
             )
             assert proposer._ranked_moves() == expected
     assert len(proposer.history) > portfolio.WINDOW  # moves entered and left the window
+
+
+def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) -> None:
+    """The walk move (the model move under the random-walk model, whose trend-keeping is
+    tested in test_pair_model) proposes only configs not yet evaluated, and a run's bandit
+    takes it (``moves`` counts it)."""
+    entries = [
+        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
+        for a in range(12)
+        for b in range(3)
+    ]
+    proposer = proposer_on(
+        tmp_path / "trend.json", [("a", list(range(12))), ("b", list(range(3)))], entries
+    )
+    seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
+    for config, m in entries:
+        if (config["a"], config["b"]) in seen:
+            proposer.observe(config, m)
+    for _ in range(10):
+        config = proposer.config_at(proposer._walk())
+        assert (config["a"], config["b"]) not in seen
+    result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 120, 1)
+    assert result.moves is not None and result.moves["walk"]["proposed"] > 0

@@ -3,13 +3,15 @@
 A config's standardised target (the portfolio's: a score of its time's rank) is modelled as a
 sum of weights, one per cell of a table per varying parameter and per pair of parameters (a
 second-order model, as in BOCS, Baptista & Poloczek 2018): pairs matter because tiles, block
-sizes and vector widths interact. Ordinal values are smoothed between neighbours (a weight
-also speaks for the values next to it). Weights have a Gaussian prior; the portfolio draws one
-sample from the posterior per fit (Thompson sampling) and ranks configs by the sample's
-prediction.
+sizes and vector widths interact. An ordinal parameter's values share weight along their order,
+by one of two bases: a smoothing between next neighbours (``smoothing_kernel``) or a random walk
+along the values (``random_walk_basis``), under which a trend seen at a few values carries to
+the values between and beyond them; the portfolio keeps a model of each. Weights have a
+Gaussian prior; the portfolio draws one sample from the posterior per fit (Thompson sampling)
+and ranks configs by the sample's prediction.
 
 Everything a fit needs about the space is computed once here, so that a fit costs about a
-small dense solve: each config's cells, the smoothing of every table in one flat array (a
+small dense solve: each config's cells, the basis of every table in one flat array (a
 config's features are one gather), and joint tables over groups of parameters that cover every
 pair (``pair_cover``), into which each prediction is summed so that a config's score is a few
 gathered numbers. Consecutive fits share most of their rows (the portfolio adds the newly
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse
@@ -65,10 +67,23 @@ def one_blas_thread() -> Iterator[None]:
 
 
 def smoothing_kernel(k: int) -> np.ndarray:
-    """Row-normalised Gaussian smoothing between neighbouring ordinal values."""
+    """Row-normalised Gaussian smoothing between neighbouring ordinal values (one index wide:
+    a weight also speaks for the values next to it, and for nothing two steps away)."""
     idx = np.arange(k)
     w = np.exp(-0.5 * (idx[:, None] - idx[None, :]) ** 2)
     return w / w.sum(axis=1, keepdims=True)
+
+
+def random_walk_basis(k: int) -> np.ndarray:
+    """The basis of an ordinal parameter's ``k`` values: value i's prediction is the sum of
+    the weights of values 0..i (a random walk along the ordered values, over 1/sqrt(k) so that
+    the walk's end has the variance of one weight). Neighbouring values share most of their
+    prediction and distant ones some, so a parameter whose speed improves toward one end of
+    its range is predicted to go on improving past the values seen, and a pair table becomes a
+    random surface over the two orders. In place of the smoothing it helps some recorded
+    spaces and costs others (benchmarks/results/portfolio_random_walk-*.log), so the portfolio
+    uses it in a move of its own."""
+    return np.tril(np.ones((k, k))) / math.sqrt(k)
 
 
 def joint_cells(X: np.ndarray, cards: np.ndarray, params: Sequence[int]) -> np.ndarray:
@@ -81,14 +96,21 @@ def joint_cells(X: np.ndarray, cards: np.ndarray, params: Sequence[int]) -> np.n
 
 class PairModel:
     """The regression over the configs whose value indices are the rows of ``X`` (one column
-    per parameter, ``cards`` values each; ``ordinal`` parameters are smoothed)."""
+    per parameter, ``cards`` values each; ``ordinal`` parameters share weight along their
+    values' order through ``ordinal_basis``, a k x k matrix for k values)."""
 
-    def __init__(self, X: np.ndarray, cards: np.ndarray, ordinal: Sequence[bool]) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        cards: np.ndarray,
+        ordinal: Sequence[bool],
+        ordinal_basis: Callable[[int], np.ndarray] = smoothing_kernel,
+    ) -> None:
         n = len(X)
-        # per parameter: Gaussian smoothing between neighbouring ordinal values, identity for
-        # a categorical one
-        smoothing = [
-            smoothing_kernel(int(k)) if o else np.eye(int(k))
+        # per parameter: the ordinal basis over an ordinal parameter's values, one-hot cells
+        # of a categorical one
+        basis = [
+            ordinal_basis(int(k)) if o else np.eye(int(k))
             for k, o in zip(cards, ordinal, strict=True)
         ]
         varying = [j for j, k in enumerate(cards) if k > 1]
@@ -103,14 +125,14 @@ class PairModel:
         self.cells = np.zeros((n, len(tables)), dtype=np.int32)
         for t, table in enumerate(tables):
             self.cells[:, t] = joint_cells(X, cards, table) + offsets[t]
-        # Smoothing of each table: the Kronecker product of its parameters' smoothing.
-        blocks = [functools.reduce(np.kron, [smoothing[j] for j in t]) for t in tables]
-        self._smoothing = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
+        # Each table's basis: the Kronecker product of its parameters' bases.
+        blocks = [functools.reduce(np.kron, [basis[j] for j in t]) for t in tables]
+        self._basis = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
         block_of = np.repeat(np.arange(len(sizes)), sizes)
-        # Every table's smoothing rows in one flat array, so that a config's features are one
+        # Every table's basis rows in one flat array, so that a config's features are one
         # gather: feature column k (table t, position i in it) of a config whose cell in t is
         # c is the flat array at t's start + (c - t's first cell) * t's size + i.
-        self._smoothing_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
+        self._basis_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
         table_sizes = np.array(sizes, dtype=np.int64)
         block_starts = np.concatenate([[0], np.cumsum(np.square(table_sizes))])
         self._column_table = block_of
@@ -163,11 +185,11 @@ class PairModel:
         return self.n_cells == 0
 
     def features(self, rows: np.ndarray) -> np.ndarray:
-        """Smoothed one-hot features of ``rows`` scaled by their prior standard deviations (so
-        the weights' prior is a standard normal): per table, the smoothing rows of the rows'
-        cells (dense: smoothing spreads a cell over its neighbours, so little is zero)."""
+        """Features of ``rows`` scaled by their prior standard deviations (so the weights' prior
+        is a standard normal): per table, the basis rows of the rows' cells (dense: an ordinal
+        value's row spreads over its neighbours, or every value up to it)."""
         cells = self.cells[rows][:, self._column_table]  # each column's table's cell
-        return self._smoothing_flat[self._column_base + cells * self._column_size] * self._prior_sd
+        return self._basis_flat[self._column_base + cells * self._column_size] * self._prior_sd
 
     def _factor(self, rows: np.ndarray) -> int:
         """Make the first ``len(rows)`` rows of the fit's feature buffer the features of
@@ -228,7 +250,7 @@ class PairModel:
             eps = np.empty(n)  # drawn for the rows in ascending order
             eps[np.argsort(rows, kind="stable")] = rng.standard_normal(n) * math.sqrt(NOISE)
             w = w0 + phi.T @ self._solve(n, y - phi @ w0 - eps)
-        return self.grouped(self._prior_sd * (self._smoothing @ w))
+        return self.grouped(self._prior_sd * (self._basis @ w))
 
     def grouped(self, prediction: np.ndarray) -> np.ndarray:
         """A prediction per cell (flat, one table after another) summed into the groups' joint
