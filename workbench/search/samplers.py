@@ -62,9 +62,9 @@ def _portfolio(problem: Problem, seed: int | None) -> Proposer:
 SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
     "portfolio": (
         _portfolio,
-        "bandit over random, model (Thompson sampling of a pairwise regression), crossover "
-        "and one- or two-parameter moves on the valid set (TPE when the space is too large "
-        "to enumerate)",
+        "bandit over random, two models (Thompson sampling of pairwise regressions, ordinal "
+        "values smoothed or a random walk), crossover and one- or two-parameter moves on the "
+        "valid set (TPE when the space is too large to enumerate)",
     ),
     "tpe": (_tpe, "Optuna TPE (multivariate), constraints learned from infeasible/failed points"),
     "gp": (_gp, "Optuna Gaussian-process sampler with constraints (needs PyTorch)"),
