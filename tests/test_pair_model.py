@@ -134,3 +134,20 @@ def test_a_trend_over_an_ordinal_parameters_values_carries_past_the_values_seen(
         assert np.all(np.diff(seen_order[:5]) > 0)  # both fit the values seen
     assert np.all(walk[5:] > walk[3])
     assert smooth[7] < smooth[3]  # three steps past the last value seen
+
+
+def test_a_model_with_another_basis_shares_the_configs_arrays_and_fits_on_its_own(space) -> None:
+    """``with_basis`` draws as a model built with that basis does, shares the arrays of the
+    configs alone (not copied for a second model), and leaves the first model's fit alone."""
+    rng = np.random.default_rng(2)
+    rows = rng.choice(len(space[0]), 80, replace=False)
+    y = rng.standard_normal(len(rows))
+    first = PairModel(*space)
+    before = first.draw(rows[:50], y[:50], np.random.default_rng(1))
+    walk = first.with_basis(random_walk_basis)
+    fresh = PairModel(*space, ordinal_basis=random_walk_basis)
+    drawn = walk.draw(rows, y, np.random.default_rng(7))
+    assert np.allclose(drawn, fresh.draw(rows, y, np.random.default_rng(7)), rtol=0, atol=1e-7)
+    assert walk.cells is first.cells and walk.group_cells is first.group_cells
+    again = first.draw(rows[:50], y[:50], np.random.default_rng(1))  # its own factor, reused
+    assert np.array_equal(before, again)

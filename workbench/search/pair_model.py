@@ -22,6 +22,7 @@ next one extends them: adding b rows to n costs O(n^2 b), not a new O(n^3) facto
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -107,32 +108,26 @@ class PairModel:
         ordinal_basis: Callable[[int], np.ndarray] = smoothing_kernel,
     ) -> None:
         n = len(X)
-        # per parameter: the ordinal basis over an ordinal parameter's values, one-hot cells
-        # of a categorical one
-        basis = [
-            ordinal_basis(int(k)) if o else np.eye(int(k))
-            for k, o in zip(cards, ordinal, strict=True)
-        ]
+        self._cards, self._ordinal = cards, list(ordinal)
         varying = [j for j, k in enumerate(cards) if k > 1]
         pairs = [(a, b) for i, a in enumerate(varying) for b in varying[i + 1 :]]
         # The features: one-hot cells of a table per varying parameter and per pair, all
         # tables blocks of one flat array; each config's cell in each table is computed once,
         # offsets included.
         tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
+        self._tables = tables
         sizes = [math.prod(int(cards[j]) for j in t) for t in tables]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.n_cells = int(offsets[-1])
         self.cells = np.zeros((n, len(tables)), dtype=np.int32)
         for t, table in enumerate(tables):
             self.cells[:, t] = joint_cells(X, cards, table) + offsets[t]
-        # Each table's basis: the Kronecker product of its parameters' bases.
-        blocks = [functools.reduce(np.kron, [basis[j] for j in t]) for t in tables]
-        self._basis = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
+        self._use_basis(ordinal_basis)
         block_of = np.repeat(np.arange(len(sizes)), sizes)
-        # Every table's basis rows in one flat array, so that a config's features are one
-        # gather: feature column k (table t, position i in it) of a config whose cell in t is
-        # c is the flat array at t's start + (c - t's first cell) * t's size + i.
-        self._basis_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
+        # Every table's basis rows are in one flat array (_use_basis), so that a config's
+        # features are one gather: feature column k (table t, position i in it) of a config
+        # whose cell in t is c is the flat array at t's start + (c - t's first cell) * t's
+        # size + i.
         table_sizes = np.array(sizes, dtype=np.int64)
         block_starts = np.concatenate([[0], np.cumsum(np.square(table_sizes))])
         self._column_table = block_of
@@ -172,12 +167,36 @@ class PairModel:
             (np.ones(len(into_all)), (into_all, source_all)),
             shape=(int(group_offsets[-1]), self.n_cells),
         )
-        # The last fit: its rows, their features (the first rows of a buffer that grows) and
-        # the lower Cholesky factor of their Gram matrix plus the noise (Fortran order, as
-        # LAPACK takes it), which the next fit extends (see _factor).
+        self._forget_fit()
+
+    def _use_basis(self, ordinal_basis: Callable[[int], np.ndarray]) -> None:
+        """Take ``ordinal_basis`` for the ordinal parameters (one-hot cells for categorical
+        ones): each table's basis is the Kronecker product of its parameters' bases, kept as
+        one block-diagonal matrix and as every table's rows in one flat array."""
+        basis = [
+            ordinal_basis(int(k)) if o else np.eye(int(k))
+            for k, o in zip(self._cards, self._ordinal, strict=True)
+        ]
+        blocks = [functools.reduce(np.kron, [basis[j] for j in t]) for t in self._tables]
+        self._basis = scipy.sparse.block_diag(blocks or [np.zeros((0, 0))], format="csr")
+        self._basis_flat = np.concatenate([np.zeros(0), *(b.ravel() for b in blocks)])
+
+    def _forget_fit(self) -> None:
+        """No fit yet. The last fit: its rows, their features (the first rows of a buffer that
+        grows) and the lower Cholesky factor of their Gram matrix plus the noise (Fortran
+        order, as LAPACK takes it), which the next fit extends (see _factor)."""
         self._fit_rows = np.zeros(0, dtype=np.int64)
         self._fit_phi = np.zeros((0, self.n_cells))
         self._fit_chol = np.zeros((0, 0), order="F")
+
+    def with_basis(self, ordinal_basis: Callable[[int], np.ndarray]) -> PairModel:
+        """The model of the same configs under another ordinal basis: it shares every array
+        that depends on the configs alone (their cells, groups and prior, the largest part of
+        a model of a large space) and fits on its own."""
+        other = copy.copy(self)
+        other._use_basis(ordinal_basis)
+        other._forget_fit()
+        return other
 
     @property
     def constant(self) -> bool:

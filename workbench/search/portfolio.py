@@ -66,7 +66,7 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -206,9 +206,7 @@ class PortfolioProposer(Proposer):
         self._combo_sizes = {f: np.prod(self.cards[c] - 1, axis=1) for f, c in self._combos.items()}
         self._neighbourhood_size = {f: int(sizes.sum()) for f, sizes in self._combo_sizes.items()}
         self.model = PairModel(self.X, self.cards, self.ordinal)
-        self.walk_model = PairModel(
-            self.X, self.cards, self.ordinal, ordinal_basis=random_walk_basis
-        )
+        self.walk_model = self.model.with_basis(random_walk_basis)
         self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         # successfully evaluated rows, fastest first (ties by row), and their values
         self._elite_rows = np.zeros(0, dtype=np.int64)
@@ -377,12 +375,12 @@ class PortfolioProposer(Proposer):
         proposal: the bandit takes this move a fraction of the time)."""
         if self.walk_model.constant:
             return None
-        left = self._model_candidates()
-        if not len(left):
-            return None
+        return self._best_scored(self._model_candidates(), self._walk_scores)
+
+    def _walk_scores(self, rows: np.ndarray) -> np.ndarray:
+        """Model score of ``rows`` under a new draw of the random-walk model."""
         fit = self._fit_rows()
-        s = self.walk_model.scores(self.walk_model.draw(fit, self._target(fit), self.rng), left)
-        return int(left[self._pick(np.flatnonzero(s == s.max()))])
+        return self.walk_model.scores(self.walk_model.draw(fit, self._target(fit), self.rng), rows)
 
     def _elite(self) -> np.ndarray:
         """Successfully evaluated rows, fastest first (ties in row order)."""
@@ -440,11 +438,14 @@ class PortfolioProposer(Proposer):
         rows = rows[rows >= 0]
         return rows[self._open()[rows]]
 
-    def _best_scored(self, rows: np.ndarray) -> int | None:
-        """The row of ``rows`` the posterior draw predicts fastest (ties broken at random)."""
+    def _best_scored(
+        self, rows: np.ndarray, scores: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> int | None:
+        """The row of ``rows`` the posterior draw predicts fastest (ties broken at random), or
+        the one ``scores`` scores highest."""
         if not len(rows):
             return None
-        s = self._scores(rows)
+        s = (scores or self._scores)(rows)
         return int(rows[self._pick(np.flatnonzero(s == s.max()))])
 
     def _around_incumbent(self, flips: int) -> int | None:
