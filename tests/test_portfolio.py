@@ -6,7 +6,6 @@ import math
 import statistics
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -479,37 +478,3 @@ def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) 
         assert (config["a"], config["b"]) not in seen
     result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 120, 1)
     assert result.moves is not None and result.moves["walk"]["proposed"] > 0
-
-
-def test_the_exploit_move_proposes_the_open_config_the_walk_models_mean_ranks_first(
-    tmp_path: Path,
-) -> None:
-    """The exploit move proposes an unevaluated config, the one the random-walk model's
-    posterior mean scores highest (whatever the proposer's seed: it draws nothing but a
-    tie-break), and a run's bandit takes it (``moves`` counts it)."""
-    entries = [
-        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
-        for a in range(12)
-        for b in range(3)
-    ]
-    proposers = [
-        proposer_on(
-            tmp_path / f"trend{i}.json", [("a", list(range(12))), ("b", list(range(3)))], entries
-        )
-        for i in range(2)
-    ]
-    proposers[1].rng = np.random.default_rng(99)
-    seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
-    for proposer in proposers:
-        for config, m in entries:
-            if (config["a"], config["b"]) in seen:
-                proposer.observe(config, m)
-    open_rows = np.flatnonzero(proposers[0]._open())
-    scores = [p._exploit_scores(open_rows) for p in proposers]
-    assert np.array_equal(scores[0], scores[1])
-    config = proposers[0].config_at(proposers[0]._exploit())
-    assert (config["a"], config["b"]) not in seen
-    row = proposers[0]._row(config)
-    assert scores[0][open_rows == row][0] == scores[0].max()
-    result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 60, 1)
-    assert result.moves is not None and result.moves["exploit"]["proposed"] > 0

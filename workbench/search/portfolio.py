@@ -1,9 +1,9 @@
-"""The default sampler: a bandit over seven search moves on the valid set of a discrete space.
+"""The default sampler: a bandit over six search moves on the valid set of a discrete space.
 
 Autotuning spaces are small, discrete and constrained, and they differ: some reward
 exploitation around the incumbent, some hide the optimum behind a parameter interaction that
 only a population or a global model finds (recorded spaces show both). No single move wins
-everywhere, so the sampler keeps seven and lets the search decide (as OpenTuner's AUC bandit
+everywhere, so the sampler keeps six and lets the search decide (as OpenTuner's AUC bandit
 does), rewarding a move when its proposal improves the best value:
 
 * ``random``: an unvisited valid config, uniformly (exploration; the baseline itself);
@@ -28,17 +28,7 @@ does), rewarding a move when its proposal improves the best value:
   smoothing it lifts the recorded convolutions and dedispersion and costs gemm and pnpoly;
   as a sixth move, which the bandit takes where it pays, it raised the mean score from
   0.459/0.677/0.865 to 0.470/0.696/0.883 (480 development seeds; the A100 convolution at 100
-  0.489 -> 0.537; benchmarks/results/portfolio_random_walk-*.log);
-* ``exploit``: the unvisited config that the random-walk model's posterior *mean* predicts
-  fastest (no draw): the model's best guess, where the other model moves sample around it.
-  Where the model is right early (the recorded gemm: a few parameters whose speed rises
-  toward one end of their range), it closes in sooner than sampling, and exploring is left
-  to the other moves (runs of 100 evaluations, 6 seeds per recorded space: it took 12-22% of
-  the turns after the random start, and set 2-18 of their new bests). As a seventh move it
-  raised the mean score from
-  0.470/0.696/0.883 to 0.487/0.704/0.882 (480 development seeds; gemm at 50 0.569 -> 0.623,
-  pnpoly at 50 0.498 -> 0.459; the smoothed model's mean instead: 0.476/0.704/0.881;
-  benchmarks/results/portfolio_exploit-*.log).
+  0.489 -> 0.537; benchmarks/results/portfolio_random_walk-*.log).
 
 When the best value has not improved for a while (STALL evaluations), ``line`` and ``pair``
 search around another elite config in another basin instead of the incumbent, as an iterated
@@ -53,10 +43,8 @@ store's writes and about a third the posterior draws; like for like (neither too
 of the recording counted) that is 0.03-0.60 of each of Kernel Tuner's search strategies on
 the same replay, and 1.8x its random sampling (0.23 ms, no store writes, almost all of it the
 fixed cost of building its search space: 0.019 ms per more evaluation against our 0.39), on
-one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Those figures predate
-the walk move, whose second model costs about 1.14x per unique evaluation (1.40 against 1.23 ms,
-one run of each version on a slower day; results/portfolio_random_walk-*.log). Fewer draws past
-256 evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
+one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Fewer draws past 256
+evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
 
 The regression target is the normal score of each evaluated config's rank (a Gaussian copula
 of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
@@ -91,7 +79,7 @@ from workbench.search.proposers import Proposer
 from workbench.spaces.model import Config
 from workbench.store import StoredEvaluation
 
-MOVES = ("random", "model", "crossover", "line", "pair", "walk", "exploit")
+MOVES = ("random", "model", "crossover", "line", "pair", "walk")
 #: Random configs before the moves start (a model needs a few points).
 N_STARTUP = 10
 #: Bandit: recent proposals that count, and the weight of the exploration bonus (UCB1).
@@ -393,18 +381,6 @@ class PortfolioProposer(Proposer):
         """Model score of ``rows`` under a new draw of the random-walk model."""
         fit = self._fit_rows()
         return self.walk_model.scores(self.walk_model.draw(fit, self._target(fit), self.rng), rows)
-
-    def _exploit(self) -> int | None:
-        """The open config that the random-walk model's posterior mean predicts fastest (no
-        draw: the model's best guess, where the other model moves sample)."""
-        if self.walk_model.constant:
-            return None
-        return self._best_scored(self._model_candidates(), self._exploit_scores)
-
-    def _exploit_scores(self, rows: np.ndarray) -> np.ndarray:
-        """Model score of ``rows`` under the random-walk model's posterior mean."""
-        fit = self._fit_rows()
-        return self.walk_model.scores(self.walk_model.mean(fit, self._target(fit)), rows)
 
     def _elite(self) -> np.ndarray:
         """Successfully evaluated rows, fastest first (ties in row order)."""
