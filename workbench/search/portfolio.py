@@ -43,8 +43,10 @@ store's writes and about a third the posterior draws; like for like (neither too
 of the recording counted) that is 0.03-0.60 of each of Kernel Tuner's search strategies on
 the same replay, and 1.8x its random sampling (0.23 ms, no store writes, almost all of it the
 fixed cost of building its search space: 0.019 ms per more evaluation against our 0.39), on
-one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Fewer draws past 256
-evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
+one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Those figures predate
+the walk move, whose second model costs about 1.14x per unique evaluation (1.40 against 1.23 ms,
+one run of each version on a slower day; results/portfolio_random_walk-*.log). Fewer draws past
+256 evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
 
 The regression target is the normal score of each evaluated config's rank (a Gaussian copula
 of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
