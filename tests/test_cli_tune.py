@@ -35,7 +35,7 @@ def test_replay_a_kernel_tuner_cache_with_json() -> None:
     assert "REPLAY" in err  # the banner goes to stderr with --json
     # the default sampler says which of its moves proposed what, and which improved the best
     moves = doc["moves"]
-    assert set(moves) == {"random", "model", "crossover", "line", "pair", "walk"}
+    assert set(moves) == {"random", "model", "crossover", "line", "pair", "walk", "exploit"}
     assert sum(m["proposed"] for m in moves.values()) == 30
     assert moves["random"]["proposed"] >= 10  # the random start
     assert 1 <= sum(m["improved"] for m in moves.values()) <= 30

@@ -151,3 +151,28 @@ def test_a_model_with_another_basis_shares_the_configs_arrays_and_fits_on_its_ow
     assert walk.cells is first.cells and walk.group_cells is first.group_cells
     again = first.draw(rows[:50], y[:50], np.random.default_rng(1))  # its own factor, reused
     assert np.array_equal(before, again)
+
+
+def test_the_mean_is_the_least_squares_fit_of_the_features_and_fits_the_configs_seen(
+    space,
+) -> None:
+    """The posterior mean equals the textbook one, Phi^T (Phi Phi^T + noise I)^-1 y, after a
+    fit it extends (the factor reused); it draws nothing, and it predicts the configs seen
+    closer to their targets than a draw does."""
+    from workbench.search.pair_model import NOISE
+
+    rng = np.random.default_rng(6)
+    rows = rng.choice(len(space[0]), 120, replace=False)
+    y = rng.standard_normal(len(rows))
+    model = PairModel(*space, ordinal_basis=random_walk_basis)
+    model.draw(rows[:70], y[:70], np.random.default_rng(1))  # a factor to extend
+    mean = model.mean(rows, y)
+
+    phi = model.features(rows)
+    w = phi.T @ np.linalg.solve(phi @ phi.T + NOISE * np.eye(len(rows)), y)
+    assert np.allclose(mean, model.grouped(model._prior_sd * (model._basis @ w)), atol=1e-7)
+    assert np.array_equal(mean, model.mean(rows, y))
+    fitted = -model.scores(mean, rows)  # scores are minus the predicted target
+    drawn = -model.scores(model.draw(rows, y, np.random.default_rng(2)), rows)
+    assert np.corrcoef(fitted, y)[0, 1] > 0.95
+    assert np.abs(fitted - y).mean() < np.abs(drawn - y).mean()  # a draw wanders off

@@ -6,6 +6,7 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -478,3 +479,58 @@ def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) 
         assert (config["a"], config["b"]) not in seen
     result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 120, 1)
     assert result.moves is not None and result.moves["walk"]["proposed"] > 0
+
+
+def test_the_exploit_move_proposes_the_open_config_the_walk_models_mean_ranks_first(
+    tmp_path: Path,
+) -> None:
+    """The exploit move proposes an unevaluated config, the one the random-walk model's
+    posterior mean scores highest (whatever the proposer's seed: it draws nothing but a
+    tie-break), and a run's bandit takes it (``moves`` counts it)."""
+    entries = [
+        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
+        for a in range(12)
+        for b in range(3)
+    ]
+    proposers = [
+        proposer_on(
+            tmp_path / f"trend{i}.json", [("a", list(range(12))), ("b", list(range(3)))], entries
+        )
+        for i in range(2)
+    ]
+    proposers[1].rng = np.random.default_rng(99)
+    seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
+    for proposer in proposers:
+        for config, m in entries:
+            if (config["a"], config["b"]) in seen:
+                proposer.observe(config, m)
+    open_rows = np.flatnonzero(proposers[0]._open())
+    scores = [p._exploit_scores(open_rows) for p in proposers]
+    assert np.array_equal(scores[0], scores[1])
+    config = proposers[0].config_at(proposers[0]._exploit())
+    assert (config["a"], config["b"]) not in seen
+    row = proposers[0]._row(config)
+    assert scores[0][open_rows == row][0] == scores[0].max()
+    result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 60, 1)
+    assert result.moves is not None and result.moves["exploit"]["proposed"] > 0
+
+
+def test_the_bandit_rewards_a_new_best_only_when_it_gains_more_than_min_gain(
+    tmp_path: Path,
+) -> None:
+    """A proposal that beats the best by less than MIN_GAIN earns no reward (the move that
+    only inches the incumbent along does not crowd out the others); ``moves`` still counts
+    it as an improvement, and the stall clock restarts."""
+    import workbench.search.portfolio as portfolio
+
+    entries = [({"a": a}, Measurement(TrialOutcome.OK, value=10.0 - a)) for a in range(4)]
+    proposer = proposer_on(tmp_path / "gain.json", [("a", list(range(4)))], entries)
+    gain = portfolio.MIN_GAIN
+    steps = [("random", 10.0), ("line", 10.0 * (1 - gain / 3)), ("pair", 8.0), ("line", 9.0)]
+    for a, (move, value) in enumerate(steps):
+        proposer._record({"a": a}, Measurement(TrialOutcome.OK, value=value), move)
+    assert proposer.history == [("random", 1.0), ("line", 0.0), ("pair", 1.0), ("line", 0.0)]
+    assert proposer._improved_at == 3  # the small gain restarted the clock, then the large one
+    stats = proposer.moves()
+    assert stats["line"] == {"proposed": 2, "improved": 1}
+    assert stats["pair"] == {"proposed": 1, "improved": 1}

@@ -269,6 +269,19 @@ class PairModel:
             eps = np.empty(n)  # drawn for the rows in ascending order
             eps[np.argsort(rows, kind="stable")] = rng.standard_normal(n) * math.sqrt(NOISE)
             w = w0 + phi.T @ self._solve(n, y - phi @ w0 - eps)
+        return self._grouped_weights(w)
+
+    def mean(self, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The posterior mean given ``rows`` and their targets ``y``, as the groups' joint
+        tables (for ``scores``): the draw without its perturbations, the model's best guess
+        (the same factor as a draw of the same rows: a draw and a mean share one fit)."""
+        with one_blas_thread():
+            n = self._factor(rows)
+            w = self._fit_phi[:n].T @ self._solve(n, y)
+        return self._grouped_weights(w)
+
+    def _grouped_weights(self, w: np.ndarray) -> np.ndarray:
+        """The groups' joint tables of the weights ``w`` (in prior standard deviations)."""
         return self.grouped(self._prior_sd * (self._basis @ w))
 
     def grouped(self, prediction: np.ndarray) -> np.ndarray:
