@@ -158,8 +158,11 @@ def test_four_workers_share_one_budget(pg_cluster) -> None:
 def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) -> None:
     url = pg_cluster.database()
     budget = 16
-    creator = start(*tune_args(url, "k", budget, "--replay-delay", "0.4", "--json", *FAST))
-    worker = worker_args(url, "k", "--replay-delay", "0.4", "--json")
+    # each trial measures for 1.5 s, so that the kill lands while the victim measures: with
+    # 0.4 s, finding the trial's heartbeat (a query per trial, every 0.2 s) and the kill took
+    # longer once in CI, and the victim completed the trial first
+    creator = start(*tune_args(url, "k", budget, "--replay-delay", "1.5", "--json", *FAST))
+    worker = worker_args(url, "k", "--replay-delay", "1.5", "--json")
     victim = start(*worker)  # started with the creator: a worker waits for the study
     wait_for(lambda: _exists(url, "k"), 60, "the study")
     study = shared(url, "k")
