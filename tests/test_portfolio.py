@@ -458,22 +458,27 @@ def test_the_bandit_ranks_moves_by_ucb_over_the_last_window_of_proposals() -> No
     assert len(proposer.history) > portfolio.WINDOW  # moves entered and left the window
 
 
-def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) -> None:
-    """The walk move (the model move under the random-walk model, whose trend-keeping is
-    tested in test_pair_model) proposes only configs not yet evaluated, and a run's bandit
-    takes it (``moves`` counts it)."""
+def trend_proposer(path: Path) -> tuple:
+    """A proposer on a space whose speed improves along ``a`` (12 values) and a little along
+    ``b`` (3), having observed the configs with a <= 5 and b < 2; and those configs' (a, b)."""
     entries = [
         ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
         for a in range(12)
         for b in range(3)
     ]
-    proposer = proposer_on(
-        tmp_path / "trend.json", [("a", list(range(12))), ("b", list(range(3)))], entries
-    )
+    proposer = proposer_on(path, [("a", list(range(12))), ("b", list(range(3)))], entries)
     seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
     for config, m in entries:
         if (config["a"], config["b"]) in seen:
             proposer.observe(config, m)
+    return proposer, seen
+
+
+def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) -> None:
+    """The walk move (the model move under the random-walk model, whose trend-keeping is
+    tested in test_pair_model) proposes only configs not yet evaluated, and a run's bandit
+    takes it (``moves`` counts it)."""
+    proposer, seen = trend_proposer(tmp_path / "trend.json")
     for _ in range(10):
         config = proposer.config_at(proposer._walk())
         assert (config["a"], config["b"]) not in seen
@@ -487,23 +492,9 @@ def test_the_exploit_move_proposes_the_open_config_the_walk_models_mean_ranks_fi
     """The exploit move proposes an unevaluated config, the one the random-walk model's
     posterior mean scores highest (whatever the proposer's seed: it draws nothing but a
     tie-break), and a run's bandit takes it (``moves`` counts it)."""
-    entries = [
-        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
-        for a in range(12)
-        for b in range(3)
-    ]
-    proposers = [
-        proposer_on(
-            tmp_path / f"trend{i}.json", [("a", list(range(12))), ("b", list(range(3)))], entries
-        )
-        for i in range(2)
-    ]
-    proposers[1].rng = np.random.default_rng(99)
-    seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
-    for proposer in proposers:
-        for config, m in entries:
-            if (config["a"], config["b"]) in seen:
-                proposer.observe(config, m)
+    (first, seen), (second, _) = (trend_proposer(tmp_path / f"trend{i}.json") for i in range(2))
+    second.rng = np.random.default_rng(99)
+    proposers = [first, second]
     open_rows = np.flatnonzero(proposers[0]._open())
     scores = [p._exploit_scores(open_rows) for p in proposers]
     assert np.array_equal(scores[0], scores[1])

@@ -64,8 +64,8 @@ SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
         _portfolio,
         "bandit over random, two models (Thompson sampling of pairwise regressions, ordinal "
         "values smoothed or a random walk; the walk model's posterior mean too), crossover and "
-        "one- or two-parameter moves on the "
-        "valid set (TPE when the space is too large to enumerate)",
+        "one- or two-parameter moves on the valid set (TPE when the space is too large to "
+        "enumerate)",
     ),
     "tpe": (_tpe, "Optuna TPE (multivariate), constraints learned from infeasible/failed points"),
     "gp": (_gp, "Optuna Gaussian-process sampler with constraints (needs PyTorch)"),
