@@ -2,16 +2,18 @@
 
 For each recorded space (any Kernel Tuner cache file or T4 file), each sampler of ours and each
 Kernel Tuner strategy (``simulation_mode``, same file) searches with budgets of unique
-evaluations, repeated with different seeds. Scores follow the autotuning methodology
-(FACTS.md): ``P(t) = (S(t) - B(t)) / (f_opt - B(t))``, where ``S(t)`` is the mean best value
-found after ``t`` unique evaluations, ``B(t)`` the exact expected best of random search without
-replacement after ``t`` evaluations, and ``f_opt`` the recorded optimum: random search scores 0,
-finding the optimum scores 1. Each record also holds every repeat's best value and a bootstrap
-90% interval of the score over repeats (``score_ci90``): at 40 repeats a cell's score can move by
-0.1 or more with the seeds, so compare intervals, not single scores; and the unique configs a
-run evaluated (``evaluations_made``, median): a Kernel Tuner strategy may stop short of the
-budget, and is scored at the budget all the same. A Kernel Tuner strategy that raises on a space
-is left out of the results, with its error (``failed_cells``), and the run goes on.
+evaluations, repeated with different seeds; a run per budget, as both tools' strategies are told
+their budget (Kernel Tuner's ``max_fevals``, the tuner's ``--budget``) and plan with it. Scores
+follow the autotuning methodology (FACTS.md): ``P(t) = (S(t) - B(t)) / (f_opt - B(t))``, where
+``S(t)`` is the mean best value found after ``t`` unique evaluations, ``B(t)`` the exact
+expected best of random search without replacement after ``t`` evaluations, and ``f_opt`` the
+recorded optimum: random search scores 0, finding the optimum scores 1. Each record also holds
+every repeat's best value and a bootstrap 90% interval of the score over repeats
+(``score_ci90``): at 40 repeats a cell's score can move by 0.1 or more with the seeds, so
+compare intervals, not single scores; and the unique configs a run evaluated
+(``evaluations_made``, median): a Kernel Tuner strategy may stop short of the budget, and is
+scored at the budget all the same. A Kernel Tuner strategy that raises on a space is left out of
+the results, with its error (``failed_cells``), and the run goes on.
 
 Order invariance: ``--value-order reversed`` lists every parameter's values (and the recorded
 configs) in the reverse order for both tools. A search strategy's merit should not depend on the
@@ -344,19 +346,19 @@ def run_cell(cell: Cell) -> CellResult:
     traces: dict[int, list[list[float | None]]] = {b: [] for b in budgets}
     t0 = time.perf_counter()
     for rep in range(cell.first_seed, cell.first_seed + cell.repeats):
-        if cell.tool == "kernel_tuner":  # its strategies plan with max_fevals: a run per budget
-            assert cell.plain is not None
-            for b in budgets:
+        # a run per budget: Kernel Tuner's strategies plan with max_fevals, and ours with the
+        # tuner's budget of evaluations (the default sampler exploits at the end of it)
+        for b in budgets:
+            if cell.tool == "kernel_tuner":
+                assert cell.plain is not None
                 try:
                     trace = run_kernel_tuner(space, cell.strategy, b, rep, cell.plain)
                 except Exception as exc:  # its bug, not a reason to stop the whole run
                     why = f"seed {rep}, budget {b}: {type(exc).__name__}: {exc}"
                     return CellResult([], time.perf_counter() - t0, why)
-                traces[b].append(trace)
-        else:  # our samplers do not look at the budget: prefixes of one run
-            trace = run_workbench(space, cell.strategy, budgets[-1], rep, cell.enqueue)
-            for b in budgets:
-                traces[b].append(trace[:b])
+            else:
+                trace = run_workbench(space, cell.strategy, b, rep, cell.enqueue)
+            traces[b].append(trace)
     records = []
     for b in budgets:
         bests = [best_after(tr, b, space.worst) for tr in traces[b]]

@@ -525,3 +525,43 @@ def test_the_bandit_rewards_a_new_best_only_when_it_gains_more_than_min_gain(
     stats = proposer.moves()
     assert stats["line"] == {"proposed": 2, "improved": 1}
     assert stats["pair"] == {"proposed": 1, "improved": 1}
+
+
+def test_the_last_evaluations_of_a_budget_go_to_the_exploit_move() -> None:
+    """Told a budget (``plan``), the proposer gives its last FINAL_EXPLOIT evaluations to the
+    exploit move and searches as before until then; without one, the bandit keeps choosing."""
+    import workbench.search.portfolio as portfolio
+
+    recording = load_recording(CACHES / "convolution_milo_A100.json.gz")
+    budget = 40
+    runs = []
+    for planned in (True, False):
+        proposer = a100_proposer()
+        if planned:
+            proposer.plan(budget)
+        proposals = []
+        for _ in range(budget):
+            config = proposer.propose()
+            entry = recording.lookup(config)
+            ok = entry.outcome is TrialOutcome.OK
+            proposer.observe(config, Measurement(entry.outcome, value=entry.value if ok else None))
+            proposals.append(config)
+        runs.append((proposals, [move for move, _ in proposer.history]))
+    (planned_configs, planned_moves), (free_configs, free_moves) = runs
+    final = portfolio.FINAL_EXPLOIT
+    assert planned_moves[-final:] == ["exploit"] * final
+    assert free_moves[-final:] != ["exploit"] * final
+    assert planned_configs[: budget - final] == free_configs[: budget - final]
+
+
+def test_the_tuner_tells_the_proposer_its_budget(tmp_path: Path) -> None:
+    """A tune with a budget of evaluations ends with the exploit move's proposals (the tuner
+    plans the proposer with its budget); the same seed searches alike before that."""
+    import workbench.search.portfolio as portfolio
+
+    rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
+    short, long = (run(tmp_path / str(b), rec, "portfolio", b, 3) for b in (30, 50))
+    assert long.moves is not None and long.moves["exploit"]["proposed"] >= portfolio.FINAL_EXPLOIT
+    same = 30 - portfolio.FINAL_EXPLOIT
+    configs = [[e.config for e in result.history[:same]] for result in (short, long)]
+    assert configs[0] == configs[1]

@@ -47,6 +47,10 @@ class Proposer(ABC):
         """Configs being measured elsewhere right now (other workers of a shared study): not
         results yet, and not to be proposed meanwhile. Replaces what was held before."""
 
+    def plan(self, evaluations: int | None) -> None:  # noqa: B027 - optional
+        """The run's budget of unique evaluations, the study's earlier ones included (None: a
+        budget of wall time or patience only), told once, after :meth:`start`."""
+
     def enqueue(self, config: Config) -> None:
         """Propose ``config`` before anything else."""
         self._queue.append(dict(config))

@@ -188,6 +188,7 @@ class Tuner:
         watch = DriftWatch.of(self.runner, self.drift_every)
         proposer = make_proposer(self.sampler_name, self.problem, self.seed)
         proposer.start(self.history)
+        proposer.plan(budget.evaluations)
         for config in self.enqueue:
             if not self._visited(config) and not self.problem.violations(config):
                 proposer.enqueue(config)

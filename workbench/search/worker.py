@@ -209,6 +209,7 @@ class SharedTuner:
         pulse = Pulse(self.shared, self.worker, info)
         call(pulse.start)
         proposer = make_proposer(self.sampler, self.problem, self.seed)
+        proposer.plan(budget.evaluations)  # the study's budget: every worker's results count
         valid = self.problem.valid_configs()
         n_valid = len(valid) if valid is not None else None
         started = time.perf_counter()
