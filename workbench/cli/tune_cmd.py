@@ -95,7 +95,8 @@ def tune(
         typer.Option(
             "--budget",
             help=f"Unique configs to evaluate, failed ones included (default "
-            f"{DEFAULT_BUDGET} unless --time or --patience is given).",
+            f"{DEFAULT_BUDGET} unless --time or --patience is given). The default sampler "
+            "plans with it: its last evaluations go to its model's best guesses.",
             show_default=False,
         ),
     ] = None,
