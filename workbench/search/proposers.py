@@ -49,7 +49,8 @@ class Proposer(ABC):
 
     def plan(self, evaluations: int | None) -> None:  # noqa: B027 - optional
         """The run's budget of unique evaluations, the study's earlier ones included (None: a
-        budget of wall time or patience only), told once, after :meth:`start`."""
+        budget of wall time or patience only), told once, before the first proposal (a shared
+        study's budget counts every worker's evaluations, which reach it through :meth:`start`)."""
 
     def enqueue(self, config: Config) -> None:
         """Propose ``config`` before anything else."""
