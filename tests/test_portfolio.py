@@ -57,6 +57,13 @@ def observe_rows(proposer, rows, values) -> None:
         proposer.observe(config, m)
 
 
+def replay_step(proposer, recording):
+    """One proposal of ``proposer``, answered from ``recording``; returns the config."""
+    config = proposer.propose()
+    proposer.observe(config, recording.lookup(config).to_measurement(recording.source))
+    return config
+
+
 def a100_proposer():
     """The default sampler's proposer on the recorded A100 convolution (a constrained space)."""
     import workbench.search.portfolio as portfolio
@@ -432,10 +439,7 @@ def test_the_bandit_ranks_moves_by_ucb_over_the_last_window_of_proposals() -> No
     proposer = a100_proposer()
     recording = load_recording(CACHES / "convolution_milo_A100.json.gz")
     for step in range(portfolio.WINDOW + 60):
-        config = proposer.propose()
-        entry = recording.lookup(config)
-        ok = entry.outcome is TrialOutcome.OK
-        proposer.observe(config, Measurement(entry.outcome, value=entry.value if ok else None))
+        replay_step(proposer, recording)
         if step in (portfolio.WINDOW - 5, portfolio.WINDOW + 59):  # a partial and a full window
             recent = proposer.history[-portfolio.WINDOW :]
             state = proposer.rng.bit_generator.state
@@ -539,13 +543,7 @@ def test_the_last_evaluations_of_a_budget_go_to_the_exploit_move() -> None:
         proposer = a100_proposer()
         if planned:
             proposer.plan(budget)
-        proposals = []
-        for _ in range(budget):
-            config = proposer.propose()
-            entry = recording.lookup(config)
-            ok = entry.outcome is TrialOutcome.OK
-            proposer.observe(config, Measurement(entry.outcome, value=entry.value if ok else None))
-            proposals.append(config)
+        proposals = [replay_step(proposer, recording) for _ in range(budget)]
         runs.append((proposals, [move for move, _ in proposer.history]))
     (planned_configs, planned_moves), (free_configs, free_moves) = runs
     final = portfolio.FINAL_EXPLOIT
