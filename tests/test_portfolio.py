@@ -510,6 +510,30 @@ def test_the_exploit_move_proposes_the_open_config_the_walk_models_mean_ranks_fi
     assert result.moves is not None and result.moves["exploit"]["proposed"] > 0
 
 
+def test_line_and_pair_rank_the_incumbents_neighbours_by_a_new_draw_of_the_walk_model(
+    tmp_path: Path,
+) -> None:
+    """The line and pair moves propose the incumbent's open neighbour that a draw of the
+    random-walk model scores highest, a new draw per proposal: with no new result between
+    them, repeated proposals still differ (one shared draw would repeat one config)."""
+    proposer, seen = trend_proposer(tmp_path / "trend.json")
+    incumbent = proposer.X[proposer._elite()[0]]
+    for flips, move in ((1, proposer._line), (2, proposer._pair)):
+        proposed = set()
+        for _ in range(20):
+            state = proposer.rng.bit_generator.state
+            row = move()
+            proposer.rng.bit_generator.state = state  # the same draw, made again
+            rows = proposer._neighbours(incumbent, flips)
+            scores = proposer._walk_scores(rows)
+            assert row in rows and scores[rows == row][0] == scores.max()
+            assert (proposer.X[row] != incumbent).sum() == flips
+            config = proposer.config_at(row)
+            assert (config["a"], config["b"]) not in seen
+            proposed.add(row)
+        assert len(proposed) > 1
+
+
 def test_the_bandit_rewards_a_new_best_only_when_it_gains_more_than_min_gain(
     tmp_path: Path,
 ) -> None:
