@@ -34,8 +34,10 @@ does), rewarding a move when its proposal improves the best value (by more than 
   first model's draw, shared by every move until the next result): the mean score rose from
   0.505/0.739/0.900 to 0.514/0.743/0.914 on the development seeds and from 0.509/0.718/0.899
   to 0.511/0.725/0.914 on the goal table's held-out seeds (the convolutions and dedispersion
-  at 200 +0.011 to +0.036, pnpoly at 100 -0.008 to -0.018; paired, no cell beyond its noise;
-  results/portfolio_pnpoly_escape-*.log, the walk-draw variant);
+  at 200 +0.011 to +0.036; paired, no cell beyond its noise; results/portfolio_pnpoly_escape-*.log,
+  the walk-draw variant). It costs pnpoly at 100 a little on every seed set (-0.008 to -0.026,
+  results/tuner_efficiency-fresh-seeds-walk-draw-*.log); either move alone ranked this way
+  gives back the A100 convolution's gain at 100 (results/portfolio_walk_draw_ablation_*.log);
 * ``exploit``: the unvisited config that the random-walk model's posterior *mean* predicts
   fastest (no draw): the model's best guess, where the other model moves sample around it.
   Where the model is right early (the recorded gemm: a few parameters whose speed rises
