@@ -434,7 +434,10 @@ class PortfolioProposer(Proposer):
         return self._best_scored(self._model_candidates(), self._walk_scores)
 
     def _walk_scores(self, rows: np.ndarray) -> np.ndarray:
-        """Model score of ``rows`` under a new draw of the random-walk model."""
+        """Model score of ``rows`` under a new draw of the random-walk model (all alike where
+        nothing varies, as ``_scores``)."""
+        if self.walk_model.constant:
+            return np.zeros(len(rows))
         fit = self._fit_rows()
         return self.walk_model.scores(self.walk_model.draw(fit, self._target(fit), self.rng), rows)
 
@@ -538,7 +541,7 @@ class PortfolioProposer(Proposer):
             self._exhausted.add((int(base), flips))  # every neighbour was looked up
         # ranked by a draw of the random-walk model: a trend seen at some block or tile sizes
         # carries to the neighbour's other values
-        return self._best_scored(rows, None if self.walk_model.constant else self._walk_scores)
+        return self._best_scored(rows, self._walk_scores)
 
     def _line(self) -> int | None:
         return self._around_incumbent(1)
