@@ -587,3 +587,44 @@ def test_the_tuner_tells_the_proposer_its_budget(tmp_path: Path) -> None:
     same = 30 - portfolio.FINAL_EXPLOIT
     configs = [[e.config for e in result.history[:same]] for result in (short, long)]
     assert configs[0] == configs[1]
+
+
+def test_the_random_move_fills_the_small_tables_cells_before_uniform_sampling_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.search.portfolio as portfolio
+
+    # three small parameters (pair tables of 16-20 cells) and a large one (70 values)
+    params = [("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3]), ("c", [0, 1, 2, 3, 4])]
+    params.append(("big", list(range(70))))
+    entries = [
+        ({"a": a, "b": b, "c": c, "big": g}, Measurement(TrialOutcome.OK, value=1.0 + a + b + c))
+        for a in range(4)
+        for b in range(4)
+        for c in range(5)
+        for g in range(70)
+    ]
+    path = tmp_path / "cover.json"
+
+    def unseen_small_cells(candidates: int, seed: int) -> int:
+        """Cells of the small tables that 20 random proposals leave unseen."""
+        monkeypatch.setattr(portfolio, "COVER_CANDIDATES", candidates)
+        proposer = proposer_on(path, params, entries)
+        proposer.rng = np.random.default_rng(seed)
+        model = proposer.model
+        small = [t for t, table in enumerate(model.tables) if 3 not in table]
+        assert proposer._cover_tables.tolist() == small  # the large parameter's tables left out
+        seen = set()
+        for _ in range(20):
+            row = proposer._random()
+            observe_rows(proposer, [row], [1.0])
+            seen.update(model.cells[row, small].tolist())
+        total = sum(math.prod(len(params[j][1]) for j in model.tables[t]) for t in small)
+        return total - len(seen)
+
+    covered = [unseen_small_cells(portfolio.COVER_CANDIDATES, seed) for seed in range(5)]
+    uniform = [unseen_small_cells(1, seed) for seed in range(5)]
+    # 69 cells (13 of the three small parameters, 56 of their pair tables) and 20 draws: uniform
+    # draws leave 12-21 of them unseen here, the covering ones under half as many
+    assert max(covered) < min(uniform)
+    assert 2 * sum(covered) < sum(uniform)

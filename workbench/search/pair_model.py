@@ -199,6 +199,12 @@ class PairModel:
         return other
 
     @property
+    def tables(self) -> list[tuple[int, ...]]:
+        """The model's tables: each a tuple of parameter positions (one parameter or a pair),
+        in the order of ``cells``' columns."""
+        return self._tables
+
+    @property
     def constant(self) -> bool:
         """Nothing varies: every config scores the same."""
         return self.n_cells == 0
