@@ -168,11 +168,14 @@ FINAL_EXPLOIT = 15
 #: cells not yet seen among the model's tables (a parameter's values, a pair's combinations) of
 #: at most COVER_CELLS cells: small parameters' combinations are all seen early, as a covering
 #: design would, while large tables (a 31-value block size with anything) stay uniform. On the
-#: recorded pnpoly, runs that never saw use_method 0 with tile 18 or 20 run (the optimum's
-#: region) ended in a basin at 1.15x the optimum; pnpoly at 100 rose from 0.867 to 0.906 (3,840
-#: seeds, 20000-23839; runs ending at 1.12x or more: 97 -> 69). The startup configs stay uniform
-#: (covering them too gained nothing there and cost the A100 convolution at 50); see
-#: results/portfolio_cover_random-*.log.
+#: recorded pnpoly, runs that never saw a config with use_method 0 at tile 18 or 20 run (the
+#: optimum's region) ended in a basin at 1.15x the optimum, which the model moves then kept
+#: them in. pnpoly at 100 rose from 0.834 to 0.877 on the goal table's held-out seeds and from
+#: 0.837 to 0.891 on 2,000 fresh ones (runs ending at 1.12x or more: 67 -> 40), ahead of pso
+#: where it was behind; the other cells moved little (the largest costs: the A4000 convolution
+#: at 200 -0.032 +- 0.038 held-out, gemm at 50 -0.013 +- 0.011 fresh). The startup configs
+#: stay uniform (covering them too gained nothing on pnpoly and cost the A100 convolution at
+#: 50); see results/portfolio_cover_random-*.log.
 COVER_CANDIDATES = 16
 COVER_CELLS = 64
 #: The crossover's mutation steps of an ordinal parameter's value index.
