@@ -129,6 +129,7 @@ class PairModel:
         # whose cell in t is c is the flat array at t's start + (c - t's first cell) * t's
         # size + i.
         table_sizes = np.array(sizes, dtype=np.int64)
+        self.table_sizes = table_sizes  # cells per table, in the order of ``tables``
         block_starts = np.concatenate([[0], np.cumsum(np.square(table_sizes))])
         self._column_table = block_of
         self._column_size = table_sizes[block_of]

@@ -273,8 +273,7 @@ class PortfolioProposer(Proposer):
         self.walk_model = self.model.with_basis(random_walk_basis)
         # the random move's coverage: the model's tables of at most COVER_CELLS cells, and
         # which of their cells an evaluated config has been in
-        table_cells = [math.prod(int(self.cards[j]) for j in t) for t in self.model.tables]
-        self._cover_tables = np.flatnonzero(np.array(table_cells) <= COVER_CELLS)
+        self._cover_tables = np.flatnonzero(self.model.table_sizes <= COVER_CELLS)
         self._seen_cells = np.zeros(self.model.n_cells, dtype=bool)
         self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         # successfully evaluated rows, fastest first (ties by row), and their values
@@ -442,11 +441,11 @@ class PortfolioProposer(Proposer):
     def _random(self) -> int | None:
         """Of COVER_CANDIDATES open configs drawn uniformly, the one with the most unseen
         cells in the small tables (the first of those tied: the draws are in random order)."""
+        if not len(self._cover_tables):
+            return self._uniform()
         left = np.flatnonzero(self._open())
         if not len(left):
             return None
-        if not len(self._cover_tables):
-            return int(self._pick(left))
         drawn = self._pick(left, min(COVER_CANDIDATES, len(left)))
         cells = self.model.cells[drawn][:, self._cover_tables]
         unseen = (~self._seen_cells[cells]).sum(axis=1)
