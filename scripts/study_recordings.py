@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+from workbench.spaces.model import base_kernel
 from workbench.spaces.model import parse_shape_label as model_shape
 
 
@@ -32,7 +33,9 @@ def parse_shape_label(label: str) -> dict[str, int]:
 def recording_name(kernel: str, gpu: str, shape: dict[str, int]) -> str:
     """File name with letters, digits, '.', '_' and '-' only (what the device tool returns)."""
     shape_part = "_".join(f"{k}{v}" for k, v in shape.items()) or "default"
-    return f"{kernel}-{_slug(gpu)}-{shape_part}.json.gz"
+    # reduce[OP=sum] -> reduce-OP-sum
+    kernel_part = re.sub(r"[^A-Za-z0-9._]+", "-", kernel).strip("-")
+    return f"{kernel_part}-{_slug(gpu)}-{shape_part}.json.gz"
 
 
 def export(store_url: str, root: Path, kernels: set[str] | None = None) -> list[Path]:
@@ -80,7 +83,7 @@ def export(store_url: str, root: Path, kernels: set[str] | None = None) -> list[
             path = (
                 root
                 / "recordings"
-                / study.kernel
+                / base_kernel(study.kernel)  # a variant's (reduce[OP=sum]) in its kernel's folder
                 / recording_name(study.kernel, device.name, shape)
             )
             write_recording(

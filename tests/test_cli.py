@@ -172,7 +172,8 @@ def test_compile_failure_is_reported_with_exit_1(project: Path) -> None:
 
 
 def test_tune_without_gpu_runs_the_compile_stage() -> None:
-    code, out = run("tune", "reduce", "--sample", "2")
+    # (at a shape the library's H200 recording of reduce does not hold)
+    code, out = run("tune", "reduce", "--shape", "n=4096", "--sample", "2")
     assert code == 0, out
     assert "No CUDA GPU here" in out
     assert "3 configs, 3 compiled, 0 failed" in out

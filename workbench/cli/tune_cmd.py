@@ -340,7 +340,8 @@ def _plans_without_gpu(
     recordings = shipped_recordings(spec)
     plans = []
     for sp in spaces_:
-        recording = recording_for_shape(recordings, sp.shape)
+        variant = SpaceProblem(sp, pinned).kernel  # the variant tune searches (--set or defaults)
+        recording = recording_for_shape(recordings, sp.shape, variant)
         if recording is not None:
             plans.append(plan_space_replay(store, sp, recording, pinned))
     if plans:

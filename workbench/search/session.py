@@ -22,7 +22,7 @@ from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordedSpaceProblem, RecordingProblem
 from workbench.spaces.launch import work_counts, work_precision, work_rates
-from workbench.spaces.model import Config, SpaceSpec, shape_label, space_sha256
+from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, space_sha256
 from workbench.spaces.space import Space
 from workbench.store import Store, StudyInfo
 from workbench.store.exchange import recording_study
@@ -194,12 +194,14 @@ def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
 
 def recordings_dir(spec: SpaceSpec) -> Path:
     """Where recordings of ``spec``'s kernel are kept: ``recordings/<kernel>/`` beside its
-    space file (the library's are in ``tuning_spaces/recordings/``)."""
+    space file (the library's are in ``tuning_spaces/recordings/``), every problem variant's
+    (``reduce[OP=sum]``) in its kernel's folder."""
     return spec.path.parent / "recordings" / spec.name
 
 
 def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
-    """Recordings of ``spec``'s kernel kept in :func:`recordings_dir`.
+    """Recordings of ``spec``'s kernel (any of its problem variants) kept in
+    :func:`recordings_dir`.
 
     Raises:
         RecordingError: a recording there is damaged (it is not silently skipped).
@@ -208,13 +210,19 @@ def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
     out = []
     for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
         recording = load_recording(path)
-        if recording.kernel == spec.name:
+        if base_kernel(recording.kernel) == spec.name:
             out.append(recording)
     return out
 
 
-def recording_for_shape(recordings: list[Recording], shape: Mapping[str, int]) -> Recording | None:
+def recording_for_shape(
+    recordings: list[Recording], shape: Mapping[str, int], kernel: str | None = None
+) -> Recording | None:
+    """The recording of ``shape`` (and, given ``kernel``, of that problem variant:
+    ``reduce[OP=sum]``; a recording named without a variant matches any)."""
     for r in recordings:
-        if r.shape and dict(r.shape) == dict(shape):
+        if not r.shape or dict(r.shape) != dict(shape):
+            continue
+        if kernel is None or r.kernel in (kernel, base_kernel(kernel)):
             return r
     return None
