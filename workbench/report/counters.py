@@ -13,10 +13,22 @@ import plotly.graph_objects as go
 
 from workbench.profile.derive import WARP_SIZE, Divergence, MemoryAccess, divergence, memory_access
 from workbench.profile.storage import ProfileRecord
+from workbench.profile.summary import summarize
 from workbench.report.page import esc
+from workbench.report.roofline import device_ceilings
+from workbench.roofline import Ceilings
 
 #: Stall reasons shown per variant (the largest ones; the rest are summed as "other").
 TOP_STALLS = 8
+
+
+@dataclass(frozen=True)
+class DramShare:
+    """Achieved DRAM bandwidth of a launch as a share of the DRAM roof, and which roof."""
+
+    fraction: float
+    bytes_per_s: float
+    roof: str  #: the ceiling's label (value and source: measured, ncu, datasheet)
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,7 @@ class Variant:
     label: str
     divergence: Divergence
     memory: MemoryAccess
+    dram: DramShare | None = None
 
 
 def variant_label(p: ProfileRecord) -> str:
@@ -35,14 +48,36 @@ def variant_label(p: ProfileRecord) -> str:
     return f"{what} [{p.device or 'unknown GPU'}]"
 
 
-def gather_variants(profiles: list[ProfileRecord]) -> list[Variant]:
-    """Counter figures of every profile that has hardware counters (not event timing)."""
+def gather_variants(
+    profiles: list[ProfileRecord], measured: Ceilings | None = None
+) -> list[Variant]:
+    """Counter figures of every profile that has hardware counters (not event timing); the
+    DRAM share against the most trusted DRAM roof (``measured``, the profile's own peak, then
+    the GPU's datasheet)."""
     out = []
     for p in profiles:
         if p.source == "event-timing":
             continue
-        out.append(Variant(variant_label(p), divergence(p.metrics), memory_access(p.metrics)))
+        out.append(
+            Variant(
+                variant_label(p),
+                divergence(p.metrics),
+                memory_access(p.metrics),
+                _dram(p, measured),
+            )
+        )
     return out
+
+
+def _dram(p: ProfileRecord, measured: Ceilings | None) -> DramShare | None:
+    ceilings, _ = device_ceilings(p.device, measured)  # the datasheet's when nothing better
+    summary = summarize(p, ceilings)
+    fraction = summary.bandwidth_fraction.get("dram")
+    roof = next((c for c in summary.ceilings if c.name == "dram"), None)
+    if fraction is None or roof is None:
+        return None
+    label = f"{roof.value / 1e12:.3g} TB/s ({roof.source.value}: {roof.detail})"
+    return DramShare(fraction, summary.achieved.bytes_per_s["dram"], label)
 
 
 def has_divergence(v: Variant) -> bool:
@@ -63,10 +98,20 @@ def has_memory(v: Variant) -> bool:
     )
 
 
-def _bars(fig: go.Figure, name: str, labels: list[str], values: list[float | None]) -> None:
+def _bars(
+    fig: go.Figure,
+    name: str,
+    labels: list[str],
+    values: list[float | None],
+    text: str | None = None,
+) -> None:
+    """One bar per variant with a value; ``text``: a plotly texttemplate written on each bar."""
     keep = [(lab, v) for lab, v in zip(labels, values, strict=True) if v is not None]
     if keep:
-        fig.add_trace(go.Bar(name=name, x=[k for k, _ in keep], y=[v for _, v in keep]))
+        bar = go.Bar(name=name, x=[k for k, _ in keep], y=[v for _, v in keep])
+        if text:
+            bar.update(texttemplate=text, textposition="outside")
+        fig.add_trace(bar)
 
 
 def draw_divergence(variants: list[Variant]) -> go.Figure:
@@ -78,6 +123,7 @@ def draw_divergence(variants: list[Variant]) -> go.Figure:
         "active threads / warp instruction",
         labels,
         [v.divergence.threads_per_inst for v in variants],
+        "%{y:.1f}",
     )
     _bars(
         fig,
@@ -137,6 +183,27 @@ def draw_stalls(variants: list[Variant]) -> go.Figure:
         title="warp stall reasons (warps stalled per issued instruction)",
         yaxis_title="cycles per issue",
         height=460,
+    )
+    return fig
+
+
+def draw_dram_share(variants: list[Variant]) -> go.Figure:
+    """Achieved DRAM bandwidth as a share of the DRAM roof, per variant (labelled in %)."""
+    shares = [v.dram for v in variants if v.dram is not None]
+    roofs = sorted({d.roof for d in shares})
+    fig = go.Figure(
+        go.Bar(
+            x=[esc(v.label) for v in variants if v.dram is not None],
+            y=[100 * d.fraction for d in shares],
+            text=[f"{d.fraction:.0%} ({d.bytes_per_s / 1e12:.2f} TB/s)" for d in shares],
+            textposition="outside",
+            name="DRAM bandwidth (% of roof)",
+        )
+    )
+    fig.update_layout(
+        title=f"DRAM bandwidth achieved, % of the DRAM roof: {esc('; '.join(roofs))}",
+        yaxis={"title": "% of DRAM roof", "range": [0, 115]},
+        height=400,
     )
     return fig
 

@@ -112,7 +112,7 @@ def study_page(
     )
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
     _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
-    add_counter_sections(page, profiles, NO_PROFILE)
+    add_counter_sections(page, profiles, NO_PROFILE, measured)
     acc = gather_accuracy(data)
     if acc is not None:
         sec = page.section("Error next to speed", "accuracy")
@@ -184,9 +184,12 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
     )
 
 
-def add_counter_sections(page: Page, profiles: list[ProfileRecord], absent: str) -> None:
-    """Divergence, stall and memory-access sections from profiles with counters."""
-    variants = counters.gather_variants(profiles)
+def add_counter_sections(
+    page: Page, profiles: list[ProfileRecord], absent: str, measured: Ceilings | None = None
+) -> None:
+    """Divergence, stall and memory-access sections from profiles with counters; the DRAM
+    share against ``measured`` ceilings where given (else the profile's own peak)."""
+    variants = counters.gather_variants(profiles, measured)
     div = page.section("Warp divergence and stalls", "divergence")
     with_div = [v for v in variants if counters.has_divergence(v)]
     if with_div:
@@ -211,6 +214,9 @@ def add_counter_sections(page: Page, profiles: list[ProfileRecord], absent: str)
     mem = page.section("Memory access", "memory")
     with_mem = [v for v in variants if counters.has_memory(v)]
     if with_mem:
+        with_dram = [v for v in with_mem if v.dram is not None]
+        if with_dram:
+            mem.figure(counters.draw_dram_share(with_dram))
         mem.figure(counters.draw_memory(with_mem))
         if any(
             v.memory.l1_hit_rate_pct is not None or v.memory.l2_hit_rate_pct is not None
@@ -283,7 +289,7 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
         )
     )
     _roofline_section(page, from_profiles(profiles, None, measured), title)
-    add_counter_sections(page, profiles, "No profile with hardware counters.")
+    add_counter_sections(page, profiles, "No profile with hardware counters.", measured)
     return page
 
 

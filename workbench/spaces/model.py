@@ -233,6 +233,24 @@ def config_label(config: Mapping[str, Value]) -> str:
     return ",".join(f"{k}={_fmt(v)}" for k, v in config.items())
 
 
+def parse_config_label(label: str) -> Config | None:
+    """:func:`config_label` read back without a space to type it (integers and true/false
+    typed, anything else kept as text); None for a label that is not a ``NAME=VALUE`` list."""
+    config: Config = {}
+    for item in label.split(","):
+        name, sep, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name or name in config:
+            return None
+        if text.lstrip("-").isdigit():
+            config[name] = int(text)
+        elif text in ("true", "false"):
+            config[name] = text == "true"
+        else:
+            config[name] = text
+    return config
+
+
 def _fmt(value: Value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
