@@ -86,9 +86,19 @@ def make_inputs(space: Space, seed: int) -> dict[str, np.ndarray]:
         ConfigError: an input's shape uses a parameter or fails to evaluate, or its
             distribution gives only zeros in its dtype.
     """
+    shapes = input_shapes(space)
+    return {s.name: draw_named_input(s, shapes[s.name], seed) for s in space.spec.inputs}
+
+
+def input_shapes(space: Space) -> dict[str, tuple[int, ...]]:
+    """The shape of every input, by name (nothing drawn).
+
+    Raises:
+        ConfigError: an input's shape uses a parameter or fails to evaluate.
+    """
     env = _shape_env(space)
     config_names = set(space.spec.parameter_names) | {name for name, _ in space.spec.derived}
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, tuple[int, ...]] = {}
     for spec in space.spec.inputs:
         for expr in spec.shape:
             used = sorted(expr.names & config_names)
@@ -97,10 +107,15 @@ def make_inputs(space: Space, seed: int) -> dict[str, np.ndarray]:
                     f"input {spec.name}: shape `{expr.text}` uses {', '.join(used)}; inputs "
                     "must depend on the problem shape only (they are drawn once per shape)"
                 )
-        shape = eval_shape(spec.shape, env, f"input {spec.name}")
-        rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
-        out[spec.name] = draw_input(spec, shape, rng)
+        out[spec.name] = eval_shape(spec.shape, env, f"input {spec.name}")
     return out
+
+
+def draw_named_input(spec: InputSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Input ``spec`` at ``shape`` from its own stream: the same (seed, name, shape) always
+    gives the same array, whatever else the space holds."""
+    rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
+    return draw_input(spec, shape, rng)
 
 
 def draw_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -387,6 +402,24 @@ def pack_arguments(values: Sequence[tuple[np.dtype, int | float]]) -> ArgPack:
         [base + i * ARG_SLOT_BYTES for i in range(len(values))] or [0], dtype=np.uint64
     )
     return ArgPack(storage, pointers, tuple(sizes))
+
+
+def launch_arguments(args: Sequence[KernelArg], addresses: Mapping[str, int]) -> ArgPack:
+    """``cuLaunchKernel``'s ``kernelParams`` for ``args``: each buffer as the device address in
+    ``addresses`` (a 64-bit pointer), each scalar as its C type.
+
+    Raises:
+        KeyError: a buffer argument has no address.
+    """
+    values: list[tuple[np.dtype, int | float]] = []
+    for arg in args:
+        if isinstance(arg, BufferArg):
+            if arg.name not in addresses:
+                raise KeyError(f"buffer {arg.name} has no device address")
+            values.append((np.dtype(np.uint64), addresses[arg.name]))
+        else:
+            values.append((arg.np_dtype, arg.value))
+    return pack_arguments(values)
 
 
 # -- expressions ---------------------------------------------------------------------------
