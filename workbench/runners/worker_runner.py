@@ -32,6 +32,8 @@ from workbench.errors import ArchError, CompileError, ConfigError, ToolchainErro
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.buffers import (
     draw_named_input,
+    input_config_names,
+    input_config_values,
     input_shapes,
     kernel_arguments,
     named_scalars,
@@ -78,7 +80,8 @@ class WorkerRunner(Runner):
         cache: compile cache (None: compile every time).
         executor_factory: picklable callable building the executor inside the worker.
         shape: the problem shape, when not the space's own.
-        seed: seed of the random inputs (inputs depend on shape and seed only).
+        seed: seed of the random inputs (inputs depend on the shape, the seed and the config
+            values their shapes use).
         timing: warm-up, L2 flush, stopping rule and throttling options.
         launch_timeout_s: the longest the worker may be silent during a launch or a sample
             before it is killed and the config recorded as TIMEOUT.
@@ -88,7 +91,8 @@ class WorkerRunner(Runner):
 
     Raises:
         WorkbenchError: no reference while ``verify``; the worker cannot start; the space's
-            arch cannot run on the worker's device; inputs cannot be drawn.
+            arch cannot run on the worker's device; inputs that depend on the shape alone
+            cannot be drawn.
     """
 
     def __init__(
@@ -140,7 +144,7 @@ class WorkerRunner(Runner):
                 self._tmp,
                 reference.target if verify and reference is not None else None,
             )
-            self._inputs.get({})
+            self._inputs.prepare()
         except BaseException:
             self.close()
             raise
@@ -300,15 +304,16 @@ class InputSet:
     """The inputs of one problem: the arrays, the files a worker loads them from, and the
     cache of the reference's outputs on them (None when nothing is verified)."""
 
-    key: str  #: the problem shape and seed
+    key: str  #: the problem shape, the config values input shapes use, and the seed
     arrays: Mapping[str, np.ndarray]
     files: tuple[InputFile, ...]
     expected: ExpectedOutputs | None
 
 
 class InputSets:
-    """A space's inputs at one shape: drawn once per shape, each array written once to
-    ``directory`` as the ``.npy`` file a worker loads.
+    """A space's inputs at one shape: drawn once per shape and per the values of the
+    parameters and derived values their shapes use (``n_scales``: one set per scale count),
+    each array written once to ``directory`` as the ``.npy`` file a worker loads.
 
     Args:
         space: the space at the problem shape (on the device that runs it).
@@ -327,8 +332,15 @@ class InputSets:
         self._arrays: dict[tuple[str, tuple[int, ...]], tuple[np.ndarray, InputFile]] = {}
 
     def key(self, config: Mapping[str, Value]) -> str:
-        """The key of ``config``'s inputs: the problem shape and the seed."""
-        return f"{shape_label(self.space.shape)};seed={self.seed}"
+        """The key of ``config``'s inputs: the problem shape, the values of the config names
+        the input shapes use, and the seed (``M=4096,K=4096;n_scales=4096;seed=0``).
+
+        Raises:
+            ConfigError: a derived value fails to evaluate.
+        """
+        values = input_config_values(self.space, config)
+        used = "".join(f";{name}={value}" for name, value in values)
+        return f"{shape_label(self.space.shape)}{used};seed={self.seed}"
 
     def shapes(self, config: Mapping[str, Value]) -> dict[str, tuple[int, ...]]:
         """The shape of each input of ``config`` (nothing drawn).
@@ -336,7 +348,13 @@ class InputSets:
         Raises:
             ConfigError: an input's shape fails to evaluate.
         """
-        return input_shapes(self.space)
+        return input_shapes(self.space, config)
+
+    def prepare(self) -> None:
+        """Draw the inputs now when the problem shape alone decides them, so that an input
+        that cannot be drawn stops the run before any config (otherwise: at each config)."""
+        if not input_config_names(self.space):
+            self.get({})
 
     def get(self, config: Mapping[str, Value]) -> InputSet:
         """The inputs ``config`` runs on.
@@ -387,6 +405,22 @@ def kernel_job(space: Space, config: Config, compiled: CompileResult) -> KernelJ
         args=kernel_arguments(space, config),
         outputs=output_buffers(space, config),
     )
+
+
+def check_launch_layout(space: Space, config: Config) -> None:
+    """Evaluate what a launch of ``config`` lays out on the host (geometry, arguments, outputs,
+    input shapes; nothing drawn), so that a command can say what stops it before it looks for
+    a GPU. An invalid config is left to the caller (a runner reports it as infeasible).
+
+    Raises:
+        ConfigError: one of them fails to evaluate for ``config``.
+    """
+    if space.explain(config):
+        return
+    launch_geometry(space, config)
+    kernel_arguments(space, config)
+    output_buffers(space, config)
+    input_shapes(space, config)
 
 
 def output_verdict(

@@ -1,7 +1,7 @@
 """The executor inside the CUDA worker process: owns the context, runs what the parent asks.
 
-Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per shape (from ``.npy``
-files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
+Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per input set (from
+``.npy`` files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
 for verification, ``TimeKernel`` to warm up and take samples until the stopping rule is
 satisfied, with an L2 flush before each sample (one event pair per sample) and the SM clock
 read after it. Every config's launches sit inside an NVTX range ``kernel:config`` in the
