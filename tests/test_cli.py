@@ -277,7 +277,17 @@ def test_a_reader_that_goes_away_ends_with_the_documented_status() -> None:
     assert proc.wait(timeout=60) == 141
 
 
-@pytest.mark.parametrize("args", [["run", "reduce"], ["record", "reduce", "-o", "/tmp/r.json"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "reduce"],
+        ["record", "reduce", "-o", "/tmp/r.json"],
+        # input shapes that use config values (scales per channel, per token, per group)
+        ["run", "quantize_static"],
+        ["run", "dequantize_int8", "-c", "GRANULARITY=group,SYMMETRIC=false"],
+        ["run", "dequantize_fp8", "-c", "GRANULARITY=mx"],
+    ],
+)
 def test_gpu_commands_say_there_is_no_gpu(args: list[str]) -> None:
     from workbench.gpu import probe_gpu
 
@@ -286,6 +296,19 @@ def test_gpu_commands_say_there_is_no_gpu(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "no CUDA GPU" in result.output
+
+
+def test_run_stops_on_inputs_that_cannot_be_laid_out_before_looking_for_a_gpu(
+    project: Path,
+) -> None:
+    x = "  x: {dtype: float32, shape: [n]}\n"
+    weights = x + "  w: {dtype: float32, shape: [n * (SCALE - 2)]}\n"  # none at SCALE=2
+    text = (project / "spaces" / "tiny.yaml").read_text().replace("name: tiny", "name: weights")
+    path = project / "spaces" / "weights.yaml"
+    path.write_text(text.replace(x, weights))
+    code, out = run("run", str(path), "-c", "SCALE=2")
+    assert code == 2 and "input w: shape `n * (SCALE - 2)` gave 0, not a size >= 1" in out
+    assert "no CUDA GPU" not in out
 
 
 def test_run_merges_config_options_and_refuses_a_name_set_twice() -> None:

@@ -20,9 +20,10 @@ import pytest
 from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
 from workbench.references import ReferenceCall
 from workbench.references import quantize as ref
+from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config
-from workbench.spaces.schema import Distribution, DType
+from workbench.spaces.schema import DType
 from workbench.sweep import static_sweep
 from workbench.toolchain import Arch
 
@@ -303,23 +304,6 @@ NUMPY_DTYPE = {
 }
 
 
-def random_inputs(space: Space, config: Config, seed: int) -> dict[str, np.ndarray]:
-    """Inputs as the space describes them (what the runner will generate on the GPU)."""
-    rng = np.random.default_rng(seed)
-    env = space.env(config)
-    out = {}
-    for spec in space.spec.inputs:
-        shape = tuple(int(e.evaluate(env)) for e in spec.shape)
-        if spec.distribution is Distribution.RANDINT:
-            a = rng.integers(int(spec.low), int(spec.high) + 1, shape)
-        elif spec.distribution is Distribution.NORMAL:
-            a = rng.normal(spec.mean, spec.std, shape)
-        else:
-            a = rng.uniform(spec.low, spec.high, shape)
-        out[spec.name] = a.astype(NUMPY_DTYPE[spec.dtype])
-    return out
-
-
 def expected_outputs(space: Space, config: Config) -> Mapping[str, tuple[tuple[int, ...], type]]:
     env = space.env(config)
     return {
@@ -333,7 +317,7 @@ def test_references_fill_every_output_of_their_space(name: str) -> None:
     spec = load_kernel(name)
     space = Space(spec, shape=dict(spec.shape_sets["odd"][0]), arch=Arch.parse("sm_90"))
     for config in space.sample(12, seed=2):
-        inputs = random_inputs(space, config, seed=3)
+        inputs = make_inputs(space, 3, config)  # what the runner draws for this config
         assert spec.reference is not None
         module, function = spec.reference.target.split(":")
         reference = getattr(ref, function)

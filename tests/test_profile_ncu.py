@@ -138,7 +138,7 @@ def test_the_command_selects_one_launch_of_one_config() -> None:
 
 def test_plan_matches_what_the_cuda_runner_launches(tiny: Space, tmp_path: Path) -> None:
     """The NVTX range and the symbol in the command are the runner's own (its ``KernelJob``)."""
-    from workbench.runners.worker_runner import WorkerRunner
+    from workbench.runners.worker_runner import kernel_job
 
     config = {"BLOCK": 64, "SCALE": 3, "WAVES": 2}
     request = profiler.ProfileRequest(
@@ -152,9 +152,9 @@ def test_plan_matches_what_the_cuda_runner_launches(tiny: Space, tmp_path: Path)
         seed=7,
     )
     plan = profiler.plan(request)
-    runner = WorkerRunner.__new__(WorkerRunner)  # only _job: no worker process
-    runner.space = tiny
-    job = runner._job(config, compile_job(make_job(tiny, config), CompileCache(tmp_path / "cache")))
+    job = kernel_job(
+        tiny, config, compile_job(make_job(tiny, config), CompileCache(tmp_path / "cache"))
+    )
     assert plan.symbol == job.entry == "axpy"
     assert plan.selection.nvtx == f"workbench@{job.label}/"
     assert job.label == nvtx_range("tiny", config_label(config))

@@ -20,6 +20,9 @@ from workbench.runners.buffers import (
     Fill,
     OutputRole,
     ScalarValue,
+    input_config_names,
+    input_config_values,
+    input_shapes,
     kernel_arguments,
     make_inputs,
     named_scalars,
@@ -28,6 +31,7 @@ from workbench.runners.buffers import (
     poison_pattern,
     typed_scalar,
 )
+from workbench.runners.worker_runner import InputSets
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.schema import DType
 
@@ -108,15 +112,83 @@ def test_inputs_depend_on_shape_and_seed_only(write_space: Callable[..., Path]) 
     assert make_inputs(small, 1)["x"].shape == (10,)
 
 
-def test_input_shape_may_not_use_a_parameter(write_space: Callable[..., Path]) -> None:
-    sp = space_with(
+SCALES_SPACE = """\
+name: scales
+source: ../kernels/axpy.cu
+entry: {kernel: axpy}
+arches: [sm_90]
+parameters:
+  BLOCK: {values: [32, 64], default: 32}
+  PER: {values: [row, tensor], default: row, tunable: false}
+derived:
+  n_scales: n if PER == 'row' else 1
+geometry: {grid: 1, block: BLOCK}
+shapes: {default: {n: 1000}}
+inputs:
+  x: {dtype: float32, shape: [n]}
+  scale: {dtype: float32, shape: [n_scales], low: 0.5, high: 2}
+  pad:
+    dtype: int8
+    shape: ["BLOCK if PER == 'tensor' else 1"]
+    distribution: randint
+    low: 1
+    high: 9
+outputs: {y: {dtype: float32, shape: [n]}}
+args: [x, y, scale, pad]
+reference: {python: "workbench.references.elementwise:scale", rtol: 1e-6}
+work: {bytes: 8 * n}
+"""
+
+
+def test_input_shapes_may_use_config_values(write_space: Callable[..., Path]) -> None:
+    """A scale per row or one per tensor: the inputs follow the config's values (derived or
+    parameters), drawn per those values; an input that does not use them stays the same."""
+    sp = Space(load_space(write_space(SCALES_SPACE)))
+    row, tensor = {"BLOCK": 32, "PER": "row"}, {"BLOCK": 64, "PER": "tensor"}
+    assert input_config_names(sp) == ("BLOCK", "PER", "n_scales")
+    assert input_shapes(sp, row) == {"x": (1000,), "scale": (1000,), "pad": (1,)}
+    assert input_shapes(sp, tensor) == {"x": (1000,), "scale": (1,), "pad": (64,)}
+    a, b = make_inputs(sp, 3, row), make_inputs(sp, 3, tensor)
+    assert a["scale"].shape == (1000,) and b["scale"].shape == (1,) and b["pad"].shape == (64,)
+    assert np.array_equal(a["x"], b["x"])  # one stream per name: x is x, whatever the config
+    assert np.array_equal(make_inputs(sp, 3, row)["scale"], a["scale"])
+    assert input_config_values(sp, tensor) == (("BLOCK", 64), ("PER", "tensor"), ("n_scales", 1))
+    with pytest.raises(ConfigError, match="input shapes use BLOCK, PER, n_scales, values of"):
+        make_inputs(sp, 3)
+
+
+def test_input_sets_are_keyed_by_the_config_values_their_shapes_use(
+    write_space: Callable[..., Path], tmp_path: Path
+) -> None:
+    text = SCALES_SPACE.replace("\"BLOCK if PER == 'tensor' else 1\"", "1")
+    sp = Space(load_space(write_space(text)))
+    sets = InputSets(sp, 0, tmp_path, sp.spec.reference.target if sp.spec.reference else None)
+    row = sets.get({"BLOCK": 32, "PER": "row"})
+    assert row.key == "n=1000;n_scales=1000;seed=0"
+    assert sets.get({"BLOCK": 64, "PER": "row"}) is row  # BLOCK is not in any input shape
+    tensor = sets.get({"BLOCK": 32, "PER": "tensor"})
+    assert tensor.key == "n=1000;n_scales=1;seed=0"
+    assert tensor.arrays["x"] is row.arrays["x"]  # drawn and written once
+    assert tensor.files[0] == row.files[0] and tensor.files[0].name == "x"
+    assert {f.name: f.nbytes for f in tensor.files} == {"x": 4000, "scale": 4, "pad": 1}
+    assert tensor.expected is not row.expected  # the reference's cache is per set
+    # the shape alone decides them: one set, drawn before any config
+    plain = space_with(
         write_space,
-        "{x: {dtype: float32, shape: [n * SCALE]}}",
+        "{x: {dtype: float32, shape: [n]}}",
         "{y: {dtype: float32, shape: [n]}}",
         "[x, y]",
     )
-    with pytest.raises(ConfigError, match="uses SCALE"):
-        make_inputs(sp, 0)
+    plain_sets = InputSets(plain, 0, tmp_path, None)
+    plain_sets.prepare()
+    assert plain_sets.get({"BLOCK": 64, "SCALE": 2}).key == "n=1000,m=3;seed=0"
+
+
+def test_input_shape_that_fails_for_a_config_says_which(write_space: Callable[..., Path]) -> None:
+    text = SCALES_SPACE.replace("n if PER == 'row' else 1", "n if PER == 'row' else 0")
+    sp = Space(load_space(write_space(text)))
+    with pytest.raises(ConfigError, match="input scale: shape `n_scales` gave 0"):
+        input_shapes(sp, {"BLOCK": 32, "PER": "tensor"})
 
 
 def test_input_that_underflows_to_zero_is_refused(write_space: Callable[..., Path]) -> None:

@@ -61,6 +61,7 @@ def run(
 
     Several --config options are merged into that one config (-c BM=64 -c BN=128)."""
     from workbench.runners.cuda.runner import CudaRunner
+    from workbench.runners.worker_runner import check_launch_layout
 
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
@@ -71,6 +72,7 @@ def run(
             err_console.print(
                 f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}"
             )
+        check_launch_layout(space, cfg)  # what needs no GPU fails before one is looked for
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             m = runner.evaluate(cfg)
         if as_json:

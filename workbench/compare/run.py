@@ -94,7 +94,7 @@ def compare(plans: Sequence[ShapePlan], options: CompareOptions, log: Log) -> li
             ) as runner:  # fmt: skip
                 measurement = runner.evaluate(plan.config)
                 live = runner.space
-                inputs = runner.inputs
+                inputs = runner.inputs_for(plan.config)
                 cc = runner.device.cc
             out.append(_one_shape(plan, live, inputs, cc, measurement, worker, options, log))
     return out

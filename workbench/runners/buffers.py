@@ -1,11 +1,13 @@
 """Host-side buffers of one problem: random inputs, output initial contents, scalar arguments,
 and the kernel's argument list, all from the space file's ``inputs``/``outputs``/``args``.
 
-Inputs depend only on (space, shape, seed), never on the config, so they are drawn once per
-shape and every config of a search sees the same data. Outputs are poisoned before a launch
-(NaN for floats, a fixed bit pattern for integers) so that an element the kernel never wrote
-cannot pass for a result; ``init:`` outputs (accumulators) start from their value, ``scratch``
-outputs from zero. Nothing here touches a GPU.
+Inputs depend on (space, shape, seed) and, where an input's shape uses a parameter or a derived
+value (``scale: {shape: [n_scales]}``), on the values those names take: they are drawn once per
+shape and per those values, so that every config of a search that agrees on them sees the same
+data (one input's array depends only on the seed, its name and its shape). Outputs are poisoned
+before a launch (NaN for floats, a fixed bit pattern for integers) so that an element the kernel
+never wrote cannot pass for a result; ``init:`` outputs (accumulators) start from their value,
+``scratch`` outputs from zero. Nothing here touches a GPU.
 """
 
 from __future__ import annotations
@@ -79,28 +81,70 @@ def is_float(dtype: DType) -> bool:
 
 
 # -- inputs --------------------------------------------------------------------------------
-def make_inputs(space: Space, seed: int) -> dict[str, np.ndarray]:
-    """Random inputs for ``space``'s shape: one independent stream per input name.
+def make_inputs(
+    space: Space, seed: int, config: Mapping[str, Value] | None = None
+) -> dict[str, np.ndarray]:
+    """Random inputs for ``space``'s shape (and ``config``'s values, where input shapes use
+    them): one independent stream per input name.
 
     Raises:
-        ConfigError: an input's shape uses a parameter or fails to evaluate, or its
-            distribution gives only zeros in its dtype.
+        ConfigError: an input's shape needs a config and none is given, or fails to evaluate,
+            or its distribution gives only zeros in its dtype.
     """
-    env = _shape_env(space)
+    shapes = input_shapes(space, config)
+    return {s.name: draw_named_input(s, shapes[s.name], seed) for s in space.spec.inputs}
+
+
+def input_config_names(space: Space) -> tuple[str, ...]:
+    """The parameters and derived values that input shapes use, sorted (empty: the problem
+    shape alone gives every input)."""
     config_names = set(space.spec.parameter_names) | {name for name, _ in space.spec.derived}
-    out: dict[str, np.ndarray] = {}
-    for spec in space.spec.inputs:
-        for expr in spec.shape:
-            used = sorted(expr.names & config_names)
-            if used:
-                raise ConfigError(
-                    f"input {spec.name}: shape `{expr.text}` uses {', '.join(used)}; inputs "
-                    "must depend on the problem shape only (they are drawn once per shape)"
-                )
-        shape = eval_shape(spec.shape, env, f"input {spec.name}")
-        rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
-        out[spec.name] = draw_input(spec, shape, rng)
-    return out
+    used = {name for spec in space.spec.inputs for expr in spec.shape for name in expr.names}
+    return tuple(sorted(used & config_names))
+
+
+def input_config_values(
+    space: Space, config: Mapping[str, Value]
+) -> tuple[tuple[str, object], ...]:
+    """``(name, value)`` of each of :func:`input_config_names` for ``config``: with the shape and
+    the seed, what decides the inputs.
+
+    Raises:
+        ConfigError: a derived value fails to evaluate.
+    """
+    names = input_config_names(space)
+    if not names:
+        return ()
+    env = _config_env(space, config)
+    return tuple((name, env[name]) for name in names)
+
+
+def input_shapes(
+    space: Space, config: Mapping[str, Value] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The shape of every input, by name (nothing drawn); ``config`` gives the parameters and
+    derived values the shapes use.
+
+    Raises:
+        ConfigError: a shape uses a config value and no config is given, or fails to evaluate.
+    """
+    names = input_config_names(space)
+    if names and config is None:
+        raise ConfigError(
+            f"{space.spec.name}: input shapes use {', '.join(names)}, values of the config: "
+            "the inputs need a config"
+        )
+    env = _config_env(space, config) if names and config is not None else _shape_env(space)
+    return {
+        spec.name: eval_shape(spec.shape, env, f"input {spec.name}") for spec in space.spec.inputs
+    }
+
+
+def draw_named_input(spec: InputSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Input ``spec`` at ``shape`` from its own stream: the same (seed, name, shape) always
+    gives the same array, whatever else the space holds."""
+    rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
+    return draw_input(spec, shape, rng)
 
 
 def draw_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -387,6 +431,24 @@ def pack_arguments(values: Sequence[tuple[np.dtype, int | float]]) -> ArgPack:
         [base + i * ARG_SLOT_BYTES for i in range(len(values))] or [0], dtype=np.uint64
     )
     return ArgPack(storage, pointers, tuple(sizes))
+
+
+def launch_arguments(args: Sequence[KernelArg], addresses: Mapping[str, int]) -> ArgPack:
+    """``cuLaunchKernel``'s ``kernelParams`` for ``args``: each buffer as the device address in
+    ``addresses`` (a 64-bit pointer), each scalar as its C type.
+
+    Raises:
+        KeyError: a buffer argument has no address.
+    """
+    values: list[tuple[np.dtype, int | float]] = []
+    for arg in args:
+        if isinstance(arg, BufferArg):
+            if arg.name not in addresses:
+                raise KeyError(f"buffer {arg.name} has no device address")
+            values.append((np.dtype(np.uint64), addresses[arg.name]))
+        else:
+            values.append((arg.np_dtype, arg.value))
+    return pack_arguments(values)
 
 
 # -- expressions ---------------------------------------------------------------------------

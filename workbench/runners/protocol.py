@@ -2,7 +2,7 @@
 
 Plain data only: the parent decides everything (binary, geometry, arguments, output fills,
 timing options) so that the worker's job is to execute. Arrays never go through the pipe:
-the parent writes the inputs once per shape as ``.npy`` files of raw bytes in a temporary
+the parent writes each input once as an ``.npy`` file of raw bytes in a temporary
 directory, and the worker writes outputs back the same way (raw bytes, because ``np.save``
 cannot round-trip the ml_dtypes formats: bfloat16 comes back as void, float8_e5m2 not at all).
 """
@@ -31,9 +31,10 @@ class InputFile:
 
 @dataclass(frozen=True)
 class LoadInputs:
-    """Replace the worker's inputs with these (once per shape, and after every restart)."""
+    """Replace the worker's inputs with these (when a config needs another set than the one
+    it holds, and after every restart)."""
 
-    key: str  #: shape and seed, to recognise the set
+    key: str  #: shape, the config values input shapes use, and seed: to recognise the set
     files: tuple[InputFile, ...]
 
 

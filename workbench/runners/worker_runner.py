@@ -19,15 +19,26 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from workbench.analysis.signature import require_matching_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
 from workbench.devices import DeviceSpec
 from workbench.errors import ArchError, CompileError, ConfigError, ToolchainError, WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
-from workbench.runners.buffers import kernel_arguments, make_inputs, named_scalars, output_buffers
+from workbench.runners.buffers import (
+    draw_named_input,
+    input_config_names,
+    input_config_values,
+    input_shapes,
+    kernel_arguments,
+    named_scalars,
+    output_buffers,
+)
 from workbench.runners.protocol import (
     InputFile,
     KernelJob,
@@ -51,7 +62,7 @@ from workbench.runners.supervisor import (
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
 from workbench.spaces.launch import launch_geometry, work_rates
-from workbench.spaces.model import Config, config_label, shape_label
+from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version
 
@@ -69,7 +80,8 @@ class WorkerRunner(Runner):
         cache: compile cache (None: compile every time).
         executor_factory: picklable callable building the executor inside the worker.
         shape: the problem shape, when not the space's own.
-        seed: seed of the random inputs (inputs depend on shape and seed only).
+        seed: seed of the random inputs (inputs depend on the shape, the seed and the config
+            values their shapes use).
         timing: warm-up, L2 flush, stopping rule and throttling options.
         launch_timeout_s: the longest the worker may be silent during a launch or a sample
             before it is killed and the config recorded as TIMEOUT.
@@ -79,7 +91,8 @@ class WorkerRunner(Runner):
 
     Raises:
         WorkbenchError: no reference while ``verify``; the worker cannot start; the space's
-            arch cannot run on the worker's device; inputs cannot be drawn.
+            arch cannot run on the worker's device; inputs that depend on the shape alone
+            cannot be drawn.
     """
 
     def __init__(
@@ -116,20 +129,22 @@ class WorkerRunner(Runner):
             executor_factory, startup_timeout_s=startup_timeout_s, name=f"wb-{space.spec.name}"
         )
         self._tmp = Path(tempfile.mkdtemp(prefix="workbench-run-", dir=workdir))
-        self._inputs_generation = 0
+        self._verify_configs = verify
+        #: (worker generation, key of the input set it holds)
+        self._loaded: tuple[int, str] | None = None
         try:
             info = self._supervisor.info
             self._device = device_info(info)
             self.notes: tuple[str, ...] = tuple(info.get("notes", ()))
             self.space = self._live_space(info)
-            self.inputs = make_inputs(self.space, seed)
-            self._input_files = self._write_inputs()
             reference = self.space.spec.reference
-            self._expected = (
-                ExpectedOutputs(reference.target, self.inputs, self.space.shape)
-                if verify and reference is not None
-                else None
+            self._inputs = InputSets(
+                self.space,
+                seed,
+                self._tmp,
+                reference.target if verify and reference is not None else None,
             )
+            self._inputs.prepare()
         except BaseException:
             self.close()
             raise
@@ -144,6 +159,14 @@ class WorkerRunner(Runner):
         """How many times the worker was restarted after a fault."""
         return self._supervisor.restarts
 
+    def inputs_for(self, config: Config) -> Mapping[str, np.ndarray]:
+        """The input arrays ``config`` runs on (drawn now if no config has needed them yet).
+
+        Raises:
+            ConfigError: an input's shape fails for ``config``, or its draw gives only zeros.
+        """
+        return self._inputs.get(config).arrays
+
     def evaluate(self, config: Config) -> Measurement:
         config = dict(config)
         problems = self.space.explain(config)
@@ -156,19 +179,21 @@ class WorkerRunner(Runner):
             return compiled
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds}
         try:
-            job = self._job(config, compiled)
+            job = kernel_job(self.space, config, compiled)
+            inputs = self._inputs.get(config)
         except ConfigError as exc:
             return Measurement.failure(TrialOutcome.INFEASIBLE, str(exc), **extra)
         label = config_label(config)
         try:
             verdict = self.verdicts.get(label)
-            if verdict is None and self._expected is not None:
-                verdict = self.verdicts[label] = self._verify(config, job)
+            if verdict is None and self._verify_configs:
+                verdict = self.verdicts[label] = self._verify(config, job, inputs)
             if verdict is not None:
                 extra["verify_max_error"] = verdict.max_abs_error
                 if not verdict.ok:
                     return Measurement.failure(TrialOutcome.WRONG, verdict.reason, **extra)
-            timing = self._request(TimeKernel(job, self.timing), self.launch_timeout_s, "timing")
+            request = TimeKernel(job, self.timing)
+            timing = self._request(request, self.launch_timeout_s, "timing", inputs)
         except WorkerStartError:
             raise
         except WorkerFault as fault:
@@ -198,48 +223,30 @@ class WorkerRunner(Runner):
         require_matching_arguments(self.space.spec, result.cubin, result.entry, result.ptx)
         return result
 
-    def _job(self, config: Config, compiled: CompileResult) -> KernelJob:
-        assert compiled.cubin is not None and compiled.entry is not None
-        return KernelJob(
-            label=nvtx_range(self.space.spec.name, config_label(config)),
-            module_key=compiled.key,
-            cubin=compiled.cubin,
-            entry=compiled.entry,
-            launch=launch_geometry(self.space, config),
-            args=kernel_arguments(self.space, config),
-            outputs=output_buffers(self.space, config),
-        )
-
-    def _verify(self, config: Config, job: KernelJob) -> Verdict:
+    def _verify(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
         out_dir = self._tmp / "outputs"
         out_dir.mkdir(exist_ok=True)
         reply: OutputFiles = self._request(
-            RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch"
+            RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch", inputs
         )
         try:
-            got = {o.name: read_raw(reply.paths[o.name], o.np_dtype, o.shape) for o in job.outputs}
-            assert self._expected is not None and self.space.spec.reference is not None
-            expected = self._expected.get(config, named_scalars(job.args), job.outputs)
-            tolerance = tolerance_for(self.space.spec.reference, self.space.env(config))
-            return verify_outputs(got, expected, job.outputs, tolerance)
+            return output_verdict(self.space, config, job, inputs, reply)
         finally:  # the arrays are memory-mapped: unlinking keeps them readable until dropped
             for path in reply.paths.values():
                 Path(path).unlink(missing_ok=True)
 
-    def _request(self, request: object, timeout_s: float, stage: str) -> Any:
-        """Send ``request`` to a worker that holds this runner's inputs."""
-        if self._inputs_generation != self._supervisor.generation or not self._supervisor.alive:
+    def _request(self, request: object, timeout_s: float, stage: str, inputs: InputSet) -> Any:
+        """Send ``request`` to a worker that holds ``inputs`` (loaded first if it does not)."""
+        if not self._supervisor.alive or self._loaded != (self._supervisor.generation, inputs.key):
             self._supervisor.start()
             generation = self._supervisor.generation
             try:
                 self._supervisor.call(
-                    LoadInputs(self._inputs_key, self._input_files),
-                    self.startup_timeout_s,
-                    "loading inputs",
+                    LoadInputs(inputs.key, inputs.files), self.startup_timeout_s, "loading inputs"
                 )
             except WorkerFault as fault:
                 raise WorkbenchError(f"cannot load the inputs into the worker: {fault}") from fault
-            self._inputs_generation = generation
+            self._loaded = (generation, inputs.key)
         return self._supervisor.call(request, timeout_s, stage)
 
     def _measurement(self, config: Config, timing: Timing, extra: dict[str, Any]) -> Measurement:
@@ -270,17 +277,6 @@ class WorkerRunner(Runner):
         )
 
     # -- setup ---------------------------------------------------------------------------
-    @property
-    def _inputs_key(self) -> str:
-        return f"{shape_label(self.space.shape)};seed={self.seed}"
-
-    def _write_inputs(self) -> tuple[InputFile, ...]:
-        files = []
-        for name, array in self.inputs.items():
-            path = self._tmp / f"input-{name}.npy"
-            files.append(InputFile(name, str(path), write_raw(path, array)))
-        return tuple(files)
-
     def _live_space(self, info: Mapping[str, Any]) -> Space:
         """The space on the worker's real device: its limits, and an arch that runs there.
 
@@ -301,6 +297,146 @@ class WorkerRunner(Runner):
         if device == self.space.device:
             return self.space
         return Space(self.space.spec, shape=self.space.shape, arch=self.space.arch, device=device)
+
+
+@dataclass(frozen=True)
+class InputSet:
+    """The inputs of one problem: the arrays, the files a worker loads them from, and the
+    cache of the reference's outputs on them (None when nothing is verified)."""
+
+    key: str  #: the problem shape, the config values input shapes use, and the seed
+    arrays: Mapping[str, np.ndarray]
+    files: tuple[InputFile, ...]
+    expected: ExpectedOutputs | None
+
+
+class InputSets:
+    """A space's inputs at one shape: drawn once per shape and per the values of the
+    parameters and derived values their shapes use (``n_scales``: one set per scale count),
+    each array written once to ``directory`` as the ``.npy`` file a worker loads.
+
+    Args:
+        space: the space at the problem shape (on the device that runs it).
+        seed: seed of the random inputs.
+        directory: where the input files go.
+        reference: the reference's target, to cache its outputs per set (None: no reference).
+    """
+
+    def __init__(self, space: Space, seed: int, directory: Path, reference: str | None) -> None:
+        self.space = space
+        self.seed = seed
+        self.directory = directory
+        self.reference = reference
+        self._sets: dict[str, InputSet] = {}
+        #: (input name, shape) -> the array and its file: an array is drawn and written once
+        self._arrays: dict[tuple[str, tuple[int, ...]], tuple[np.ndarray, InputFile]] = {}
+
+    def key(self, config: Mapping[str, Value]) -> str:
+        """The key of ``config``'s inputs: the problem shape, the values of the config names
+        the input shapes use, and the seed (``M=4096,K=4096;n_scales=4096;seed=0``).
+
+        Raises:
+            ConfigError: a derived value fails to evaluate.
+        """
+        values = input_config_values(self.space, config)
+        used = "".join(f";{name}={value}" for name, value in values)
+        return f"{shape_label(self.space.shape)}{used};seed={self.seed}"
+
+    def shapes(self, config: Mapping[str, Value]) -> dict[str, tuple[int, ...]]:
+        """The shape of each input of ``config`` (nothing drawn).
+
+        Raises:
+            ConfigError: an input's shape fails to evaluate.
+        """
+        return input_shapes(self.space, config)
+
+    def prepare(self) -> None:
+        """Draw the inputs now when the problem shape alone decides them, so that an input
+        that cannot be drawn stops the run before any config (otherwise: at each config)."""
+        if not input_config_names(self.space):
+            self.get({})
+
+    def get(self, config: Mapping[str, Value]) -> InputSet:
+        """The inputs ``config`` runs on.
+
+        Raises:
+            ConfigError: an input's shape fails to evaluate, or its draw gives only zeros.
+        """
+        key = self.key(config)
+        found = self._sets.get(key)
+        if found is not None:
+            return found
+        shapes = self.shapes(config)
+        arrays, files = {}, []
+        for spec in self.space.spec.inputs:
+            array, file = self._array(spec, shapes[spec.name])
+            arrays[spec.name] = array
+            files.append(file)
+        expected = (
+            ExpectedOutputs(self.reference, arrays, self.space.shape) if self.reference else None
+        )
+        made = self._sets[key] = InputSet(key, arrays, tuple(files), expected)
+        return made
+
+    def _array(self, spec: InputSpec, shape: tuple[int, ...]) -> tuple[np.ndarray, InputFile]:
+        known = self._arrays.get((spec.name, shape))
+        if known is None:
+            array = draw_named_input(spec, shape, self.seed)
+            path = self.directory / f"input-{spec.name}-{'x'.join(map(str, shape))}.npy"
+            file = InputFile(spec.name, str(path), write_raw(path, array))
+            known = self._arrays[spec.name, shape] = (array, file)
+        return known
+
+
+def kernel_job(space: Space, config: Config, compiled: CompileResult) -> KernelJob:
+    """Everything a worker needs to launch ``config`` once: binary, geometry, arguments and
+    outputs.
+
+    Raises:
+        ConfigError: the geometry, an argument or an output fails to evaluate for ``config``.
+    """
+    assert compiled.cubin is not None and compiled.entry is not None
+    return KernelJob(
+        label=nvtx_range(space.spec.name, config_label(config)),
+        module_key=compiled.key,
+        cubin=compiled.cubin,
+        entry=compiled.entry,
+        launch=launch_geometry(space, config),
+        args=kernel_arguments(space, config),
+        outputs=output_buffers(space, config),
+    )
+
+
+def check_launch_layout(space: Space, config: Config) -> None:
+    """Evaluate what a launch of ``config`` lays out on the host (geometry, arguments, outputs,
+    input shapes; nothing drawn), so that a command can say what stops it before it looks for
+    a GPU. An invalid config is left to the caller (a runner reports it as infeasible).
+
+    Raises:
+        ConfigError: one of them fails to evaluate for ``config``.
+    """
+    if space.explain(config):
+        return
+    launch_geometry(space, config)
+    kernel_arguments(space, config)
+    output_buffers(space, config)
+    input_shapes(space, config)
+
+
+def output_verdict(
+    space: Space, config: Config, job: KernelJob, inputs: InputSet, reply: OutputFiles
+) -> Verdict:
+    """What a worker wrote for ``job`` (``reply``'s files) against the reference on ``inputs``.
+
+    Raises:
+        BadReferenceError: the reference is missing, raises, or returns the wrong outputs.
+        ConfigError: the tolerance fails to evaluate.
+    """
+    assert inputs.expected is not None and space.spec.reference is not None
+    got = {o.name: read_raw(reply.paths[o.name], o.np_dtype, o.shape) for o in job.outputs}
+    expected = inputs.expected.get(config, named_scalars(job.args), job.outputs)
+    tolerance = tolerance_for(space.spec.reference, space.env(config))
+    return verify_outputs(got, expected, job.outputs, tolerance)
 
 
 def cubin_runs_on(arch: Arch, device_cc: int) -> bool:

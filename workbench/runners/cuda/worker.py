@@ -1,7 +1,7 @@
 """The executor inside the CUDA worker process: owns the context, runs what the parent asks.
 
-Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per shape (from ``.npy``
-files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
+Requests (see :mod:`workbench.runners.protocol`): ``LoadInputs`` once per input set (from
+``.npy`` files), ``RunOnce`` to launch a config once on poisoned outputs and hand the outputs back
 for verification, ``TimeKernel`` to warm up and take samples until the stopping rule is
 satisfied, with an L2 flush before each sample (one event pair per sample) and the SM clock
 read after it. Every config's launches sit inside an NVTX range ``kernel:config`` in the
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.runners.buffers import BufferArg, OutputBuffer, pack_arguments
+from workbench.runners.buffers import BufferArg, OutputBuffer, launch_arguments
 from workbench.runners.cuda.driver import (
     DeviceBuffer,
     DeviceProperties,
@@ -151,13 +151,16 @@ class CudaExecutor:
 
     Args:
         ordinal: CUDA device ordinal.
+        gpu: the device to use instead of opening ``ordinal`` (something with :class:`Gpu`'s
+            methods: the CPU tests pass host memory, so that everything but the launch itself
+            runs as it does on a GPU).
 
     Raises:
         CudaError: no driver or device, or the context cannot be set up.
     """
 
-    def __init__(self, ordinal: int = 0) -> None:
-        self.gpu = Gpu(ordinal)
+    def __init__(self, ordinal: int = 0, gpu: Gpu | None = None) -> None:
+        self.gpu = gpu if gpu is not None else Gpu(ordinal)
         self.props: DeviceProperties = self.gpu.properties()
         self.clocks, self.clock_note = ClockReader.open(self.props.uuid)
         self.ranges = NvtxRanges()
@@ -239,15 +242,11 @@ class CudaExecutor:
         kernel = self._kernel(job)
         outputs = [(o, self._output(o)) for o in job.outputs]
         buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
-        values = []
         for arg in job.args:
-            if isinstance(arg, BufferArg):
-                if arg.name not in buffers:
-                    raise _NotLoaded(f"buffer {arg.name} is not loaded (inputs: {self.inputs_key})")
-                values.append((np.dtype(np.uint64), buffers[arg.name].ptr))
-            else:
-                values.append((arg.np_dtype, arg.value))
-        return kernel, pack_arguments(values), outputs
+            if isinstance(arg, BufferArg) and arg.name not in buffers:
+                raise _NotLoaded(f"buffer {arg.name} is not loaded (inputs: {self.inputs_key})")
+        addresses = {name: buf.ptr for name, buf in buffers.items()}
+        return kernel, launch_arguments(job.args, addresses), outputs
 
     def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
         job = request.job
