@@ -5,14 +5,21 @@ Each step is one command with its own timeout; no step starts after the soft dea
 step's timeout is clipped to the hard deadline (both counted from the start of
 device_check.sh, ``DEVICE_CHECK_T0``), and after every step the summary (``summary.json``,
 ``summary.txt``) and the packed results are rewritten under ``$OUT``, so whatever finished
-comes back even if the call is cut off. ``estimate_s`` of a step is an estimate made on a
-CPU-only machine from what the step does (configs, samples, ncu passes), not a measurement.
+comes back even if the call is cut off.
+
+``estimate_s`` of a step is a wall time of the first H200 run (2026-12-04, run1: the whole
+script, run2: three tunes run alone; their summary.json, as committed in ``H200_RUN``): the
+step's own where it ran with the same command ("measured"), else the closest measured step's,
+adjusted by what differs, e.g. seconds of search cut ("derived"); ``estimate_source`` says
+which. The estimates of the steps a plain run starts must sum to at most ``STEP_BUDGET_S``
+(tests/test_device_script.py): a new step pays for itself.
 
 What comes back under $OUT (the device tool returns at most 8 files of 16 MiB, 2 folders deep):
   summary.json, summary.txt   steps: status, wall time, timeout, estimate, command
   device_check.log            the whole console log (device_check.sh tees it)
-  results.tar.gz              env, ceilings, tune/compare/profile JSON, step logs, pytest log,
-                              benchmarks/results/<gpu>-validation-<date>.json (repo-relative)
+  results.tar.gz              env, ceilings, tune/compare/profile/run JSON, step logs, pytest
+                              log, benchmarks/results/<gpu>-validation-<date>.json
+                              (repo-relative)
   recordings.tar.gz           tuning_spaces/recordings/<kernel>/*.json.gz (repo-relative)
   store.sqlite.gz             the store (tune studies, comparisons, profiles), one file
   ncu.tar.gz                  ncu/*.ncu-rep
@@ -26,6 +33,7 @@ import datetime as dt
 import gzip
 import importlib
 import json
+import math
 import os
 import re
 import shlex
@@ -40,14 +48,28 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 #: What one returned file may weigh (the device tool's limit is 16 MiB).
 FILE_LIMIT = 15 * 2**20
+#: The device tool call's timeout_s: 8 minutes (the machine's 15 minutes include its start).
+CALL_TIMEOUT_S = 480
 #: Default deadlines, seconds after device_check.sh started: no step starts after SOFT, every
-#: step ends by HARD; packing follows (a few seconds). The run call's timeout_s is 560.
+#: step ends by HARD; the final steps and packing follow.
 SOFT_S = 430
-HARD_S = 470
+HARD_S = 450
 #: How far past the hard deadline a final step (the recordings export) may run.
-FINAL_GRACE_S = 30
+FINAL_GRACE_S = 20
+#: What device_check.sh spends besides the steps: wheel install and packing after each step
+#: (run1: 448.4 s elapsed for 445.0 s of steps, the wheels in 1 s).
+OVERHEAD_S = 5
+#: At most this many seconds of estimates in a plain run: the soft deadline less the overhead,
+#: and a margin for steps that run longer than they did on 2026-12-04.
+STEP_BUDGET_S = 420
+#: The wall times behind the estimates: the first H200 run's validation entry (steps[].wall_s,
+#: steps[].run), copied from run1/run2 summary.json of ../shared/device-runs/h200-2026-12-04.
+H200_RUN = ROOT / "benchmarks" / "results" / "nvidia-h200-validation-2026-12-04.json"
+#: Where the committed recordings are (the gemm_int8 and reduce tunes evaluate their best first).
+RECORDINGS = ROOT / "tuning_spaces" / "recordings"
 
 #: Seeds of the gemm_int8 searches (valid on sm_90a for every shape below; starting points, not
 #: claims): wgmma tiles for the large shapes, split-K mma tiles for decode shapes.
@@ -68,11 +90,13 @@ class Step:
     what: str
     argv: list[str]
     timeout_s: int
-    estimate_s: int  #: an estimate (see the module docstring), used for the deadline check
+    estimate_s: int  #: expected wall time (see the module docstring), for the deadline check
+    estimate_source: str = ""  #: "measured: run1 NAME 9.3 s" or "derived: run1 NAME ... (why)"
     stdout: str | None = None  #: file under the results folder that gets stdout (JSON)
     gate: str | None = None  #: "ncu": skipped when the ncu probe found no counters
     final: bool = False  #: runs even past the deadlines (CPU-only, seconds): the export
     best_from: str | None = None  #: the tune step behind ``--config best`` (default if not ok)
+    on_request: bool = False  #: runs only when named in --only (DEVICE_CHECK_ONLY)
     status: str = "pending"
     rc: int | None = None
     wall_s: float | None = None
@@ -103,12 +127,49 @@ class Layout:
             d.mkdir(parents=True, exist_ok=True)
 
 
+@dataclass(frozen=True)
+class Walls:
+    """The measured wall time of each step of the H200 run, and which run it comes from."""
+
+    seconds: dict[str, tuple[float, int]]
+
+    @classmethod
+    def load(cls, path: Path = H200_RUN) -> Walls:
+        steps = json.loads(path.read_text())["steps"]
+        return cls({s["name"]: (s["wall_s"], s["run"]) for s in steps if s["wall_s"] is not None})
+
+    def measured(self, name: str) -> tuple[int, str]:
+        """``name``'s own wall time (the step runs the command it ran then)."""
+        wall, run = self.seconds[name]
+        return math.ceil(wall), f"measured: run{run} {name} {wall} s"
+
+    def derived(self, base: str, plus_s: float, why: str) -> tuple[int, str]:
+        """The wall time of the closest measured step ``base``, plus ``plus_s`` for ``why``."""
+        wall, run = self.seconds[base]
+        seconds = math.ceil(round(wall + plus_s, 1))  # (22.4 - 7.4 is 15, not 15.000...2)
+        return seconds, f"derived: run{run} {base} {wall} s {plus_s:+g} s ({why})"
+
+
+def recorded_best(kernel: str, shape: dict[str, int]) -> str | None:
+    """The fastest correct config of the committed H200 recording of ``kernel`` at ``shape``,
+    as NAME=VALUE,... (None without one)."""
+    for path in sorted((RECORDINGS / kernel).glob("*.json.gz")):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        if doc.get("shape") != shape or doc.get("device", {}).get("name") != "NVIDIA H200":
+            continue
+        ok = [e for e in doc["entries"] if e["outcome"] == "ok" and e["value"] is not None]
+        if ok:
+            best = min(ok, key=lambda e: e["value"])["config"]
+            return ",".join(f"{k}={v}" for k, v in best.items())
+    return None
+
+
 def _shape_args(shape: dict[str, int]) -> list[str]:
     return [a for k, v in shape.items() for a in ("--shape", f"{k}={v}")]
 
 
 def _pytest_step(
-    py: str, lay: Layout, name: str, files: str, timeout_s: int, estimate_s: int
+    py: str, lay: Layout, name: str, files: str, timeout_s: int, estimate: tuple[int, str]
 ) -> Step:
     """The gpu-marked tests of ``files`` (space-separated), 40 s at most each."""
     return Step(
@@ -120,56 +181,89 @@ def _pytest_step(
             *files.split(),
         ],
         timeout_s,
-        estimate_s,
+        *estimate,
     )
 
 
-def build_steps(py: str, lay: Layout) -> list[Step]:
-    """Every step, in order of value."""
-    wb = [py, "-m", "workbench.cli.main"]
-    ceil = ["--ceilings", str(lay.results / "ceilings.json")]
-    spaces_root = lay.recordings_root / "tuning_spaces"
-    seeds = [a for s in GEMM_SEEDS for a in ("--enqueue", s)]
+def _profile_step(
+    wb: list[str], lay: Layout, kernel: str, cfg: str, mset: str, estimate: tuple[int, str]
+) -> Step:
+    """ncu on ``kernel`` at config ``cfg`` with the metric set ``mset``."""
+    tag = cfg.split("=")[1].lower()
+    argv = [*wb, "profile", kernel, "-c", cfg, "--set", mset, "--report-dir", str(lay.ncu)]
+    argv += ["--timeout", "50", "--ceilings", str(lay.results / "ceilings.json"), "--json"]
+    return Step(
+        f"profile_{kernel}_{tag}",
+        f"ncu on {kernel} {cfg} ({mset})",
+        argv,
+        60,
+        *estimate,
+        stdout=f"profiles/{kernel}_{tag}_{mset}.json",
+        gate="ncu",
+        # the run of 2026-12-04 made these reports (tests/data/ncu): again only when asked
+        on_request=True,
+    )
+
+
+def _run_steps(wb: list[str], walls: Walls) -> list[Step]:
+    """``workbench run K -c default`` for issue 40's fixes: three kernels that stopped before
+    the launch on the H200 (inputs drawn from a config value) and gemm_int8's new sm_90a
+    default at 8192^3. (``-c default`` is the form issue 40 makes legal; the parser takes it
+    today, so check_cli passes; before that change run refuses it, as in run3.)"""
+    # run3 printed no wall times: a run is a tune's fixed cost (process, worker, store,
+    # reference) plus one evaluation, i.e. the tune's wall less its search, plus one evaluation
+    small = walls.derived(
+        "tune_quantize_int8", -15 + 1, "without its 15 s of search, plus 1 evaluation (~0.75 s)"
+    )
+    gemm = walls.derived(
+        "tune_gemm_int8_8192",
+        -40 + 3,
+        "without its 40 s of search, plus 1 evaluation at 8192^3 (~2.5 s); it includes the "
+        "tune's enumeration of the valid configs, which run does not do",
+    )
     steps = [
         Step(
-            "env",
-            "GPU, driver, clocks, toolchain, imports",
-            [py, __file__, "--env-json", str(lay.results / "env.json")],
+            f"run_{kernel}",
+            f"workbench run {kernel} -c default: verify and time the default config",
+            [*wb, "run", kernel, "-c", "default", "--json"],
             45,
-            10,
-        ),
+            *small,
+            stdout=f"runs/{kernel}.json",
+        )
+        for kernel in ("quantize_static", "dequantize_int8", "dequantize_fp8")
+    ]
+    steps.append(
         Step(
-            "ceilings",
-            "copy bandwidth, int8 (torch._int_mm) and fp16 matmul at 8192",
-            [py, "scripts/ceilings.py", "--json", str(lay.results / "ceilings.json")],
-            90,
-            25,
-        ),
-        # the runner's own gpu tests first, in a step of their own: they are the only check of
-        # the out-of-bounds restart, the hang timeout, the >48 KiB opt-in and the cluster launch
-        # (a killed pytest writes no junit file); compare and profile have their own steps below
-        _pytest_step(py, lay, "pytest_runner", "tests/test_runner_cuda.py", 75, 45),
-        _pytest_step(
-            py,
-            lay,
-            "pytest_kernels",
-            "tests/test_kernels_reduce.py tests/test_kernels_aos_soa.py "
-            "tests/test_kernels_divergence.py",
+            "run_gemm_int8_8192",
+            "workbench run gemm_int8 -c default at 8192^3: the sm_90a default (wgmma)",
+            [*wb, "run", "gemm_int8", "-c", "default", "--shape", "M=8192,N=8192,K=8192", "--json"],
             75,
-            45,
-        ),
-    ]
-    gemm_shapes = [
-        ("8192", {"M": 8192, "N": 8192, "K": 8192}, 40, 60),
-        ("4096", {"M": 4096, "N": 4096, "K": 4096}, 25, 40),
-        ("m128_n11008", {"M": 128, "N": 11008, "K": 4096}, 20, 30),
-        ("m16", {"M": 16, "N": 4096, "K": 4096}, 15, 25),
-    ]
-    for tag, shape, secs, est in gemm_shapes:
+            *gemm,
+            stdout="runs/gemm_int8_8192.json",
+        )
+    )
+    return steps
+
+
+def _gemm_tune_steps(wb: list[str], walls: Walls) -> list[Step]:
+    """Short re-validations of gemm_int8 at the compare shapes with an H200 recording: the
+    recorded best first, then the seeds and the default, for a few seconds of search (the
+    committed recordings hold the full searches of 2026-12-04). No 8192^3 tune: its recorded
+    best is the new sm_90a default, which run_gemm_int8_8192 and the compare time."""
+    steps = []
+    for tag, shape, secs, was in [
+        ("4096", {"M": 4096, "N": 4096, "K": 4096}, 10, 25),
+        ("m128_n11008", {"M": 128, "N": 11008, "K": 4096}, 6, 20),
+        ("m16", {"M": 16, "N": 4096, "K": 4096}, 6, 15),
+    ]:
+        best = recorded_best("gemm_int8", shape)
+        first = [best] if best else []
+        enqueue = [a for c in [*first, *GEMM_SEEDS, "default"] for a in ("--enqueue", c)]
+        name = f"tune_gemm_int8_{tag}"
         steps.append(
             Step(
-                f"tune_gemm_int8_{tag}",
-                f"short tune of gemm_int8 at {shape} ({secs} s of search)",
+                name,
+                f"re-validation of gemm_int8 at {shape}: the recorded best first ({secs} s)",
                 [
                     *wb,
                     "tune",
@@ -179,49 +273,118 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                     str(secs),
                     "--budget",
                     "60",
-                    *seeds,
-                    "--enqueue",
-                    "default",
+                    *enqueue,
                     "--json",
                 ],
                 secs + 60,
-                est,
+                *walls.derived(name, secs - was, f"--time {was} -> {secs}"),
                 stdout=f"tune/gemm_int8_{tag}.json",
             )
         )
-    steps += [
+    return steps
+
+
+def _short_tunes(wb: list[str], walls: Walls) -> list[Step]:
+    """Short tunes of the other kernels: the three that never ran (the deadline skipped them
+    on 2026-12-04), then the three run2 measured, now on request (recordings committed)."""
+    steps = []
+    for kernel, secs in [("aos_soa", 8), ("stream_scale", 6), ("reduce_f16", 8)]:
+        # the closest measured: tune_quantize_fp8, a --time-bound tune of a small kernel
+        est = walls.derived("tune_quantize_fp8", secs - 10, f"its --time 10 -> {secs}")
+        steps.append(_short_tune(wb, kernel, secs, est))
+    for kernel, secs in [("cache_hints", 15), ("quantize_int8", 15), ("quantize_fp8", 10)]:
+        step = _short_tune(wb, kernel, secs, walls.measured(f"tune_{kernel}"))
+        step.on_request = True
+        steps.append(step)
+    return steps
+
+
+def _short_tune(wb: list[str], kernel: str, secs: int, estimate: tuple[int, str]) -> Step:
+    return Step(
+        f"tune_{kernel}",
+        f"short tune of {kernel} ({secs} s of search)",
+        [*wb, "tune", kernel, "--time", str(secs), "--budget", "60", "--json"],
+        secs + 40,
+        *estimate,
+        stdout=f"tune/{kernel}.json",
+    )
+
+
+def build_steps(py: str, lay: Layout) -> list[Step]:
+    """Every step, in order of value (the on-request ones where they would run)."""
+    walls = Walls.load()
+    wb = [py, "-m", "workbench.cli.main"]
+    ceil = ["--ceilings", str(lay.results / "ceilings.json")]
+    spaces_root = lay.recordings_root / "tuning_spaces"
+    reduce_best = recorded_best("reduce", {"n": 16777216})
+    reduce_first = ["--enqueue", reduce_best, "--enqueue", "default"] if reduce_best else []
+    divergence_recording = (
+        spaces_root / "recordings" / "divergence" / "divergence-nvidia-h200-all.json.gz"
+    )
+    steps = [
+        Step(
+            "env",
+            "GPU, driver, clocks, toolchain, imports",
+            [py, __file__, "--env-json", str(lay.results / "env.json")],
+            45,
+            *walls.measured("env"),
+        ),
+        Step(
+            "ceilings",
+            "copy bandwidth, int8 (torch._int_mm) and fp16 matmul at 8192",
+            [py, "scripts/ceilings.py", "--json", str(lay.results / "ceilings.json")],
+            90,
+            *walls.measured("ceilings"),
+        ),
+        # the runner's own gpu tests first, in a step of their own: they are the only check of
+        # the out-of-bounds restart, the hang timeout, the >48 KiB opt-in and the cluster launch
+        # (a killed pytest writes no junit file; one process would save ~1.3 s, run1's pytest
+        # startup); compare and profile have their own steps below
+        _pytest_step(
+            py,
+            lay,
+            "pytest_runner",
+            "tests/test_runner_cuda.py",
+            75,
+            walls.measured("pytest_runner"),
+        ),
+        _pytest_step(
+            py,
+            lay,
+            "pytest_kernels",
+            "tests/test_kernels_reduce.py tests/test_kernels_aos_soa.py "
+            "tests/test_kernels_divergence.py",
+            90,
+            walls.measured("pytest_kernels"),
+        ),
+        *_run_steps(wb, walls),
+        *_gemm_tune_steps(wb, walls),
         Step(
             "tune_reduce",
-            "short tune of reduce (sum, n=16M fp32)",
-            [*wb, "tune", "reduce", "--time", "20", "--budget", "80", "--json"],
-            80,
-            30,
+            "re-validation of reduce (sum, n=16M fp32): the recorded best first, 40 configs",
+            [*wb, "tune", "reduce", "--time", "20", "--budget", "40", *reduce_first, "--json"],
+            60,
+            *walls.derived(
+                "tune_reduce", -7.4, "40 of its 80 evaluations, 0.185 s each in run1's store"
+            ),
             stdout="tune/reduce.json",
         ),
         Step(
             "recordings_main",
             "tune studies of gemm_int8/reduce -> recordings",
             [
-                py,
-                "scripts/study_recordings.py",
-                "--store",
-                str(lay.store),
-                "--root",
-                str(spaces_root),
-                "--kernel",
-                "gemm_int8",
-                "--kernel",
-                "reduce",
+                *(py, "scripts/study_recordings.py", "--store", str(lay.store)),
+                *("--root", str(spaces_root), "--kernel", "gemm_int8", "--kernel", "reduce"),
             ],
             60,
-            8,
+            *walls.measured("recordings_main"),
         ),
         Step(
             "compare_gemm_int8",
             "tuned vs cuBLAS/cuBLASLt/CUTLASS, shape set 'compare' (5)",
             [*wb, "compare", "gemm_int8", "--shapes", "compare", *ceil, "--json"],
             150,
-            60,
+            *walls.measured("compare_gemm_int8"),
             stdout="compare/gemm_int8.json",
         ),
         Step(
@@ -229,7 +392,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             "tuned reduce vs CUB and a device copy",
             [*wb, "compare", "reduce", *ceil, "--json"],
             60,
-            20,
+            *walls.measured("compare_reduce"),
             stdout="compare/reduce.json",
         ),
         Step(
@@ -251,7 +414,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 "--json",
             ],
             90,
-            25,
+            *walls.measured("profile_reduce"),
             stdout="profiles/reduce_best_roofline.json",
             best_from="tune_reduce",
         ),
@@ -274,81 +437,29 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 "--json",
             ],
             110,
-            45,
+            *walls.measured("profile_gemm_int8"),
             stdout="profiles/gemm_int8_best_full.json",
             best_from="tune_gemm_int8_4096",
             gate="ncu",
         ),
-    ]
-    for kernel, cfg, mset in [
-        ("divergence", "VARIANT=branchy", "divergence"),
-        ("divergence", "VARIANT=masked", "divergence"),
-        ("aos_soa", "LAYOUT=aos", "memory"),
-        ("aos_soa", "LAYOUT=soa", "memory"),
-    ]:
-        tag = cfg.split("=")[1].lower()
-        steps.append(
-            Step(
-                f"profile_{kernel}_{tag}",
-                f"ncu on {kernel} {cfg} ({mset})",
-                [
-                    *wb,
-                    "profile",
-                    kernel,
-                    "-c",
-                    cfg,
-                    "--set",
-                    mset,
-                    "--report-dir",
-                    str(lay.ncu),
-                    "--timeout",
-                    "50",
-                    *ceil,
-                    "--json",
-                ],
-                60,
-                20,
-                stdout=f"profiles/{kernel}_{tag}_{mset}.json",
-                gate="ncu",
-            )
-        )
-    steps.append(
         Step(
             "record_divergence",
             "workbench record: every divergence config (72) -> a recording",
-            [
-                *wb,
-                "record",
-                "divergence",
-                "--all",
-                "-o",
-                str(
-                    spaces_root / "recordings" / "divergence" / "divergence-nvidia-h200-all.json.gz"
-                ),
-            ],
+            [*wb, "record", "divergence", "--all", "-o", str(divergence_recording)],
             90,
-            40,
-        )
-    )
-    for kernel, secs in [
-        ("aos_soa", 15),
-        ("cache_hints", 15),
-        ("quantize_int8", 15),
-        ("stream_scale", 10),
-        ("reduce_f16", 15),
-        ("quantize_fp8", 10),
-    ]:
-        steps.append(
-            Step(
-                f"tune_{kernel}",
-                f"short tune of {kernel} ({secs} s of search)",
-                [*wb, "tune", kernel, "--time", str(secs), "--budget", "60", "--json"],
-                secs + 40,
-                secs + 15,
-                stdout=f"tune/{kernel}.json",
-            )
-        )
-    steps += [
+            # the closest measured: 80 evaluations of reduce at the same n (16M), 72 here
+            *walls.derived("tune_reduce", 0, "72 configs of a kernel at n=16M vs its 80"),
+        ),
+        *_short_tunes(wb, walls),
+        *(
+            _profile_step(wb, lay, kernel, cfg, mset, walls.measured(f"profile_{kernel}_{tag}"))
+            for kernel, cfg, mset, tag in [
+                ("divergence", "VARIANT=branchy", "divergence", "branchy"),
+                ("divergence", "VARIANT=masked", "divergence", "masked"),
+                ("aos_soa", "LAYOUT=aos", "memory", "aos"),
+                ("aos_soa", "LAYOUT=soa", "memory", "soa"),
+            ]
+        ),
         Step(
             "recordings_all",
             "every measured study -> recordings",
@@ -361,10 +472,17 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 str(spaces_root),
             ],
             60,
-            8,
+            *walls.measured("recordings_all"),
             final=True,
         ),
-        Step("store_list", "studies in the store", [*wb, "store", "list"], 40, 8, final=True),
+        Step(
+            "store_list",
+            "studies in the store",
+            [*wb, "store", "list"],
+            40,
+            *walls.measured("store_list"),
+            final=True,
+        ),
     ]
     # the tuned configs as the C++ headers a build would include (store header)
     steps += [
@@ -373,7 +491,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             f"tuned {kernel} configs as a C++ header",
             [*wb, "store", "header", kernel, "-o", str(lay.results / "headers" / f"{kernel}.h")],
             40,
-            5,
+            *walls.measured(f"header_{kernel}"),
             final=True,
         )
         for kernel in ("gemm_int8", "reduce")
@@ -737,13 +855,15 @@ def write_summary(lay: Layout, steps: list[Step], meta: dict[str, object]) -> No
         "out_files": sorted(p.name for p in lay.out.iterdir() if p.is_file()),
     }
     (lay.out / "summary.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
-    rows = [f"{'step':26} {'status':9} {'wall s':>7} {'limit':>6} {'est.':>5}  note"]
+    rows = [f"{'step':26} {'status':12} {'wall s':>7} {'limit':>6} {'est.':>6}  note"]
     for s in steps:
         wall = f"{s.wall_s:7.1f}" if s.wall_s is not None else f"{'-':>7}"
-        rows.append(f"{s.name:26} {s.status:9} {wall} {s.timeout_s:6d} {s.estimate_s:5d}  {s.note}")
+        est = f"{s.estimate_s:5d}{s.estimate_source[:1] or '?'}"
+        rows.append(f"{s.name:26} {s.status:12} {wall} {s.timeout_s:6d} {est}  {s.note}")
     total = sum(s.wall_s or 0 for s in steps)
     rows.append(
-        f"steps' wall time {total:.0f} s; est. = an estimate made without a GPU; "
+        f"steps' wall time {total:.0f} s; est. = H200 wall time of 2026-12-04, m: this step's "
+        "(measured), d: derived from the closest measured step (summary.json: estimate_source); "
         f"elapsed since device_check.sh started {meta.get('elapsed_s')} s"
     )
     for n in meta.get("notes", []) or []:
@@ -805,7 +925,11 @@ def main(argv: list[str] | None = None) -> int:
     steps = build_steps(os.environ.get("PYTHON") or sys.executable, lay)
     if args.list:
         for s in steps:
-            print(f"{s.name:26} timeout {s.timeout_s:4d} s  est. {s.estimate_s:4d} s  {s.what}")
+            when = " (on request)" if s.on_request else ""
+            print(
+                f"{s.name:26} timeout {s.timeout_s:4d} s  est. {s.estimate_s:4d} s  {s.what}{when}"
+            )
+            print(f"{'':26} est. {s.estimate_source}")
         return 0
     if args.check_cli:
         problems = check_cli(steps)
@@ -823,13 +947,16 @@ def main(argv: list[str] | None = None) -> int:
         "soft_deadline_s": args.soft_s,
         "hard_deadline_s": args.hard_s,
         "work": str(work),
-        "estimates": "estimate_s values are estimates made without a GPU",
+        "estimates": "estimate_s: H200 wall time of 2026-12-04 (run1/run2 summary.json), the "
+        "step's own (measured) or the closest measured step's (derived): see estimate_source",
     }
     env_failed = False
     for step in steps:
         now = elapsed()
         if (only and step.name not in only) or step.name in skip:
             step.status = "not-selected"
+        elif step.on_request and step.name not in only:
+            step.status, step.note = "not-selected", "on request (DEVICE_CHECK_ONLY)"
         elif env_failed and not step.final:
             step.status, step.note = "skipped", "the env step failed (see its log)"
         elif not step.final and (
@@ -849,6 +976,7 @@ def main(argv: list[str] | None = None) -> int:
                 step.argv = without_best(step.argv)
                 step.note = f"default config ({step.best_from} did not finish ok) "
             limit = args.hard_s - now + (FINAL_GRACE_S if step.final else 0)
+            step.started_s = round(now, 1)
             run_step(step, lay, max(1.0, min(step.timeout_s, limit)), args.dry_run)
             print(
                 f"--- {step.name}: {step.status} in {step.wall_s} s (rc {step.rc}) {step.note}",

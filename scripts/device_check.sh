@@ -13,11 +13,15 @@
 #    (device-wheels.sh also builds workbench-*.whl: this script does not install it, the repo's
 #    own source is used.) Check: du -sh .whl  (must stay under ~60 MiB with the tree)
 #    Rehearse on the CPU:  bash scripts/device_check.sh --dry-run   (OUT=/tmp/x to choose)
-# 2. The device tool (one call; 560 s leaves ~70 s over the 470 s hard deadline):
-#      run  command="bash scripts/device_check.sh"  carry=[".whl"]  timeout_s=560
-#    A rerun of some steps only (names: python3 scripts/device_check.py --list), at once while
-#    the machine is warm (30 s):
-#      run  command="DEVICE_CHECK_ONLY=env,profile_reduce,profile_gemm_int8 \
+# 2. The device tool (one call of 8 minutes: the steps' estimates, H200 wall times of
+#    2026-12-04, sum to ~415 s; no step starts after 430 s, every step ends by 450 s, the
+#    export and packing by ~475 s):
+#      run  command="bash scripts/device_check.sh"  carry=[".whl"]  timeout_s=480
+#    A rerun of some steps only (names: python3 scripts/device_check.py --list; the steps
+#    marked "on request" run only so: the tunes and ncu profiles whose H200 results are
+#    committed; an ncu profile needs profile_reduce, the counter probe, before it), at once
+#    while the machine is warm (30 s):
+#      run  command="DEVICE_CHECK_ONLY=env,profile_reduce,profile_aos_soa_aos,profile_aos_soa_soa \
 #            DEVICE_CHECK_HARD_S=200 DEVICE_CHECK_SOFT_S=170 bash scripts/device_check.sh"
 #    then give_back.
 # 3. The reply's files lie read-only under files_at: summary.txt / summary.json (every step:
@@ -25,7 +29,7 @@
 #    store.sqlite.gz, ncu.tar.gz. To commit, from the repo root:
 #      tar -xzf $FILES/recordings.tar.gz     # -> tuning_spaces/recordings/<kernel>/*.json.gz
 #      tar -xzf $FILES/results.tar.gz benchmarks/results   # -> benchmarks/results/<gpu>-validation-<date>.json
-#      mkdir -p /tmp/r && tar -xzf $FILES/results.tar.gz -C /tmp/r   # compare/ tune/ profiles/ ceilings
+#      mkdir -p /tmp/r && tar -xzf $FILES/results.tar.gz -C /tmp/r   # compare/ tune/ runs/ profiles/ ceilings
 #      tar -xzf $FILES/ncu.tar.gz -C tests/data  # -> tests/data/ncu/*.ncu-rep (where tests read them)
 #      .venv/bin/workbench tune gemm_int8      # no GPU here: must replay the H200 recording, with a banner
 #      git add tuning_spaces/recordings benchmarks/results/<file> tests/data/ncu/<files>
