@@ -8,8 +8,8 @@ from rich.table import Table
 
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import TunePlan
-from workbench.search.tuner import TuneResult
+from workbench.search.session import Resumption, TunePlan
+from workbench.search.tuner import Budget, TuneResult
 from workbench.spaces import config_label
 from workbench.spaces.model import base_kernel
 from workbench.static_diff import diff_command as static_diff_command
@@ -36,6 +36,50 @@ def bound_share(plan: TunePlan, config: dict, ms: float) -> str:
     if bound is None:
         return ""
     return f"{bound.fraction:.1%}" if bound.fraction < 0.1 else f"{bound.fraction:.0%}"
+
+
+def resume_note(
+    study: str, resumed: Resumption, budget: Budget, *, budget_given: bool, sampler: str, seed: int
+) -> str:
+    """What a tune of a study that holds evaluations does with them: the budget counts them,
+    and a seed or sampler other than the stored runs' steers only what this run adds."""
+    searched = [f"sampler {s}" for s in resumed.samplers if s != sampler]
+    seeds = ", ".join(str(s) for s in resumed.seeds)
+    searched += [f"seed{'s' if len(resumed.seeds) > 1 else ''} {seeds}"] if seeds else []
+    origin = ", ".join(searched) or "imported from a recording"
+    note = f"Resuming study {study!r}: {resumed.evaluations} evaluations already ({origin})."
+    left = resumed.budget_left(budget)
+    if left is not None:
+        what = "--budget" if budget_given else "The default budget of"
+        more = f"up to {left} more" if left else "nothing left to evaluate"
+        note += f" {what} {budget.evaluations} counts them: {more}; a larger --budget adds to it,"
+    else:  # --time, --patience: this run's
+        limits = [o for o, v in (("--time", budget.seconds), ("--patience", budget.patience)) if v]
+        verb = "limits" if len(limits) == 1 else "limit"
+        note += f" {' and '.join(limits)} {verb} this run only: it adds to the study,"
+    note += " --fresh starts an independent one."
+    changed = [f"--seed {seed}"] if resumed.seeds not in ([], [seed]) else []
+    changed += [f"--sampler {sampler}"] if resumed.samplers not in ([], [sampler]) else []
+    if changed:
+        note += (
+            f" {' and '.join(changed)} steer{'s' if len(changed) == 1 else ''} only the "
+            "evaluations this run adds; the stored ones stay and are not measured again."
+        )
+    return note
+
+
+def resumed_json(resumed: Resumption | None, budget: Budget, seed: int) -> dict | None:
+    """``--json``'s ``resumed``: None for a study searched from scratch."""
+    if resumed is None:
+        return None
+    return {
+        "evaluations_before": resumed.evaluations,
+        "runs": len(resumed.runs),
+        "seeds": resumed.seeds,
+        "samplers": resumed.samplers,
+        "seed": seed,
+        "budget_left": resumed.budget_left(budget),
+    }
 
 
 def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
