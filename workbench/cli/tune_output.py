@@ -3,14 +3,14 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from workbench.cli.tables import Column, config_cells, print_table
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import Resumption, TunePlan
 from workbench.search.tuner import Budget, TuneResult
-from workbench.spaces import config_label
 from workbench.spaces.model import base_kernel
 from workbench.static_diff import diff_command as static_diff_command
 from workbench.store.store import storage_option
@@ -122,29 +122,7 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
 
 
 def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
-    problem, device = plan.problem, plan.runner.device.name
-    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
-    table = Table(
-        title=escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
-    )
-    table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold")
-    table.add_column(
-        f"{plan.runner.objective.name} ({plan.runner.objective.unit})", justify="right"
-    )
-    if plan.throughput is not None:
-        table.add_column(plan.unit or "", justify="right")
-    if plan.roofline is not None:
-        table.add_column("roofline bound", justify="right")
-    for i, e in enumerate(result.top(10), 1):
-        cells = [str(i), escape(config_label(e.config)), f"{e.measurement.value:.5g}"]
-        if plan.throughput is not None:
-            rate = plan.throughput(e.config, e.measurement.value)  # type: ignore[arg-type]
-            cells.append("" if rate is None else f"{rate:,.1f}")
-        if plan.roofline is not None:
-            cells.append(bound_share(plan, e.config, e.measurement.value))  # type: ignore[arg-type]
-        table.add_row(*cells)
-    out.print(table)  # type: ignore[attr-defined]
+    print_top(plan, result, out)  # type: ignore[arg-type]
     failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)
     line = (
         f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
@@ -192,6 +170,32 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         )
         if command := diff_command(plan, where):
             out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
+
+
+def print_top(plan: TunePlan, result: TuneResult, out: Console) -> None:
+    """The fastest correct configs: the parameters that differ between them as columns (or
+    NAME=VALUE tokens), those equal in all in the caption, within the terminal's width."""
+    problem, device = plan.problem, plan.runner.device.name
+    top = result.top(10)
+    configs = config_cells([e.config for e in top])
+    objective = plan.runner.objective
+    columns = [Column("#", "right"), *configs.columns]
+    columns.append(Column(f"{objective.name} ({objective.unit})", "right"))
+    columns += [Column(plan.unit or "", "right")] if plan.throughput is not None else []
+    columns += [Column("roofline bound", "right")] if plan.roofline is not None else []
+    rows = []
+    for i, (e, config) in enumerate(zip(top, configs.rows, strict=True), 1):
+        value = e.measurement.value
+        cells = [str(i), *config, f"{value:.5g}"]
+        if plan.throughput is not None:
+            rate = plan.throughput(e.config, value)  # type: ignore[arg-type]
+            cells.append("" if rate is None else f"{rate:,.1f}")
+        if plan.roofline is not None:
+            cells.append(bound_share(plan, e.config, value))  # type: ignore[arg-type]
+        rows.append(cells)
+    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
+    title = escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
+    print_table(out, columns, rows, title=title, caption=configs.caption)
 
 
 def diff_command(plan: TunePlan, where: str) -> str | None:
