@@ -5,6 +5,7 @@ the parameters equal in every row are on a caption line."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -86,3 +87,20 @@ def test_the_tune_table_fits_100_and_80_columns() -> None:
         code, out, err = invoke(*args, env={"COLUMNS": str(width)})
         assert code == 0, err
         check_table(out, width, ["#", "config", "time (ms)"], tokens, same)
+
+
+def test_a_token_wider_than_the_terminal_is_folded_in_its_cell_alone() -> None:
+    """One cell's long path folds there; the other columns still share a table, not one each."""
+    from rich.console import Console
+
+    from workbench.cli.tables import Column, print_table
+
+    out = Console(width=60, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    columns = [Column("#"), Column("regs"), Column("smem"), Column("stack"), Column("error")]
+    path = "/very/long/path/to/a/kernel/source/that/failed/to/compile.cu:12:3:"
+    print_table(out, columns, [["1", "40", "1024", "0", f"error at {path} here"]])
+    lines = out.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 60
+    assert sum("┃ #" in line for line in lines) == 2  # the error's table, and the others'
+    assert any(re.search(r"┃ regs ┃ smem ┃ stack ┃", line) for line in lines)
+    assert "".join(BORDERS.sub("", line).strip() for line in lines).count(path) == 1

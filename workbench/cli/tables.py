@@ -66,6 +66,10 @@ def print_table(
     plain = [[Text.from_markup(cell).plain for cell in row] for row in rows]
     least = [_least_width(c.header, [r[i] for r in plain]) for i, c in enumerate(columns)]
     most = [_natural_width(c.header, [r[i] for r in plain]) for i, c in enumerate(columns)]
+    # a token wider than a column can ever be (a path in an error) is folded in its cell
+    # rather than give every other column a table of its own
+    widest = out.width - _span(least, list(range(key))) - CELL_FRAME
+    least = [w if i < key else max(1, min(w, widest)) for i, w in enumerate(least)]
     for n, group in enumerate(_groups(least, out.width, key)):
         widths = _widths([least[i] for i in group], [most[i] for i in group], out.width)
         table = Table(title=title if n == 0 else None)
