@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
 
 
-def invoke(*args: str) -> tuple[int, str, str]:
-    """``workbench ARGS`` in this process: (exit code, stdout, stderr). A traceback in the
-    output fails the test whatever the exit code: every error is a one-line message."""
-    result = CliRunner().invoke(app, list(args))
+def invoke(*args: str, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """``workbench ARGS`` in this process (``env``: environment variables set meanwhile, e.g.
+    ``COLUMNS``): (exit code, stdout, stderr). A traceback in the output fails the test
+    whatever the exit code: every error is a one-line message."""
+    result = CliRunner().invoke(app, list(args), env=env)
     assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
     return result.exit_code, result.stdout, result.stderr

@@ -528,3 +528,56 @@ def test_a_recording_that_cannot_be_read_creates_no_store(tmp_path: Path) -> Non
         )
         assert code == 2 and "cannot read" in out + err
         assert not store.parent.exists()
+
+
+def test_a_resumed_study_is_announced_and_fresh_starts_an_independent_one() -> None:
+    """A rerun with another seed resumes the study, whose stored evaluations the budget counts:
+    said on stderr and in --json. --fresh searches a new study with the seed, the first kept."""
+    path = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    tune = ["tune", "--replay", path, "--budget", "20", "--json"]
+    code, out, _ = invoke(*tune, "--seed", "1")
+    first = json.loads(out)
+    assert code == 0 and first["resumed"] is None and first["new_evaluations"] == 20
+    code, out, err = invoke(*tune, "--seed", "2")
+    doc = json.loads(out)
+    assert code == 0 and doc["study"] == first["study"] and doc["new_evaluations"] == 0
+    assert doc["resumed"] == {
+        "evaluations_before": 20,
+        "runs": 1,
+        "seeds": [1],
+        "samplers": ["portfolio"],
+        "seed": 2,
+        "budget_left": 0,
+    }
+    said = " ".join(err.split())  # (rich wraps the note to the terminal)
+    assert f"Resuming study {first['study']!r}: 20 evaluations already (seed 1)" in said
+    assert "--budget 20 counts them: nothing left to evaluate; a larger --budget adds to it" in said
+    assert "--seed 2 steers only the evaluations this run adds" in said
+    # a larger budget adds to the study, and says how many it may add
+    code, out, err = invoke(*tune[:-2], "25", "--json", "--seed", "2")
+    doc = json.loads(out)
+    assert code == 0 and doc["new_evaluations"] == 5 and doc["resumed"]["budget_left"] == 5
+    assert "--budget 25 counts them: up to 5 more" in " ".join(err.split())
+    # --fresh: an independent study under a new name; the resumed one is kept as it was
+    code, out, err = invoke(*tune, "--seed", "2", "--fresh")
+    fresh = json.loads(out)
+    assert code == 0 and fresh["resumed"] is None and fresh["new_evaluations"] == 20
+    assert fresh["study"] == f"{first['study']} #2"
+    assert f"new study {fresh['study']!r}" in " ".join(err.split())
+    listing = json.loads(invoke("store", "list", "--json")[1])
+    held = {s["name"]: s["evaluations"] for s in listing["studies"]}
+    assert held == {first["study"]: 25, fresh["study"]: 20}
+    store = Store(listing["store"])
+    seed_1, seed_2 = (
+        {str(e.config) for e in store.evaluations(store.find_study(name))[:20]}
+        for name in (first["study"], fresh["study"])
+    )
+    assert seed_1 != seed_2  # the seed was used: another path through the space
+
+
+def test_fresh_is_refused_for_a_shared_study() -> None:
+    path = str(CACHES / "pnpoly_RTX_3090.json.gz")
+    code, out, err = invoke(
+        "tune", "--replay", path, "--storage", "postgresql://nobody@localhost:1/none", "--fresh"
+    )
+    assert code == 2 and "--fresh" in out + err and "--study" in out + err

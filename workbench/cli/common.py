@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from workbench.errors import WorkbenchError
@@ -25,9 +25,30 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 
 
+#: Width of piped output (CI logs, files) when $COLUMNS does not say: wide tables instead of
+#: rich's 80-column default.
+PIPED_WIDTH = 200
+
+
 class PipeAwareConsole(Console):
     """rich's console, but a reader that went away (``| head``) ends the command with
-    EXIT_PIPE, as documented, where rich would exit with 1 (the status of a failed check)."""
+    EXIT_PIPE, as documented, where rich would exit with 1 (the status of a failed check);
+    and its width is $COLUMNS when set (read at each print, not once at import), else the
+    terminal's, else :data:`PIPED_WIDTH`."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns = os.environ.get("COLUMNS", "")
+        height = super().size.height
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), height)
+        if not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, height)
+        return ConsoleDimensions(super().size.width, height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -36,11 +57,8 @@ class PipeAwareConsole(Console):
         raise SystemExit(EXIT_PIPE)
 
 
-# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
-console = PipeAwareConsole(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 200)
-err_console = PipeAwareConsole(
-    stderr=True, highlight=False, emoji=False, width=None if sys.stderr.isatty() else 200
-)
+console = PipeAwareConsole(highlight=False, emoji=False)
+err_console = PipeAwareConsole(stderr=True, highlight=False, emoji=False)
 
 KernelArg = Annotated[
     str,

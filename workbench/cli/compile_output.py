@@ -14,86 +14,51 @@ from rich.markup import escape
 from rich.table import Table
 
 from workbench.cli.common import console
+from workbench.cli.tables import Column, config_cells, print_table
 from workbench.spaces.model import shape_label
 from workbench.static_diff import StaticDiff, static_diff
 from workbench.sweep import StaticRecord
 
 #: Above this many rows the table shows the first ones and says where the rest are.
 MAX_TABLE_ROWS = 40
-#: Beyond this many differing parameters the table shows them in one folded column.
-MAX_PARAM_COLUMNS = 6
+#: The resource columns, after the config's.
+RESOURCE_COLUMNS = (
+    Column("regs", "right"),
+    Column("smem", "right"),
+    Column("stack", "right"),
+    Column("spill st/ld", "right"),
+    Column("occupancy"),
+    Column("SASS", "right"),
+    Column("top opcodes"),
+    Column("global memory ops"),
+    Column("compile", "right"),
+    Column("lints"),
+)
 
 
 def print_records(
     records: Sequence[StaticRecord], *, show_log: bool = False, out: Console = console
 ) -> None:
     """A resource table, one row per config and arch. Parameters that differ between rows get
-    a column each (one folded ``config`` column when there are many); those equal in every row
-    go to the caption, so a wide space stays readable."""
-    names = list(dict.fromkeys(k for r in records for k in r.config))
-    values = {n: {_show(r.config.get(n, "")) for r in records} for n in names}
-    params = [n for n in names if len(values[n]) > 1] if len(records) > 1 else names
-    same = [f"{n}={next(iter(values[n]))}" for n in names if n not in params]
-    one_column = len(params) > MAX_PARAM_COLUMNS
-    arches = {r.arch for r in records}
-    shapes = {shape_label(r.shape) for r in records}
-    table = Table(
-        title="static resources (no GPU needed)",
-        caption=escape("in every row: " + " ".join(same)) if same else None,
-    )
-    if len(arches) > 1:
-        table.add_column("arch")
-    if len(shapes) > 1:
-        table.add_column("shape")
-    if one_column:
-        table.add_column("config", overflow="fold", min_width=24)
-    else:
-        for name in params:
-            table.add_column(name, justify="right")
-    for col in (
-        "regs",
-        "smem",
-        "stack",
-        "spill st/ld",
-        "occupancy",
-        "SASS",
-        "top opcodes",
-        "global memory ops",
-        "compile",
-        "lints",
-    ):
-        table.add_column(col, overflow="fold")
-    for r in records[:MAX_TABLE_ROWS]:
-        cells = [r.arch] if len(arches) > 1 else []
+    a column each (one ``config`` column of NAME=VALUE tokens when there are many); those equal
+    in every row go to the caption, so a wide space stays readable. On a narrow terminal the
+    columns that do not fit go to a second table, keyed by the row number."""
+    shown = records[:MAX_TABLE_ROWS]
+    arches = {r.arch for r in shown}
+    shapes = {shape_label(r.shape) for r in shown}
+    configs = config_cells([r.config for r in shown])
+    columns = [Column("#", "right")]
+    columns += [Column("arch")] if len(arches) > 1 else []
+    columns += [Column("shape")] if len(shapes) > 1 else []
+    columns += [*configs.columns, *RESOURCE_COLUMNS]
+    rows = []
+    for i, (r, config) in enumerate(zip(shown, configs.rows, strict=True), 1):
+        cells = [str(i)]
+        cells += [r.arch] if len(arches) > 1 else []
         cells += [escape(shape_label(r.shape))] if len(shapes) > 1 else []
-        if one_column:
-            cells.append(escape(" ".join(f"{n}={_show(r.config.get(n, ''))}" for n in params)))
-        else:
-            cells += [escape(_show(r.config.get(name, ""))) for name in params]
-        if not r.ok:
-            table.add_row(
-                *cells, "", "", "", "", "", "", "", "", "[red]failed[/]", escape(r.error or "")
-            )
-            continue
-        smem = f"{r.static_smem}+{r.dynamic_smem}" if r.dynamic_smem else str(r.static_smem)
-        occ = f"{r.occupancy:.0%} ({r.limiting_factor})" if r.occupancy is not None else "?"
-        top = " ".join(f"{k}:{v}" for k, v in list(r.opcodes.items())[:4])
-        when = "cached" if r.cached else f"{r.compile_seconds:.2f}s"
-        lints = "; ".join(r.lints)
-        table.add_row(
-            *cells,
-            str(r.registers),
-            smem,
-            str(r.stack_frame),
-            f"{r.spill_stores}/{r.spill_loads}",
-            occ,
-            str(r.sass_instructions),
-            top,
-            " ".join(r.global_memory_ops),
-            when,
-            f"[yellow]{escape(lints)}[/]" if lints else "",
-        )
-    out.print(table)
+        rows.append(cells + config + _resource_cells(r))
+    title = "static resources (no GPU needed)"
+    print_table(out, columns, rows, title=title, caption=configs.caption)
     failed = sum(1 for r in records if not r.ok)
     more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
     hint = "; `workbench compile ... --log` shows why" if failed and not show_log else ""
@@ -105,6 +70,27 @@ def print_records(
             if not r.ok and r.log:
                 out.rule(f"{escape(r.label)} ({r.arch})")
                 out.print(escape(r.log), soft_wrap=True)
+
+
+def _resource_cells(r: StaticRecord) -> list[str]:
+    """One record's cells under :data:`RESOURCE_COLUMNS` (rich markup)."""
+    if not r.ok:
+        return [""] * (len(RESOURCE_COLUMNS) - 2) + ["[red]failed[/]", escape(r.error or "")]
+    smem = f"{r.static_smem}+{r.dynamic_smem}" if r.dynamic_smem else str(r.static_smem)
+    occ = f"{r.occupancy:.0%} ({r.limiting_factor})" if r.occupancy is not None else "?"
+    lints = "; ".join(r.lints)
+    return [
+        str(r.registers),
+        smem,
+        str(r.stack_frame),
+        f"{r.spill_stores}/{r.spill_loads}",
+        occ,
+        str(r.sass_instructions),
+        " ".join(f"{k}:{v}" for k, v in list(r.opcodes.items())[:4]),
+        " ".join(r.global_memory_ops),
+        "cached" if r.cached else f"{r.compile_seconds:.2f}s",
+        f"[yellow]{escape(lints)}[/]" if lints else "",
+    ]
 
 
 def print_diffs(records: Sequence[StaticRecord], *, out: Console = console) -> None:
@@ -144,12 +130,6 @@ def print_diff(arch: str, d: StaticDiff, *, out: Console = console) -> None:
     for who, ops in ((d.a_label, d.memory_only_a), (d.b_label, d.memory_only_b)):
         if ops:
             out.print(f"global memory ops only in {escape(who)}: {escape(' '.join(ops))}")
-
-
-def _show(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def write_records(

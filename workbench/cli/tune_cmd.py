@@ -37,7 +37,13 @@ from workbench.cli.enqueue import (
     warm_starts,
 )
 from workbench.cli.store_cmds import open_store
-from workbench.cli.tune_output import best_text, print_result, summary
+from workbench.cli.tune_output import (
+    best_text,
+    print_result,
+    resume_note,
+    resumed_json,
+    summary,
+)
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
@@ -47,6 +53,7 @@ from workbench.search.drift import DEFAULT_EVERY, DriftCheck
 from workbench.search.problem import SpaceProblem
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS, check_sampler
 from workbench.search.session import (
+    Resumption,
     TunePlan,
     plan_replay_file,
     plan_space_replay,
@@ -139,10 +146,19 @@ def tune(
         str | None,
         typer.Option(
             "--study",
-            help="Study name (default: kernel | shape | device).",
+            help="Study name (default: kernel | shape | device). A study that holds "
+            "evaluations is resumed: the budget counts them.",
             show_default=False,
         ),
     ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Search a new study, independent of the stored ones (named 'NAME #2', ... "
+            "when NAME is taken; the existing study is kept).",
+        ),
+    ] = False,
     heartbeat: Annotated[
         int, typer.Option("--heartbeat", help="PostgreSQL: seconds between trial heartbeats.")
     ] = 10,
@@ -221,6 +237,12 @@ def tune(
         if storage is not None and is_postgresql(storage):
             from workbench.cli.scale_cmds import tune_shared
 
+            if fresh:  # every host runs the same command: each would make a study of its own
+                raise ConfigError(
+                    "--fresh makes a study of this process's own; a shared study is joined by "
+                    "name: give a new one with --study NAME"
+                )
+
             if shapes is not None:
                 raise ConfigError("a shared study tunes one shape: use --shape, not --shapes")
             spec = {
@@ -255,7 +277,7 @@ def tune(
         store = open_store(storage)
         plans: list[TunePlan]
         if kernel is None:
-            plans = [plan_replay_file(store, recording, study_name=study)]  # type: ignore[arg-type]
+            plans = [plan_replay_file(store, recording, study_name=study, fresh=fresh)]  # type: ignore[arg-type]
         else:
             spec = load_kernel(kernel, spaces or [])
             arches = resolve_arches(spec, arch)  # without a GPU, --arch all compiles each
@@ -264,7 +286,7 @@ def tune(
             if recording is not None:
                 one_arch(spec, arch)  # a recording is of one GPU
                 plans = [
-                    plan_space_replay(store, sp, recording, pinned, study_name=study)
+                    plan_space_replay(store, sp, recording, pinned, study_name=study, fresh=fresh)
                     for sp in spaces_
                 ]
             else:
@@ -275,12 +297,19 @@ def tune(
                     one_arch(spec, arch)  # the GPU runs one
                     plans = [
                         plan_live(
-                            store, sp, CompileCache(cache_dir), pinned=pinned, study_name=study
+                            store,
+                            sp,
+                            CompileCache(cache_dir),
+                            pinned=pinned,
+                            study_name=study,
+                            fresh=fresh,
                         )
                         for sp in spaces_
                     ]
                 else:
-                    plans = _plans_without_gpu(store, spec, spaces_, gpu.reason, out, pinned)
+                    plans = _plans_without_gpu(
+                        store, spec, spaces_, gpu.reason, out, pinned, fresh=fresh
+                    )
                     if not plans:
                         stage = CompileStage(
                             all_configs,
@@ -299,7 +328,7 @@ def tune(
                         if not any(r.ok for r in records):
                             raise typer.Exit(EXIT_FAILED)
                         return
-        results = []
+        results, summaries = [], []
         for plan in plans:
             if replay_delay and plan.runner.replay_source is not None:
                 plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
@@ -312,8 +341,25 @@ def tune(
                 for unused in plans:
                     store.discard_if_unused(unused.study)
                 raise
-            results.append(_run(plan, store, the_budget, sampler, seed, queue, out, drift_every))
-        summaries = [summary(p, r, store.shown_url) for p, r in zip(plans, results, strict=True)]
+            resumed = Resumption.of(store, plan.study)
+            if fresh:
+                out.print(f"--fresh: new study {escape(repr(plan.study.name))}; others are kept")
+            elif resumed is not None:  # never silently: the budget counts what it holds
+                note = resume_note(
+                    plan.study.name,
+                    resumed,
+                    the_budget,
+                    budget_given=budget is not None,
+                    sampler=sampler,
+                    seed=seed,
+                )
+                out.print(f"[yellow]{escape(note)}[/]")
+            result = _run(plan, store, the_budget, sampler, seed, queue, out, drift_every)
+            results.append(result)
+            summaries.append(
+                summary(plan, result, store.shown_url)
+                | {"resumed": resumed_json(resumed, the_budget, seed)}
+            )
         for plan, result in zip(plans, results, strict=True):
             print_result(plan, result, store.shown_url, out)
         if as_json:
@@ -332,6 +378,8 @@ def _plans_without_gpu(
     reason: str,
     out: object,
     pinned: dict | None = None,
+    *,
+    fresh: bool = False,
 ) -> list[TunePlan]:
     out.print(
         f"[bold]No CUDA GPU here[/] ({escape(reason)}): nothing can be timed on this "  # type: ignore[attr-defined]
@@ -343,7 +391,7 @@ def _plans_without_gpu(
         variant = SpaceProblem(sp, pinned).kernel  # the variant tune searches (--set or defaults)
         recording = recording_for_shape(recordings, sp.shape, variant)
         if recording is not None:
-            plans.append(plan_space_replay(store, sp, recording, pinned))
+            plans.append(plan_space_replay(store, sp, recording, pinned, fresh=fresh))
     if plans:
         folder = escape(str(recordings_dir(spec)))
         out.print(f"Replaying the recording of {escape(spec.name)} in {folder} instead.")  # type: ignore[attr-defined]

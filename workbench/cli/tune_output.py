@@ -3,14 +3,14 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from workbench.cli.tables import Column, config_cells, print_table
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import TunePlan
-from workbench.search.tuner import TuneResult
-from workbench.spaces import config_label
+from workbench.search.session import Resumption, TunePlan
+from workbench.search.tuner import Budget, TuneResult
 from workbench.spaces.model import base_kernel
 from workbench.static_diff import diff_command as static_diff_command
 from workbench.store.store import storage_option
@@ -36,6 +36,50 @@ def bound_share(plan: TunePlan, config: dict, ms: float) -> str:
     if bound is None:
         return ""
     return f"{bound.fraction:.1%}" if bound.fraction < 0.1 else f"{bound.fraction:.0%}"
+
+
+def resume_note(
+    study: str, resumed: Resumption, budget: Budget, *, budget_given: bool, sampler: str, seed: int
+) -> str:
+    """What a tune of a study that holds evaluations does with them: the budget counts them,
+    and a seed or sampler other than the stored runs' steers only what this run adds."""
+    searched = [f"sampler {s}" for s in resumed.samplers if s != sampler]
+    seeds = ", ".join(str(s) for s in resumed.seeds)
+    searched += [f"seed{'s' if len(resumed.seeds) > 1 else ''} {seeds}"] if seeds else []
+    origin = ", ".join(searched) or "imported from a recording"
+    note = f"Resuming study {study!r}: {resumed.evaluations} evaluations already ({origin})."
+    left = resumed.budget_left(budget)
+    if left is not None:
+        what = "--budget" if budget_given else "The default budget of"
+        more = f"up to {left} more" if left else "nothing left to evaluate"
+        note += f" {what} {budget.evaluations} counts them: {more}; a larger --budget adds to it,"
+    else:  # --time, --patience: this run's
+        limits = [o for o, v in (("--time", budget.seconds), ("--patience", budget.patience)) if v]
+        verb = "limits" if len(limits) == 1 else "limit"
+        note += f" {' and '.join(limits)} {verb} this run only: it adds to the study,"
+    note += " --fresh starts an independent one."
+    changed = [f"--seed {seed}"] if resumed.seeds not in ([], [seed]) else []
+    changed += [f"--sampler {sampler}"] if resumed.samplers not in ([], [sampler]) else []
+    if changed:
+        note += (
+            f" {' and '.join(changed)} steer{'s' if len(changed) == 1 else ''} only the "
+            "evaluations this run adds; the stored ones stay and are not measured again."
+        )
+    return note
+
+
+def resumed_json(resumed: Resumption | None, budget: Budget, seed: int) -> dict | None:
+    """``--json``'s ``resumed``: None for a study searched from scratch."""
+    if resumed is None:
+        return None
+    return {
+        "evaluations_before": resumed.evaluations,
+        "runs": len(resumed.runs),
+        "seeds": resumed.seeds,
+        "samplers": resumed.samplers,
+        "seed": seed,
+        "budget_left": resumed.budget_left(budget),
+    }
 
 
 def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
@@ -78,29 +122,7 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
 
 
 def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
-    problem, device = plan.problem, plan.runner.device.name
-    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
-    table = Table(
-        title=escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
-    )
-    table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold")
-    table.add_column(
-        f"{plan.runner.objective.name} ({plan.runner.objective.unit})", justify="right"
-    )
-    if plan.throughput is not None:
-        table.add_column(plan.unit or "", justify="right")
-    if plan.roofline is not None:
-        table.add_column("roofline bound", justify="right")
-    for i, e in enumerate(result.top(10), 1):
-        cells = [str(i), escape(config_label(e.config)), f"{e.measurement.value:.5g}"]
-        if plan.throughput is not None:
-            rate = plan.throughput(e.config, e.measurement.value)  # type: ignore[arg-type]
-            cells.append("" if rate is None else f"{rate:,.1f}")
-        if plan.roofline is not None:
-            cells.append(bound_share(plan, e.config, e.measurement.value))  # type: ignore[arg-type]
-        table.add_row(*cells)
-    out.print(table)  # type: ignore[attr-defined]
+    print_top(plan, result, out)  # type: ignore[arg-type]
     failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)
     line = (
         f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
@@ -148,6 +170,32 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         )
         if command := diff_command(plan, where):
             out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
+
+
+def print_top(plan: TunePlan, result: TuneResult, out: Console) -> None:
+    """The fastest correct configs: the parameters that differ between them as columns (or
+    NAME=VALUE tokens), those equal in all in the caption, within the terminal's width."""
+    problem, device = plan.problem, plan.runner.device.name
+    top = result.top(10)
+    configs = config_cells([e.config for e in top])
+    objective = plan.runner.objective
+    columns = [Column("#", "right"), *configs.columns]
+    columns.append(Column(f"{objective.name} ({objective.unit})", "right"))
+    columns += [Column(plan.unit or "", "right")] if plan.throughput is not None else []
+    columns += [Column("roofline bound", "right")] if plan.roofline is not None else []
+    rows = []
+    for i, (e, config) in enumerate(zip(top, configs.rows, strict=True), 1):
+        value = e.measurement.value
+        cells = [str(i), *config, f"{value:.5g}"]
+        if plan.throughput is not None:
+            rate = plan.throughput(e.config, value)  # type: ignore[arg-type]
+            cells.append("" if rate is None else f"{rate:,.1f}")
+        if plan.roofline is not None:
+            cells.append(bound_share(plan, e.config, value))  # type: ignore[arg-type]
+        rows.append(cells)
+    # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
+    title = escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
+    print_table(out, columns, rows, title=title, caption=configs.caption)
 
 
 def diff_command(plan: TunePlan, where: str) -> str | None:

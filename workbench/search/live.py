@@ -24,8 +24,10 @@ def plan_live(
     seed: int = 0,
     pinned: Mapping[str, Value] | None = None,
     study_name: str | None = None,
+    fresh: bool = False,
 ) -> TunePlan:
-    """A plan whose evaluations compile, verify and time on GPU 0.
+    """A plan whose evaluations compile, verify and time on GPU 0 (``study_name``, ``fresh``:
+    as for :func:`~workbench.search.session.plan_replay_file`).
 
     Raises:
         NoGpuError, WorkbenchError: no GPU, or the runner cannot start.
@@ -35,7 +37,14 @@ def plan_live(
     env = store.environment(runner.device, git_commit=git.commit, git_dirty=git.dirty)
     problem = SpaceProblem(space, pinned)
     study = space_study(
-        store, space, problem.kernel, runner.device.key(), None, None, study_name=study_name
+        store,
+        space,
+        problem.kernel,
+        runner.device.key(),
+        None,
+        None,
+        study_name=study_name,
+        fresh=fresh,
     )
     runner.on_compiled = compile_recorder(store, study, runner.space)
     unit, throughput = throughput_of(space)

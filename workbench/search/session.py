@@ -21,10 +21,11 @@ from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordedSpaceProblem, RecordingProblem
+from workbench.search.tuner import Budget
 from workbench.spaces.launch import work_counts, work_precision, work_rates
 from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, space_sha256
 from workbench.spaces.space import Space
-from workbench.store import Store, StudyInfo
+from workbench.store import RunSummary, Store, StudyInfo
 from workbench.store.exchange import recording_study
 
 Throughput = Callable[[Config, float], float | None]
@@ -50,6 +51,44 @@ class TunePlan:
     roofline: RooflineBound | None = None
 
 
+@dataclass(frozen=True)
+class Resumption:
+    """What a tune of an existing study resumes: the evaluations the study holds, which the
+    evaluation budget counts and the sampler is warm-started from, and the runs that stored
+    them (with their samplers and seeds)."""
+
+    evaluations: int
+    runs: tuple[RunSummary, ...]  #: the earlier runs that stored evaluations
+
+    @classmethod
+    def of(cls, store: Store, study: StudyInfo) -> Resumption | None:
+        """None when the study holds no evaluation (new, or its runs stored none)."""
+        held = store.count_evaluations(study)
+        if not held:
+            return None
+        return cls(held, tuple(r for r in store.runs(study) if r.evaluations))
+
+    @property
+    def searches(self) -> list[RunSummary]:
+        """The runs that searched (imports of a recording have no sampler or seed)."""
+        return [r for r in self.runs if r.sampler is not None]
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return list(dict.fromkeys(r.seed for r in self.searches))
+
+    @property
+    def samplers(self) -> list[str]:
+        return list(dict.fromkeys(r.sampler for r in self.searches))  # type: ignore[misc]
+
+    def budget_left(self, budget: Budget) -> int | None:
+        """Evaluations this run may add under the evaluation budget, which counts the stored
+        ones (None: no evaluation budget)."""
+        if budget.evaluations is None:
+            return None
+        return max(0, budget.evaluations - self.evaluations)
+
+
 def replay_banner(recording: Recording) -> str:
     when = f" on {recording.date[:10]}" if recording.date else ""
     note = f" Note: {recording.note}." if recording.note else ""
@@ -60,15 +99,20 @@ def replay_banner(recording: Recording) -> str:
 
 
 def plan_replay_file(
-    store: Store, path: Path | str | Recording, *, study_name: str | None = None
+    store: Store,
+    path: Path | str | Recording,
+    *,
+    study_name: str | None = None,
+    fresh: bool = False,
 ) -> TunePlan:
     """Tune the space recorded in a file (no space file involved; or the recording already
-    read from it); ``study_name`` overrides the default (kernel | shape | device)."""
+    read from it); ``study_name`` overrides the default (kernel | shape | device); ``fresh``
+    makes a new study beside an existing one of that name."""
     recording = path if isinstance(path, Recording) else load_recording(path)
     problem = RecordingProblem(recording)
     runner = ReplayRunner(recording)
     optimum = recording.optimum()
-    study = recording_study(store, recording, name=study_name)
+    study = recording_study(store, recording, name=study_name, fresh=fresh)
     env = store.environment(recording.device, replay_source=recording.source)
     return TunePlan(
         problem,
@@ -89,8 +133,10 @@ def plan_space_replay(
     pinned: Mapping[str, object] | None = None,
     *,
     study_name: str | None = None,
+    fresh: bool = False,
 ) -> TunePlan:
-    """Tune a space file's space, answered from a recording of that kernel.
+    """Tune a space file's space, answered from a recording of that kernel (``study_name``,
+    ``fresh``: as for :func:`plan_replay_file`).
 
     Raises:
         WorkbenchError: the recording lacks parameters of the space.
@@ -112,6 +158,7 @@ def plan_space_replay(
         optimum.value if optimum else None,
         study_name=study_name,
         replay_note=recording.note,
+        fresh=fresh,
     )
     env = store.environment(recording.device, replay_source=recording.source)
     unit, throughput = throughput_of(space)
@@ -138,6 +185,7 @@ def space_study(
     *,
     study_name: str | None = None,
     replay_note: str | None = None,
+    fresh: bool = False,
 ) -> StudyInfo:
     spec = space.spec
     return store.study(
@@ -153,6 +201,7 @@ def space_study(
         recorded_optimum=recorded_optimum,
         work={"flops": spec.work.flops.text, "bytes": spec.work.bytes.text, "unit": spec.work.unit},
         name=study_name,
+        fresh=fresh,
     )
 
 

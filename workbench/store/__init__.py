@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workbench.store.store import (
+    RunSummary,
     Store,
     StoredEvaluation,
     StoreError,
@@ -12,6 +13,7 @@ from workbench.store.store import (
 )
 
 __all__ = [
+    "RunSummary",
     "Store",
     "StoreError",
     "StoredEvaluation",

@@ -193,9 +193,12 @@ def measured_at(e: StoredEvaluation) -> str | None:
     return f"{day.group(1)} 00:00:00+00:00" if day else None
 
 
-def recording_study(store: Store, recording: Recording, *, name: str | None = None) -> StudyInfo:
-    """The study of a recording's own space (kernel | problem | device), created if new: the
-    one an import fills and a ``tune --replay FILE`` searches.
+def recording_study(
+    store: Store, recording: Recording, *, name: str | None = None, fresh: bool = False
+) -> StudyInfo:
+    """The study of a recording's own space (kernel | problem | device), created if new (or
+    ``fresh``: see :meth:`Store.study`): the one an import fills and a ``tune --replay FILE``
+    searches.
 
     Raises:
         StoreError: a study of that name exists with other parameters.
@@ -213,6 +216,7 @@ def recording_study(store: Store, recording: Recording, *, name: str | None = No
         recorded_optimum=optimum.value if optimum else None,
         arch=recording.arch,
         name=name,
+        fresh=fresh,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import socket
@@ -101,6 +102,18 @@ class StoredEvaluation:
     elapsed_s: float | None
     #: when it was stored (a replayed value was measured earlier: see ``replayed_from``)
     created_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a study (a tune, a worker, an import) and how many evaluations it stored."""
+
+    id: int
+    kind: str
+    sampler: str | None
+    seed: int | None
+    status: str
+    evaluations: int
 
 
 class Store:
@@ -310,8 +323,10 @@ class Store:
         work: Mapping[str, object] | None = None,
         name: str | None = None,
         replay_note: str | None = None,
+        fresh: bool = False,
     ) -> StudyInfo:
-        """Get or create the study for (kernel, shape, device).
+        """Get or create the study for (kernel, shape, device); ``fresh``: always create one,
+        named ``NAME #2`` (``#3``, ...) when NAME is taken (the existing study is kept).
 
         Raises:
             StoreError: a study of that name exists with different parameters.
@@ -320,6 +335,11 @@ class Store:
         params = [[n, list(v)] for n, v in parameters]
         with self.session() as s:
             row = s.scalar(select(Study).where(Study.name == name))
+            if row is not None and fresh:
+                like = Study.name.startswith(name, autoescape=True)
+                taken = set(s.scalars(select(Study.name).where(like)))
+                name = next(n for k in itertools.count(2) if (n := f"{name} #{k}") not in taken)
+                row = None
             if row is None:
                 row = Study(
                     name=name,
@@ -342,7 +362,8 @@ class Store:
             elif [p[0] for p in row.parameters] != [p[0] for p in params]:
                 raise StoreError(
                     f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
-                    f"the space now has {[p[0] for p in params]}: use --study to start a new one"
+                    f"the space now has {[p[0] for p in params]}: use --study NAME or --fresh "
+                    "to start a new one"
                 )
             return _study_info(row)
 
@@ -574,6 +595,22 @@ class Store:
             return None
         path = self.url.split(":///", 1)[-1]
         return None if not path or path == ":memory:" else path
+
+    def runs(self, study: StudyInfo) -> list[RunSummary]:
+        """The study's runs in the order they started, with the evaluations each stored."""
+        with self.reading("runs"), self.session() as s:
+            stored = dict(
+                s.execute(
+                    select(Evaluation.run_id, func.count(Evaluation.id))
+                    .where(Evaluation.study_id == study.id)
+                    .group_by(Evaluation.run_id)
+                ).all()
+            )
+            rows = s.scalars(select(Run).where(Run.study_id == study.id).order_by(Run.id))
+            return [
+                RunSummary(r.id, r.kind, r.sampler, r.seed, r.status, stored.get(r.id, 0))
+                for r in rows
+            ]
 
     def count_evaluations(self, study: StudyInfo) -> int:
         with self.session() as s:

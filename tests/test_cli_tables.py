@@ -1,0 +1,106 @@
+"""The compile and tune tables at a terminal's width (``COLUMNS``): no line is longer, every
+column header is there whole, a NAME=VALUE token or an opcode is never split across lines, and
+the parameters equal in every row are on a caption line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from cli_helpers import invoke
+
+from workbench.runners.base import TrialOutcome
+from workbench.store import Store
+
+pytestmark = pytest.mark.usefixtures("private_dirs")
+
+CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+WIDTHS = (100, 80)
+BORDERS = re.compile(r"[│┃┏┓┗┛┡┩└┘├┤┼━─┳┻╇╈╋]")
+CAPTION = "in every row:"
+
+
+def split_configs(configs: Sequence[Mapping[str, object]]) -> tuple[list[str], list[str]]:
+    """(the parameters that differ between the configs, NAME=VALUE of those equal in all)"""
+    names = list(configs[0])
+    varying = [n for n in names if len({str(c[n]) for c in configs}) > 1]
+    return varying, [f"{n}={configs[0][n]}" for n in names if n not in varying]
+
+
+def check_table(out: str, width: int, headers: list[str], tokens: Counter, same: list[str]) -> None:
+    """``out`` fits ``width``; each header is whole in a header row; each expected token is
+    found whole as often as expected; ``same`` is on the caption line."""
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, "\n".join(lines)
+    heads = [line for line in lines if "┃" in line]
+    for header in headers:
+        assert any(re.search(rf"┃ *{re.escape(header)} *┃", line) for line in heads), header
+    table = [line for line in lines if BORDERS.search(line)]
+    words = Counter(BORDERS.sub(" ", "\n".join(table)).split())
+    assert {t: words[t] for t in tokens} == dict(tokens), "\n".join(table)
+    (caption,) = [line for line in lines if line.startswith(CAPTION)]
+    assert caption.split()[3:] == same
+
+
+def test_the_compile_table_fits_100_and_80_columns(tmp_path: Path) -> None:
+    args = ["compile", "gemm_int8", "--sample", "4", "--arch", "sm_90a"]
+    code, _, err = invoke(*args, "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert all(r["ok"] for r in records)
+    varying, same = split_configs([r["config"] for r in records])
+    assert len(varying) > 6 and same  # one config column of tokens, and a caption
+    tokens: Counter = Counter()
+    for r in records:
+        tokens.update(f"{n}={r['config'][n]}" for n in varying)
+        tokens.update(r["global_memory_ops"])
+        tokens.update(f"{k}:{v}" for k, v in list(r["opcodes"].items())[:4])
+    headers = ["config", "regs", "smem", "stack", "spill st/ld", "occupancy", "SASS"]
+    headers += ["top opcodes", "global memory ops", "compile", "lints", "#"]
+    for width in WIDTHS:  # (compiled once: the rest is answered from the compile cache)
+        code, out, err = invoke(*args, env={"COLUMNS": str(width)})
+        assert code == 0, err
+        check_table(out, width, headers, tokens, same)
+
+
+def test_the_tune_table_fits_100_and_80_columns() -> None:
+    args = ["tune", "--replay", str(CACHES / "gemm_RTX_3090.json.gz"), "--budget", "30"]
+    code, out, err = invoke(*args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    store = Store(doc["store"])
+    ok = [
+        e
+        for e in store.evaluations(store.find_study(doc["study"]))
+        if e.measurement.outcome is TrialOutcome.OK
+    ]
+    top = sorted(ok, key=lambda e: e.measurement.value)[:10]
+    varying, same = split_configs([e.config for e in top])
+    assert len(varying) > 6 and same
+    tokens = Counter(f"{n}={e.config[n]}" for e in top for n in varying)
+    for width in WIDTHS:  # (the study is resumed: the same top 10)
+        code, out, err = invoke(*args, env={"COLUMNS": str(width)})
+        assert code == 0, err
+        check_table(out, width, ["#", "config", "time (ms)"], tokens, same)
+
+
+def test_a_token_wider_than_the_terminal_is_folded_in_its_cell_alone() -> None:
+    """One cell's long path folds there; the other columns still share a table, not one each."""
+    from rich.console import Console
+
+    from workbench.cli.tables import Column, print_table
+
+    out = Console(width=60, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    columns = [Column("#"), Column("regs"), Column("smem"), Column("stack"), Column("error")]
+    path = "/very/long/path/to/a/kernel/source/that/failed/to/compile.cu:12:3:"
+    print_table(out, columns, [["1", "40", "1024", "0", f"error at {path} here"]])
+    lines = out.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 60
+    assert sum("┃ #" in line for line in lines) == 2  # the error's table, and the others'
+    assert any(re.search(r"┃ regs ┃ smem ┃ stack ┃", line) for line in lines)
+    assert "".join(BORDERS.sub("", line).strip() for line in lines).count(path) == 1
