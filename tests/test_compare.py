@@ -22,6 +22,7 @@ from workbench.compare.table import (
     Entry,
     ShapeComparison,
     Status,
+    fit_ceilings,
     format_rows,
     roofline_bound,
     speedup,
@@ -31,7 +32,14 @@ from workbench.devices import DEVICES, device_for
 from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.references.gemm import int8_gemm_exact
-from workbench.roofline import Ceilings, datasheet_ceilings
+from workbench.roofline import (
+    Ceilings,
+    CeilingSource,
+    ShareAboveRoofError,
+    checked_share,
+    datasheet_ceilings,
+    measured_ceilings,
+)
 from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.targets import resolve_arches
@@ -357,3 +365,81 @@ def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
     for e in entries:  # no driver here: the worker's context cannot be made, every time
         assert e.status is Status.FAILED and "did not start" in e.reason
         assert e.median_ms is None and e.nbytes == 2 * problem.copy_bytes
+
+
+# -- the first H200 run's int8 comparison: roofs raised to the fastest measured ---------------
+H200_RUN = Path(__file__).parent / "data" / "h200"
+
+
+def _h200_int8_run() -> tuple[dict, list[ShapeComparison]]:
+    """The recorded ``workbench compare gemm_int8`` of the first H200 lease, rebuilt from its
+    JSON: each contender's median time at each shape, the work model of the shape, and the
+    ceilings that run had (``ceilings.json`` of the same lease, then the datasheet)."""
+    doc = json.loads((H200_RUN / "gemm_int8.json").read_text())
+    roofs = Ceilings(measured_ceilings(H200_RUN / "ceilings.json"))
+    roofs = roofs.add(datasheet_ceilings(DEVICES["h200"]))
+    # the roofs of the recorded run: the same figures (the live run named its datasheet source
+    # after the driver's limits), and the measured ones to the letter
+    assert sorted(c.label.split(" (")[0] for c in roofs) == sorted(
+        label.split(" (")[0] for label in doc["ceilings"]
+    )
+    assert {c.label for c in roofs if c.source is CeilingSource.MEASURED} <= set(doc["ceilings"])
+    out = []
+    for s in doc["shapes"]:
+        p = _problem("gemm_int8", s["config"], **s["shape"])
+        assert (p.ops, p.min_bytes) == (s["work"]["ops"], s["work"]["min_bytes"])
+        entries = [
+            Entry(r["name"], r["title"], Status(r["status"]), r["reason"], r["median_ms"],
+                  ops=p.ops, nbytes=p.min_bytes)
+            for r in s["results"]
+        ]  # fmt: skip
+        out.append(
+            ShapeComparison(
+                p, s["precision"], s["config"], s["config_origin"], entries[0],
+                tuple(entries[1:]), (), roofs,
+            )
+        )  # fmt: skip
+    return doc, out
+
+
+def test_a_share_above_its_roof_is_refused_not_printed() -> None:
+    """The run printed 115 %, 136 % and 161 % of bound: the int8 roof was torch._int_mm's
+    940 TOPS while cuBLAS ran 1,516. Such a share is now an internal error, never a figure."""
+    doc, comparisons = _h200_int8_run()
+    above = [r for s in doc["shapes"] for r in s["results"] if (r["bound_fraction"] or 0) > 1]
+    assert above  # what the recorded run printed
+    with pytest.raises(ShareAboveRoofError, match="above 100 %"):
+        format_rows(comparisons)
+    with pytest.raises(ShareAboveRoofError):
+        comparisons[1].to_json()
+    with pytest.raises(ShareAboveRoofError):
+        checked_share(above[0]["bound_fraction"], "a stored share")
+
+
+def test_the_h200_int8_roof_is_raised_to_the_fastest_measured_cublas() -> None:
+    doc, comparisons = _h200_int8_run()
+    timed = [(r, s) for s in doc["shapes"] for r in s["results"] if r["status"] == "ok"]
+    fastest, at = max(timed, key=lambda rs: rs[0]["throughput"])
+    assert fastest["name"] == "cublas" and at["label"] == "M=8192,N=8192,K=8192"
+    fitted = fit_ceilings(comparisons)
+    for c in fitted:
+        roof = c.ceilings.best("tensor_int8")
+        assert roof is not None and roof.source is CeilingSource.MEASURED
+        assert roof.value == pytest.approx(fastest["throughput"] * 1e12)
+        # said once per roof raised: to whom, and how fast (1,516 TOPS)
+        (note,) = c.ceiling_notes
+        assert note.startswith(
+            f"tensor_int8 ceiling raised to the fastest measured: {fastest['title']} at "
+            f"{at['label']}, {fastest['throughput']:,.0f} TOPS"
+        )
+        assert "torch._int_mm" in note  # the roof it replaced
+        for entry in c.entries:
+            b = roofline_bound(entry, c.precision, c.ceilings)
+            assert b is None or b.fraction <= 1.0
+    rows = {(r[0], r[1]): r for r in format_rows(fitted)}
+    tuned = next(r for r in at["results"] if r["name"] == TUNED)
+    share = 100 * tuned["throughput"] / fastest["throughput"]  # 84.5 %, not 136 %
+    assert rows[(at["label"], TUNED)][5] == f"{share:.1f}% (compute)"
+    assert rows[(at["label"], "cublas")][5] == "100.0% (compute)"
+    doc_out = [r["bound_fraction"] for c in fitted for r in c.to_json()["results"]]
+    assert max(f for f in doc_out if f is not None) == pytest.approx(1.0)
