@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from h200_compare import recorded_doc, recorded_int8_compare
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -38,7 +39,6 @@ from workbench.roofline import (
     ShareAboveRoofError,
     checked_share,
     datasheet_ceilings,
-    measured_ceilings,
 )
 from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel
@@ -368,44 +368,12 @@ def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
 
 
 # -- the first H200 run's int8 comparison: roofs raised to the fastest measured ---------------
-H200_RUN = Path(__file__).parent / "data" / "h200"
-
-
-def _h200_int8_run() -> tuple[dict, list[ShapeComparison]]:
-    """The recorded ``workbench compare gemm_int8`` of the first H200 lease, rebuilt from its
-    JSON: each contender's median time at each shape, the work model of the shape, and the
-    ceilings that run had (``ceilings.json`` of the same lease, then the datasheet)."""
-    doc = json.loads((H200_RUN / "gemm_int8.json").read_text())
-    roofs = Ceilings(measured_ceilings(H200_RUN / "ceilings.json"))
-    roofs = roofs.add(datasheet_ceilings(DEVICES["h200"]))
-    # the roofs of the recorded run: the same figures (the live run named its datasheet source
-    # after the driver's limits), and the measured ones to the letter
-    assert sorted(c.label.split(" (")[0] for c in roofs) == sorted(
-        label.split(" (")[0] for label in doc["ceilings"]
-    )
-    assert {c.label for c in roofs if c.source is CeilingSource.MEASURED} <= set(doc["ceilings"])
-    out = []
-    for s in doc["shapes"]:
-        p = _problem("gemm_int8", s["config"], **s["shape"])
-        assert (p.ops, p.min_bytes) == (s["work"]["ops"], s["work"]["min_bytes"])
-        entries = [
-            Entry(r["name"], r["title"], Status(r["status"]), r["reason"], r["median_ms"],
-                  ops=p.ops, nbytes=p.min_bytes)
-            for r in s["results"]
-        ]  # fmt: skip
-        out.append(
-            ShapeComparison(
-                p, s["precision"], s["config"], s["config_origin"], entries[0],
-                tuple(entries[1:]), (), roofs,
-            )
-        )  # fmt: skip
-    return doc, out
 
 
 def test_a_share_above_its_roof_is_refused_not_printed() -> None:
     """The run printed 115 %, 136 % and 161 % of bound: the int8 roof was torch._int_mm's
     940 TOPS while cuBLAS ran 1,516. Such a share is now an internal error, never a figure."""
-    doc, comparisons = _h200_int8_run()
+    doc, comparisons = recorded_doc(), recorded_int8_compare()
     above = [r for s in doc["shapes"] for r in s["results"] if (r["bound_fraction"] or 0) > 1]
     assert above  # what the recorded run printed
     with pytest.raises(ShareAboveRoofError, match="above 100 %"):
@@ -417,7 +385,7 @@ def test_a_share_above_its_roof_is_refused_not_printed() -> None:
 
 
 def test_the_h200_int8_roof_is_raised_to_the_fastest_measured_cublas() -> None:
-    doc, comparisons = _h200_int8_run()
+    doc, comparisons = recorded_doc(), recorded_int8_compare()
     timed = [(r, s) for s in doc["shapes"] for r in s["results"] if r["status"] == "ok"]
     fastest, at = max(timed, key=lambda rs: rs[0]["throughput"])
     assert fastest["name"] == "cublas" and at["label"] == "M=8192,N=8192,K=8192"

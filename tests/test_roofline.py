@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from h200_compare import CEILINGS_JSON, COMPARE_JSON
 
 from workbench.devices import DEVICES
 from workbench.roofline import (
@@ -287,9 +288,6 @@ def test_bad_ceiling_files(tmp_path: Path) -> None:
         measured_ceilings(path)
 
 
-H200_RUN = Path(__file__).parent / "data" / "h200"
-
-
 def _ceilings_script() -> ModuleType:
     path = Path(__file__).resolve().parents[1] / "scripts" / "ceilings.py"
     spec = importlib.util.spec_from_file_location("ceilings_script", path)
@@ -304,8 +302,8 @@ def test_the_int8_ceiling_is_the_fastest_library_the_script_timed(tmp_path: Path
     the first H200 lease's timings at 8192^3: torch._int_mm from its ceilings.json (940 TOPS,
     the roof that run used), cuBLAS gemmEx from its compare (1,516 TOPS)."""
     script = _ceilings_script()
-    lease = json.loads((H200_RUN / "ceilings.json").read_text())
-    compare = json.loads((H200_RUN / "gemm_int8.json").read_text())
+    lease = json.loads(CEILINGS_JSON.read_text())
+    compare = json.loads(COMPARE_JSON.read_text())
     int_mm = lease["int8_matmul"]
     n = int_mm["n"]
     (shape,) = [s for s in compare["shapes"] if s["shape"] == {"M": n, "N": n, "K": n}]
@@ -328,7 +326,7 @@ def test_the_int8_ceiling_is_the_fastest_library_the_script_timed(tmp_path: Path
     assert f"via {cublas['title']}, the fastest of " in roof.label
     assert f"{int_mm['via']} {int_mm['tops']:,.0f} TOPS" in roof.label
     # the lease's own file (one library, written before the list) loads as it did
-    old = {c.name: c for c in measured_ceilings(H200_RUN / "ceilings.json")}
+    old = {c.name: c for c in measured_ceilings(CEILINGS_JSON)}
     assert old["tensor_int8"].value == pytest.approx(int_mm["tops"] * 1e12)
     section["libraries"][1]["tops"] = 0
     path.write_text(json.dumps(doc))
