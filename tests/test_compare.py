@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from h200_compare import recorded_doc, recorded_int8_compare
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -22,6 +23,7 @@ from workbench.compare.table import (
     Entry,
     ShapeComparison,
     Status,
+    fit_ceilings,
     format_rows,
     roofline_bound,
     speedup,
@@ -31,7 +33,13 @@ from workbench.devices import DEVICES, device_for
 from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.references.gemm import int8_gemm_exact
-from workbench.roofline import Ceilings, datasheet_ceilings
+from workbench.roofline import (
+    Ceilings,
+    CeilingSource,
+    ShareAboveRoofError,
+    checked_share,
+    datasheet_ceilings,
+)
 from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.targets import resolve_arches
@@ -357,3 +365,49 @@ def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
     for e in entries:  # no driver here: the worker's context cannot be made, every time
         assert e.status is Status.FAILED and "did not start" in e.reason
         assert e.median_ms is None and e.nbytes == 2 * problem.copy_bytes
+
+
+# -- the first H200 run's int8 comparison: roofs raised to the fastest measured ---------------
+
+
+def test_a_share_above_its_roof_is_refused_not_printed() -> None:
+    """The run printed 115 %, 136 % and 161 % of bound: the int8 roof was torch._int_mm's
+    940 TOPS while cuBLAS ran 1,516. Such a share is now an internal error, never a figure."""
+    doc, comparisons = recorded_doc(), recorded_int8_compare()
+    above = [r for s in doc["shapes"] for r in s["results"] if (r["bound_fraction"] or 0) > 1]
+    assert above  # what the recorded run printed
+    with pytest.raises(ShareAboveRoofError, match="above 100 %"):
+        format_rows(comparisons)
+    with pytest.raises(ShareAboveRoofError):
+        comparisons[1].to_json()
+    with pytest.raises(ShareAboveRoofError):
+        checked_share(above[0]["bound_fraction"], "a stored share")
+
+
+def test_the_h200_int8_roof_is_raised_to_the_fastest_measured_cublas() -> None:
+    doc, comparisons = recorded_doc(), recorded_int8_compare()
+    timed = [(r, s) for s in doc["shapes"] for r in s["results"] if r["status"] == "ok"]
+    fastest, at = max(timed, key=lambda rs: rs[0]["throughput"])
+    assert fastest["name"] == "cublas" and at["label"] == "M=8192,N=8192,K=8192"
+    fitted = fit_ceilings(comparisons)
+    for c in fitted:
+        roof = c.ceilings.best("tensor_int8")
+        assert roof is not None and roof.source is CeilingSource.MEASURED
+        assert roof.value == pytest.approx(fastest["throughput"] * 1e12)
+        # said once per roof raised: to whom, and how fast (1,516 TOPS)
+        (note,) = c.ceiling_notes
+        assert note.startswith(
+            f"tensor_int8 ceiling raised to the fastest measured: {fastest['title']} at "
+            f"{at['label']}, {fastest['throughput']:,.0f} TOPS"
+        )
+        assert "torch._int_mm" in note  # the roof it replaced
+        for entry in c.entries:
+            b = roofline_bound(entry, c.precision, c.ceilings)
+            assert b is None or b.fraction <= 1.0
+    rows = {(r[0], r[1]): r for r in format_rows(fitted)}
+    tuned = next(r for r in at["results"] if r["name"] == TUNED)
+    share = 100 * tuned["throughput"] / fastest["throughput"]  # 84.5 %, not 136 %
+    assert rows[(at["label"], TUNED)][5] == f"{share:.1f}% (compute)"
+    assert rows[(at["label"], "cublas")][5] == "100.0% (compute)"
+    doc_out = [r["bound_fraction"] for c in fitted for r in c.to_json()["results"]]
+    assert max(f for f in doc_out if f is not None) == pytest.approx(1.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from workbench.regress.rule import Verdict
+from workbench.report.baselines import Baselines
 from workbench.report.data import gather_studies
 from workbench.report.history import draw_history, gather_history
 from workbench.report.overview import add_overview
@@ -94,7 +95,7 @@ def test_a_gpu_that_slows_down_is_reported_and_stored(tmp_path: Path, recording)
     (data,) = gather_studies(store)  # stored with the run, read back whole
     assert data.runs[0].drift == result.drift
     page = Page("t")
-    add_overview(page, data, [])
+    add_overview(page, data, Baselines())
     html = page.render()
     assert "<h3>Drift</h3>" in html and f"{n} of {n} re-timings differ" in html
     # the tuning history marks each at the evaluation it followed, on both axes

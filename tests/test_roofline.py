@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from h200_compare import CEILINGS_JSON, COMPARE_JSON
 
 from workbench.devices import DEVICES
 from workbench.roofline import (
@@ -283,6 +286,60 @@ def test_bad_ceiling_files(tmp_path: Path) -> None:
     path.write_text("{}")
     with pytest.raises(CeilingFileError, match="no ceiling"):
         measured_ceilings(path)
+
+
+def _ceilings_script() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "scripts" / "ceilings.py"
+    spec = importlib.util.spec_from_file_location("ceilings_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_int8_ceiling_is_the_fastest_library_the_script_timed(tmp_path: Path) -> None:
+    """scripts/ceilings.py times every int8 library and the file's roof is the fastest, with
+    the first H200 lease's timings at 8192^3: torch._int_mm from its ceilings.json (940 TOPS,
+    the roof that run used), cuBLAS gemmEx from its compare (1,516 TOPS)."""
+    script = _ceilings_script()
+    lease = json.loads(CEILINGS_JSON.read_text())
+    compare = json.loads(COMPARE_JSON.read_text())
+    int_mm = lease["int8_matmul"]
+    n = int_mm["n"]
+    (shape,) = [s for s in compare["shapes"] if s["shape"] == {"M": n, "N": n, "K": n}]
+    cublas = next(r for r in shape["results"] if r["name"] == "cublas")
+    ops = 2.0 * n**3
+    runs = [
+        script.library_run(via, ms, repeats, ops, "tops", 1e12)
+        for via, ms, repeats in (
+            (int_mm["via"], int_mm["median_ms"], int_mm["repeat_ms"]),
+            (cublas["title"], cublas["median_ms"], [cublas["median_ms"]]),
+        )
+    ]
+    section = script.fastest_section(runs, "tops", n=n)
+    assert section["via"] == cublas["title"] and len(section["libraries"]) == 2
+    doc = {"date": lease["date"], "gpu": lease["gpu"], "int8_matmul": section}
+    path = tmp_path / "ceilings.json"
+    path.write_text(json.dumps(doc))
+    (roof,) = measured_ceilings(path)
+    assert roof.value == pytest.approx(cublas["throughput"] * 1e12)  # 1,516 TOPS, not 940
+    assert f"via {cublas['title']}, the fastest of " in roof.label
+    assert f"{int_mm['via']} {int_mm['tops']:,.0f} TOPS" in roof.label
+    # the lease's own file (one library, written before the list) loads as it did
+    old = {c.name: c for c in measured_ceilings(CEILINGS_JSON)}
+    assert old["tensor_int8"].value == pytest.approx(int_mm["tops"] * 1e12)
+    section["libraries"][1]["tops"] = 0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CeilingFileError, match=r"\[int8_matmul.libraries\[1\].tops\]"):
+        measured_ceilings(path)
+
+
+def test_the_most_trusted_source_gives_its_highest_roof() -> None:
+    low = _ceiling("tensor_int8", 940e12, CeilingSource.MEASURED)
+    high = _ceiling("tensor_int8", 1516e12, CeilingSource.MEASURED)
+    sheet = _ceiling("tensor_int8", 1979e12)
+    assert Ceilings([low, high, sheet]).best("tensor_int8") is high
+    assert Ceilings([high, low, sheet]).best("tensor_int8") is high
 
 
 def test_a_preset_is_found_by_the_exact_gpu_the_driver_names() -> None:

@@ -66,3 +66,8 @@ class CompileError(WorkbenchError):
     def __init__(self, message: str, log: str = "") -> None:
         self.log = log
         super().__init__(message + (f"\n{log}" if log else ""))
+
+
+class InternalError(WorkbenchError):
+    """An invariant of the workbench broke (a bug, not bad input): refused with one line rather
+    than a wrong figure printed."""

@@ -194,6 +194,7 @@ def _emit(
             "measured": True,
             "kernel": results[0].problem.kernel if results else None,
             "ceilings": sorted({c.label for r in results for c in r.ceilings}),
+            "ceiling_notes": _ceiling_notes(results),
             "shapes": [r.to_json() for r in results],
             "stored": {"batch": batch, "store": store.shown_url},
         }
@@ -217,4 +218,11 @@ def _emit(
                 )
     labels = sorted({c.label for r in results for c in r.ceilings})
     console.print("ceilings: " + escape("; ".join(labels)))
+    for note in _ceiling_notes(results):
+        console.print(f"note: {escape(note)}")
     console.print(f"stored as comparison batch {batch}")
+
+
+def _ceiling_notes(results: list[ShapeComparison]) -> list[str]:
+    """Each roof raised to a contender, once (every shape of the run carries the same)."""
+    return list(dict.fromkeys(n for r in results for n in r.ceiling_notes))

@@ -59,6 +59,7 @@ class Baseline(ABC):
     name: ClassVar[str]
     kind: ClassVar[BaselineKind]
     title: ClassVar[str]
+    label: ClassVar[str] = ""  #: short name for tables and headlines (``cuBLAS``); "": the name
     families: ClassVar[frozenset[Family]]
     dtypes: ClassVar[frozenset[str]] = frozenset()
     min_cc: ClassVar[int] = 0
@@ -118,6 +119,14 @@ def register(cls: type[Baseline]) -> type[Baseline]:
     """Class decorator: add a baseline to :data:`REGISTRY`."""
     REGISTRY[cls.name] = cls()
     return cls
+
+
+def contender_label(name: str) -> str:
+    """The short name of a stored contender (``cublas`` -> ``cuBLAS``); its name when no
+    registered baseline has a label for it (the tuned config, a kind with no member)."""
+    _load_all()
+    baseline = REGISTRY.get(name)
+    return (baseline.label or name) if baseline is not None else name
 
 
 def _load_all() -> None:

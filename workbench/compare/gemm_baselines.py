@@ -36,6 +36,7 @@ class CublasGemmEx(Baseline):
     name = "cublas"
     kind = BaselineKind.CUBLAS
     title = "cuBLAS cublasGemmEx s8*s8->s32 (CuPy)"
+    label = "cuBLAS"
     families = frozenset({Family.GEMM_INT8})
     dtypes = frozenset({"int8"})
     min_cc = 61  # int8 GEMMs need dp4a (sm_61) or tensor cores
@@ -98,6 +99,7 @@ class TorchIntMM(Baseline):
     name = "cublaslt"
     kind = BaselineKind.CUBLASLT
     title = "cuBLASLt s8*s8->s32 (torch._int_mm)"
+    label = "cuBLASLt"
     families = frozenset({Family.GEMM_INT8})
     dtypes = frozenset({"int8"})
     min_cc = 75
@@ -135,6 +137,7 @@ class TorchScaledMM(Baseline):
     name = "cublaslt_fp8"
     kind = BaselineKind.CUBLASLT
     title = "cuBLASLt fp8 (torch._scaled_mm, tensor-wise scales)"
+    label = "cuBLASLt"
     families = frozenset({Family.GEMM_FP8})
     dtypes = frozenset({"float8_e4m3", "float8_e5m2"})
     min_cc = 89  # FP8 tensor cores: Ada and Hopper
@@ -192,6 +195,7 @@ class CutlassGemm(Baseline):
     name = "cutlass"
     kind = BaselineKind.CUTLASS
     title = "CUTLASS (Python)"
+    label = "CUTLASS"
     families = frozenset({Family.GEMM_INT8, Family.GEMM_FP8})
     modules = ()
 

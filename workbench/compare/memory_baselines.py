@@ -29,6 +29,7 @@ class CubReduce(Baseline):
     name = "cub"
     kind = BaselineKind.CUB
     title = "CUB DeviceReduce (CuPy)"
+    label = "CUB"
     families = frozenset({Family.REDUCE, Family.REDUCE_ROWS})
     dtypes = frozenset({"float32", "float16"})
     modules = ("cupy",)

@@ -25,7 +25,7 @@ import numpy as np
 from workbench.compare.baselines import Choice, Selection, select
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
 from workbench.compare.problems import Problem, classify
-from workbench.compare.table import TUNED, Entry, ShapeComparison, Status
+from workbench.compare.table import TUNED, Entry, ShapeComparison, Status, fit_ceilings
 from workbench.compare.worker import ArrayFile, BaselineExecutor, BaselineJob, BaselineReply
 from workbench.compiler import CompileCache
 from workbench.roofline import Ceilings, datasheet_ceilings
@@ -75,7 +75,8 @@ def plan_baselines(plan: ShapePlan, cc: int | None, only: Sequence[str] = ()) ->
 
 
 def compare(plans: Sequence[ShapePlan], options: CompareOptions, log: Log) -> list[ShapeComparison]:
-    """Compare every shape of ``plans`` on the GPU.
+    """Compare every shape of ``plans`` on the GPU; the roofs are raised to the fastest
+    contender measured (:func:`~workbench.compare.table.fit_ceilings`).
 
     Raises:
         NoGpuError: there is no GPU.
@@ -97,7 +98,7 @@ def compare(plans: Sequence[ShapePlan], options: CompareOptions, log: Log) -> li
                 inputs = runner.inputs_for(plan.config)
                 cc = runner.device.cc
             out.append(_one_shape(plan, live, inputs, cc, measurement, worker, options, log))
-    return out
+    return fit_ceilings(out)
 
 
 def _one_shape(

@@ -7,8 +7,10 @@ Definitions (each row is one contender on one shape; times are medians of one ca
   baseline's bytes are what it reads plus what it writes;
 - % of roofline bound: achieved / attainable at the work model's arithmetic intensity
   (operations per minimum DRAM byte), under the best ceilings known (measured, else
-  datasheet; each named with its source); attainable = min(compute roof, intensity x DRAM
-  roof); with no operations, the bandwidth over the DRAM roof;
+  datasheet; each named with its source), raised to the fastest contender measured under them
+  (:func:`fit_ceilings`: a roof is never below a measurement, so no share is above 100 %);
+  attainable = min(compute roof, intensity x DRAM roof); with no operations, the bandwidth
+  over the DRAM roof;
 - speedup vs a baseline: the baseline's median over the tuned config's median (above 1: the
   tuned config is faster).
 """
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from workbench.compare.problems import BANDWIDTH_UNITS, Problem
-from workbench.roofline import Ceilings, RooflinePoint
+from workbench.roofline import Ceilings, Reached, RooflinePoint, raise_to_reached, share
 
 #: The contender name of the tuned config in tables, JSON and the store.
 TUNED = "tuned"
@@ -79,7 +81,12 @@ def throughput(entry: Entry, unit: str) -> float | None:
 
 
 def roofline_bound(entry: Entry, precision: str, ceilings: Ceilings) -> Bound | None:
-    """The share of the roofline bound ``entry`` reaches (None: not timed, or no roofs)."""
+    """The share of the roofline bound ``entry`` reaches (None: not timed, or no roofs).
+
+    Raises:
+        ShareAboveRoofError: ``entry`` beats a roof (``ceilings`` were not raised to it:
+            :func:`fit_ceilings`).
+    """
     if not entry.timed:
         return None
     seconds = entry.median_ms * 1e-3  # type: ignore[operator]
@@ -91,8 +98,21 @@ def roofline_bound(entry: Entry, precision: str, ceilings: Ceilings) -> Bound | 
         )
         return Bound(point.fraction, point.bound, point.attainable, (compute.label, memory.label))
     if entry.nbytes > 0 and memory is not None:
-        return Bound(entry.nbytes / seconds / memory.value, "memory", memory.value, (memory.label,))
+        fraction = share(entry.nbytes / seconds, memory.value, f"{entry.contender} bandwidth")
+        return Bound(fraction, "memory", memory.value, (memory.label,))
     return None
+
+
+def reached(entry: Entry, precision: str, who: str) -> list[Reached]:
+    """The rates a correct, timed ``entry`` reached: operations per second at ``precision``
+    and the work model's bytes per second at DRAM (none for an entry not timed)."""
+    if not entry.timed:
+        return []
+    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
+    return [
+        Reached(precision, entry.ops / seconds, who),
+        Reached("dram", entry.nbytes / seconds, who),
+    ]
 
 
 def speedup(tuned: Entry, other: Entry) -> float | None:
@@ -114,6 +134,8 @@ class ShapeComparison:
     baselines: tuple[Entry, ...]
     notes: tuple[str, ...] = ()
     ceilings: Ceilings = field(default_factory=Ceilings)
+    #: the roofs :func:`fit_ceilings` raised to a contender, and to whom
+    ceiling_notes: tuple[str, ...] = ()
 
     @property
     def shape_label(self) -> str:
@@ -161,6 +183,29 @@ class ShapeComparison:
             "results": [self.row(e) for e in self.entries],
             "notes": list(self.notes),
         }
+
+
+def fit_ceilings(comparisons: Sequence[ShapeComparison]) -> list[ShapeComparison]:
+    """``comparisons`` with every roof raised to the fastest contender measured under it in
+    any of them (same GPU, same run): a roof is the best measured for its unit, and a
+    library the ceilings script did not time (cuBLAS beside cuBLASLt) may be it. Each
+    comparison carries a note per roof raised."""
+    found = [
+        r
+        for c in comparisons
+        for e in c.entries
+        for r in reached(e, c.precision, _who(e, c.shape_label))
+    ]
+    out = []
+    for c in comparisons:
+        ceilings, notes = raise_to_reached(c.ceilings, found)
+        out.append(replace(c, ceilings=ceilings, ceiling_notes=notes))
+    return out
+
+
+def _who(entry: Entry, shape_label: str) -> str:
+    name = "the tuned config" if entry.contender == TUNED else entry.title
+    return f"{name} at {shape_label}"
 
 
 def format_rows(comparisons: Sequence[ShapeComparison]) -> list[list[str]]:

@@ -27,6 +27,7 @@ from workbench.roofline import (
     achieved_from_timing,
     bandwidth_fractions,
     ncu_ceilings,
+    raise_to_reached,
     roofline_points,
 )
 
@@ -62,7 +63,7 @@ def same_gpu(ceilings: Ceilings, chip: str | None) -> tuple[Ceilings, list[str]]
 
 def summarize(record: ProfileRecord, extra: Ceilings | None = None) -> Summary:
     """Figures of one profile; ``extra`` adds measured or datasheet ceilings (the most
-    trusted source wins per ceiling)."""
+    trusted source wins per ceiling; a roof the launch beats is raised to it, with a note)."""
     ceilings, notes = same_gpu(Ceilings(extra or ()), record.chip)
     if record.source == "event-timing":
         m = record.metrics
@@ -78,6 +79,10 @@ def summarize(record: ProfileRecord, extra: Ceilings | None = None) -> Summary:
         achieved = achieved_from_metrics(record.metrics)
         ceilings = ceilings.add(ncu_ceilings(record.metrics))
         counters = record.metrics
+    ceilings, raised = raise_to_reached(
+        ceilings, achieved.reached(f"the profiled launch of {record.kernel}")
+    )
+    notes += raised
     best = tuple(c for name in ceilings.names() if (c := ceilings.best(name)) is not None)
     return Summary(
         record=record,

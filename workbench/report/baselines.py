@@ -1,19 +1,74 @@
 """Speedup against the vendor libraries: the rows ``workbench compare`` stored, read with
 :func:`workbench.compare.storage.load_comparisons`; the latest comparison per (shape, device)
-of a kernel and its variants."""
+of a kernel and its variants.
+
+:func:`gather_baselines` turns them into one short row per (shape, contender), with every
+reason a contender was skipped or failed written once as a footnote and each contender's
+library named once in a legend; :func:`draw_speedups` draws the speedup chart the section leads
+with; :meth:`Baselines.headline` is a study's line on the index page.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
+from workbench.compare.baselines import contender_label
 from workbench.compare.storage import ComparisonRecord, load_comparisons
+from workbench.compare.table import TUNED
 from workbench.report.data import kernel_matches
 from workbench.report.page import esc
+from workbench.roofline import ShareAboveRoofError, checked_share
 from workbench.store import Store
 
 
-def gather_baselines(store: Store, kernel: str) -> list[ComparisonRecord]:
-    """Rows of the latest ``workbench compare`` of ``kernel`` per (shape, device).
+@dataclass(frozen=True)
+class ContenderRow:
+    """One contender on one shape, as the section's table shows it."""
+
+    shape: str
+    device: str | None
+    contender: str  #: short name: ``tuned``, ``cuBLAS``
+    title: str  #: what ran in full: the library call, or the tuned config
+    status: str  #: ``ok``, ``skipped``, ``failed``, ``wrong``
+    footnote: int | None  #: number of its reason in :attr:`Baselines.footnotes` (from 1)
+    median_ms: float | None
+    throughput: float | None
+    unit: str | None
+    share: float | None  #: of the roofline bound, at most 1 (None: not timed, or refused)
+    bound: str | None  #: ``compute`` or ``memory``
+    speedup: float | None  #: baseline time / tuned time (None on the tuned row)
+    max_error: float | None
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """The latest stored comparison of a kernel per (shape, device)."""
+
+    rows: tuple[ContenderRow, ...] = ()
+    footnotes: tuple[str, ...] = ()  #: every distinct reason, once
+    legend: tuple[tuple[str, str], ...] = ()  #: (contender, what ran: title and library)
+    devices: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  #: why shares of the roofline bound are not shown
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def headline(self, shape: str, device: str | None) -> str | None:
+        """``speedup 0.84x vs cuBLAS, 1.34x vs cuBLASLt`` of the tuned config at ``shape`` on
+        ``device``; None when no baseline was timed there."""
+        ratios = [
+            f"{r.speedup:.2f}x vs {r.contender}"
+            for r in self.rows
+            if r.shape == shape and r.device == device and r.speedup is not None
+        ]
+        return "speedup " + ", ".join(ratios) if ratios else None
+
+
+def gather_baselines(store: Store, kernel: str) -> Baselines:
+    """The latest ``workbench compare`` of ``kernel`` per (shape, device), as table rows.
 
     Raises:
         StoreError: the database failed.
@@ -22,22 +77,102 @@ def gather_baselines(store: Store, kernel: str) -> list[ComparisonRecord]:
     latest: dict[tuple[str, str | None], str] = {}
     for r in rows:  # oldest first: the last batch seen wins
         latest[(r.shape_label, r.device)] = r.batch
-    return [r for r in rows if latest[(r.shape_label, r.device)] == r.batch]
+    return baselines_of([r for r in rows if latest[(r.shape_label, r.device)] == r.batch])
 
 
-def draw_speedups(rows: list[ComparisonRecord]) -> go.Figure | None:
+def baselines_of(records: Iterable[ComparisonRecord]) -> Baselines:
+    """Table rows of stored comparison rows; a batch holding a share above 100 % (stored
+    before roofs were raised to the fastest contender) has its shares refused, and said so."""
+    records = list(records)
+    refused_batches = {r.batch for r in records if not _share_ok(r)}
+    footnotes: dict[str, int] = {}
+    rows = []
+    for r in records:
+        note = None
+        if r.reason and r.status != "ok":
+            note = footnotes.setdefault(r.reason, len(footnotes) + 1)
+        shown = r.batch not in refused_batches and r.bound_fraction is not None
+        rows.append(
+            ContenderRow(
+                shape=r.shape_label,
+                device=r.device,
+                contender=contender_label(r.contender),
+                title=r.title + (f" ({r.library})" if r.library else ""),
+                status=r.status,
+                footnote=note,
+                median_ms=r.median_ms,
+                throughput=r.throughput,
+                unit=r.unit,
+                share=r.bound_fraction if shown else None,
+                bound=r.bound if shown else None,
+                speedup=r.speedup,
+                max_error=r.verify_max_error,
+            )
+        )
+    refused = tuple(
+        f"% of roofline bound not shown for the comparison stored as batch {b[:12]}: a share "
+        "in it is above 100 % (a roof below a contender it measured, stored before roofs were "
+        "raised to the fastest measured); workbench compare again stores shares under the "
+        "fastest measured"
+        for b in sorted(refused_batches)
+    )
+    return Baselines(
+        rows=tuple(rows),
+        footnotes=tuple(footnotes),
+        legend=_legend(records),
+        devices=tuple(sorted({r.device for r in records if r.device})),
+        refused=refused,
+    )
+
+
+def _share_ok(r: ComparisonRecord) -> bool:
+    if r.bound_fraction is None:
+        return True
+    try:
+        checked_share(r.bound_fraction, f"the stored share of {r.contender} at {r.shape_label}")
+    except ShareAboveRoofError:
+        return False
+    return True
+
+
+def _legend(records: list[ComparisonRecord]) -> tuple[tuple[str, str], ...]:
+    """What each contender is, once: the library call and the versions that ran it; for the
+    tuned config, where its config came from (the full config: in its row's tooltip)."""
+    titles: dict[str, dict[str, None]] = {}
+    versions: dict[str, dict[str, None]] = {}
+    for r in records:
+        name = contender_label(r.contender)
+        title = r.config_origin.split(" |")[0] if r.contender == TUNED else r.title
+        titles.setdefault(name, {})[title] = None
+        if r.library:
+            versions.setdefault(name, {})[r.library] = None
+    out = []
+    for name, texts in titles.items():
+        text = "; ".join(texts)
+        if name == TUNED:
+            text = f"the config compare timed at each shape: {text}"
+        if name in versions:
+            text += f" ({'; '.join(versions[name])})"
+        out.append((name, text))
+    return tuple(out)
+
+
+def draw_speedups(baselines: Baselines) -> go.Figure | None:
     """Speedup of the tuned config over each baseline, per shape (above 1: tuned is faster)."""
-    timed = [r for r in rows if r.speedup is not None]
+    timed = [r for r in baselines.rows if r.speedup is not None]
     if not timed:
         return None
+    several = len(baselines.devices) > 1
     fig = go.Figure()
     for contender in dict.fromkeys(r.contender for r in timed):
         mine = [r for r in timed if r.contender == contender]
         fig.add_trace(
             go.Bar(
                 name=esc(contender),
-                x=[esc(r.shape_label) for r in mine],
+                x=[esc(f"{r.shape} ({r.device})" if several else r.shape) for r in mine],
                 y=[r.speedup for r in mine],
+                text=[f"{r.speedup:.2f}x" for r in mine],
+                textposition="outside",
             )
         )
     fig.add_hline(y=1.0, line_dash="dash", line_color="#555")

@@ -17,9 +17,10 @@ from pathlib import Path
 from workbench.compiler import CompileCache
 from workbench.errors import WorkbenchError
 from workbench.profile.storage import ProfileRecord, load_profiles
-from workbench.report.baselines import gather_baselines
+from workbench.report.baselines import Baselines, gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
 from workbench.report.manifest import Entry, read_manifest, tidy, write_manifest
+from workbench.report.overview import best_throughput
 from workbench.report.page import Page, slug
 from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
 from workbench.report.png import write_pngs
@@ -91,17 +92,12 @@ def build_reports(
         mine = _attached(data, profiles)
         used |= {id(p) for p in mine}
         base = base_kernel(data.study.kernel)
+        compared = gather_baselines(store, base)
         page = study_page(
-            store,
-            data,
-            mine,
-            gather_baselines(store, base),
-            options.ceilings,
-            options.cache,
-            regress_files.get(base),
+            store, data, mine, compared, options.ceilings, options.cache, regress_files.get(base)
         )
         name = f"study-{data.study.id}-{slug(data.study.kernel)}.html"
-        pages.append((name, page, _study_link(name, data)))
+        pages.append((name, page, _study_link(name, data, compared)))
     groups = _groups([p for p in profiles if id(p) not in used])
     names = [Path(g).name for g in groups]
     taken = {name for name, _, _ in pages}
@@ -225,11 +221,9 @@ def _unique(stem: str, taken: set[str]) -> str:
     return name
 
 
-def _study_link(name: str, data: StudyData) -> Link:
-    best = data.best
-    value = f"best {best.measurement.value:.4g} {data.study.unit}" if best else "no correct config"
+def _study_link(name: str, data: StudyData, compared: Baselines) -> Link:
     if data.study.compile_only:
-        value, where = "nothing timed", "compiled only (no GPU)"
+        where = "compiled only (no GPU)"
     elif data.replay_sources:
         where = "replayed: " + "; ".join(data.replay_sources)
     else:
@@ -238,9 +232,27 @@ def _study_link(name: str, data: StudyData) -> Link:
         name,
         "study",
         data.study.name,
-        f"{len(data.evaluations)} evaluations, {value}, {where}",
+        f"{len(data.evaluations)} evaluations, {where}",
         (data.study.kernel,),
+        _headline(data, compared),
     )
+
+
+def _headline(data: StudyData, compared: Baselines) -> str:
+    """``best 0.862 ms (1,275.6 TOPS); speedup 0.84x vs cuBLAS, ...``: the study's best and,
+    where ``workbench compare`` stored one at its shape and GPU, the speedup over each
+    library timed."""
+    best = data.best
+    if data.study.compile_only:
+        return "nothing timed"
+    if best is None or best.measurement.value is None:
+        return "no correct config"
+    text = f"best {best.measurement.value:.4g} {data.study.unit}"
+    rate = best_throughput(data)
+    text += f" ({rate})" if rate else ""
+    devices = data.devices or (None,)
+    ratios = [h for d in devices if (h := compared.headline(data.study.shape_label, d))]
+    return "; ".join([text, *ratios])
 
 
 def _regress_kernels(store: Store, kernel: str | None) -> list[str]:

@@ -4,8 +4,7 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
-from workbench.compare.storage import ComparisonRecord
-from workbench.report.baselines import draw_speedups
+from workbench.report.baselines import Baselines, ContenderRow, draw_speedups
 from workbench.report.data import StudyData
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
@@ -31,7 +30,7 @@ def replay_banner(data: StudyData) -> str | None:
     )
 
 
-def add_overview(page: Page, data: StudyData, baselines: list[ComparisonRecord]) -> Section:
+def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
     banner = replay_banner(data)
     if banner:
         page.banners.append(("banner", banner))
@@ -206,6 +205,13 @@ def _for_your_build(sec: Section, data: StudyData) -> None:
     sec.html(f"<pre>{esc(chr(10).join(target_lines(entry)))}</pre>")
 
 
+def best_throughput(data: StudyData) -> str | None:
+    """The best config's throughput (``1,275.6 TOPS``), None without a best or a work model."""
+    best = data.best
+    space, _ = data.space
+    return _throughput(space, best.config, best.measurement.value) if best else None
+
+
 def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     """Operations (or bytes, for GB/s spaces) per second from the space's work model, in the
     unit tune shows."""
@@ -218,43 +224,51 @@ def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     return None if rate is None else f"{rate:,.1f} {unit}"
 
 
-def _baselines(sec: Section, rows: list[ComparisonRecord]) -> None:
-    sec.html("<h3>Against the vendor libraries (workbench compare)</h3>")
-    sec.html(
-        table(
-            (
-                "shape",
-                "device",
-                "contender",
-                "library",
-                "status",
-                "median (ms)",
-                "throughput",
-                "% of roofline bound",
-                "speedup of tuned",
-                "max error vs reference",
-            ),
-            [
-                [
-                    r.shape_label,
-                    r.device,
-                    r.title,
-                    r.library,
-                    r.status + (f": {r.reason}" if r.reason else ""),
-                    num(r.median_ms),
-                    f"{num(r.throughput)} {r.unit or ''}" if r.throughput is not None else None,
-                    f"{100 * r.bound_fraction:.1f}" if r.bound_fraction is not None else None,
-                    f"{r.speedup:.2f}x" if r.speedup is not None else None,
-                    num(r.verify_max_error),
-                ]
-                for r in rows
-            ],
-            numeric=(5, 7, 8, 9),
-        )
-    )
-    fig = draw_speedups(rows)
+def _baselines(sec: Section, b: Baselines) -> None:
+    """The speedup chart first, then one short row per (shape, contender): each reason a
+    contender did not run is a numbered footnote, each library is named once below."""
+    where = f" on {', '.join(b.devices)}" if len(b.devices) == 1 else ""
+    sec.html(f"<h3>Against the vendor libraries (workbench compare){esc(where)}</h3>")
+    fig = draw_speedups(b)
     if fig is not None:
         sec.figure(fig)
+    header = ["shape", "contender", "status", "median (ms)", "throughput", "% of roofline bound",
+              "speedup of tuned", "max error"]  # fmt: skip
+    several = len(b.devices) > 1
+    if several:
+        header.insert(1, "device")
+    body = "".join(_baseline_row(r, several) for r in b.rows)
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    sec.html(f"<table class='compare'><tr>{head}</tr>{body}</table>")
+    if b.footnotes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in b.footnotes)
+        sec.html(f"<ol class='note footnotes'>{items}</ol>")
+    items = "".join(f"<li><b>{esc(name)}</b>: {esc(what)}</li>" for name, what in b.legend)
+    sec.html(f"<ul class='note'>{items}</ul>")
+    for n in b.refused:
+        sec.note(n)
+
+
+def _baseline_row(r: ContenderRow, with_device: bool) -> str:
+    status = r.status + (f" [{r.footnote}]" if r.footnote is not None else "")
+    share = f"{100 * r.share:.1f} ({r.bound})" if r.share is not None else None
+    cells: list[tuple[object, bool]] = [
+        (r.shape, False),
+        (status, False),
+        (num(r.median_ms), True),
+        (f"{r.throughput:,.1f} {r.unit or ''}" if r.throughput is not None else None, True),
+        (share, True),
+        (f"{r.speedup:.2f}x" if r.speedup is not None else None, True),
+        (num(r.max_error), True),
+    ]
+    if with_device:
+        cells.insert(1, (r.device, False))
+    tds = [
+        f"<td class='num'>{esc(c)}</td>" if right else f"<td>{esc(c)}</td>" for c, right in cells
+    ]
+    name = f"<td title='{esc(r.title)}'>{esc(r.contender)}</td>"  # the full title on hover
+    tds.insert(2 if with_device else 1, name)
+    return f"<tr>{''.join(tds)}</tr>"
 
 
 def _drift(sec: Section, data: StudyData) -> None:

@@ -24,6 +24,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
 th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff3cd;border:2px solid #d9a400;padding:.6em 1em;margin:1em 0}
 .static{background:#e8f1fb;border:2px solid #4a7fb5;padding:.6em 1em;margin:1em 0}

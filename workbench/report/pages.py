@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workbench.compare.storage import ComparisonRecord
 from workbench.compiler import CompileCache
 from workbench.profile.storage import ProfileRecord
 from workbench.report import counters
 from workbench.report.accuracy import draw_accuracy, gather_accuracy
+from workbench.report.baselines import Baselines
 from workbench.report.compiled import draw_compiled, gather_compiled
 from workbench.report.data import StudyData
 from workbench.report.history import draw_history, gather_history
@@ -40,20 +40,22 @@ NO_PROFILE = (
 @dataclass(frozen=True)
 class Link:
     """An index entry; ``kernels``: what the page is about (``report K`` replaces the pages
-    about K and keeps the rest)."""
+    about K and keeps the rest); ``headline``: a study's best and its speedup over the
+    libraries where a comparison is stored."""
 
     file: str
     kind: str
     title: str
     details: str
     kernels: tuple[str, ...] = ()
+    headline: str = ""
 
 
 def study_page(
     store: Store,
     data: StudyData,
     profiles: list[ProfileRecord],
-    baselines: list[ComparisonRecord],
+    baselines: Baselines,
     measured: Ceilings | None,
     cache: CompileCache | None,
     regress_file: str | None,
@@ -328,10 +330,11 @@ def index_page(links: Sequence[Link], store_url: str, messages: Sequence[str]) -
     page = Page("workbench report", subtitle=f"from {store_url}")
     sec = page.section("Pages", "pages")
     sec.html(
-        "<table><tr><th>page</th><th>kind</th><th>details</th></tr>"
+        "<table class='index'><tr><th>page</th><th>kind</th><th>headline</th><th>details</th></tr>"
         + "".join(
             f"<tr><td><a href='{esc(link.file)}'>{esc(link.title)}</a></td>"
-            f"<td>{esc(link.kind)}</td><td>{esc(link.details)}</td></tr>"
+            f"<td>{esc(link.kind)}</td><td class='headline'>{esc(link.headline or None)}</td>"
+            f"<td>{esc(link.details)}</td></tr>"
             for link in links
         )
         + "</table>"

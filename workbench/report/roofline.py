@@ -21,7 +21,6 @@ from workbench.profile.summary import same_gpu, summarize
 from workbench.report.data import StudyData
 from workbench.report.page import esc
 from workbench.roofline import (
-    Achieved,
     Ceiling,
     CeilingKind,
     Ceilings,
@@ -29,6 +28,7 @@ from workbench.roofline import (
     RooflinePoint,
     achieved_from_timing,
     datasheet_ceilings,
+    raise_to_reached,
     roofline_points,
 )
 from workbench.spaces.model import config_label
@@ -167,26 +167,30 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     gpu = data.devices[0]
     ceilings, notes = device_ceilings(gpu, measured)
     precision = work_precision(space)  # type: ignore[arg-type]
-    sets = []
+    launches = []
     for rank, e in enumerate(data.ok[: RUNNERS_UP + 1]):
         try:
             ops, nbytes = work_counts(space, e.config)  # type: ignore[arg-type]
         except ConfigError as exc:
             notes.append(str(exc))
             continue
-        achieved: Achieved = achieved_from_timing(
-            ops, nbytes, (e.measurement.value or 0.0) * 1e-3, precision
+        seconds = (e.measurement.value or 0.0) * 1e-3
+        launches.append((rank, e, achieved_from_timing(ops, nbytes, seconds, precision)))
+    # a roof is never below a config drawn under it: the best's rate where it beats them
+    reached = [r for rank, _, a in launches for r in a.reached(_role(rank))]
+    ceilings, raised = raise_to_reached(ceilings, reached)
+    notes += raised
+    sets = [
+        PointSet(
+            label=config_label(e.config),
+            role=_role(rank),
+            source="event timing",
+            precision=precision,
+            points=tuple(roofline_points(achieved, ceilings)),
+            notes=achieved.notes,
         )
-        sets.append(
-            PointSet(
-                label=config_label(e.config),
-                role=_role(rank),
-                source="event timing",
-                precision=precision,
-                points=tuple(roofline_points(achieved, ceilings)),
-                notes=achieved.notes,
-            )
-        )
+        for rank, e, achieved in launches
+    ]
     return Roofline(
         _shown(ceilings, sets),
         tuple(sets),

@@ -3,14 +3,17 @@
 Three sources, in order of trust for *this* GPU:
 
 1. ``measured``: a JSON file written by ``scripts/ceilings.py`` on the GPU (device-to-device
-   copy bandwidth, int8 and fp16 matrix-multiply throughput through cuBLASLt/cuBLAS);
+   copy bandwidth; int8, fp8 and fp16 matrix-multiply throughput through every library it
+   times, the fastest being the ceiling), or a kernel measured faster than every roof of its
+   unit (:func:`raise_to_reached`: a roof is never below a measurement);
 2. ``ncu``: Nsight Compute's ``peak_sustained`` metrics times the clock during the profile
    (``--clock-control none``: the clock the kernel really ran at);
 3. ``ncu report``: derived from what older reports hold instead of byte peaks: sectors per cycle
    per unit (``lts__t_sectors.avg.peak_sustained``) x units x 32 bytes x the unit's clock;
 4. ``datasheet``: the device preset's NVIDIA datasheet numbers (:mod:`workbench.devices`).
 
-Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory.
+Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory. A share of a roof above
+100 % is a bug (a roof below what was measured under it): :func:`share` refuses it.
 """
 
 from __future__ import annotations
@@ -22,12 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.devices import DeviceSpec
-from workbench.errors import WorkbenchError
+from workbench.errors import InternalError, WorkbenchError
 from workbench.units import si
 
 
 class CeilingFileError(WorkbenchError):
     """A measured-ceilings file is missing, not JSON, or lacks a field."""
+
+
+class ShareAboveRoofError(InternalError):
+    """A share of a roof came out above 100 %: the roof is below a rate measured under it,
+    which :func:`raise_to_reached` exists to prevent."""
 
 
 class CeilingKind(enum.Enum):
@@ -72,6 +80,41 @@ class Ceiling:
         """``dram 4.80 TB/s (datasheet: H200)``."""
         return f"{self.name} {si(self.value, self.unit)} ({self.source.value}: {self.detail})"
 
+    def rate_text(self, value: float | None = None) -> str:
+        """``value`` (default: the roof's) in this roof's unit (:func:`rate_text`)."""
+        return rate_text(self.name, self.kind, self.value if value is None else value)
+
+
+def rate_text(name: str, kind: CeilingKind, value: float) -> str:
+    """A rate per second as the compare table writes it: ``1,516 TOPS``, ``748 TFLOP/s``,
+    ``4,270 GB/s``."""
+    if kind is CeilingKind.MEMORY:
+        return f"{value / 1e9:,.0f} GB/s"
+    return f"{value / 1e12:,.0f} {'TOPS' if UNITS.get(name) == 'OP/s' else 'TFLOP/s'}"
+
+
+#: A share this little above 1 is the rounding of a roof raised to exactly the rate reached.
+SHARE_ROUNDING = 1e-9
+
+
+def checked_share(fraction: float, what: str) -> float:
+    """``fraction`` of a roof, refused above 100 % (beyond rounding, which is cut to 1).
+
+    Raises:
+        ShareAboveRoofError: ``fraction`` is above 1: a roof below a measurement.
+    """
+    if fraction > 1 + SHARE_ROUNDING:
+        raise ShareAboveRoofError(
+            f"internal error: {what} came out above 100 % of its roof ({fraction:.4g}); a roof "
+            "must be raised to the fastest rate measured under it before shares are taken"
+        )
+    return min(fraction, 1.0)
+
+
+def share(achieved: float, roof: float, what: str) -> float:
+    """``achieved / roof``, refused above 100 % (:func:`checked_share`)."""
+    return checked_share(achieved / roof, what)
+
 
 def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
     """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out)."""
@@ -90,8 +133,19 @@ def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
     )
 
 
+#: (ceiling, section, key, scale, what) of ``scripts/ceilings.py``'s JSON.
+MEASURED_FIELDS = (
+    ("dram", CeilingKind.MEMORY, "copy", "gbs_read_plus_write", 1e9, "copy"),
+    ("tensor_int8", CeilingKind.COMPUTE, "int8_matmul", "tops", 1e12, "int8 matmul"),
+    ("tensor_fp8", CeilingKind.COMPUTE, "fp8_matmul", "tflops", 1e12, "fp8 matmul"),
+    ("tensor_fp16", CeilingKind.COMPUTE, "fp16_matmul", "tflops", 1e12, "fp16 matmul"),
+)
+
+
 def measured_ceilings(path: Path | str) -> tuple[Ceiling, ...]:
-    """Ceilings from a ``scripts/ceilings.py`` JSON file.
+    """Ceilings from a ``scripts/ceilings.py`` JSON file: per unit, the fastest of the
+    libraries the section times (its ``libraries`` list; a file without one: the section's
+    own figure).
 
     Raises:
         CeilingFileError: the file is unreadable, not JSON, or misses a field.
@@ -104,33 +158,42 @@ def measured_ceilings(path: Path | str) -> tuple[Ceiling, ...]:
     if not isinstance(doc, dict):
         raise CeilingFileError(f"{path}: expected a JSON object")
     where = f"{path.name}, {doc.get('gpu', 'unknown GPU')}, {doc.get('date', 'undated')}"
-    fields = (
-        ("dram", CeilingKind.MEMORY, ("copy", "gbs_read_plus_write"), 1e9, "copy"),
-        ("tensor_int8", CeilingKind.COMPUTE, ("int8_matmul", "tops"), 1e12, "int8 matmul"),
-        ("tensor_fp16", CeilingKind.COMPUTE, ("fp16_matmul", "tflops"), 1e12, "fp16 matmul"),
-    )
+    device = doc.get("gpu") if isinstance(doc.get("gpu"), str) else None
     out = []
-    for name, kind, (section, key), scale, what in fields:
+    for name, kind, section, key, scale, what in MEASURED_FIELDS:
         block = doc.get(section)
         if block is None:
             continue
-        value = block.get(key) if isinstance(block, dict) else None
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise CeilingFileError(f"{path} [{section}.{key}]: expected a positive number")
-        via = block.get("via", "")
-        out.append(
-            Ceiling(
-                name,
-                kind,
-                float(value) * scale,
-                CeilingSource.MEASURED,
-                f"{what}{' via ' + via if via else ''}; {where}",
-                doc.get("gpu") if isinstance(doc.get("gpu"), str) else None,
-            )
-        )
+        runs = _library_runs(path, block, section, key)
+        best_value, best_via = max(runs, key=lambda r: r[0])
+        detail = f"{what}{' via ' + best_via if best_via else ''}"
+        if len(runs) > 1:  # say what it was the fastest of
+            each = ", ".join(f"{via} {rate_text(name, kind, v * scale)}" for v, via in runs)
+            detail += f", the fastest of {each}"
+        value = best_value * scale
+        out.append(Ceiling(name, kind, value, CeilingSource.MEASURED, f"{detail}; {where}", device))
     if not out:
-        raise CeilingFileError(f"{path}: no ceiling in it (copy, int8_matmul, fp16_matmul)")
+        sections = ", ".join(f[2] for f in MEASURED_FIELDS)
+        raise CeilingFileError(f"{path}: no ceiling in it ({sections})")
     return tuple(out)
+
+
+def _library_runs(path: Path, block: object, section: str, key: str) -> list[tuple[float, str]]:
+    """(figure, via) of every library in the section's ``libraries`` list; a file written
+    before there was one: of the section itself."""
+    if not isinstance(block, dict):
+        raise CeilingFileError(f"{path} [{section}]: expected an object")
+    libraries = block.get("libraries", [])
+    if not isinstance(libraries, list):
+        raise CeilingFileError(f"{path} [{section}.libraries]: expected a list")
+    items = [(f"{section}.libraries[{i}]", x) for i, x in enumerate(libraries)]
+    runs = []
+    for where, item in items or [(section, block)]:
+        value = item.get(key) if isinstance(item, dict) else None
+        if not isinstance(value, (int, float)) or not value > 0:
+            raise CeilingFileError(f"{path} [{where}.{key}]: expected a positive number")
+        runs.append((float(value), str(item.get("via", ""))))
+    return runs
 
 
 #: (ceiling, peak metric, clock metric, factor): peak = metric x clock x factor. The factor 2
@@ -260,13 +323,53 @@ class Ceilings:
         return Ceilings([*self._all, *ceilings])
 
     def best(self, name: str) -> Ceiling | None:
-        """The ceiling named ``name`` from the most trusted source, or None."""
+        """The ceiling named ``name`` from the most trusted source (the highest of that
+        source's: a roof is the best measured for its unit), or None."""
         order = list(CeilingSource)
         found = [c for c in self._all if c.name == name]
-        return min(found, key=lambda c: order.index(c.source)) if found else None
+        return min(found, key=lambda c: (order.index(c.source), -c.value)) if found else None
 
     def names(self) -> list[str]:
         return list(dict.fromkeys(c.name for c in self._all))
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A rate a kernel was measured at, named as ceilings are (a precision or a memory
+    level); ``who`` says which kernel, where (``cuBLAS ... at M=8192,N=8192,K=8192``)."""
+
+    name: str
+    value: float
+    who: str
+
+
+def raise_to_reached(
+    ceilings: Ceilings, reached: Iterable[Reached]
+) -> tuple[Ceilings, tuple[str, ...]]:
+    """The ceilings with every roof at least the fastest rate reached under it, and a note per
+    roof raised.
+
+    A roof is the best that was measured for its unit: when a kernel beats the most trusted
+    ceiling of a name (a library that the ceilings script did not time, a datasheet figure
+    below the silicon), a measured ceiling at its rate is added, which :meth:`Ceilings.best`
+    then picks. Names without any ceiling stay without one.
+    """
+    fastest: dict[str, Reached] = {}
+    for r in reached:
+        if r.value > 0 and (r.name not in fastest or r.value > fastest[r.name].value):
+            fastest[r.name] = r
+    added, notes = [], []
+    for name, r in fastest.items():
+        roof = ceilings.best(name)
+        if roof is None or r.value <= roof.value:
+            continue
+        detail = f"raised to the fastest measured, {r.who}"
+        added.append(Ceiling(name, roof.kind, r.value, CeilingSource.MEASURED, detail, roof.device))
+        notes.append(
+            f"{name} ceiling raised to the fastest measured: {r.who}, {roof.rate_text(r.value)} "
+            f"(above {roof.label})"
+        )
+    return ceilings.add(added), tuple(notes)
 
 
 def ridge_point(compute: Ceiling, memory: Ceiling) -> float:

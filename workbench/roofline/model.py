@@ -23,7 +23,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbench.roofline.ceilings import SECTOR_BYTES, Ceiling, Ceilings, attainable, ridge_point
+from workbench.roofline.ceilings import (
+    SECTOR_BYTES,
+    Ceiling,
+    Ceilings,
+    Reached,
+    attainable,
+    ridge_point,
+    share,
+)
 
 Metrics = Mapping[str, "float | None"]
 
@@ -80,6 +88,12 @@ class Achieved:
         """Operations per byte moved at ``level`` (None without traffic at that level)."""
         ops, nbytes = self.ops_per_s.get(precision), self.bytes_per_s.get(level)
         return None if ops is None or not nbytes else ops / nbytes
+
+    def reached(self, who: str) -> list[Reached]:
+        """Every rate of this launch, as :func:`~workbench.roofline.raise_to_reached` takes
+        them: operations per precision, bytes per memory level."""
+        rates = [*self.ops_per_s.items(), *self.bytes_per_s.items()]
+        return [Reached(name, value, who) for name, value in rates]
 
     @property
     def main_precision(self) -> str | None:
@@ -213,12 +227,17 @@ class RooflinePoint:
 
     @property
     def fraction(self) -> float:
-        """Achieved / attainable (1.0 = on the roof)."""
-        return self.achieved / self.attainable
+        """Achieved / attainable (1.0 = on the roof).
+
+        Raises:
+            ShareAboveRoofError: above 1, a roof below the launch (not raised to it).
+        """
+        return share(self.achieved, self.attainable, f"{self.precision} at {self.level}")
 
 
 def roofline_points(achieved: Achieved, ceilings: Ceilings) -> list[RooflinePoint]:
-    """Every (precision, level) pair that has achieved work, traffic and both roofs."""
+    """Every (precision, level) pair that has achieved work, traffic and both roofs (raise the
+    roofs to the launches drawn first: :func:`~workbench.roofline.raise_to_reached`)."""
     out = []
     for precision, rate in achieved.ops_per_s.items():
         compute = ceilings.best(precision)
@@ -233,10 +252,14 @@ def roofline_points(achieved: Achieved, ceilings: Ceilings) -> list[RooflinePoin
 
 
 def bandwidth_fractions(achieved: Achieved, ceilings: Ceilings) -> dict[str, float]:
-    """Achieved bandwidth / peak per memory level with a ceiling."""
+    """Achieved bandwidth / peak per memory level with a ceiling.
+
+    Raises:
+        ShareAboveRoofError: a level above its peak (the roofs were not raised to it).
+    """
     out = {}
     for level, rate in achieved.bytes_per_s.items():
         roof = ceilings.best(level)
         if roof is not None:
-            out[level] = rate / roof.value
+            out[level] = share(rate, roof.value, f"{level} bandwidth")
     return out
