@@ -94,8 +94,8 @@ def select_configs(
     fixed: Mapping[str, Value] | None = None,
 ) -> list[Config]:
     """Which configs a sweep covers: given ones (each once), all valid ones, or the default
-    plus a sample; with ``fixed``, those that take its values (a problem variant, ``--set``:
-    the default gets them).
+    (the space's, for its arch) plus a sample; with ``fixed``, those that take its values (a
+    problem variant, ``--set``: the default gets them).
 
     Raises:
         ConfigError: a given config is malformed or invalid (with the reasons), or no config
@@ -111,7 +111,7 @@ def select_configs(
 
     if assignments:
         configs: dict[str, Config] = {}
-        base = {**space.spec.default_config(), **fixed}  # unnamed: the fixed value, or default
+        base = {**space.default_config(), **fixed}  # unnamed: the fixed value, or default
         for cfg in (space.parse_config(list(a), base) for a in assignments):
             if problems := violations(cfg):
                 raise ConfigError(f"{config_label(cfg)} is invalid: {'; '.join(problems)}")
@@ -122,7 +122,7 @@ def select_configs(
         if not configs_:
             SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
         return configs_
-    default = {**space.spec.default_config(), **fixed}
+    default = {**space.default_config(), **fixed}
     picked: list[Config] = []
     if space.is_valid(default):
         picked.append(default)

@@ -136,7 +136,7 @@ def _plan(
     except ConfigError:
         if best_asked:
             raise
-        default = space.spec.default_config()
+        default = space.default_config()
         if problems := space.explain(default):
             reasons = "; ".join(v.message for v in problems)
             raise ConfigError(

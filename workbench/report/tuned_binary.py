@@ -47,8 +47,11 @@ def gather_tuned_binary(
     if best is None:
         command = diff_command(space, data.study.name, where)
         return TunedBinary(None, "no correct evaluation, so no best config", command)
+    default = space.default_config()
     fixed = {
-        p.name: best.config.get(p.name, p.default) for p in space.spec.parameters if not p.tunable
+        p.name: best.config.get(p.name, default[p.name])
+        for p in space.spec.parameters
+        if not p.tunable
     }
     command = diff_command(space, data.study.name, where, fixed)
     # the two configs as `compile -c default -c best` selects them (the default with the

@@ -179,6 +179,10 @@ class Space:
         return value
 
     # -- single configs ------------------------------------------------------------------
+    def default_config(self) -> Config:
+        """The space's default config: the parameters' defaults, with its arch's ``defaults:``."""
+        return self.spec.default_config(self.arch.sm)
+
     def env(self, config: Mapping[str, Value]) -> dict[str, object]:
         """Names an expression sees for ``config``: parameters, shape, derived, device, arch.
 
@@ -230,15 +234,15 @@ class Space:
         return out
 
     def parse_config(self, assignments: Sequence[str], base: Config | None = None) -> Config:
-        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the defaults when not given),
-        with typed values.
+        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the space's default config when
+        not given), with typed values.
 
         Raises:
             ConfigError: unknown parameter, malformed assignment, a name given twice, or a
                 value outside the domain.
         """
         domains = {p.name: p.values for p in self.spec.parameters}
-        return parse_assignments(domains, assignments, base or self.spec.default_config())
+        return parse_assignments(domains, assignments, base or self.default_config())
 
     def parse_pins(self, assignments: Sequence[str] | None) -> Config:
         """Only the named values of ``["OP=max", ...]`` (``--set``), typed by their domains.
