@@ -58,7 +58,8 @@ def gather_tuned_binary(
     # variant's values; one config when they are the same)
     best_items = [f"{name}={value}" for name, value in best.config.items()]
     try:
-        configs = select_configs(space, assignments=[[], best_items], fixed=fixed)
+        given = [{**default, **fixed}, space.parse_config(best_items)]
+        configs = select_configs(space, given=given, fixed=fixed)
     except ConfigError as exc:
         return TunedBinary(None, f"a config to compare is not valid here: {exc}", command)
     if len(configs) == 1:
