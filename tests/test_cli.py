@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import invoke
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -372,3 +373,79 @@ def test_command_lists_show_each_summary_as_one_paragraph_without_rst_markup() -
     assert "`tune --replay` (and the no-GPU path of `tune`) can answer from" in " ".join(
         line.strip("│ ") for line in listing.splitlines()
     )
+
+
+#: every command that takes a --config, with what it needs besides to run here without a GPU
+CONFIG_COMMANDS = [
+    ["compile", "reduce"],
+    ["run", "reduce"],
+    ["profile", "reduce", "--dry-run"],
+    ["compare", "reduce"],
+]
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=[c[0] for c in CONFIG_COMMANDS])
+def test_every_config_option_takes_default_best_and_name_value(
+    command: list[str], tmp_path: Path
+) -> None:
+    """One syntax for every -c: `run K -c default` used to say "'default': expected
+    NAME=VALUE" while compile took it; a word that is none of the forms gets one sentence."""
+    from workbench.gpu import probe_gpu
+    from workbench.store import Store
+
+    db = tmp_path / "empty.sqlite"
+    Store(f"sqlite:///{db}").close()
+    code, out = run(*command, "-c", "banana", "--storage", str(db))
+    assert code == 2 and "'banana' is not 'default', 'best' or NAME=VALUE" in out, out
+    code, out = run(*command, "-c", "best", "--storage", str(db))
+    assert code == 2 and "--config best: the store has no study of reduce at n=" in out, out
+    code, out = run(*command, "-c", "best,BLOCK=128", "--storage", str(db))
+    assert code == 2 and "'best' names a whole config" in out, out
+    if probe_gpu().available and command[0] in ("run", "compare"):
+        return  # (the rest would time kernels)
+    for config in ("default", "DEFAULT", "BLOCK=128"):
+        code, out = run(*command, "-c", config, "--storage", str(db))
+        assert "expected NAME=VALUE" not in out and "is not 'default'" not in out, out
+        assert code == 0 or (command[0] == "run" and "no CUDA GPU" in out), out
+
+
+def test_one_config_commands_merge_their_config_options(tmp_path: Path) -> None:
+    """run, profile and compare take one config: -c BLOCK=128 -c ITEMS=4 is BLOCK=128,ITEMS=4
+    (compare used to keep the last option only)."""
+    db = str(tmp_path / "s.sqlite")
+    code, out, err = invoke("compare", "reduce", "-c", "BLOCK=128", "-c", "ITEMS=4", "--json",
+                            "--storage", db)  # fmt: skip
+    assert code == 0, out + err
+    (shape,) = json.loads(out)["shapes"]
+    assert shape["config"]["BLOCK"] == 128 and shape["config"]["ITEMS"] == 4
+    assert shape["config_origin"] == "given on the command line"
+    code, out, err = invoke("profile", "reduce", "--dry-run", "-c", "BLOCK=128", "-c", "ITEMS=4")
+    assert code == 0 and "BLOCK=128,ITEMS=4" in squeeze(out), out + err
+    code, out, err = invoke("compare", "reduce", "-c", "default", "-c", "BLOCK=64")
+    assert code == 2 and "--config default names a whole config" in err
+
+
+def test_a_partial_config_is_completed_and_the_output_says_with_what() -> None:
+    """`-c PATH=wgmma` over gemm_w8a8's mma default broke BK % SWIZZLE; now SWIZZLE moves to
+    64, the one line says so, and the config compiles."""
+    code, out, err = invoke("compile", "gemm_w8a8", "--arch", "sm_90a", "-c", "PATH=wgmma",
+                            "--json", "-")  # fmt: skip
+    assert code == 0, out + err
+    (record,) = json.loads(out)
+    assert record["ok"] and record["config"]["PATH"] == "wgmma"
+    assert record["config"]["SWIZZLE"] == 64 and record["config"]["BK"] == 64
+    (line,) = [x for x in squeeze(err).splitlines() if "filled in" in x]
+    assert line.startswith("sm_90a: PATH=wgmma: filled in BM=128,BN=128,BK=64,")
+    assert "moved to be valid: SWIZZLE=64 (not 128)" in line and "BK % SWIZZLE" in line
+    # values that cannot be valid together: one line naming the constraint, for every command
+    for command in (["compile"], ["run"], ["profile", "--dry-run"]):
+        code, out, err = invoke(*command, "gemm_int8", "--arch", "sm_90", "-c", "PATH=wgmma")
+        assert code == 2, out + err
+        assert err.startswith("error: PATH=wgmma cannot be valid (sm_90, H200,") and (
+            "violates PATH != 'wgmma' or arch.specific" in squeeze(err)
+        ), err
+
+
+def squeeze(text: str) -> str:
+    """rich's wrapped lines joined again (the wrapping depends on the terminal width)."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())

@@ -241,6 +241,34 @@ def test_spaces_declare_the_three_paths() -> None:
             assert space.is_valid(wgmma_default(spec)) == (arch == "sm_90a"), arch
 
 
+#: the config the H200 tunes of 2026-12-04 found fastest at 8192^3 (1,276 TOPS) and 4096^3
+#: (1,083), against 799 and 720 for the mma default (see `defaults:` in gemm_int8.yaml)
+H200_BEST = {
+    "PATH": "wgmma", "BM": 128, "BN": 256, "BK": 128, "WM": 64, "WN": 64, "STAGES": 4,
+    "SMEM_LAYOUT": "swizzle", "SWIZZLE": 128, "TM": 8, "TN": 8, "VEC": 16, "UNROLL": 2,
+    "GROUP_M": 8, "SPLIT_K": 1, "MIN_BLOCKS": 1, "EPI": "raw", "OUT": "int32",
+}  # fmt: skip
+
+
+def test_the_sm_90a_default_is_the_config_measured_fastest_on_the_h200() -> None:
+    """What compile, run, profile and compare take by default, and tune evaluates first, on
+    sm_90a (the newest arch, so also with no --arch); the other arches keep the mma default."""
+    from workbench.sweep import select_configs
+
+    spec = load_kernel("gemm_int8")
+    space = Space(spec)
+    assert space.arch.sm == "sm_90a"
+    assert space.default_config() == H200_BEST
+    assert select_configs(space) == [H200_BEST]
+    assert SpaceProblem(space).defaults() == [H200_BEST]
+    for arch in ("sm_80", "sm_89", "sm_90"):
+        default = Space(spec, arch=Arch.parse(arch)).default_config()
+        assert default == spec.default_config() and default["PATH"] == "mma", arch
+    # gemm_w8a8 keeps its mma default everywhere until its wgmma path is measured (see its file)
+    w8a8 = load_kernel("gemm_w8a8")
+    assert Space(w8a8).default_config() == w8a8.default_config()
+
+
 def test_wgmma_slice_matches_the_development_space() -> None:
     """On their common domain the merged space's PATH=wgmma points are exactly the valid points
     of the wgmma development space (same constraints, same register and shared-memory limits),

@@ -218,6 +218,50 @@ BAD_CASES = [
         "reference file '../refs/gone.py' does not exist",
         "file:",
     ),
+    # per-arch defaults: a declared arch, known parameters, values in their domains, valid
+    (
+        "constraints:\n",
+        "defaults:\n  sm_75: {BLOCK: 64}\nconstraints:\n",
+        "defaults.sm_75",
+        "sm_75 is not among the space's arches (sm_80, sm_90)",
+        "sm_75",
+    ),
+    (
+        "constraints:\n",
+        "defaults:\n  banana: {BLOCK: 64}\nconstraints:\n",
+        "defaults.banana",
+        "'banana' is not a CUDA architecture",
+        "banana",
+    ),
+    (
+        "constraints:\n",
+        "defaults:\n  sm_90: {BLOCK: 64}\n  '90': {BLOCK: 32}\nconstraints:\n",
+        "defaults.90",
+        "sm_90 is given twice (as 'sm_90')",
+        "'90'",
+    ),
+    (
+        "constraints:\n",
+        "defaults:\n  sm_90:\n    BLOK: 64\nconstraints:\n",
+        "defaults.sm_90.BLOK",
+        "unknown parameter 'BLOK'; parameters: BLOCK, SCALE, WAVES",
+        "BLOK",
+    ),
+    (
+        "constraints:\n",
+        "defaults:\n  sm_90:\n    BLOCK: 100\nconstraints:\n",
+        "defaults.sm_90.BLOCK",
+        "100 is not one of BLOCK's values [32, 64, 128, 256]",
+        "BLOCK: 100",
+    ),
+    (
+        "constraints:\n",
+        "defaults:\n  sm_90: {BLOCK: 256, SCALE: 3}\nconstraints:\n",
+        "defaults.sm_90",
+        "the sm_90 default is invalid on sm_90 (H200) at the default shape: violates "
+        "BLOCK * SCALE <= 512",
+        "sm_90:",
+    ),
 ]
 
 
@@ -382,6 +426,25 @@ def test_mutated_valid_file_only_raises_space_file_error(
 def test_random_text_only_raises_space_file_error(write_space: WriteSpace, text: str) -> None:
     with contextlib.suppress(SpaceFileError):
         load_space(write_space(text))
+
+
+def test_a_space_may_give_its_default_config_per_arch(write_space: WriteSpace) -> None:
+    """``defaults:`` replaces the parameters' defaults on one arch (an arch named as --arch
+    takes it: ``90`` is sm_90), and there only."""
+    from workbench.spaces import Space
+    from workbench.toolchain import Arch
+
+    spec = load_space(
+        write_space(edit("constraints:\n", "defaults:\n  '90': {BLOCK: 64}\nconstraints:\n"))
+    )
+    assert spec.arch_defaults == {"sm_90": {"BLOCK": 64}}
+    assert Space(spec, arch=Arch.parse("sm_90")).default_config() == {
+        "BLOCK": 64,
+        "SCALE": 2,
+        "WAVES": 1,
+    }
+    assert Space(spec, arch=Arch.parse("sm_80")).default_config()["BLOCK"] == 128
+    assert spec.default_config()["BLOCK"] == 128  # (no arch: the parameters' defaults)
 
 
 def test_output_dtype_may_depend_on_the_config(write_space: WriteSpace) -> None:

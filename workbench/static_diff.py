@@ -106,7 +106,7 @@ def diff_command(
     shape = (
         "" if space.shape == space.spec.default_shape else f" --shape {shape_label(space.shape)}"
     )
-    defaults = space.spec.default_config()
+    defaults = space.default_config()
     changed = {n: v for n, v in (pinned or {}).items() if defaults.get(n) != v}
     default = config_label(changed) if changed else "default"
     return (

@@ -89,17 +89,17 @@ def select_configs(
     *,
     all_configs: bool = False,
     sample: int | None = None,
-    assignments: Sequence[Sequence[str]] = (),
+    given: Sequence[Config] = (),
     seed: int = 0,
     fixed: Mapping[str, Value] | None = None,
 ) -> list[Config]:
     """Which configs a sweep covers: given ones (each once), all valid ones, or the default
-    plus a sample; with ``fixed``, those that take its values (a problem variant, ``--set``:
-    the default gets them).
+    (the space's, for its arch) plus a sample; with ``fixed``, those that take its values (a
+    problem variant, ``--set``: the default gets them).
 
     Raises:
-        ConfigError: a given config is malformed or invalid (with the reasons), or no config
-            of the space is valid.
+        ConfigError: a given config is invalid (with the reasons), or no config of the space
+            is valid.
     """
     from workbench.search.problem import SpaceProblem
 
@@ -109,10 +109,9 @@ def select_configs(
         unset = [f"{n} is set to {v!r}" for n, v in fixed.items() if cfg.get(n) != v]
         return unset + [v.message for v in space.explain(cfg)]
 
-    if assignments:
+    if given:
         configs: dict[str, Config] = {}
-        base = {**space.spec.default_config(), **fixed}  # unnamed: the fixed value, or default
-        for cfg in (space.parse_config(list(a), base) for a in assignments):
+        for cfg in given:
             if problems := violations(cfg):
                 raise ConfigError(f"{config_label(cfg)} is invalid: {'; '.join(problems)}")
             configs.setdefault(config_label(cfg), cfg)
@@ -122,7 +121,7 @@ def select_configs(
         if not configs_:
             SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
         return configs_
-    default = {**space.spec.default_config(), **fixed}
+    default = {**space.default_config(), **fixed}
     picked: list[Config] = []
     if space.is_valid(default):
         picked.append(default)
@@ -138,48 +137,6 @@ def select_configs(
             + "); ask for --sample N or --all"
         )
     return picked
-
-
-def wants_best(items: Sequence[str]) -> bool:
-    """Whether ``--config`` items ask for the store's best config (``best``)."""
-    return [i.strip().lower() for i in items] == ["best"]
-
-
-def config_or_best(
-    space: Space,
-    items: Sequence[str],
-    store: Store | None,
-    study: str | None,
-    variant: str | None = None,
-) -> tuple[Config, StudyInfo | None]:
-    """The config that ``--config`` items name (NAME=VALUE, unnamed parameters at their
-    defaults), or for ``best`` the fastest correct one of the shape's study in ``store``
-    (the study named by ``study``, else the one of this machine's GPU when there are several;
-    ``variant``, a pinned problem variant as tune names it, ``reduce[OP=max]``, takes only that
-    variant's studies), with that study.
-
-    Raises:
-        ConfigError: an invalid config, no store or study for ``best``, no correct evaluation.
-    """
-    if wants_best(items):
-        from workbench.gpu import probe_gpu
-        from workbench.profile.storage import best_config
-        from workbench.spaces.model import shape_label
-
-        if store is None:
-            raise ConfigError("--config best needs a store (--storage)")
-        probe = probe_gpu()
-        best, chosen = best_config(
-            store,
-            variant or space.spec.name,
-            shape_label(space.shape),
-            study,
-            probe.name if probe.available else None,
-        )
-        (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
-        return cfg, chosen
-    (cfg,) = select_configs(space, assignments=[list(items)])
-    return cfg, None
 
 
 def static_sweep(

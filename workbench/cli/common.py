@@ -123,6 +123,25 @@ ShapesOpt = Annotated[
 #: ``--json``: one JSON document on stdout (an error too, with ``cli_errors(json_errors=...)``).
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
+#: What a ``--config`` option may be (workbench.config_request parses it).
+CONFIG_FORMS = (
+    "'default' (the space's default for the arch), 'best' (the fastest correct config of the "
+    "shape's study in the store) or NAME=VALUE[,NAME=VALUE...] (the other parameters are "
+    "filled in from the default, or the nearest valid config; the output says which)"
+)
+
+#: ``--config`` of the commands that take one config: repeated options are merged.
+OneConfigOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help=f"The config: {CONFIG_FORMS}. Repeated NAME=VALUE options are merged into one "
+        "config (-c BM=64 -c BN=128). Default: 'default'.",
+        show_default=False,
+    ),
+]
+
 #: ``--study`` of the commands that take ``--config best``.
 BestStudyOpt = Annotated[
     str | None,

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from workbench.cli.common import (
+    CONFIG_FORMS,
     EXIT_FAILED,
     ArchOpt,
     BestStudyOpt,
@@ -29,13 +31,18 @@ from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.compare.baselines import Choice
 from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
 from workbench.compare.table import ShapeComparison, Status, format_rows
+from workbench.config_request import (
+    BEST_CONFIG,
+    ConfigRequest,
+    parse_config_options,
+    resolve_config,
+)
 from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import shape_label
 from workbench.spaces.targets import one_arch, option_spaces
 from workbench.store import Store
-from workbench.sweep import select_configs, wants_best
 
 
 def compare_command(
@@ -43,13 +50,13 @@ def compare_command(
     shapes: ShapesOpt = None,
     shape: ShapeOpt = None,
     config: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--config",
             "-c",
-            help="'best' (the fastest correct config of the shape's study in the store; an error "
-            "when there is none) or NAME=VALUE[,...]. Default: the best in the store where the "
-            "shape has a study, else the space's default config (the table says which).",
+            help=f"The config at every shape: {CONFIG_FORMS}; 'best' is an error where the "
+            "shape has no study. Repeated NAME=VALUE options are merged. Default: the best in "
+            "the store where the shape has a study, else the default (the table says which).",
             show_default=False,
         ),
     ] = None,
@@ -90,7 +97,8 @@ def compare_command(
         spaces_ = option_spaces(spec, target, device, shape, shapes)
         store = open_store(storage)
         gpu = probe_gpu()
-        plans = [_plan(sp, config, store, study, gpu.name if gpu.available else None)
+        requests = parse_config_options(config, merge=True)
+        plans = [_plan(sp, requests[0] if requests else None, store, study, out)
                  for sp in spaces_]  # fmt: skip
         only = tuple(baseline or ())
         if not gpu.available:
@@ -121,22 +129,17 @@ def compare_command(
 
 
 def _plan(
-    space: Space, config: str | None, store: Store, study: str | None, gpu: str | None
+    space: Space, request: ConfigRequest | None, store: Store, study: str | None, out: Console
 ) -> ShapePlan:
-    """The config to compare at ``space``'s shape, and where it comes from."""
-    from workbench.profile.storage import best_config
-
+    """The config to compare at ``space``'s shape (``request``, else the best in the store,
+    else the default), and where it comes from."""
     label = shape_label(space.shape)
-    best_asked = config is not None and wants_best(config.split(","))
-    if config is not None and not best_asked:
-        (cfg,) = select_configs(space, assignments=[config.split(",")])
-        return ShapePlan(space, cfg, "given on the command line")
     try:
-        best, chosen = best_config(store, space.spec.name, label, study, gpu)
+        resolved = resolve_config(space, request or BEST_CONFIG, store=store, study=study)
     except ConfigError:
-        if best_asked:
+        if request is not None:
             raise
-        default = space.spec.default_config()
+        default = space.default_config()
         if problems := space.explain(default):
             reasons = "; ".join(v.message for v in problems)
             raise ConfigError(
@@ -144,8 +147,10 @@ def _plan(
                 f"shape ({reasons}); give one with -c NAME=VALUE,..."
             ) from None
         return ShapePlan(space, default, "default (no tuned study here)")
-    (cfg,) = select_configs(space, assignments=[[f"{k}={v}" for k, v in best.items()]])
-    return ShapePlan(space, cfg, f"best of study {chosen.name}", chosen.id)
+    for note in resolved.notes():
+        out.print(f"{escape(label)}: {escape(note)}", soft_wrap=True)
+    chosen = resolved.study
+    return ShapePlan(space, resolved.config, resolved.origin, chosen.id if chosen else None)
 
 
 def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json: bool) -> None:

@@ -15,6 +15,7 @@ from workbench.analysis.lints import Severity
 from workbench.analysis.signature import args_error
 from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
+    CONFIG_FORMS,
     EXIT_FAILED,
     ArchOpt,
     BestStudyOpt,
@@ -30,22 +31,26 @@ from workbench.cli.common import (
 from workbench.cli.compile_output import print_diffs, print_records, write_records
 from workbench.cli.store_cmds import open_best_store, open_store
 from workbench.compiler import CompileCache
+from workbench.config_request import (
+    ConfigRequest,
+    parse_config_options,
+    resolve_config,
+    wants_best,
+)
 from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import Config, SpaceSpec, config_label
+from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.targets import parse_shape, resolve_arches
 from workbench.store import Store
 from workbench.sweep import (
     StaticRecord,
-    config_or_best,
     lint_severity,
     lint_text,
     select_configs,
     static_sweep,
     store_sweep,
-    wants_best,
 )
 from workbench.toolchain import Arch
 
@@ -54,9 +59,7 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="One config as NAME=VALUE[,NAME=VALUE...] (repeatable: "
-        "one config per option; unnamed parameters take their defaults), 'default', or "
-        "'best': the fastest correct config of the shape's study in the store.",
+        help=f"A config to compile (repeatable: one config per option): {CONFIG_FORMS}.",
         show_default=False,
     ),
 ]
@@ -159,6 +162,7 @@ def compile_command(
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
     with cli_errors():  # (--json -: the records may be out already when an error comes)
+        requests = parse_config_options(config, merge=False)
         if config and (all_configs or sample is not None):
             raise ConfigError("--config names the configs: it cannot go with --all or --sample")
         if all_configs and sample is not None:
@@ -171,9 +175,8 @@ def compile_command(
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
         artifacts = ArtifactDir(emit) if emit is not None else None
-        assignments = [a.split(",") for a in config or []]
         best_from = None  # where --config best is read: the --storage store, else the default
-        if any(wants_best(a) for a in assignments):
+        if wants_best(requests):
             best_from = store or open_best_store(None, spec.name)
         # --json -: the JSON alone on stdout; the progress, the table and the notes on stderr
         out = err_console if json_out is not None and str(json_out) == "-" else console
@@ -184,7 +187,7 @@ def compile_command(
                 target,
                 device=device,
                 shape=shape,
-                assignments=assignments,
+                requests=requests,
                 all_configs=all_configs,
                 sample=sample,
                 seed=seed,
@@ -259,7 +262,7 @@ def run_static_sweep(
     *,
     device: str | None,
     shape: list[str] | None,
-    assignments: Sequence[Sequence[str]] = (),
+    requests: Sequence[ConfigRequest] = (),
     all_configs: bool = False,
     sample: int | None = None,
     seed: int = 0,
@@ -274,10 +277,11 @@ def run_static_sweep(
 ) -> list[StaticRecord]:
     """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
     ``store``, the results are kept in the space's compile-only study there; with ``emit``,
-    each compile's files are written there. An assignment ``default`` is the default config,
-    ``best`` the fastest correct one of the shape's study in ``best_from`` (``study``: which).
-    ``pin`` (``--set NAME=VALUE``) fixes parameters: every config takes those values, and the
-    store's study is the variant's, as tune names it (``reduce[OP=max]``)."""
+    each compile's files are written there. ``requests`` name the configs (``best``: the
+    fastest correct one of the shape's study in ``best_from``, ``study``: which; what was
+    filled in or chosen is said on ``out``). ``pin`` (``--set NAME=VALUE``) fixes parameters:
+    every config takes those values, and the store's study is the variant's, as tune names it
+    (``reduce[OP=max]``)."""
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),
@@ -286,37 +290,20 @@ def run_static_sweep(
     )
     fixed = sp.parse_pins(pin)
     variant = SpaceProblem(sp, fixed).kernel if fixed else None
-    assignments = [_named(sp, a, best_from, study, variant, out) for a in assignments]
+    given = []
+    for request in requests:
+        resolved = resolve_config(
+            sp, request, store=best_from, study=study, variant=variant, fixed=fixed
+        )
+        for note in resolved.notes():
+            out.print(f"{sp.arch.sm}: {escape(note)}", soft_wrap=True)
+        given.append(resolved.config)
     configs = select_configs(
-        sp,
-        all_configs=all_configs,
-        sample=sample,
-        assignments=assignments,
-        seed=seed,
-        fixed=fixed,
+        sp, all_configs=all_configs, sample=sample, given=given, seed=seed, fixed=fixed
     )
     return compile_space(
         sp, configs, jobs=jobs, cache=cache, store=store, kernel=variant, emit=emit, out=out
     )
-
-
-def _named(
-    sp: Space,
-    items: Sequence[str],
-    best_from: Store | None,
-    study: str | None,
-    variant: str | None,
-    out: Console,
-) -> Sequence[str]:
-    """A ``--config`` option's NAME=VALUE items, with ``default`` and ``best`` spelled out."""
-    if [i.strip().lower() for i in items] == ["default"]:
-        return []  # every parameter at its default
-    if not wants_best(items):
-        return items
-    cfg, chosen = config_or_best(sp, items, best_from, study, variant)
-    if chosen is not None:
-        out.print(f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}")
-    return [f"{name}={value}" for name, value in cfg.items()]
 
 
 def compile_space(

@@ -76,7 +76,7 @@ def parse_enqueued(plan: TunePlan, item: str) -> dict:
     space = getattr(plan.problem, "space", None)
     if space is not None:
         pinned = getattr(plan.problem, "pinned", {})
-        return space.parse_config(item.split(","), {**space.spec.default_config(), **pinned})
+        return space.parse_config(item.split(","), {**space.default_config(), **pinned})
     domains = {p.name: p.values for p in plan.problem.params}
     config = parse_assignments(domains, item.split(","), {})
     if missing := [n for n in domains if n not in config]:

@@ -16,6 +16,7 @@ from workbench.cli.common import (
     ArchOpt,
     BestStudyOpt,
     DeviceOpt,
+    OneConfigOpt,
     ShapeOpt,
     SpacesOpt,
     cli_errors,
@@ -24,6 +25,14 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
+from workbench.config_request import (
+    DEFAULT_CONFIG,
+    ConfigRequest,
+    ResolvedConfig,
+    parse_config_options,
+    resolve_config,
+    wants_best,
+)
 from workbench.errors import ConfigError
 from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
@@ -32,10 +41,10 @@ from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
 from workbench.profile.storage import ProfileRecord, find_import, save_profile
 from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
+from workbench.spaces import Space
 from workbench.spaces.model import shape_label
 from workbench.spaces.targets import space_from_options
 from workbench.store import Store
-from workbench.sweep import config_or_best, wants_best
 from workbench.units import si
 
 SetOpt = Annotated[
@@ -63,16 +72,7 @@ def profile(
         Path | None,
         typer.Option("--import", help="Store the launches of a .ncu-rep made elsewhere."),
     ] = None,
-    config: Annotated[
-        str | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="'best' (the fastest correct config in the store) or NAME=VALUE[,...] "
-            "(unnamed parameters: defaults). Default: the space's default config.",
-            show_default=False,
-        ),
-    ] = None,
+    config: OneConfigOpt = None,
     metric_set: SetOpt = MetricSet.FULL,
     metrics: Annotated[
         list[str] | None,
@@ -123,32 +123,33 @@ def profile(
     with cli_errors(json_errors=as_json):
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
         ceilings = _extra_ceilings(ceilings_file)
+        requests = parse_config_options(config, merge=True)
         # a plain path is a SQLite file, as for every command (open_store)
-        store = None if dry_run and not wants_best(_items(config)) else open_store(storage)
+        store = None if dry_run and not wants_best(requests) else open_store(storage)
         if import_file is not None:
             space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
-            cfg = config_or_best(space, _items(config), store, study) if space and config else None
+            resolved = _resolve(space, requests[0], store, study) if space and requests else None
             _, records = importing.import_report(
                 import_file,
                 select=select,
                 kernel=space.spec.name if space else None,
-                config=cfg[0] if cfg else None,
+                config=resolved.config if resolved else None,
                 shape=shape_label(space.shape) if space else None,
                 metric_set=metric_set,
             )
             if space is not None:
                 ceilings = ceilings.add(datasheet_ceilings(space.device))
-            study_id = cfg[1].id if cfg and cfg[1] else None
+            study_id = resolved.study.id if resolved and resolved.study else None
             stored = [_store(store, r, study_id, imported=True) for r in records]
             _emit(stored, ceilings, as_json)
             return
         if kernel is None:
             raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
         space = space_from_options(kernel, spaces, arch, device, shape)
-        cfg, chosen = config_or_best(space, _items(config), store, study)
+        resolved = _resolve(space, (requests or [DEFAULT_CONFIG])[0], store, study)
         request = profiler.ProfileRequest(
             space=space,
-            config=cfg,
+            config=resolved.config,
             metric_set=metric_set,
             extra_metrics=extra,
             device_preset=device,
@@ -168,7 +169,7 @@ def profile(
             err_console.print(f"[yellow]no counters:[/] {escape(outcome.fallback)}")
             err_console.print("falling back to the event-timing roofline (work model / time)")
         ceilings = ceilings.add(datasheet_ceilings(space.device))
-        record = _store(store, outcome.record, chosen.id if chosen else None)
+        record = _store(store, outcome.record, resolved.study.id if resolved.study else None)
         _emit([record], ceilings, as_json)
 
 
@@ -311,5 +312,11 @@ def _print_counters(s: Summary) -> None:
         )
 
 
-def _items(config: str | None) -> list[str]:
-    return config.split(",") if config else []
+def _resolve(
+    space: Space, request: ConfigRequest, store: Store | None, study: str | None
+) -> ResolvedConfig:
+    """The config to profile, with what was chosen or filled in said on stderr."""
+    resolved = resolve_config(space, request, store=store, study=study)
+    for note in resolved.notes():
+        err_console.print(escape(note), soft_wrap=True)
+    return resolved

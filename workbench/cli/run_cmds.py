@@ -17,6 +17,7 @@ from workbench.cli.common import (
     BestStudyOpt,
     DeviceOpt,
     KernelArg,
+    OneConfigOpt,
     ShapeOpt,
     SpacesOpt,
     cli_errors,
@@ -26,12 +27,18 @@ from workbench.cli.common import (
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_best_store
 from workbench.compiler import CompileCache
+from workbench.config_request import (
+    DEFAULT_CONFIG,
+    parse_config_options,
+    resolve_config,
+    wants_best,
+)
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.spaces import config_label
 from workbench.spaces.model import space_sha256
 from workbench.spaces.targets import space_from_options
-from workbench.sweep import config_or_best, select_configs, wants_best
+from workbench.sweep import select_configs
 
 
 def run(
@@ -40,17 +47,7 @@ def run(
     arch: ArchOpt = None,
     device: DeviceOpt = None,
     shape: ShapeOpt = None,
-    config: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="NAME=VALUE,... of the config (repeatable: merged into one config; unnamed "
-            "parameters take their defaults), or 'best': the fastest correct config of the "
-            "shape's study in the store.",
-            show_default=False,
-        ),
-    ] = None,
+    config: OneConfigOpt = None,
     study: BestStudyOpt = None,
     storage: StorageOpt = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")] = 0,
@@ -59,19 +56,19 @@ def run(
 ) -> None:
     """Verify and time one config on the GPU (needs a CUDA GPU). Exit 1 if it fails.
 
-    Several --config options are merged into that one config (-c BM=64 -c BN=128)."""
+    Several --config options are merged into that one config (-c BM=64 -c BN=128); without
+    one, the space's default for the arch."""
     from workbench.runners.cuda.runner import CudaRunner
     from workbench.runners.worker_runner import check_launch_layout
 
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
-        merged = [item for a in config or [] for item in a.split(",")]
-        store = open_best_store(storage, space.spec.name) if wants_best(merged) else None
-        cfg, chosen = config_or_best(space, merged, store, study)
-        if chosen is not None:  # said first: the GPU run may fail, the choice still shows
-            err_console.print(
-                f"the best config of study {escape(chosen.name)!r}: {escape(config_label(cfg))}"
-            )
+        (request,) = parse_config_options(config, merge=True) or [DEFAULT_CONFIG]
+        store = open_best_store(storage, space.spec.name) if wants_best([request]) else None
+        resolved = resolve_config(space, request, store=store, study=study)
+        cfg = resolved.config
+        for note in resolved.notes():  # said first: the GPU run may fail, the choice still shows
+            err_console.print(escape(note), soft_wrap=True)
         check_launch_layout(space, cfg)  # what needs no GPU fails before one is looked for
         with CudaRunner(space, CompileCache(cache_dir), seed=seed) as runner:
             m = runner.evaluate(cfg)

@@ -139,12 +139,16 @@ def space(
         params = Table(title="parameters")
         for col in ("name", "role", "values", "default", "description"):
             params.add_column(col, overflow="fold")
+        default = sp.default_config()  # (the arch's, where the space gives one)
         for p in spec.parameters:
+            shown = str(default[p.name])
+            if default[p.name] != p.default:
+                shown += f" ({target.sm}; else {p.default})"
             params.add_row(
                 p.name,
                 p.role.value + (f":{p.option}" if p.option else ""),
                 escape(", ".join(map(str, p.values))),
-                escape(str(p.default)),
+                escape(shown),
                 escape(p.description),
             )
         console.print(params)

@@ -434,7 +434,7 @@ def _compile_stage(
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in arches)} with NVRTC."
     )
-    given = [i.split(",") for i in enqueue or [] if not is_keyword(i)]
+    given = [i for i in enqueue or [] if not is_keyword(i)]
     warm = [i for i in enqueue or [] if is_warm_start(i)]
     cache = CompileCache(stage.cache_dir)
     records: list[StaticRecord] = []
@@ -443,7 +443,9 @@ def _compile_stage(
             sp = Space(spec, shape=shape, arch=target, device=device_for(target, device))
             problem = SpaceProblem(sp, sp.parse_pins(pin))
             fixed = problem.pinned
-            configs = select_configs(sp, assignments=given, fixed=fixed) if given else []
+            base = {**sp.default_config(), **fixed}
+            named = [sp.parse_config(i.split(","), base) for i in given]
+            configs = select_configs(sp, given=named, fixed=fixed) if given else []
             if warm:  # another study's best, as a tune on a GPU would evaluate it first
                 study = compile_only_study(store, sp, problem.kernel)
                 try:

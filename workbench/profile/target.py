@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         space = space_from_options(args.kernel, args.spaces, args.arch, args.device, args.shape)
-        (config,) = select_configs(space, assignments=[args.config.split(",")])
+        (config,) = select_configs(space, given=[space.parse_config(args.config.split(","))])
         timing = TimingOptions(
             rule=StoppingRule(min_samples=SAMPLES, max_samples=SAMPLES),
             warmup_s=0.0,

@@ -47,15 +47,19 @@ def gather_tuned_binary(
     if best is None:
         command = diff_command(space, data.study.name, where)
         return TunedBinary(None, "no correct evaluation, so no best config", command)
+    default = space.default_config()
     fixed = {
-        p.name: best.config.get(p.name, p.default) for p in space.spec.parameters if not p.tunable
+        p.name: best.config.get(p.name, default[p.name])
+        for p in space.spec.parameters
+        if not p.tunable
     }
     command = diff_command(space, data.study.name, where, fixed)
     # the two configs as `compile -c default -c best` selects them (the default with the
     # variant's values; one config when they are the same)
     best_items = [f"{name}={value}" for name, value in best.config.items()]
     try:
-        configs = select_configs(space, assignments=[[], best_items], fixed=fixed)
+        given = [{**default, **fixed}, space.parse_config(best_items)]
+        configs = select_configs(space, given=given, fixed=fixed)
     except ConfigError as exc:
         return TunedBinary(None, f"a config to compare is not valid here: {exc}", command)
     if len(configs) == 1:

@@ -154,9 +154,10 @@ class SpaceProblem(Problem):
         unknown = [n for n in pinned if n not in space.spec.parameter_names]
         if unknown:
             raise ConfigError(f"{space.spec.name} has no parameter(s) {', '.join(unknown)}")
+        default = space.default_config()
         for p in space.spec.parameters:
             if not p.tunable:
-                pinned.setdefault(p.name, p.default)
+                pinned.setdefault(p.name, default[p.name])
         self.pinned = pinned
         variant = ",".join(f"{k}={v}" for k, v in pinned.items())
         self.kernel = space.spec.name + (f"[{variant}]" if variant else "")
@@ -193,7 +194,7 @@ class SpaceProblem(Problem):
         return self._valid
 
     def defaults(self) -> list[Config]:
-        default = {**self.space.spec.default_config(), **self.pinned}
+        default = {**self.space.default_config(), **self.pinned}
         return [default] if self.space.is_valid(default) else []
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from workbench.compiler.options import OPTION_KNOBS, knob_value_problem
-from workbench.devices import ARCH_NAMES, DEVICE_NAMES
+from workbench.devices import ARCH_NAMES, DEVICE_NAMES, device_for
 from workbench.errors import ArchError, ExpressionError, SpaceFileError
 from workbench.expressions import Expression
 from workbench.spaces import schema
@@ -32,6 +32,7 @@ from workbench.spaces.model import (
     Value,
     WorkModel,
 )
+from workbench.spaces.space import Space
 from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
 from workbench.toolchain import Arch
 
@@ -154,6 +155,8 @@ class _Builder:
         self.m = model
         self.path = doc.path
         self.root = project_root(doc.path)
+        #: the key under ``defaults:`` that gave each arch's entry, for located errors
+        self._default_keys: dict[str, str] = {}
 
     def err(self, key: Sequence[str | int], message: str) -> SpaceFileError:
         return self.doc.error(key, message)
@@ -203,7 +206,7 @@ class _Builder:
             unit=m.work.unit,
         )
         expect = tuple(self._expect(i, e, base) for i, e in enumerate(m.expect_sass))
-        return SpaceSpec(
+        spec = SpaceSpec(
             name=m.name or self.path.stem,
             path=self.path,
             description=m.description,
@@ -226,8 +229,11 @@ class _Builder:
             work=work,
             baselines=tuple(m.baselines),
             expect_sass=expect,
+            arch_defaults=self._arch_defaults(arches, params),
             key_lines={p[0]: n for p, n in self.doc.lines.items() if len(p) == 1},
         )
+        self._check_arch_defaults_valid(spec)
+        return spec
 
     def _inside_project(
         self,
@@ -281,6 +287,55 @@ class _Builder:
             raise self.err((*key, "role"), f"role {role.value!r} needs a CUDA C++ source")
         line = self.doc.line_of(key)
         return Parameter(name, values, default, role, p.option, p.description, line, p.tunable)
+
+    def _arch_defaults(
+        self, arches: Sequence[Arch], params: Sequence[Parameter]
+    ) -> dict[str, dict[str, Value]]:
+        """``defaults:``, per declared arch (by its ``sm_XX`` name), values of parameters
+        that lie in their domains."""
+        declared = [a.sm for a in arches]
+        domains = {p.name: p.values for p in params}
+        out: dict[str, dict[str, Value]] = {}
+        for text, values in self.m.defaults.items():
+            key = ("defaults", text)
+            try:
+                arch = Arch.parse(text).sm
+            except ArchError as exc:
+                raise self.err(key, str(exc)) from None
+            if arch not in declared:
+                names = ", ".join(declared)
+                raise self.err(key, f"{arch} is not among the space's arches ({names})")
+            if arch in out:
+                raise self.err(key, f"{arch} is given twice (as {self._default_keys[arch]!r})")
+            for name, value in values.items():
+                if name not in domains:
+                    names = ", ".join(domains)
+                    raise self.err((*key, name), f"unknown parameter {name!r}; parameters: {names}")
+                if not any(_same(value, v) for v in domains[name]):
+                    raise self.err(
+                        (*key, name),
+                        f"{value!r} is not one of {name}'s values {list(domains[name])}",
+                    )
+            out[arch] = dict(values)
+            self._default_keys[arch] = text
+        return out
+
+    def _check_arch_defaults_valid(self, spec: SpaceSpec) -> None:
+        """Each arch's default config is valid on that arch at the default shape (on the
+        arch's device preset; an arch without one is not checked here)."""
+        for arch in spec.arch_defaults:
+            target = Arch.parse(arch)
+            try:
+                device = device_for(target)
+            except ArchError:
+                continue
+            space = Space(spec, arch=target, device=device)
+            if problems := space.explain(spec.default_config(arch)):
+                raise self.err(
+                    ("defaults", self._default_keys[arch]),
+                    f"the {arch} default is invalid on {arch} ({device.name}) at the default "
+                    f"shape: {problems[0].message}",
+                )
 
     def _default_role(self, name: str, language: str) -> schema.Role:
         if language == "ptx":

@@ -162,6 +162,8 @@ class SpaceSpec:
     work: WorkModel
     baselines: tuple[Baseline, ...]
     expect_sass: tuple[ExpectSass, ...] = field(default=())
+    #: per arch (``sm_90a``), the values that replace the parameters' defaults there
+    arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)
     #: 1-based line of each top-level key of the file, for errors found after loading
     key_lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
@@ -191,8 +193,13 @@ class SpaceSpec:
             return (dict(self.default_shape),)
         return self.shape_sets[set_name]
 
-    def default_config(self) -> Config:
-        return {p.name: p.default for p in self.parameters}
+    def default_config(self, arch: str | None = None) -> Config:
+        """The parameters' defaults, with ``arch``'s values (``defaults:`` in the file) over
+        them: the config a command takes when none is named, and completes a partial one from.
+        """
+        config: Config = {p.name: p.default for p in self.parameters}
+        config.update(self.arch_defaults.get(arch or "", {}))
+        return config
 
 
 def space_sha256(spec: SpaceSpec) -> str:

@@ -170,6 +170,9 @@ class SpaceModel(_Strict):
     arches: list[StrictStr] = Field(..., min_length=1)
     includes: list[StrictStr] = Field(default_factory=list)
     parameters: dict[Identifier, ParameterModel] = Field(..., min_length=1)
+    #: per arch, parameter values that replace the parameters' defaults there
+    #: (``sm_90a: {PATH: wgmma, BN: 256}``): the default config where another one is faster
+    defaults: dict[StrictStr, dict[Identifier, Scalar]] = Field(default_factory=dict)
     derived: dict[Identifier, ExprText] = Field(default_factory=dict)
     constraints: list[ExprText | ConstraintModel] = Field(default_factory=list)
     geometry: GeometryModel

@@ -30,7 +30,7 @@ REJECTION_SECONDS = 5.0
 WALK_SECONDS = 120.0
 #: Product draws explained when no valid config turns up, to say what rules them out.
 REASON_DRAWS = 1000
-#: Results kept per derived value or constraint while walking (see Space._run_level).
+#: Results kept per derived value or constraint while walking (see Space.run_level).
 MEMO_LIMIT = 100_000
 
 
@@ -66,7 +66,7 @@ class Space:
         limits = launch_limits(spec)
         self.constraints: tuple[Constraint, ...] = (*spec.constraints, *limits)
         #: per derived value and constraint: its value for each tuple of the values of the
-        #: names it reads (see _run_level)
+        #: names it reads (see run_level)
         self._memo: dict[int, dict[tuple, object]] = {}
         self._base_env = self._make_base_env()
         self._plan_levels()
@@ -96,11 +96,21 @@ class Space:
         n = len(self.names)
         self._derived_at: list[list[tuple[str, Expression]]] = [[] for _ in range(n + 1)]
         self._constraints_at: list[list[Constraint]] = [[] for _ in range(n + 1)]
+        #: per derived name, the parameters it reads, directly or through other derived names
+        self._derived_reads: dict[str, frozenset[str]] = {}
         for name, expr in self.spec.derived:
             deps[name] = level_of(expr)
             self._derived_at[deps[name] + 1].append((name, expr))
+            self._derived_reads[name] = self.parameters_read(expr)
         for c in self.constraints:
             self._constraints_at[level_of(c.expr) + 1].append(c)
+
+    def parameters_read(self, expr: Expression) -> frozenset[str]:
+        """The parameters ``expr`` reads, directly or through derived values."""
+        found = {n for n in expr.names if n in self.names}
+        for name in expr.names:
+            found |= self._derived_reads.get(name, frozenset())
+        return frozenset(found)
 
     # -- sizes ---------------------------------------------------------------------------
     @property
@@ -120,13 +130,21 @@ class Space:
         for values in self._walk():
             yield dict(zip(self.names, values, strict=True))
 
+    def start_env(self) -> dict[str, object] | None:
+        """What a walk of the parameters starts from: the names every config sees (device,
+        arch, shape, the derived values of those alone); None when a constraint of those
+        alone fails (no config is valid at this shape). Bind the parameters in declaration
+        order, checking each level with :meth:`run_level`."""
+        env = dict(self._base_env)
+        return env if self.run_level(0, env) else None
+
     def _walk(
         self, domains: Sequence[Sequence[Value]] | None = None
     ) -> Iterator[tuple[Value, ...]]:
         """The valid configs' values, in domain order (of ``domains`` when given: the
         parameters' values, some of them fixed)."""
-        env = dict(self._base_env)
-        if not self._run_level(0, env):
+        env = self.start_env()
+        if env is None:
             return
         if domains is None:
             domains = [p.values for p in self.spec.parameters]
@@ -141,14 +159,14 @@ class Space:
             name = names[level]
             for value in domains[level]:
                 env[name] = value
-                if self._run_level(level + 1, env):
+                if self.run_level(level + 1, env):
                     chosen.append(value)
                     yield from descend(level + 1)
                     chosen.pop()
 
         yield from descend(0)
 
-    def _run_level(self, level: int, env: dict[str, object]) -> bool:
+    def run_level(self, level: int, env: dict[str, object]) -> bool:
         """Compute the derived values and check the constraints that become ready at ``level``.
 
         A derived value or constraint usually reads a few of the parameters but becomes
@@ -179,6 +197,10 @@ class Space:
         return value
 
     # -- single configs ------------------------------------------------------------------
+    def default_config(self) -> Config:
+        """The space's default config: the parameters' defaults, with its arch's ``defaults:``."""
+        return self.spec.default_config(self.arch.sm)
+
     def env(self, config: Mapping[str, Value]) -> dict[str, object]:
         """Names an expression sees for ``config``: parameters, shape, derived, device, arch.
 
@@ -230,15 +252,15 @@ class Space:
         return out
 
     def parse_config(self, assignments: Sequence[str], base: Config | None = None) -> Config:
-        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the defaults when not given),
-        with typed values.
+        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the space's default config when
+        not given), with typed values.
 
         Raises:
             ConfigError: unknown parameter, malformed assignment, a name given twice, or a
                 value outside the domain.
         """
         domains = {p.name: p.values for p in self.spec.parameters}
-        return parse_assignments(domains, assignments, base or self.spec.default_config())
+        return parse_assignments(domains, assignments, base or self.default_config())
 
     def parse_pins(self, assignments: Sequence[str] | None) -> Config:
         """Only the named values of ``["OP=max", ...]`` (``--set``), typed by their domains.
@@ -323,14 +345,14 @@ class Space:
 
     def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
         """One uniform draw from the product, or None as soon as a constraint rules it out."""
-        env = dict(self._base_env)
-        if not self._run_level(0, env):
+        env = self.start_env()
+        if env is None:
             return None
         values = []
         for level, name in enumerate(self.names):
             value = rng.choice(domains[level])
             env[name] = value
-            if not self._run_level(level + 1, env):
+            if not self.run_level(level + 1, env):
                 return None
             values.append(value)
         return tuple(values)
