@@ -3,9 +3,12 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
+import shlex
+
 from rich.markup import escape
 from rich.table import Table
 
+from workbench.cli.common import shown
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import TunePlan
@@ -80,9 +83,7 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
 def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
     problem, device = plan.problem, plan.runner.device.name
     # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
-    table = Table(
-        title=escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
-    )
+    table = Table(title=shown(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}"))
     table.add_column("#", justify="right")
     table.add_column("config", overflow="fold")
     table.add_column(
@@ -143,9 +144,8 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
     if result.best is not None:  # the next step: the tuned configs into the user's build
         kernel = base_kernel(result.study.kernel)
         where = storage_option(url)
-        out.print(  # type: ignore[attr-defined]
-            escape(f"For your build: workbench store header {kernel} -o {kernel}_tuned.h{where}")
-        )
+        command = shlex.join(["workbench", "store", "header", kernel, "-o", f"{kernel}_tuned.h"])
+        out.print(escape(f"For your build: {command}{where}"))  # type: ignore[attr-defined]
         if command := diff_command(plan, where):
             out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
 

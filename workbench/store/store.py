@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shlex
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -731,7 +732,7 @@ def sqlalchemy_url(url: str) -> str:
 def storage_option(shown: str) -> str:
     """`` --storage URL`` for a command line that has to reach the store shown as ``shown``
     (empty for the default store, which needs no option)."""
-    return "" if shown == shown_url(default_store_url()) else f" --storage {shown}"
+    return "" if shown == shown_url(default_store_url()) else f" --storage {shlex.quote(shown)}"
 
 
 def shown_url(url: str) -> str:
