@@ -349,3 +349,21 @@ def test_command_lists_show_each_summary_as_one_paragraph_without_rst_markup() -
     assert "`tune --replay` (and the no-GPU path of `tune`) can answer from" in " ".join(
         line.strip("│ ") for line in listing.splitlines()
     )
+
+
+def test_count_of_a_space_too_large_to_walk_says_how_far_it_got(
+    write_space, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``space --count`` on 20^12 points (as on the 9.8e17 of a real report): the count stops
+    at its deadline and says what it found, labelled as a lower bound, instead of running on."""
+    from test_space import needle_space_text
+
+    from workbench.spaces import space as space_module
+
+    monkeypatch.setattr(space_module, "WALK_SECONDS", 1.0)
+    path = write_space(needle_space_text(project))
+    code, out = run("space", str(path), "--count", "--sample", "0")
+    assert code == 0, out
+    said = " ".join(out.split())
+    assert "cartesian size: 49,152,000,000,000,000" in said  # (BLOCK x SCALE x 20^12)
+    assert "or more (not counted to the end: the count stopped after 1 s, having checked" in said
