@@ -752,6 +752,9 @@ def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> En
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[-1]
         on_disk = bool(path) and path != ":memory:"
+        if on_disk and Path(path).is_dir():  # ($WORKBENCH_STORE or a URL naming a directory)
+            example = Path(path) / "store.sqlite"
+            raise StoreError(f"{path} is a directory: a store is a SQLite file, e.g. {example}")
         if read_only and on_disk:
             if not Path(path).is_file():
                 raise StoreError(f"no store at {path}")
