@@ -177,14 +177,7 @@ class Space:
         if self._valid_cache is not None:
             return len(self._valid_cache)
         seconds = WALK_SECONDS if seconds is None else seconds
-        deadline = _Deadline(seconds)
-        found = 0
-        try:
-            for _ in self._walk(deadline.timed([p.values for p in self.spec.parameters])):
-                found += 1
-        except _OutOfTime:
-            raise WalkTimeout(self.spec.name, seconds, deadline.visited, found) from None
-        return found
+        return self.reservoir(0, random.Random(0), seconds=seconds)[1]
 
     # -- enumeration ---------------------------------------------------------------------
     def iter_valid(self) -> Iterator[Config]:
@@ -434,7 +427,7 @@ class Space:
                 seen += 1
                 if len(kept) < n:
                     kept.append(values)
-                elif (j := rng.randrange(seen)) < n:
+                elif n and (j := rng.randrange(seen)) < n:
                     kept[j] = values
         except _OutOfTime:
             raise WalkTimeout(self.spec.name, seconds, deadline.visited, seen) from None
