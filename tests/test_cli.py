@@ -449,3 +449,61 @@ def test_a_partial_config_is_completed_and_the_output_says_with_what() -> None:
 def squeeze(text: str) -> str:
     """rich's wrapped lines joined again (the wrapping depends on the terminal width)."""
     return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+def test_count_of_a_space_too_large_to_walk_says_how_far_it_got(
+    write_space, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``space --count`` on 20^12 points (as on the 9.8e17 of a real report): the count stops
+    at its deadline and says what it found, labelled as a lower bound, instead of running on."""
+    from test_space import needle_space_text
+
+    from workbench.spaces import space as space_module
+
+    monkeypatch.setattr(space_module, "WALK_SECONDS", 1.0)
+    path = write_space(needle_space_text(project))
+    code, out = run("space", str(path), "--count", "--sample", "0")
+    assert code == 0, out
+    said = " ".join(out.split())
+    assert "cartesian size: 49,152,000,000,000,000" in said  # (BLOCK x SCALE x 20^12)
+    assert "or more (not counted to the end: the count stopped after 1 s, having checked" in said
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_with_one_line() -> None:
+    """SIGINT in the first second or so (the imports) ends with exit 130 and one line, as in
+    a command, not a 22-line KeyboardInterrupt traceback. Runs the console script as
+    pyproject.toml declares it."""
+    import re
+    import signal
+    import time
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    (module, func) = re.findall(r'^workbench = "([\w.]+):(\w+)"$', pyproject, re.MULTILINE)[0]
+    script = f"import sys; from {module} import {func}; sys.exit({func}())"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "space", "reduce"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # (Python is up, the command line still importing)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted" and out == ""
+
+
+@pytest.mark.parametrize("how", ["env", "url"])
+def test_a_directory_given_as_the_store_is_named_as_one(tmp_path: Path, how: str) -> None:
+    """$WORKBENCH_STORE or a sqlite URL naming a directory: said, for a command that reads
+    the store (it said "no store at") and one that writes it."""
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    env = {"WORKBENCH_STORE": str(folder)} if how == "env" else None
+    where = [] if how == "env" else ["--storage", f"sqlite:///{folder}"]
+    pnpoly = Path(__file__).resolve().parents[2] / "shared/datasets/tuning-caches"
+    pnpoly = pnpoly / "pnpoly_RTX_3090.json.gz"
+    for args in (["store", "list", *where], ["store", "import", str(pnpoly), *where]):
+        code, out = run(*args, env=env)
+        assert code == 2, out
+        assert f"{folder} is a directory: a store is a SQLite file" in " ".join(out.split())

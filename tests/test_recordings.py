@@ -5,10 +5,12 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from workbench.runners import recordings
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import RecordingError, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
@@ -211,6 +213,15 @@ def t4_with(field: str, value: object) -> dict:
         ),
         (lambda p: p.write_text(json.dumps(t4([{"a": 1}, {"a": [1, 2]}]))), "a is \\[1, 2\\]"),
         (lambda p: p.write_text(json.dumps(t4([{}]))), r"results\[0\] has no configuration"),
+        # an entry that is not an object, an entry without a time: said as such
+        (
+            lambda p: p.write_text(kt_entry("1").replace('{"time": 1}', '"fast"')),
+            r"cache\['1'\] is a string, not an entry",
+        ),
+        (
+            lambda p: p.write_text(kt_entry("1").replace('"time": 1', '"times": [1.0]')),
+            r"cache\['1'\] has no time: nothing was measured",
+        ),
         (
             lambda p: p.write_text(json.dumps(t4([{"a": 1}, {"a": 2}, {"a": 1}]))),
             r"results\[2\] repeats the configuration of results\[0\]",
@@ -374,3 +385,37 @@ def test_samples_that_are_not_finite_numbers_are_left_out(tmp_path: Path) -> Non
     )
     entries = list(load_recording(path).entries.values())
     assert [e.samples for e in entries] == [(1.0, 1.5), (2.0, 2.5)]
+
+
+def test_a_gzip_bomb_is_refused_without_expanding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 MiB of zeros in 64 KB of gzip, against a cap of 1 MiB (the real cap, 512 MiB, is
+    too slow to fill in a test): refused by size, and reading it costs about the cap."""
+    monkeypatch.setattr(recordings, "MAX_RECORDING_BYTES", 2**20)
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as f:
+        for _ in range(64):
+            f.write(bytes(2**20))
+    assert bomb.stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordingError, match="decompresses to more than 1 MiB of JSON"):
+            load_recording(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
+    # a plain file past the cap (sparse: no disk) is refused the same way
+    plain = tmp_path / "big.json"
+    with plain.open("wb") as f:
+        f.truncate(2**20 + 1)
+    with pytest.raises(RecordingError, match="holds more than 1 MiB of JSON"):
+        load_recording(plain)
+
+
+def test_the_cap_holds_the_largest_real_caches() -> None:
+    gzipped = [p for p in KT_FILES if p.suffix == ".gz"]
+    largest = max(gzipped, key=lambda p: len(gzip.decompress(p.read_bytes())))
+    assert len(gzip.decompress(largest.read_bytes())) * 20 < recordings.MAX_RECORDING_BYTES
+    assert load_recording(largest).entries

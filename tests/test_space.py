@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from workbench.devices import device_for
 from workbench.errors import ConfigError
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.launch import launch_geometry, work_counts
+from workbench.spaces.space import WalkTimeout
 from workbench.toolchain import Arch
 
 
@@ -251,3 +253,42 @@ def test_a_shape_label_reads_back() -> None:
     assert parse_shape_label(shape_label(shape)) == shape
     assert parse_shape_label("[4096, 4096]") is None and parse_shape_label("recorded") is None
     assert parse_shape_label("n=1.5") is None and parse_shape_label("=3") is None
+
+
+def needle_space_text(project: Path, params: int = 12, values: int = 20) -> str:
+    """``params`` parameters of ``values`` values each whose sum must be 0: one valid config
+    (all zeros) in values**params, and the constraint is checked only once all are bound, so
+    a walk goes for hours between two valid configs."""
+    names = [f"P{i}" for i in range(params)]
+    domain = ", ".join(map(str, range(values)))
+    return (
+        (project / "spaces" / "tiny.yaml")
+        .read_text()
+        .replace(
+            "  WAVES: {values: [1, 2], default: 1, role: launch}",
+            "\n".join(f"  {n}: {{values: [{domain}], role: launch}}" for n in names),
+        )
+        .replace('"BLOCK * SCALE <= 512"', f'"{" + ".join(names)} == 0"')
+    )
+
+
+def test_a_walk_of_a_space_almost_nothing_meets_stops_at_its_deadline(
+    write_space: Callable[..., Path], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20^12 points, one valid: draws find nothing, and the walk that follows yields nothing
+    for hours: its deadline holds all the same, and the error says how far it got."""
+    from workbench.errors import WorkbenchError
+    from workbench.spaces import space as space_module
+
+    space = Space(load_space(write_space(needle_space_text(project))))
+    monkeypatch.setattr(space_module, "REJECTION_SECONDS", 0.2)
+    monkeypatch.setattr(space_module, "WALK_SECONDS", 1.0)
+    start = time.perf_counter()
+    with pytest.raises(WorkbenchError, match=r"stopped after 1 s, having checked [\d,]+ partial"):
+        space.sample(3, seed=0)
+    assert time.perf_counter() - start < 10
+    start = time.perf_counter()
+    with pytest.raises(WalkTimeout) as info:
+        space.count_valid(seconds=1.0)
+    assert time.perf_counter() - start < 5
+    assert info.value.visited > 1000 and info.value.found <= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +14,10 @@ from conftest import TINY_SPACE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.errors import SpaceFileError
-from workbench.spaces import load_space
+from workbench.compiler.jobs import make_job
+from workbench.errors import CompileError, SpaceFileError
+from workbench.spaces import Space, load_space
+from workbench.spaces.model import MAX_SOURCE_BYTES
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.spaces.schema import Role
 
@@ -503,3 +506,25 @@ def test_the_readme_example_space_loads(tmp_path: Path) -> None:
     cache = CompileCache(tmp_path / "cache")
     (record,) = static_sweep(space, select_configs(space), cache=cache)
     assert record.ok and record.args_problems == [], record.error
+
+
+def test_a_source_that_is_a_fifo_is_named_as_one(project: Path) -> None:
+    """A FIFO exists but is no file: reading it would block for ever."""
+    source = project / "kernels" / "axpy.cu"
+    source.unlink()
+    os.mkfifo(source)
+    with pytest.raises(SpaceFileError, match=r"'\.\./kernels/axpy\.cu' is not a regular file"):
+        load_space(project / "spaces" / "tiny.yaml")
+
+
+def test_a_source_past_the_size_cap_is_refused_unread(project: Path) -> None:
+    """A sparse file (no disk used) one byte past the cap: refused when the space loads, and
+    by the compile job if it grows after that."""
+    tiny = project / "spaces" / "tiny.yaml"
+    space = Space(load_space(tiny))
+    source = project / "kernels" / "axpy.cu"
+    os.truncate(source, MAX_SOURCE_BYTES + 1)
+    with pytest.raises(SpaceFileError, match="is larger than 64 MiB, the most a source"):
+        load_space(tiny)
+    with pytest.raises(CompileError, match="larger than 64 MiB"):
+        make_job(space, space.spec.default_config())

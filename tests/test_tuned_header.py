@@ -8,7 +8,9 @@ the stored values (static_asserts that NVRTC evaluates).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,9 @@ from workbench.compiler.options import CompileOptions
 from workbench.spaces import Space, load_space
 from workbench.spaces.model import Config
 from workbench.spaces.registry import load_kernel
+from workbench.store import Store
 from workbench.toolchain import Arch
+from workbench.tuned_header import collect, target_lines
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
@@ -251,4 +255,78 @@ def test_a_ptx_kernel_gets_its_ptxas_flags_and_its_text_parameters_named(
         'static_assert(same(t::entries[0].entry, "stream_scale"));\n'
     )
     ok, log = nvrtc_accepts(check, header)
+    assert ok, log
+
+
+def _pnpoly_slice(path: Path, kernel: str, rename: tuple[str, str] | None = None, **values) -> Path:
+    """200 entries of the real pnpoly cache as kernel ``kernel``: a parameter renamed
+    (``rename``: old, new), or one value replaced (``values``: NAME=(old, new))."""
+    with gzip.open(CACHES / "pnpoly_RTX_3090.json.gz") as f:
+        doc = json.loads(f.read())
+    keys = doc["tune_params_keys"]
+    entries = [dict(e) for e in list(doc["cache"].values())[:200]]
+    for name, (old, new) in values.items():
+        doc["tune_params"][name] = [new if v == old else v for v in doc["tune_params"][name]]
+        for e in entries:
+            e[name] = new if e[name] == old else e[name]
+    if rename is not None:
+        old, new = rename
+        keys[keys.index(old)] = new
+        doc["tune_params"][new] = doc["tune_params"].pop(old)
+        for e in entries:
+            e[new] = e.pop(old)
+    doc["cache"] = {",".join(str(e[k]) for k in keys): e for e in entries}
+    doc["kernel_name"] = kernel
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "kernel,change,refused",
+    [
+        # a newline in a name would put an #include of its own into users' builds
+        (
+            "pn_newline",
+            {"rename": ("tile_size", 'tile_size 1\n#include "/etc/passwd"\n#define x')},
+            "is not a C identifier",
+        ),
+        ("pn_markup", {"rename": ("tile_size", "<script>")}, "'<script>' is not a C identifier"),
+        ("pn_keyword", {"rename": ("tile_size", "int")}, "'int' is a C++ keyword"),
+        (
+            "pn_value",
+            {"use_method": (0, '0\n#include "/etc/passwd"')},
+            "is not a number or an identifier",
+        ),
+        ("pn_comment", {"use_method": (0, "0 /* x")}, "is not a number or an identifier"),
+    ],
+)
+def test_names_and_values_a_header_cannot_define_are_refused(
+    tmp_path: Path, kernel: str, change: dict, refused: str
+) -> None:
+    rec = _pnpoly_slice(tmp_path / "rec.json", kernel, **change)
+    code, _, err = invoke("tune", "--replay", str(rec), "--budget", "200", "--json")
+    assert code == 0, err
+    code, out, err = invoke("store", "header", kernel)
+    assert code == 2 and "#include" not in out and "<script>" not in out
+    said = " ".join(err.split())
+    assert f"no study of {kernel} has a config to write" in said and refused in said
+
+
+def test_a_comment_ending_in_a_backslash_does_not_swallow_the_next_define(
+    project: Path, tmp_path: Path
+) -> None:
+    """A note (a store's text) that ends in a backslash: C++ would continue the comment over
+    the next line, a #define."""
+    tiny = project / "spaces" / "tiny.yaml"
+    space = Space(load_space(tiny))
+    configs = list(space.iter_valid())
+    rec = recording(space, tmp_path / "rec.json", configs, [1.0 + i for i in range(len(configs))])
+    tune_replay(str(tiny), rec, "--budget", "50")
+    store = Store(f"sqlite:///{os.environ['WORKBENCH_STORE']}")
+    (entry,) = collect(store, "tiny").entries
+    lines = target_lines(dataclasses.replace(entry, notes=("from C:\\tuned\\",)))
+    header = tmp_path / "t.h"
+    header.write_text("\n".join(lines) + "\n")
+    block = dict(entry.defines)["BLOCK"]
+    ok, log = nvrtc_accepts(f'#include "t.h"\nstatic_assert(BLOCK == {block});\n', header)
     assert ok, log

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from workbench.errors import CompileError, ConfigError
+from workbench.printable import printable
 from workbench.spaces.launch import Launch, launch_geometry
 from workbench.spaces.model import Config, Value, base_kernel, parse_shape_label
 from workbench.spaces.schema import Role
@@ -50,6 +51,14 @@ _KEYWORD_TEXT = (
     "volatile while"
 )
 _KEYWORDS = frozenset(_KEYWORD_TEXT.split())
+#: What a ``#define`` may hold: a number (C literal spelling) or one identifier (a text value,
+#: ``PATH=mma``, as the kernel reads it). The header is compiled into users' builds and its
+#: names and values come from a store that may hold recordings imported from anywhere: a value
+#: with a newline would add a line (``#include``) of its own.
+_MACRO_VALUE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[A-Za-z]*|[A-Za-z_][A-Za-z0-9_]*")
+#: What an entry (template instantiation) may hold: names, numbers and template punctuation;
+#: no ``/`` (a comment), ``#``, quote or backslash
+_ENTRY = re.compile(r"[A-Za-z0-9_:<>,.+\-*() ]+")
 #: parameters a header cannot set, and what they are
 _UNSET = {
     Role.OPTION: "compiler option",
@@ -159,7 +168,8 @@ def tuned_entry(
     named after the study; ``rebuilt``: ``study_space(study)`` where the caller has it).
 
     Raises:
-        ConfigError: the study's space file is gone or no longer fits the config.
+        ConfigError: the study's space file is gone or no longer fits the config, or a macro
+            name, value or entry is not one a header can write (a hostile recording's).
         CompileError: the kernel source cannot be read.
     """
     target = target or _target(study, set())
@@ -171,6 +181,7 @@ def tuned_entry(
         if study.space_path:  # a space study whose file is gone: its macros are unknown
             raise ConfigError(why or "its space file cannot be loaded")
         defines = tuple((name, macro_value(v)) for name, v in config.items())
+        _check_defines(defines)
         return TunedEntry(study, config, value, target, defines, (), None, None)
     if sorted(config) != sorted(space.names):
         raise ConfigError(
@@ -186,6 +197,10 @@ def tuned_entry(
     if problems := space.explain(config):
         notes.append("not valid in the space file now: " + "; ".join(p.message for p in problems))
     job = make_job(space, config)
+    _check_defines(job.options.defines)
+    entry = job.name_expression or job.entry_kernel
+    if entry is not None and not _ENTRY.fullmatch(entry):
+        raise ConfigError(f"its entry {entry!r} is not a C++ name a header can define")
     launch: Launch | None = None
     try:
         launch = launch_geometry(space, config)
@@ -203,12 +218,34 @@ def tuned_entry(
         target,
         job.options.defines,
         tuple(job.options.portable_flags(job.language)),
-        job.name_expression or job.entry_kernel,
+        entry,
         launch,
         unset,
         tuple(notes),
         job.language,
     )
+
+
+def _check_defines(defines: Sequence[tuple[str, str]]) -> None:
+    """Refuse a macro a header cannot write as it is (the study is then left out, and said).
+
+    Raises:
+        ConfigError: a name that is not a C identifier (or is a keyword), or a value that is
+            not a number or an identifier.
+    """
+    for name, value in defines:
+        if not _IDENT.fullmatch(name):
+            raise ConfigError(
+                f"parameter name {name!r} is not a C identifier: a header cannot #define it"
+            )
+        if name in _KEYWORDS:
+            raise ConfigError(
+                f"parameter name {name!r} is a C++ keyword: a header cannot #define it"
+            )
+        if not _MACRO_VALUE.fullmatch(value):
+            raise ConfigError(
+                f"{name}={value!r} is not a number or an identifier: a header cannot #define it"
+            )
 
 
 def render(header: TunedHeader, *, store_url: str) -> str:
@@ -428,5 +465,8 @@ def _identifier(kernel: str) -> str:
 
 
 def _line(text: str) -> str:
-    """Text for a one-line comment (a newline would end it)."""
-    return " ".join(text.split())
+    """Text for a one-line comment: a newline would end it, a control character would reach
+    the terminal of whoever prints the header, and a final backslash would continue the
+    comment over the next line (a #define)."""
+    line = printable(" ".join(text.split()))
+    return f"{line} (sic)" if line.endswith("\\") else line

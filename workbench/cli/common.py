@@ -8,15 +8,17 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.segment import Segment
 
-from workbench.errors import WorkbenchError
+from workbench.errors import CompileError, WorkbenchError
+from workbench.printable import printable
 
 #: Exit statuses, documented in the README.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -55,6 +57,21 @@ class PipeAwareConsole(Console):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush cannot fail again
         raise SystemExit(EXIT_PIPE)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # the backstop under shown(): whatever text reaches the terminal, from whichever
+        # command, carries no control character but the newlines of its layout (rich's own
+        # cursor moves are control segments, kept)
+        safe = (
+            s if s.control else Segment(printable(s.text, newlines=True), s.style) for s in buffer
+        )
+        return super()._render_buffer(safe)
+
+
+def shown(text: object) -> str:
+    """Text from a file or a store (a kernel, device or study name, a message) as console
+    markup on one line: control characters as escapes (``\\x1b``, ``\\n``), ``[`` not markup."""
+    return escape(printable(text))
 
 
 console = PipeAwareConsole(highlight=False, emoji=False)
@@ -188,7 +205,10 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
         # in the BrokenPipeError branch below and not in click's exit status 1
         sys.stdout.flush()
     except WorkbenchError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        message = _headline(exc)
+        err_console.print(f"[bold red]error:[/] {shown(message)}", soft_wrap=True)
+        if isinstance(exc, CompileError) and exc.log:  # the compiler's evidence, in its lines
+            err_console.print(escape(exc.log), soft_wrap=True)
         if json_errors:
             _json_error(str(exc))
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -201,13 +221,21 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"
-        err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {shown(text)}", soft_wrap=True)
         if json_errors:
             _json_error(text)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _headline(exc: WorkbenchError) -> str:
+    """An error's message without the compiler log a CompileError carries after it."""
+    text = str(exc)
+    if isinstance(exc, CompileError) and exc.log:
+        return text.removesuffix(f"\n{exc.log}")
+    return text
 
 
 def _terminated(signum: int, frame: object) -> None:

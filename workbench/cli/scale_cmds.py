@@ -344,7 +344,8 @@ def _wait_for_study(db: Database, name: str, seconds: float | None = None) -> No
         if time.monotonic() >= deadline:
             raise ConfigError(
                 f"no shared study {name!r} in {db.outage.where} after {wait:.0f} s: create it "
-                f"with workbench tune K --storage URL --study {name} (which also works as the "
+                f"with workbench tune K --storage URL --study {shlex.quote(name)} (which also "
+                "works as the "
                 "first worker)"
             )
         if not told:

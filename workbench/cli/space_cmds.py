@@ -22,6 +22,7 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
+from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
@@ -160,10 +161,18 @@ def space(
         )
         console.print(f"cartesian size: {sp.cartesian_size:,}")
         if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
-            n_valid = sp.count_valid()
-            console.print(f"valid configs:  {n_valid:,}")
-            if not n_valid:  # bad input for every other command: said, with the reasons
-                SpaceProblem(sp).check_not_empty()
+            try:
+                n_valid = sp.count_valid()
+            except WalkTimeout as exc:  # (a huge or sparse space: how far the count got)
+                console.print(
+                    f"valid configs:  {exc.found:,} or more (not counted to the end: the count "
+                    f"stopped after {exc.seconds:.0f} s, having checked {exc.visited:,} "
+                    "partial configs)"
+                )
+            else:
+                console.print(f"valid configs:  {n_valid:,}")
+                if not n_valid:  # bad input for every other command: said, with the reasons
+                    SpaceProblem(sp).check_not_empty()
         if sample > 0:
             for cfg in sp.sample(sample, seed=seed):
                 console.print(f"  sample: {escape(config_label(cfg))}")

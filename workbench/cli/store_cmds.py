@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import JsonOpt, cli_errors, console, err_console
+from workbench.cli.common import JsonOpt, cli_errors, console, err_console, shown
 from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
@@ -100,20 +100,20 @@ def list_studies(
         if as_json:
             print(json.dumps({"store": store.shown_url, "studies": rows}, indent=1))
             return
-        table = Table(title=f"studies in {escape(store.shown_url)}")
+        table = Table(title=f"studies in {shown(store.shown_url)}")
         for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
             table.add_column(col, overflow="fold")
         for r in rows:
             best = f"{r['best_value']:.5g} {r['unit']}" if r["best_value"] is not None else "-"
             table.add_row(
                 str(r["id"]),
-                escape(r["kernel"]),
-                escape(r["shape"]),
-                escape(r["device"]),
+                shown(r["kernel"]),
+                shown(r["shape"]),
+                shown(r["device"]),
                 str(r["evaluations"]),
                 str(r["failed"]),
-                best,
-                escape(r["source"]),
+                shown(best),
+                shown(r["source"]),
             )
         console.print(table)
 
@@ -224,9 +224,9 @@ def header(
         text = render(found, store_url=store.shown_url)
         for e in found.entries:
             for note in e.notes:
-                err_console.print(f"[yellow]{escape(e.study.name)}[/]: {escape(note)}")
+                err_console.print(f"[yellow]{shown(e.study.name)}[/]: {shown(note)}")
         for name, why in found.skipped:
-            err_console.print(f"[yellow]skipped {escape(name)}[/]: {escape(why)}")
+            err_console.print(f"[yellow]skipped {shown(name)}[/]: {shown(why)}")
         if out is None:
             sys.stdout.write(text)
             return
@@ -235,5 +235,5 @@ def header(
         console.print(
             f"wrote {escape(str(out))}: {len(found.entries)} target"
             + ("s" if len(found.entries) != 1 else "")
-            + "".join(f"\n  {escape(e.target)}  ({escape(e.study.name)})" for e in found.entries)
+            + "".join(f"\n  {escape(e.target)}  ({shown(e.study.name)})" for e in found.entries)
         )

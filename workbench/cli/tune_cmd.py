@@ -26,6 +26,7 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
+    shown,
 )
 from workbench.cli.compile_cmd import CacheOpt, JobsOpt, compile_space, refuse_broken_space
 from workbench.cli.compile_output import print_records
@@ -333,7 +334,7 @@ def tune(
             if replay_delay and plan.runner.replay_source is not None:
                 plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
             if plan.banner:
-                out.print(Panel(escape(plan.banner), style="bold yellow"))
+                out.print(Panel(shown(plan.banner), style="bold yellow"))
             try:
                 plan.problem.check_not_empty()  # (before the progress bar; the tuner checks too)
                 queue = enqueued_configs(plan, enqueue, store, out)
@@ -532,7 +533,7 @@ def _run(
         TextColumn("{task.fields[best]}"),
     ]
     with Progress(*columns, console=out, transient=False) as progress:  # type: ignore[arg-type]
-        task = progress.add_task(escape(label), total=total, best="")
+        task = progress.add_task(shown(label), total=total, best="")
 
         def on_evaluation(stored, best) -> None:
             progress.update(task, completed=len(tuner.history), best=best_text(plan, best))

@@ -3,9 +3,12 @@ the top configs, and the ``--json`` summary (shared by the local and the shared-
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.markup import escape
 
+from workbench.cli.common import shown
 from workbench.cli.tables import Column, config_cells, print_table
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
@@ -165,9 +168,8 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
     if result.best is not None:  # the next step: the tuned configs into the user's build
         kernel = base_kernel(result.study.kernel)
         where = storage_option(url)
-        out.print(  # type: ignore[attr-defined]
-            escape(f"For your build: workbench store header {kernel} -o {kernel}_tuned.h{where}")
-        )
+        command = shlex.join(["workbench", "store", "header", kernel, "-o", f"{kernel}_tuned.h"])
+        out.print(escape(f"For your build: {command}{where}"))  # type: ignore[attr-defined]
         if command := diff_command(plan, where):
             out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
 
@@ -194,7 +196,7 @@ def print_top(plan: TunePlan, result: TuneResult, out: Console) -> None:
             cells.append(bound_share(plan, e.config, value))  # type: ignore[arg-type]
         rows.append(cells)
     # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
-    title = escape(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
+    title = shown(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")
     print_table(out, columns, rows, title=title, caption=configs.caption)
 
 

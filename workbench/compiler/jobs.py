@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workbench.compiler.options import CompileOptions
 from workbench.errors import CompileError, ExpressionError
-from workbench.spaces.model import Value
+from workbench.spaces.model import Value, read_source
 from workbench.spaces.schema import Role
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version, tool_version
@@ -79,8 +79,8 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     """
     spec = space.spec
     try:
-        text = spec.source.read_text()
-    except OSError as exc:
+        text = read_source(spec.source).decode()
+    except (OSError, UnicodeDecodeError) as exc:
         raise CompileError(f"cannot read {spec.source}: {exc}") from exc
     defines: dict[str, Value] = {}
     knobs: dict[str, Value] = {}
@@ -176,7 +176,7 @@ def header_digests(
         if candidate in seen:
             continue
         seen.add(candidate)
-        body = candidate.read_bytes()
+        body = read_source(candidate)
         out.append((name if quoted else f"<{name}>", hashlib.sha256(body).hexdigest()))
         out += header_digests(body.decode(errors="replace"), candidate.parent, include_dirs, seen)
     return tuple(out)

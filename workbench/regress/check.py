@@ -12,6 +12,7 @@ so and suggests re-tuning.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -327,7 +328,7 @@ def replay_command(replayed_from: str) -> str:
     to tune on, but the recording holds every config the search may ask for. ``replayed_from``
     is ``DEVICE (FILE, DATE)``, several joined by ``; ``."""
     files = re.findall(r"\(([^,()]+)(?:, [^()]*)?\)(?:;|$)", replayed_from)
-    return " / ".join(f"workbench tune --replay {f}" for f in files) or (
+    return " / ".join(f"workbench tune --replay {shlex.quote(f)}" for f in files) or (
         "workbench tune --replay FILE"
     )
 
@@ -339,16 +340,16 @@ def retune_command(kernel: str, shape_set: str | None) -> str:
     from workbench.spaces.registry import resolve_space
 
     name, _, variant = kernel.partition("[")
-    parts = ["workbench tune", name]
+    parts = ["workbench", "tune", name]
     try:
         resolve_space(name)
     except UnknownKernelError:
-        parts.append("--spaces DIR")
+        parts += ["--spaces", "DIR"]
     for item in filter(None, variant.rstrip("]").split(",")):
-        parts.append(f"--set {item}")
+        parts += ["--set", item]
     if shape_set:
-        parts.append(f"--shapes {shape_set}")
-    return " ".join(parts)
+        parts += ["--shapes", shape_set]
+    return shlex.join(parts)
 
 
 # ---- choosing the runs -------------------------------------------------------------------------

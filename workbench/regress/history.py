@@ -26,6 +26,7 @@ what ``regress check`` is for.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -148,7 +149,7 @@ def gather_history(store: Store, kernel: str, rule: DecisionRule | None = None) 
     if not runs:
         raise RegressError(
             f"no regression run of {kernel} in the store: record one with "
-            f"`workbench regress record {kernel}`"
+            f"`workbench regress record {shlex.quote(kernel)}`"
         )
     measured = run_measurements(store, [r.id for r in runs])
     groups: dict[tuple[str, str, str, str], list[Point]] = {}

@@ -54,6 +54,11 @@ KT_BOOKKEEPING = frozenset(
 #: Header key of a Kernel Tuner cache the workbench exported: the study's shape label, when
 #: ``problem_size`` (written as Kernel Tuner compares it) does not spell it.
 SHAPE_LABEL_KEY = "workbench_shape_label"
+#: The most bytes of JSON a recording may hold (decompressed): 32x the largest real cache at
+#: hand (gemm_RTX_3090.json.gz, 17,956 configs: 3.5 MB of gzip, 16.5 MB of JSON). Parsed JSON
+#: takes several times its size in memory; a 2.6 MB gzip bomb expanding to 2.5 GiB took 5.4 GB
+#: before the format was even checked.
+MAX_RECORDING_BYTES = 512 * 2**20
 #: T4 ("Open Autotuning Results" schema 1.0.0) invalidity values.
 T4_FAILURES = {
     "compile": TrialOutcome.COMPILE_FAILED,
@@ -255,15 +260,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _read_json(path: Path) -> object:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RecordingError(path, f"cannot read: {exc.strerror or exc}") from exc
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise RecordingError(path, f"corrupt or truncated gzip data ({exc})") from exc
+    raw = _read_capped(path)
     try:
         return json.loads(raw)
     except UnicodeDecodeError as exc:
@@ -274,6 +271,33 @@ def _read_json(path: Path) -> object:
         # JSON that stops short ends in "Expecting ..." at its very end
         cut = " (truncated?)" if exc.pos >= len(exc.doc.rstrip()) else ""
         raise RecordingError(path, f"not valid JSON at byte {exc.pos}{cut}: {exc}") from exc
+
+
+def _read_capped(path: Path) -> bytes:
+    """The file's bytes, decompressed when it is gzip, read up to MAX_RECORDING_BYTES (a
+    stream: a larger file or gzip bomb costs no more memory than the cap).
+
+    Raises:
+        RecordingError: unreadable, corrupt gzip, or larger than the cap.
+    """
+    cap = MAX_RECORDING_BYTES
+    try:
+        with path.open("rb") as f:
+            compressed = f.peek(2)[:2] == b"\x1f\x8b"  # (no seek: a pipe works too)
+            try:
+                raw = (gzip.GzipFile(fileobj=f) if compressed else f).read(cap + 1)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise RecordingError(path, f"corrupt or truncated gzip data ({exc})") from exc
+    except OSError as exc:
+        raise RecordingError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > cap:
+        what = "decompresses to" if compressed else "holds"
+        raise RecordingError(
+            path,
+            f"{what} more than {cap // 2**20} MiB of JSON, the most a recording may hold "
+            "(the largest real Kernel Tuner caches hold tens of MB): not read",
+        )
+    return raw
 
 
 #: How a cache file read as if closed is described (in the replay banner).
@@ -331,8 +355,18 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
     added: dict[str, list[Value]] = {}  # values entries hold that tune_params does not list
     for text_key, record in cache.items():
         parts = str(text_key).split(",")
-        if len(parts) != len(keys) or not isinstance(record, dict):
-            raise RecordingError(path, f"cache key {text_key!r} does not match tune_params_keys")
+        if not isinstance(record, dict):
+            raise RecordingError(
+                path,
+                f"cache[{text_key!r}] is {_json_kind(record)}, not an entry (an object with the "
+                "config's time)",
+            )
+        if len(parts) != len(keys):
+            raise RecordingError(
+                path,
+                f"cache key {text_key!r} does not match tune_params_keys ({len(parts)} values "
+                f"for {len(keys)} keys)",
+            )
         try:
             values = tuple(map(dict.__getitem__, by_text, parts))  # (in C: 18k entries)
         except KeyError:  # a cache continued after tune_params grew, as Kernel Tuner allows
@@ -362,6 +396,12 @@ def _from_kt_cache(path: Path, data: dict) -> Recording:
         date=_latest_timestamp(cache.values()),
         note=note,
     )
+
+
+def _json_kind(value: object) -> str:
+    """``a string``, ``a list``, ... : what a JSON value is, for a message."""
+    kinds = {str: "a string", list: "a list", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def _unlisted_value(
@@ -440,6 +480,9 @@ def _kt_objective(name: str) -> tuple[Objective, str | None]:
 
 def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str) -> RecordedEntry:
     value = record.get(objective, record.get("time"))
+    if value is None:
+        field = objective if objective == "time" else f"{objective} or time"
+        raise RecordingError(path, f"cache[{key!r}] has no {field}: nothing was measured")
     metrics = {
         k: float(v)
         for k, v in record.items()

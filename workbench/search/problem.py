@@ -22,7 +22,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from workbench.errors import ConfigError
 from workbench.runners.recordings import Recording
 from workbench.spaces.model import Config, Value, config_label, shape_label
-from workbench.spaces.space import Space
+from workbench.spaces.space import Space, WalkTimeout
 
 #: Spaces up to this many valid points are enumerated (for the default, random and brute-force
 #: samplers, and for escaping duplicate proposals); of a larger one, a uniform sample of this
@@ -184,10 +184,11 @@ class SpaceProblem(Problem):
             # a reservoir: a space a little past the limit is searched on a uniform subset by
             # the samplers that need the valid set, not handed to TPE, whose proposals in a
             # sparse space are almost all invalid
-            walked = self.space.reservoir(
-                ENUMERATE_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
-            )
-            if walked is None:
+            try:
+                walked = self.space.reservoir(
+                    ENUMERATE_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
+                )
+            except WalkTimeout:
                 self._too_large = True
                 return None
             self._valid, self.valid_total = walked
@@ -234,10 +235,13 @@ class RecordedSpaceProblem(SpaceProblem):
         count (its product within the enumeration limit)."""
         if self.cartesian_size > ENUMERATE_LIMIT:
             return None
-        counted = self.space.reservoir(
-            0, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
-        )
-        return None if counted is None else counted[1] - len(self.valid_configs())
+        try:
+            counted = self.space.reservoir(
+                0, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
+            )
+        except WalkTimeout:
+            return None
+        return counted[1] - len(self.valid_configs())
 
     def check_not_empty(self) -> None:
         if self.valid_configs():

@@ -20,6 +20,7 @@ from workbench.errors import ArchError, ExpressionError, SpaceFileError
 from workbench.expressions import Expression
 from workbench.spaces import schema
 from workbench.spaces.model import (
+    MAX_SOURCE_BYTES,
     Constraint,
     ExpectSass,
     Geometry,
@@ -31,6 +32,7 @@ from workbench.spaces.model import (
     SpaceSpec,
     Value,
     WorkModel,
+    source_too_large,
 )
 from workbench.spaces.space import Space
 from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
@@ -249,8 +251,13 @@ class _Builder:
             raise self.err(key, f"{rel!r} lies outside the project root {self.root}")
         if must_be_file and target.is_dir():
             raise self.err(key, f"{what} {rel!r} is a directory ({target})")
+        if must_be_file and target.exists() and not target.is_file():
+            # (a FIFO would block the read that follows for ever)
+            raise self.err(key, f"{what} {rel!r} is not a regular file (a FIFO, socket or device)")
         if must_be_file and not target.is_file():
             raise self.err(key, f"{what} {rel!r} does not exist (looked for {target})")
+        if must_be_file and target.stat().st_size > MAX_SOURCE_BYTES:
+            raise self.err(key, f"{what} {rel!r} is {source_too_large()} ({target})")
         if must_be_dir and not target.is_dir():
             raise self.err(key, f"include directory {rel!r} does not exist (looked for {target})")
         return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,10 @@ from workbench.spaces.schema import Baseline, Distribution, DType, Role
 Value = bool | int | float | str
 Config = dict[str, Value]
 Shape = dict[str, int]
+
+#: The most bytes a kernel source (or a header it includes) may hold: 50x the largest header of
+#: the CUDA toolkit (cuda.h, 1.3 MB); a source is read whole, hashed and handed to NVRTC.
+MAX_SOURCE_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -209,8 +214,25 @@ def space_sha256(spec: SpaceSpec) -> str:
         OSError: either file cannot be read.
     """
     h = hashlib.sha256(spec.path.read_bytes())
-    h.update(spec.source.read_bytes())
+    h.update(read_source(spec.source))
     return h.hexdigest()
+
+
+def read_source(path: Path) -> bytes:
+    """A kernel source's or header's bytes, at most MAX_SOURCE_BYTES of them.
+
+    Raises:
+        OSError: it cannot be read, or it is larger (EFBIG, naming the file and the cap).
+    """
+    with path.open("rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise OSError(errno.EFBIG, source_too_large(), str(path))
+    return data
+
+
+def source_too_large() -> str:
+    return f"larger than {MAX_SOURCE_BYTES // 2**20} MiB, the most a source file may hold"
 
 
 def base_kernel(kernel: str) -> str:

@@ -28,10 +28,69 @@ ENUMERATE_LIMIT = 200_000
 REJECTION_SECONDS = 5.0
 #: ... and the walk (a uniform reservoir sample of every valid config) gives up after this.
 WALK_SECONDS = 120.0
+#: How many values a walk tries between two looks at the clock (tens of ms of walking).
+CLOCK_EVERY = 16_384
 #: Product draws explained when no valid config turns up, to say what rules them out.
 REASON_DRAWS = 1000
 #: Results kept per derived value or constraint while walking (see Space.run_level).
 MEMO_LIMIT = 100_000
+
+
+class WalkTimeout(WorkbenchError):
+    """A walk of the valid configs ran past its deadline; says how far it got."""
+
+    def __init__(self, space: str, seconds: float, visited: int, found: int) -> None:
+        self.seconds = seconds
+        self.visited = visited  #: values the walk tried (partial configs checked)
+        self.found = found  #: valid configs it had found
+        super().__init__(
+            f"{space}: listing the valid configs stopped after {seconds:.0f} s, having checked "
+            f"{visited:,} partial configs and found {found:,} valid"
+        )
+
+
+class _Deadline:
+    """The clock of a walk: the walk yields only valid configs, and in a sparse space hours
+    can pass between two, so the values it tries are counted as it enters each domain and
+    the clock read every CLOCK_EVERY of them (:meth:`timed` wraps the domains)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.perf_counter() + seconds
+        self.visited = 0  #: values tried, i.e. partial configs checked
+        self._next_check = 0  # (a deadline already past stops the walk at once)
+
+    def timed(self, domains: Sequence[Sequence[Value]]) -> list[Sequence[Value]]:
+        return [_TimedValues(self, d) for d in domains]
+
+    def enter(self, values: Sequence[Value]) -> None:
+        self.visited += len(values)
+        if self.visited >= self._next_check:
+            self._next_check = self.visited + CLOCK_EVERY
+            if time.perf_counter() > self.end:
+                raise _OutOfTime
+
+
+class _OutOfTime(Exception):
+    """Raised out of a walk by its _Deadline (caught by the walk's caller)."""
+
+
+class _TimedValues(Sequence[Value]):
+    """A parameter's values, counted (and the clock read) each time a walk loops over them
+    (once per value would cost the walk half its speed)."""
+
+    def __init__(self, deadline: _Deadline, values: Sequence[Value]) -> None:
+        self._deadline = deadline
+        self._values = values
+
+    def __iter__(self) -> Iterator[Value]:
+        self._deadline.enter(self._values)
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+        return self._values[i]
 
 
 @dataclass(frozen=True)
@@ -118,11 +177,17 @@ class Space:
         """Points before constraints."""
         return math.prod(len(p.values) for p in self.spec.parameters)
 
-    def count_valid(self) -> int:
-        """Number of valid configs (walks the pruned tree)."""
+    def count_valid(self, seconds: float | None = None) -> int:
+        """Number of valid configs (walks the pruned tree, for up to ``seconds``, by default
+        WALK_SECONDS).
+
+        Raises:
+            WalkTimeout: the walk took longer (it says how far it got).
+        """
         if self._valid_cache is not None:
             return len(self._valid_cache)
-        return sum(1 for _ in self._walk())
+        seconds = WALK_SECONDS if seconds is None else seconds
+        return self.reservoir(0, random.Random(0), seconds=seconds)[1]
 
     # -- enumeration ---------------------------------------------------------------------
     def iter_valid(self) -> Iterator[Config]:
@@ -321,16 +386,19 @@ class Space:
                 found[values] = None
         else:
             return [dict(zip(self.names, v, strict=True)) for v in found]
-        walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)
-        if walked is None:
+        try:
+            walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)
+        except WalkTimeout as exc:
             why = (
                 "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
             )
             raise WorkbenchError(
                 f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for in "
                 f"{attempts:,} random draws from {self.cartesian_size:,} points, and listing "
-                f"the valid ones took over {WALK_SECONDS:.0f} s: ask for fewer.{why}"
-            )
+                f"the valid ones stopped after {WALK_SECONDS:.0f} s, having checked "
+                f"{exc.visited:,} partial configs and found {exc.found:,} valid: the space is "
+                f"too sparse to sample; ask for fewer, or loosen its constraints.{why}"
+            ) from None
         if not walked[0]:
             raise WorkbenchError(
                 f"{self.spec.name}: no valid config among {self.cartesian_size:,} points; the "
@@ -364,22 +432,27 @@ class Space:
         *,
         fixed: Mapping[str, Value] | None = None,
         seconds: float,
-    ) -> tuple[list[Config], int] | None:
+    ) -> tuple[list[Config], int]:
         """A uniform sample of ``n`` valid configs from one walk of the valid set (all of
         them, in domain order, when there are no more), with ``fixed`` values only, and how
-        many valid configs there are; None when the walk takes longer than ``seconds``."""
-        domains = self._domains(fixed or {})
+        many valid configs there are.
+
+        Raises:
+            WalkTimeout: the walk took longer than ``seconds`` (however few configs it found).
+        """
+        deadline = _Deadline(seconds)
+        domains = deadline.timed(self._domains(fixed or {}))
         kept: list[tuple[Value, ...]] = []
         seen = 0
-        deadline = time.perf_counter() + seconds
-        for values in self._walk(domains):  # (a fixed value prunes the walk, not a filter)
-            if time.perf_counter() > deadline:  # (a few percent of a step of the walk)
-                return None
-            seen += 1
-            if len(kept) < n:
-                kept.append(values)
-            elif (j := rng.randrange(seen)) < n:
-                kept[j] = values
+        try:
+            for values in self._walk(domains):  # (a fixed value prunes the walk, not a filter)
+                seen += 1
+                if len(kept) < n:
+                    kept.append(values)
+                elif n and (j := rng.randrange(seen)) < n:
+                    kept[j] = values
+        except _OutOfTime:
+            raise WalkTimeout(self.spec.name, seconds, deadline.visited, seen) from None
         return [dict(zip(self.names, v, strict=True)) for v in kept], seen
 
     def _reasons(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> str:

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import os
+import shlex
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -768,7 +769,7 @@ def sqlalchemy_url(url: str) -> str:
 def storage_option(shown: str) -> str:
     """`` --storage URL`` for a command line that has to reach the store shown as ``shown``
     (empty for the default store, which needs no option)."""
-    return "" if shown == shown_url(default_store_url()) else f" --storage {shown}"
+    return "" if shown == shown_url(default_store_url()) else f" --storage {shlex.quote(shown)}"
 
 
 def shown_url(url: str) -> str:
@@ -788,6 +789,9 @@ def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> En
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[-1]
         on_disk = bool(path) and path != ":memory:"
+        if on_disk and Path(path).is_dir():  # ($WORKBENCH_STORE or a URL naming a directory)
+            example = Path(path) / "store.sqlite"
+            raise StoreError(f"{path} is a directory: a store is a SQLite file, e.g. {example}")
         if read_only and on_disk:
             if not Path(path).is_file():
                 raise StoreError(f"no store at {path}")
