@@ -346,6 +346,51 @@ def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
     assert rc == 2 and "PostgreSQL" in err
 
 
+def _tune(let_go, args: list[str]) -> tuple[int, str, str]:
+    let_go()
+    return invoke(*args)
+
+
+def _sqlite_studies(path: Path) -> list[tuple]:
+    """(study, evaluations, distinct configs) of every study in a SQLite store, empty ones too."""
+    con = sqlite3.connect(path)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        return con.execute(
+            "SELECT s.name, count(e.id), count(DISTINCT e.config_key) FROM studies s "
+            "LEFT JOIN evaluations e ON e.study_id = s.id GROUP BY s.name ORDER BY s.name"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_sqlite_tunes_started_together_finish_or_are_refused_never_fail(tmp_path: Path) -> None:
+    """``for i in 1 2; do workbench tune --replay ... --study s$i --storage r.sqlite & done``
+    and a second process on s1, 4 times over, on a new file or an existing one (processes let go
+    together, tests/together.py). 7 such rounds of 8 failed: "table meta already exists" on a
+    new file, "UNIQUE constraint failed" on the environment or the study, leaving an empty
+    study. Now both studies are tuned whole, and of the two processes on s1 one tunes it and the
+    other is refused with the "being tuned by another process" message and exit status 2. The
+    replay's pace (0.1 s a config) keeps the winner tuning while the loser reaches the study."""
+    from together import together
+
+    path = tmp_path / "r.sqlite"
+    budget = 20
+    for existing in (False, True, False, True):
+        for leftover in tmp_path.glob("r.sqlite*"):
+            leftover.unlink()
+        if existing:
+            Store(f"sqlite:///{path}").close()
+        args = [tune_args(path, s, budget, "--replay-delay", "0.1") for s in ("s1", "s1", "s2")]
+        got = together([(_tune, (a,)) for a in args])
+        assert all(isinstance(g, tuple) for g in got), got
+        rcs = [rc for rc, _, _ in got]
+        assert rcs[2] == 0 and sorted(rcs[:2]) == [0, 2], got
+        (err,) = [err for rc, _, err in got if rc == 2]
+        assert "is being tuned by another process" in err and "PostgreSQL" in err, err
+        assert _sqlite_studies(path) == [("s1", budget, budget), ("s2", budget, budget)]
+
+
 def _sqlite_count(path: Path) -> int:
     if not path.exists():
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,90 @@ def test_read_only_works_in_a_directory_the_user_may_not_write(
     assert [s.name for s in reader.studies()] == ["k | n=8 | H200"]
     reader.close()
     assert not (tmp_path / "s.sqlite-shm").exists()
+
+
+# -- several processes at once ----------------------------------------------------------------
+def _get_or_create(let_go: Callable[[], None], store_url: str, name: str, open_first: bool):
+    """A process's part in a collision: (let go, then) open the store, (let go, then) get or
+    create the environment (the same for every process) and the study ``name``."""
+    if not open_first:
+        let_go()
+    store = Store(store_url)
+    if open_first:
+        let_go()
+    env = store.environment(DeviceInfo("H200", cc=90, driver="580"))
+    params = [("A", [1, 2])]
+    study = store.study(
+        kernel="k", shape_label="n=8", device_key="H200", parameters=params, name=name
+    )
+    store.close()
+    return env, study.id
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for a store that does not exist yet: a SQLite file, or an empty PostgreSQL
+    database of the throwaway cluster (tests/pg_cluster.py)."""
+    if request.param == "sqlite":
+        return url(tmp_path / "s.sqlite")
+    return request.getfixturevalue("pg_cluster").database()
+
+
+def _reset(store_url: str) -> None:
+    """Back to no store at all: the SQLite file removed, or every PostgreSQL table dropped."""
+    if store_url.startswith("sqlite"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(store_url.split(":///", 1)[1] + suffix).unlink(missing_ok=True)
+        return
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new store", "existing store"])
+def test_processes_getting_or_creating_together_get_one_row_each(
+    any_store_url: str, existing: bool
+) -> None:
+    """Processes started together on one store (documented as supported for different
+    studies), 6 times over: each gets or creates the environment (the same for all) and its
+    study, two of them the same study. On a store that did not exist, creating its tables took
+    no lock on SQLite ("table meta already exists"); on an existing one, the select-then-insert
+    of an environment or study lost the race with "UNIQUE constraint failed" (a duplicate key
+    on PostgreSQL): 9 and 10 rounds of 10 failed. Now every process gets the one row."""
+    from together import together
+
+    names = ["s1", "s2", "s1"]
+    for _ in range(6):
+        _reset(any_store_url)
+        if existing:  # the tables are there: the processes collide on the rows
+            Store(any_store_url).close()
+        got = together([(_get_or_create, (any_store_url, n, existing)) for n in names])
+        assert all(isinstance(g, tuple) for g in got), got
+        assert len({env for env, _ in got}) == 1, got
+        assert got[0][1] == got[2][1] != got[1][1], got
+
+
+def _open(let_go: Callable[[], None], store_url: str) -> int:
+    let_go()
+    Store(store_url).close()
+    return 0
+
+
+def test_processes_opening_an_older_store_together_migrate_it_once(tmp_path: Path) -> None:
+    """Three processes opening a version-1 store at once: one migrates it, the others find it
+    migrated (each ran the migration: "duplicate column name: replay_note")."""
+    from together import together
+
+    path = tmp_path / "s.sqlite"
+    for _ in range(3):
+        path.unlink(missing_ok=True)
+        store = Store(url(path))
+        study, env, run = fill(store)
+        store.record(study, run, env, {"A": 2}, Measurement(TrialOutcome.OK, value=1.5))
+        store.close()
+        as_version_1(path)
+        assert together([(_open, (url(path),))] * 3) == [0, 0, 0]
+        reader = Store(url(path), read_only=True)
+        assert reader.best(reader.studies()[0]).measurement.value == 1.5
+        reader.close()

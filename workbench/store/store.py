@@ -12,10 +12,11 @@ import hashlib
 import json
 import os
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import create_engine, delete, event, func, inspect, make_url, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -27,6 +28,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import Select
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -44,6 +46,8 @@ from workbench.store.models import (
     Study,
     utcnow,
 )
+
+_Row = TypeVar("_Row")
 
 STORE_ENV = "WORKBENCH_STORE"
 DEFAULT_STORE = Path(".workbench") / "store.sqlite"
@@ -175,8 +179,14 @@ class Store:
         from workbench.store.migrations import migrate
 
         with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":  # workers starting together create tables once
+            # processes opening a store together create (or migrate) its tables once: the first
+            # one holds the lock until its tables are committed, the others then find them
+            if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PREPARE_LOCK})
+            elif conn.dialect.name == "sqlite" and not self.read_only:
+                # the write lock up front (waiting up to the lock timeout), and the DDL inside
+                # the transaction: Python's sqlite3 runs CREATE TABLE outside one otherwise
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
             tables = set(self.engine.dialect.get_table_names(conn))
             if tables and "meta" not in tables:
                 raise StoreError(
@@ -271,26 +281,25 @@ class Store:
         }
         fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         with self.session() as s:
-            found = s.scalar(select(Environment.id).where(Environment.fingerprint == fingerprint))
-            if found is not None:
-                return found
-            env = Environment(
-                fingerprint=fingerprint,
-                gpu_name=device.name,
-                gpu_uuid=device.uuid,
-                cc=device.cc,
-                driver=device.driver,
-                cuda=device.cuda,
-                toolkit=device.toolkit,
-                sm_clock_max_mhz=device.sm_clock_max_mhz,
-                memory_clock_mhz=device.memory_clock_mhz,
-                hostname=fields["hostname"],
-                git_commit=git_commit,
-                git_dirty=git_dirty,
-                replay_source=replay_source,
+            env = _get_or_create(
+                s,
+                select(Environment).where(Environment.fingerprint == fingerprint),
+                lambda: Environment(
+                    fingerprint=fingerprint,
+                    gpu_name=device.name,
+                    gpu_uuid=device.uuid,
+                    cc=device.cc,
+                    driver=device.driver,
+                    cuda=device.cuda,
+                    toolkit=device.toolkit,
+                    sm_clock_max_mhz=device.sm_clock_max_mhz,
+                    memory_clock_mhz=device.memory_clock_mhz,
+                    hostname=fields["hostname"],
+                    git_commit=git_commit,
+                    git_dirty=git_dirty,
+                    replay_source=replay_source,
+                ),
             )
-            s.add(env)
-            s.flush()
             return env.id
 
     def study(
@@ -319,9 +328,10 @@ class Store:
         name = name or study_name(kernel, shape_label, device_key)
         params = [[n, list(v)] for n, v in parameters]
         with self.session() as s:
-            row = s.scalar(select(Study).where(Study.name == name))
-            if row is None:
-                row = Study(
+            row = _get_or_create(
+                s,
+                select(Study).where(Study.name == name),
+                lambda: Study(
                     name=name,
                     kernel=kernel,
                     shape_label=shape_label,
@@ -336,10 +346,9 @@ class Store:
                     replay_note=replay_note,
                     recorded_optimum=recorded_optimum,
                     work=dict(work) if work else None,
-                )
-                s.add(row)
-                s.flush()
-            elif [p[0] for p in row.parameters] != [p[0] for p in params]:
+                ),
+            )
+            if [p[0] for p in row.parameters] != [p[0] for p in params]:
                 raise StoreError(
                     f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
                     f"the space now has {[p[0] for p in params]}: use --study to start a new one"
@@ -713,6 +722,31 @@ def _study_info(row: Study) -> StudyInfo:
         space_path=row.space_path,
         space_sha256=row.space_sha256,
     )
+
+
+def _get_or_create(s: Session, query: Select, make: Callable[[], _Row]) -> _Row:
+    """The row ``query`` finds, else ``make()`` inserted. Processes getting the same row at
+    once (two studies on one machine: one environment) both find none and insert: the
+    loser's insert breaks a unique key, and it reads the winner's row instead of failing.
+    ``s`` must hold nothing else yet (a lost race rolls it back).
+
+    Raises:
+        IntegrityError: the insert broke a constraint, and still no row is found.
+    """
+    found = s.scalar(query)
+    if found is not None:
+        return found
+    row = make()
+    s.add(row)
+    try:
+        s.flush()
+        return row
+    except IntegrityError:
+        s.rollback()  # another process inserted the same key first: read its row
+        found = s.scalar(query)
+        if found is None:
+            raise
+        return found
 
 
 #: Advisory lock key serialising schema creation/migration on PostgreSQL ("wbschema").
