@@ -1,16 +1,21 @@
-"""The store: round trips, one evaluation per config, schema versions, damage, locks."""
+"""The store: round trips, one evaluation per config, schema versions, damage, locks, several
+processes at once, runs whose process is gone."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, update
 
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store, StoreError
-from workbench.store.models import SCHEMA_VERSION
+from workbench.store.models import SCHEMA_VERSION, Run
 
 
 def url(path: Path) -> str:
@@ -121,11 +126,15 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
 
 
 def as_version_1(path: Path) -> None:
-    """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``)."""
+    """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``,
+    no ``runs.host``, ``pid``, ``pid_scope``)."""
     edit(
         path,
         "ALTER TABLE studies DROP COLUMN replay_note",
         "ALTER TABLE runs DROP COLUMN drift",
+        "ALTER TABLE runs DROP COLUMN host",
+        "ALTER TABLE runs DROP COLUMN pid",
+        "ALTER TABLE runs DROP COLUMN pid_scope",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
 
@@ -400,3 +409,77 @@ def test_processes_opening_an_older_store_together_migrate_it_once(tmp_path: Pat
         reader = Store(url(path), read_only=True)
         assert reader.best(reader.studies()[0]).measurement.value == 1.5
         reader.close()
+
+
+# -- runs whose process is gone ---------------------------------------------------------------
+def _hold_a_run(store_url: str, started) -> None:
+    """A process with a running run of study k | n=8 | H200, until it is killed."""
+    store = Store(store_url)
+    params = [("A", [1, 2, 3])]
+    study = store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=params)
+    store.start_run(study, None)
+    started.set()
+    time.sleep(600)
+
+
+def _statuses(store: Store) -> list[str]:
+    with store.session() as s:
+        return list(s.scalars(select(Run.status).order_by(Run.id)))
+
+
+@contextlib.contextmanager
+def _processes_holding_runs(store_url: str, n: int) -> Iterator[list]:
+    """``n`` processes, each with a running run of study k (:func:`_hold_a_run`); any still
+    alive at the end is killed."""
+    ctx = multiprocessing.get_context("fork")
+    holders = []
+    try:
+        for _ in range(n):
+            started = ctx.Event()
+            holders.append(ctx.Process(target=_hold_a_run, args=(store_url, started)))
+            holders[-1].start()
+            assert started.wait(60)
+        yield holders
+    finally:
+        for p in holders:
+            p.kill()
+            p.join()
+
+
+def _wait_for_zombie(pid: int) -> None:
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 30
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_killed_process_run_is_abandoned_when_its_study_is_next_opened(
+    any_store_url: str,
+) -> None:
+    """A run whose process was killed (kill -9) stayed "running" for ever. Opening its study
+    (``Store.study``, as tune and worker do) now marks it abandoned when its process is provably
+    gone: a process of this host (same boot, same pid namespace) that no longer exists, or is
+    a zombie not yet reaped. A live process's run and a run of another host (a PostgreSQL
+    worker elsewhere: its pid means nothing here) stay running."""
+    store = Store(any_store_url)
+    study, env, _ = fill(store)  # (this process's own run: alive)
+    with _processes_holding_runs(any_store_url, 2) as (killed, alive):
+        killed.kill()  # SIGKILL
+        killed.join()
+        elsewhere = store.start_run(study, env)  # as if on another host, with the killed pid
+        with store.session() as s:
+            s.execute(
+                update(Run)
+                .where(Run.id == elsewhere)
+                .values(pid=killed.pid, pid_scope="another-boot pid:[4026531836]", host="node7")
+            )
+        assert _statuses(store) == ["running"] * 4
+        assert fill(store)[0] == study  # the study opened again (and a run started)
+        assert _statuses(store) == ["running", "abandoned", "running", "running", "running"]
+        alive.kill()  # killed, not yet reaped: a zombie
+        _wait_for_zombie(alive.pid)
+        params = [("A", [1, 2, 3])]
+        store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=params)
+        assert _statuses(store) == ["running", "abandoned", "abandoned", "running", "running"]
+    assert store.run_statuses(study) == {"running": 3, "abandoned": 2}
+    store.close()

@@ -8,6 +8,7 @@ finished. Reports and exports read from here only.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -18,7 +19,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import create_engine, delete, event, func, inspect, make_url, select, text
+from sqlalchemy import (
+    create_engine,
+    delete,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import (
     ArgumentError,
@@ -353,7 +364,9 @@ class Store:
                     f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
                     f"the space now has {[p[0] for p in params]}: use --study to start a new one"
                 )
-            return _study_info(row)
+            info = _study_info(row)
+        self.abandon_gone_runs(info)
+        return info
 
     def studies(self) -> list[StudyInfo]:
         with self.reading("studies"), self.session() as s:
@@ -410,10 +423,53 @@ class Store:
                 budget=dict(budget) if budget else None,
                 command=command,
                 label=label,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                pid_scope=process_scope(),
             )
             s.add(run)
             s.flush()
             return run.id
+
+    def abandon_gone_runs(self, study: StudyInfo, *, none_alive: bool = False) -> int:
+        """Mark ``abandoned`` the study's running runs whose process is gone (one killed with
+        ``kill -9`` never said how its run ended): those of this host (this process scope)
+        whose pid has ended, or, with ``none_alive``, every one but this process's (the caller
+        holds the study's SQLite lock, which every run of the study holds while it lives).
+        Runs of other hosts are left alone (a PostgreSQL worker elsewhere may be alive).
+        Returns how many. A read-only store is not changed (0)."""
+        if self.read_only:
+            return 0
+        scope = process_scope()
+        with self.session() as s:
+            running = s.execute(
+                select(Run.id, Run.pid, Run.pid_scope).where(
+                    Run.study_id == study.id, Run.status == RUNNING
+                )
+            ).all()
+            if none_alive:
+                gone = [r.id for r in running if (r.pid, r.pid_scope) != (os.getpid(), scope)]
+            else:
+                here = [r for r in running if scope is not None and r.pid_scope == scope]
+                gone = [r.id for r in here if r.pid is not None and _process_gone(r.pid)]
+            if gone:  # (only while still running: a run that ended meanwhile keeps its status)
+                s.execute(
+                    update(Run)
+                    .where(Run.id.in_(gone), Run.status == RUNNING)
+                    .values(status=ABANDONED)
+                )
+            return len(gone)
+
+    def run_statuses(self, study: StudyInfo) -> dict[str, int]:
+        """How many runs of the study are in each status (running, finished, abandoned...)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(Run.status, func.count(Run.id))
+                .where(Run.study_id == study.id)
+                .group_by(Run.status)
+                .order_by(func.min(Run.id))
+            ).all()
+            return {status: n for status, n in rows}
 
     def record_drift(self, run_id: int, checks: Sequence[Mapping[str, object]]) -> None:
         """Store the run's drift checks so far (every one, replacing the previous list)."""
@@ -551,6 +607,9 @@ class Store:
         ``<file>.lock``, so a killed process releases it. Other databases: no-op (shared
         studies on PostgreSQL are coordinated by ``workbench worker``).
 
+        Taking the lock marks the runs of the study left ``running`` by killed processes
+        ``abandoned`` (none can be alive: each held the lock).
+
         Raises:
             StoreError: another process holds the study.
         """
@@ -574,6 +633,7 @@ class Store:
                     "postgresql://USER@HOST/DB --study NAME, then workbench worker (README, "
                     "Scale-out)"
                 ) from None
+            self.abandon_gone_runs(study, none_alive=True)
             yield
         finally:
             os.close(fd)  # releases the lock
@@ -722,6 +782,41 @@ def _study_info(row: Study) -> StudyInfo:
         space_path=row.space_path,
         space_sha256=row.space_sha256,
     )
+
+
+#: Run statuses the store itself sets (the others: finished, interrupted, failed).
+RUNNING = "running"
+ABANDONED = "abandoned"
+
+
+@functools.cache
+def process_scope() -> str | None:
+    """Where a pid names one process: this boot of the kernel and this pid namespace (a
+    container has its own, and may share another's host name). None where that cannot be read
+    (not Linux): no run is then judged by its pid."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this scope has ended: no such process, or a zombie (killed,
+    not yet reaped by its parent). Another user's process exists (the signal is refused)."""
+    if pid <= 0 or pid == os.getpid():  # (0 and negative pids name process groups)
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
 
 
 def _get_or_create(s: Session, query: Select, make: Callable[[], _Row]) -> _Row:
