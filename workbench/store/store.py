@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import socket
+import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -519,8 +521,6 @@ class Store:
     def _record_sqlite(self, study: StudyInfo, row: dict[str, object]) -> int:
         """The per-trial insert on SQLite through the DB-API connection (SQLAlchemy's statement
         handling cost about as much as the commit): same columns, same encodings."""
-        import sqlite3
-
         if self._raw is None:
             self._raw = self.engine.raw_connection()
         values = [_SQLITE_ENCODE.get(col, _same)(row[col]) for col in _COLUMNS]
@@ -898,13 +898,28 @@ def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> En
         def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
             if not read_only:  # (a store is written in WAL mode: reading it needs no change)
-                cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+                _wal_mode(cur, lock_timeout_s)  # readers never block the writer
                 cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _wal_mode(cur: sqlite3.Cursor, lock_timeout_s: float) -> None:
+    """Put the file in WAL mode. Switching a new file takes a lock SQLite does not wait for
+    (it answered "database is locked" at once to 1 of 180 processes opening a new store
+    together): retried until the lock timeout; on a file already in WAL mode it is a no-op."""
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _explain(exc: BaseException) -> str:
