@@ -11,6 +11,7 @@ process start (seconds of imports) each.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -202,6 +203,12 @@ def test_kill_9_mid_trial_recovers_and_a_restarted_worker_resumes(pg_cluster) ->
     assert len({tuple(sorted(t.params.items())) for t in complete}) == budget
     rows = store_rows(url)
     assert len(rows) == budget == len({r[0] for r in rows})  # nothing lost or duplicated
+    # the killed worker's run: abandoned by the restarted one, which opened the study on this
+    # host when the killed process was gone; the others finished
+    with psycopg.connect(url) as conn:
+        runs = conn.execute("SELECT label, status FROM runs ORDER BY id").fetchall()
+    assert sorted(status for label, status in runs if victim_key in f":{label}:") == ["abandoned"]
+    assert sorted(status for _, status in runs) == ["abandoned", "finished", "finished"], runs
     # status judges the killed worker by the study's grace (3 s), not its own default (60 s)
     wait_for(lambda: time.time() - killed_at > 4, 10, "the study's grace to pass")
     rc, out, err = invoke("status", "--storage", url, "--study", "k", "--json")
@@ -346,6 +353,87 @@ def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
     assert rc == 2 and "PostgreSQL" in err
 
 
+def _tune(let_go, args: list[str]) -> tuple[int, str, str]:
+    let_go()
+    return invoke(*args)
+
+
+def _sqlite_studies(path: Path) -> list[tuple]:
+    """(study, evaluations, distinct configs) of every study in a SQLite store, empty ones too."""
+    con = sqlite3.connect(path)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        return con.execute(
+            "SELECT s.name, count(e.id), count(DISTINCT e.config_key) FROM studies s "
+            "LEFT JOIN evaluations e ON e.study_id = s.id GROUP BY s.name ORDER BY s.name"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_sqlite_tunes_started_together_finish_or_are_refused_never_fail(tmp_path: Path) -> None:
+    """``for i in 1 2; do workbench tune --replay ... --study s$i --storage r.sqlite & done``
+    and a second process on s1, 3 times over, on a new file or an existing one (processes let go
+    together, tests/together.py). 7 such rounds of 8 failed: "table meta already exists" on a
+    new file, "UNIQUE constraint failed" on the environment or the study, leaving an empty
+    study. Now both studies are tuned whole, and of the two processes on s1 one tunes it and the
+    other is refused with the "being tuned by another process" message and exit status 2. The
+    replay's pace (0.1 s a config) keeps the winner tuning while the loser reaches the study."""
+    from together import together
+
+    path = tmp_path / "r.sqlite"
+    budget = 20
+    for existing in (False, True, False):
+        for leftover in tmp_path.glob("r.sqlite*"):
+            leftover.unlink()
+        if existing:
+            Store(f"sqlite:///{path}").close()
+        args = [tune_args(path, s, budget, "--replay-delay", "0.1") for s in ("s1", "s1", "s2")]
+        got = together([(_tune, (a,)) for a in args])
+        assert all(isinstance(g, tuple) for g in got), got
+        rcs = [rc for rc, _, _ in got]
+        assert rcs[2] == 0 and sorted(rcs[:2]) == [0, 2], got
+        (err,) = [err for rc, _, err in got if rc == 2]
+        assert "is being tuned by another process" in err and "PostgreSQL" in err, err
+        assert _sqlite_studies(path) == [("s1", budget, budget), ("s2", budget, budget)]
+
+
+def _tune_in_this_process(args: list[str]) -> None:
+    invoke(*args)
+
+
+def test_sqlite_a_killed_tune_is_abandoned_when_its_study_is_next_tuned(tmp_path: Path) -> None:
+    """A tune killed with kill -9 left its run "running" for ever (a report showed ten of them
+    beside the finished one). The next tune of the study holds its lock, under which every run
+    of the study lived: the killed run is marked abandoned, whatever it recorded of its process
+    (here nothing, as in a store from before runs recorded it), and store list says so."""
+    import multiprocessing
+
+    path = tmp_path / "store.sqlite"
+    args = tune_args(path, "k", 200, "--replay-delay", "0.05")
+    killed = multiprocessing.get_context("fork").Process(target=_tune_in_this_process, args=(args,))
+    killed.start()
+    wait_for(lambda: _sqlite_count(path) > 0, 60, "the tune to store something")
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.join()
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT status FROM runs").fetchall() == [("running",)]
+        con.execute("UPDATE runs SET host = NULL, pid = NULL, pid_scope = NULL")
+    con.close()
+    rc, _, err = invoke(*tune_args(path, "k", 5))  # (already more: nothing new to evaluate)
+    assert rc == 0, err
+    with sqlite3.connect(path) as con:
+        statuses = con.execute("SELECT status FROM runs ORDER BY id").fetchall()
+    con.close()
+    assert statuses == [("abandoned",), ("finished",)]
+    rc, out, _ = invoke("store", "list", "--storage", str(path), "--json")
+    assert json.loads(out)["studies"][0]["runs"] == {"abandoned": 1, "finished": 1}
+    rc, _, err = invoke("report", "--storage", str(path), "--out", str(tmp_path / "pages"))
+    pages = "".join(p.read_text() for p in (tmp_path / "pages").glob("*.html"))
+    assert rc == 0 and "<td>abandoned</td>" in pages, err
+    assert "abandoned: the process of the run ended without saying how" in pages
+
+
 def _sqlite_count(path: Path) -> int:
     if not path.exists():
         return 0
@@ -461,6 +549,8 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
     with psycopg.connect(url) as db:
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")
         db.execute("ALTER TABLE runs DROP COLUMN drift")
+        for column in ("host", "pid", "pid_scope"):
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     store = Store(url)
     (again,) = store.studies()

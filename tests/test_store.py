@@ -1,15 +1,21 @@
-"""The store: round trips, one evaluation per config, schema versions, damage, locks."""
+"""The store: round trips, one evaluation per config, schema versions, damage, locks, several
+processes at once, runs whose process is gone."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, update
 
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store, StoreError
-from workbench.store.models import SCHEMA_VERSION
+from workbench.store.models import SCHEMA_VERSION, Run
 
 
 def url(path: Path) -> str:
@@ -120,11 +126,15 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
 
 
 def as_version_1(path: Path) -> None:
-    """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``)."""
+    """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``,
+    no ``runs.host``, ``pid``, ``pid_scope``)."""
     edit(
         path,
         "ALTER TABLE studies DROP COLUMN replay_note",
         "ALTER TABLE runs DROP COLUMN drift",
+        "ALTER TABLE runs DROP COLUMN host",
+        "ALTER TABLE runs DROP COLUMN pid",
+        "ALTER TABLE runs DROP COLUMN pid_scope",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
 
@@ -312,3 +322,164 @@ def test_read_only_works_in_a_directory_the_user_may_not_write(
     assert [s.name for s in reader.studies()] == ["k | n=8 | H200"]
     reader.close()
     assert not (tmp_path / "s.sqlite-shm").exists()
+
+
+# -- several processes at once ----------------------------------------------------------------
+def _get_or_create(let_go: Callable[[], None], store_url: str, name: str, open_first: bool):
+    """A process's part in a collision: (let go, then) open the store, (let go, then) get or
+    create the environment (the same for every process) and the study ``name``."""
+    if not open_first:
+        let_go()
+    store = Store(store_url)
+    if open_first:
+        let_go()
+    env = store.environment(DeviceInfo("H200", cc=90, driver="580"))
+    params = [("A", [1, 2])]
+    study = store.study(
+        kernel="k", shape_label="n=8", device_key="H200", parameters=params, name=name
+    )
+    store.close()
+    return env, study.id
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for a store that does not exist yet: a SQLite file, or an empty PostgreSQL
+    database of the throwaway cluster (tests/pg_cluster.py)."""
+    if request.param == "sqlite":
+        return url(tmp_path / "s.sqlite")
+    return request.getfixturevalue("pg_cluster").database()
+
+
+def _reset(store_url: str) -> None:
+    """Back to no store at all: the SQLite file removed, or every PostgreSQL table dropped."""
+    if store_url.startswith("sqlite"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(store_url.split(":///", 1)[1] + suffix).unlink(missing_ok=True)
+        return
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new store", "existing store"])
+def test_processes_getting_or_creating_together_get_one_row_each(
+    any_store_url: str, existing: bool
+) -> None:
+    """Processes started together on one store (documented as supported for different
+    studies), 6 times over: each gets or creates the environment (the same for all) and its
+    study, two of them the same study. On a store that did not exist, creating its tables took
+    no lock on SQLite ("table meta already exists"); on an existing one, the select-then-insert
+    of an environment or study lost the race with "UNIQUE constraint failed" (a duplicate key
+    on PostgreSQL): 9 and 10 rounds of 10 failed. Now every process gets the one row."""
+    from together import together
+
+    names = ["s1", "s2", "s1"]
+    for _ in range(6):
+        _reset(any_store_url)
+        if existing:  # the tables are there: the processes collide on the rows
+            Store(any_store_url).close()
+        got = together([(_get_or_create, (any_store_url, n, existing)) for n in names])
+        assert all(isinstance(g, tuple) for g in got), got
+        assert len({env for env, _ in got}) == 1, got
+        assert got[0][1] == got[2][1] != got[1][1], got
+
+
+def _open(let_go: Callable[[], None], store_url: str) -> int:
+    let_go()
+    Store(store_url).close()
+    return 0
+
+
+def test_processes_opening_an_older_store_together_migrate_it_once(tmp_path: Path) -> None:
+    """Three processes opening a version-1 store at once: one migrates it, the others find it
+    migrated (each ran the migration: "duplicate column name: replay_note")."""
+    from together import together
+
+    path = tmp_path / "s.sqlite"
+    for _ in range(3):
+        path.unlink(missing_ok=True)
+        store = Store(url(path))
+        study, env, run = fill(store)
+        store.record(study, run, env, {"A": 2}, Measurement(TrialOutcome.OK, value=1.5))
+        store.close()
+        as_version_1(path)
+        assert together([(_open, (url(path),))] * 3) == [0, 0, 0]
+        reader = Store(url(path), read_only=True)
+        assert reader.best(reader.studies()[0]).measurement.value == 1.5
+        reader.close()
+
+
+# -- runs whose process is gone ---------------------------------------------------------------
+def _hold_a_run(store_url: str, started) -> None:
+    """A process with a running run of study k | n=8 | H200, until it is killed."""
+    store = Store(store_url)
+    params = [("A", [1, 2, 3])]
+    study = store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=params)
+    store.start_run(study, None)
+    started.set()
+    time.sleep(600)
+
+
+def _statuses(store: Store) -> list[str]:
+    with store.session() as s:
+        return list(s.scalars(select(Run.status).order_by(Run.id)))
+
+
+@contextlib.contextmanager
+def _processes_holding_runs(store_url: str, n: int) -> Iterator[list]:
+    """``n`` processes, each with a running run of study k (:func:`_hold_a_run`); any still
+    alive at the end is killed."""
+    ctx = multiprocessing.get_context("fork")
+    holders = []
+    try:
+        for _ in range(n):
+            started = ctx.Event()
+            holders.append(ctx.Process(target=_hold_a_run, args=(store_url, started)))
+            holders[-1].start()
+            assert started.wait(60)
+        yield holders
+    finally:
+        for p in holders:
+            p.kill()
+            p.join()
+
+
+def _wait_for_zombie(pid: int) -> None:
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 30
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_killed_process_run_is_abandoned_when_its_study_is_next_opened(
+    any_store_url: str,
+) -> None:
+    """A run whose process was killed (kill -9) stayed "running" for ever. Opening its study
+    (``Store.study``, as tune and worker do) now marks it abandoned when its process is provably
+    gone: a process of this host (same boot, same pid namespace) that no longer exists, or is
+    a zombie not yet reaped. A live process's run and a run of another host (a PostgreSQL
+    worker elsewhere: its pid means nothing here) stay running."""
+    store = Store(any_store_url)
+    study, env, _ = fill(store)  # (this process's own run: alive)
+    with _processes_holding_runs(any_store_url, 2) as (killed, alive):
+        killed.kill()  # SIGKILL
+        killed.join()
+        elsewhere = store.start_run(study, env)  # as if on another host, with the killed pid
+        with store.session() as s:
+            s.execute(
+                update(Run)
+                .where(Run.id == elsewhere)
+                .values(pid=killed.pid, pid_scope="another-boot pid:[4026531836]", host="node7")
+            )
+        assert _statuses(store) == ["running"] * 4
+        assert fill(store)[0] == study  # the study opened again (and a run started)
+        assert _statuses(store) == ["running", "abandoned", "running", "running", "running"]
+        alive.kill()  # killed, not yet reaped: a zombie
+        _wait_for_zombie(alive.pid)
+        params = [("A", [1, 2, 3])]
+        store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=params)
+        assert _statuses(store) == ["running", "abandoned", "abandoned", "running", "running"]
+    assert store.run_statuses(study) == {"running": 3, "abandoned": 2}
+    store.close()

@@ -74,7 +74,7 @@ def list_studies(
     storage: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Every study: kernel, shape, device, evaluations, best value, source."""
+    """Every study: kernel, shape, device, evaluations, best value, source, runs by status."""
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         rows = []
@@ -95,13 +95,15 @@ def list_studies(
                     "source": s.replay_source
                     or ("compiled only" if s.compile_only else "measured"),
                     "replay_note": s.replay_note,
+                    "runs": store.run_statuses(s),  # status -> count (abandoned: killed)
                 }
             )
         if as_json:
             print(json.dumps({"store": store.shown_url, "studies": rows}, indent=1))
             return
         table = Table(title=f"studies in {shown(store.shown_url)}")
-        for col in ("id", "kernel", "shape", "device", "evals", "failed", "best", "source"):
+        columns = ("id", "kernel", "shape", "device", "evals", "failed", "best", "source", "runs")
+        for col in columns:
             table.add_column(col, overflow="fold")
         for r in rows:
             best = f"{r['best_value']:.5g} {r['unit']}" if r["best_value"] is not None else "-"
@@ -114,6 +116,7 @@ def list_studies(
                 str(r["failed"]),
                 shown(best),
                 shown(r["source"]),
+                ", ".join(f"{n} {status}" for status, n in r["runs"].items()) or "-",
             )
         console.print(table)
 

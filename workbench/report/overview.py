@@ -105,6 +105,11 @@ def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
             ],
         )
     )
+    if any(r.status == "abandoned" for r in data.runs):
+        sec.note(
+            "abandoned: the process of the run ended without saying how (killed, or its machine "
+            "lost); found when the study was next opened."
+        )
     _drift(sec, data)
     _best(sec, data, space, why)
     if baselines:

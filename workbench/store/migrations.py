@@ -24,8 +24,19 @@ def _add_run_drift(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs ADD COLUMN drift JSON"))
 
 
+def _add_run_process(conn: Connection) -> None:
+    """3 -> 4: ``runs.host``, ``runs.pid``, ``runs.pid_scope`` (unknown for the runs already
+    there: they are judged by the study's lock alone, see ``Store.abandon_gone_runs``)."""
+    for column in ("host VARCHAR(200)", "pid INTEGER", "pid_scope VARCHAR(100)"):
+        conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column}"))
+
+
 #: version -> function migrating a connection from that version to the next one
-STEPS: dict[int, Callable[[Connection], None]] = {1: _add_replay_note, 2: _add_run_drift}
+STEPS: dict[int, Callable[[Connection], None]] = {
+    1: _add_replay_note,
+    2: _add_run_drift,
+    3: _add_run_process,
+}
 
 
 def migrate(conn: Connection, version: int) -> None:

@@ -26,7 +26,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: 2: ``studies.replay_note`` (why a replayed recording is tuned on another objective, or that
 #: it was cut short)
 #: 3: ``runs.drift`` (the re-timings of a run's reference config, :mod:`workbench.search.drift`)
-SCHEMA_VERSION = 3
+#: 4: ``runs.host``, ``runs.pid``, ``runs.pid_scope`` (the process a run is in, so that one killed
+#: is found abandoned)
+SCHEMA_VERSION = 4
 
 
 def utcnow() -> dt.datetime:
@@ -91,7 +93,12 @@ class Study(Base):
 
 
 class Run(Base):
-    """One invocation of ``workbench tune`` (or record, or run) on a study."""
+    """One invocation of ``workbench tune`` (or record, or run) on a study.
+
+    ``status``: running, finished, interrupted, failed, or abandoned (its process was killed
+    without saying how it ended: found so when the study is next opened, see
+    :meth:`workbench.store.Store.abandon_gone_runs`).
+    """
 
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -108,6 +115,11 @@ class Run(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     #: re-timings of the run's reference config: [{after, config, verdict, ratio, ...}]
     drift: Mapped[list | None] = mapped_column(JSON)
+    #: the process running it: host name, pid, and where that pid names one process (this boot
+    #: of the kernel and this pid namespace, see :func:`workbench.store.store.process_scope`)
+    host: Mapped[str | None] = mapped_column(String(200))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_scope: Mapped[str | None] = mapped_column(String(100))
     study: Mapped[Study] = relationship(back_populates="runs")
 
 

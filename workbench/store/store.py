@@ -8,18 +8,32 @@ finished. Reports and exports read from here only.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import itertools
 import json
 import os
 import shlex
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from sqlalchemy import create_engine, delete, event, func, inspect, make_url, select, text
+from sqlalchemy import (
+    create_engine,
+    delete,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import (
     ArgumentError,
@@ -29,6 +43,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import Select
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -46,6 +61,8 @@ from workbench.store.models import (
     Study,
     utcnow,
 )
+
+_Row = TypeVar("_Row")
 
 STORE_ENV = "WORKBENCH_STORE"
 DEFAULT_STORE = Path(".workbench") / "store.sqlite"
@@ -189,8 +206,14 @@ class Store:
         from workbench.store.migrations import migrate
 
         with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":  # workers starting together create tables once
+            # processes opening a store together create (or migrate) its tables once: the first
+            # one holds the lock until its tables are committed, the others then find them
+            if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PREPARE_LOCK})
+            elif conn.dialect.name == "sqlite" and not self.read_only:
+                # the write lock up front (waiting up to the lock timeout), and the DDL inside
+                # the transaction: Python's sqlite3 runs CREATE TABLE outside one otherwise
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
             tables = set(self.engine.dialect.get_table_names(conn))
             if tables and "meta" not in tables:
                 raise StoreError(
@@ -285,26 +308,25 @@ class Store:
         }
         fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         with self.session() as s:
-            found = s.scalar(select(Environment.id).where(Environment.fingerprint == fingerprint))
-            if found is not None:
-                return found
-            env = Environment(
-                fingerprint=fingerprint,
-                gpu_name=device.name,
-                gpu_uuid=device.uuid,
-                cc=device.cc,
-                driver=device.driver,
-                cuda=device.cuda,
-                toolkit=device.toolkit,
-                sm_clock_max_mhz=device.sm_clock_max_mhz,
-                memory_clock_mhz=device.memory_clock_mhz,
-                hostname=fields["hostname"],
-                git_commit=git_commit,
-                git_dirty=git_dirty,
-                replay_source=replay_source,
+            env = _get_or_create(
+                s,
+                select(Environment).where(Environment.fingerprint == fingerprint),
+                lambda: Environment(
+                    fingerprint=fingerprint,
+                    gpu_name=device.name,
+                    gpu_uuid=device.uuid,
+                    cc=device.cc,
+                    driver=device.driver,
+                    cuda=device.cuda,
+                    toolkit=device.toolkit,
+                    sm_clock_max_mhz=device.sm_clock_max_mhz,
+                    memory_clock_mhz=device.memory_clock_mhz,
+                    hostname=fields["hostname"],
+                    git_commit=git_commit,
+                    git_dirty=git_dirty,
+                    replay_source=replay_source,
+                ),
             )
-            s.add(env)
-            s.flush()
             return env.id
 
     def study(
@@ -335,14 +357,14 @@ class Store:
         name = name or study_name(kernel, shape_label, device_key)
         params = [[n, list(v)] for n, v in parameters]
         with self.session() as s:
-            row = s.scalar(select(Study).where(Study.name == name))
-            if row is not None and fresh:
+            if fresh and s.scalar(select(Study.id).where(Study.name == name)) is not None:
                 like = Study.name.startswith(name, autoescape=True)
                 taken = set(s.scalars(select(Study.name).where(like)))
                 name = next(n for k in itertools.count(2) if (n := f"{name} #{k}") not in taken)
-                row = None
-            if row is None:
-                row = Study(
+            row = _get_or_create(
+                s,
+                select(Study).where(Study.name == name),
+                lambda: Study(
                     name=name,
                     kernel=kernel,
                     shape_label=shape_label,
@@ -357,16 +379,17 @@ class Store:
                     replay_note=replay_note,
                     recorded_optimum=recorded_optimum,
                     work=dict(work) if work else None,
-                )
-                s.add(row)
-                s.flush()
-            elif [p[0] for p in row.parameters] != [p[0] for p in params]:
+                ),
+            )
+            if [p[0] for p in row.parameters] != [p[0] for p in params]:
                 raise StoreError(
                     f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
                     f"the space now has {[p[0] for p in params]}: use --study NAME or --fresh "
                     "to start a new one"
                 )
-            return _study_info(row)
+            info = _study_info(row)
+        self.abandon_gone_runs(info)
+        return info
 
     def studies(self) -> list[StudyInfo]:
         with self.reading("studies"), self.session() as s:
@@ -423,10 +446,53 @@ class Store:
                 budget=dict(budget) if budget else None,
                 command=command,
                 label=label,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                pid_scope=process_scope(),
             )
             s.add(run)
             s.flush()
             return run.id
+
+    def abandon_gone_runs(self, study: StudyInfo, *, none_alive: bool = False) -> int:
+        """Mark ``abandoned`` the study's running runs whose process is gone (one killed with
+        ``kill -9`` never said how its run ended): those of this host (this process scope)
+        whose pid has ended, or, with ``none_alive``, every one but this process's (the caller
+        holds the study's SQLite lock, which every run of the study holds while it lives).
+        Runs of other hosts are left alone (a PostgreSQL worker elsewhere may be alive).
+        Returns how many. A read-only store is not changed (0)."""
+        if self.read_only:
+            return 0
+        scope = process_scope()
+        with self.session() as s:
+            running = s.execute(
+                select(Run.id, Run.pid, Run.pid_scope).where(
+                    Run.study_id == study.id, Run.status == RUNNING
+                )
+            ).all()
+            if none_alive:
+                gone = [r.id for r in running if (r.pid, r.pid_scope) != (os.getpid(), scope)]
+            else:
+                here = [r for r in running if scope is not None and r.pid_scope == scope]
+                gone = [r.id for r in here if r.pid is not None and _process_gone(r.pid)]
+            if gone:  # (only while still running: a run that ended meanwhile keeps its status)
+                s.execute(
+                    update(Run)
+                    .where(Run.id.in_(gone), Run.status == RUNNING)
+                    .values(status=ABANDONED)
+                )
+            return len(gone)
+
+    def run_statuses(self, study: StudyInfo) -> dict[str, int]:
+        """How many runs of the study are in each status (running, finished, abandoned...)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(Run.status, func.count(Run.id))
+                .where(Run.study_id == study.id)
+                .group_by(Run.status)
+                .order_by(func.min(Run.id))
+            ).all()
+            return {status: n for status, n in rows}
 
     def record_drift(self, run_id: int, checks: Sequence[Mapping[str, object]]) -> None:
         """Store the run's drift checks so far (every one, replacing the previous list)."""
@@ -476,8 +542,6 @@ class Store:
     def _record_sqlite(self, study: StudyInfo, row: dict[str, object]) -> int:
         """The per-trial insert on SQLite through the DB-API connection (SQLAlchemy's statement
         handling cost about as much as the commit): same columns, same encodings."""
-        import sqlite3
-
         if self._raw is None:
             self._raw = self.engine.raw_connection()
         values = [_SQLITE_ENCODE.get(col, _same)(row[col]) for col in _COLUMNS]
@@ -564,6 +628,9 @@ class Store:
         ``<file>.lock``, so a killed process releases it. Other databases: no-op (shared
         studies on PostgreSQL are coordinated by ``workbench worker``).
 
+        Taking the lock marks the runs of the study left ``running`` by killed processes
+        ``abandoned`` (none can be alive: each held the lock).
+
         Raises:
             StoreError: another process holds the study.
         """
@@ -587,6 +654,7 @@ class Store:
                     "postgresql://USER@HOST/DB --study NAME, then workbench worker (README, "
                     "Scale-out)"
                 ) from None
+            self.abandon_gone_runs(study, none_alive=True)
             yield
         finally:
             os.close(fd)  # releases the lock
@@ -753,6 +821,66 @@ def _study_info(row: Study) -> StudyInfo:
     )
 
 
+#: Run statuses the store itself sets (the others: finished, interrupted, failed).
+RUNNING = "running"
+ABANDONED = "abandoned"
+
+
+@functools.cache
+def process_scope() -> str | None:
+    """Where a pid names one process: this boot of the kernel and this pid namespace (a
+    container has its own, and may share another's host name). None where that cannot be read
+    (not Linux): no run is then judged by its pid."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this scope has ended: no such process, or a zombie (killed,
+    not yet reaped by its parent). Another user's process exists (the signal is refused)."""
+    if pid <= 0 or pid == os.getpid():  # (0 and negative pids name process groups)
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
+
+
+def _get_or_create(s: Session, query: Select, make: Callable[[], _Row]) -> _Row:
+    """The row ``query`` finds, else ``make()`` inserted. Processes getting the same row at
+    once (two studies on one machine: one environment) both find none and insert: the
+    loser's insert breaks a unique key, and it reads the winner's row instead of failing.
+    ``s`` must hold nothing else yet (a lost race rolls it back).
+
+    Raises:
+        IntegrityError: the insert broke a constraint, and still no row is found.
+    """
+    found = s.scalar(query)
+    if found is not None:
+        return found
+    row = make()
+    s.add(row)
+    try:
+        s.flush()
+        return row
+    except IntegrityError:
+        s.rollback()  # another process inserted the same key first: read its row
+        found = s.scalar(query)
+        if found is None:
+            raise
+        return found
+
+
 #: Advisory lock key serialising schema creation/migration on PostgreSQL ("wbschema").
 _PREPARE_LOCK = 0x7762736368656D61
 
@@ -810,13 +938,28 @@ def _make_engine(url: str, lock_timeout_s: float, read_only: bool = False) -> En
         def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
             if not read_only:  # (a store is written in WAL mode: reading it needs no change)
-                cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+                _wal_mode(cur, lock_timeout_s)  # readers never block the writer
                 cur.execute("PRAGMA synchronous=NORMAL")  # durable at every WAL checkpoint
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _wal_mode(cur: sqlite3.Cursor, lock_timeout_s: float) -> None:
+    """Put the file in WAL mode. Switching a new file takes a lock SQLite does not wait for
+    (it answered "database is locked" at once to 1 of 180 processes opening a new store
+    together): retried until the lock timeout; on a file already in WAL mode it is a no-op."""
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _explain(exc: BaseException) -> str:
