@@ -123,13 +123,18 @@ __device__ __forceinline__ void tma_fence_proxy_async() {
 }
 
 // ---- named barriers ----------------------------------------------------------------------------
-// bar.sync / bar.arrive on hardware barrier `id` (1..15; 0 is __syncthreads) for `threads`
-// threads (a multiple of 32): the arriving side does not wait.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// bar.sync / bar.arrive on hardware barrier ID (1..15; 0 is __syncthreads) for `threads` threads
+// (a multiple of 32): the arriving side does not wait. The ID is a compile-time constant, so
+// ptxas reserves only the barriers used (a register ID makes it reserve all 16).
+template <int ID>
+__device__ __forceinline__ void named_barrier_sync(int threads) {
+  static_assert(ID >= 1 && ID <= 15, "named barriers 1..15 (0 is __syncthreads)");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+template <int ID>
+__device__ __forceinline__ void named_barrier_arrive(int threads) {
+  static_assert(ID >= 1 && ID <= 15, "named barriers 1..15 (0 is __syncthreads)");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "r"(threads) : "memory");
 }
 
 // ---- register reallocation (sm_90a) ------------------------------------------------------------
