@@ -124,6 +124,48 @@ def _pytest_step(
     )
 
 
+# -- issue 42: the warp-specialized TMA paths of gemm_int8 (tma_coop, tma_pingpong) ------------
+#: Seeds of the TMA paths: the tiles the H200 run measured best on the wgmma path (128 x 256 x
+#: 128, 4 stages, GROUP_M 8 at 4096^3 and 8192^3; 128 x 96, 5 stages, GROUP_M 1 at M=128) as
+#: TMA tiles, and the ping-pong tiles (whole 128 x 128 or 64 x 256 tiles per warpgroup).
+TMA_SEEDS = [
+    "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8",
+    "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8",
+    "PATH=tma_pingpong,BM=64,BN=256,BK=128,STAGES=4,GROUP_M=8",
+    "PATH=tma_coop,BM=256,BN=128,BK=128,STAGES=3,GROUP_M=8",
+    "PATH=tma_coop,BM=128,BN=96,BK=128,STAGES=5,GROUP_M=1",
+]
+
+
+def tma_steps(py: str, lay: Layout) -> list[Step]:
+    """Issue 42's checks of the TMA paths, a block of their own: the gpu tests (the tensor-map
+    argument end to end through tma_copy; every TMA path bit-exact at the odd and compare
+    shapes, W8A8 at the odd ones: 13 tests of at most 40 s, about 10 s each), then a short tune
+    at 8192^3 seeded with the TMA tiles and the wgmma best (same study as tune_gemm_int8_8192:
+    the best of both paths)."""
+    seeds = [a for s in (*TMA_SEEDS, GEMM_SEEDS[0]) for a in ("--enqueue", s)]
+    shape = {"M": 8192, "N": 8192, "K": 8192}
+    tune = [py, "-m", "workbench.cli.main", "tune", "gemm_int8", *_shape_args(shape)]
+    return [
+        _pytest_step(
+            py,
+            lay,
+            "pytest_tma",
+            "tests/test_tensor_maps.py tests/test_kernels_gemm_tma_ws.py",
+            200,
+            110,
+        ),
+        Step(
+            "tune_gemm_int8_tma_8192",
+            f"short tune of gemm_int8 at {shape}, seeded with the TMA tiles (30 s of search)",
+            [*tune, "--time", "30", "--budget", "40", *seeds, "--json"],
+            100,
+            70,
+            stdout="tune/gemm_int8_tma_8192.json",
+        ),
+    ]
+
+
 def build_steps(py: str, lay: Layout) -> list[Step]:
     """Every step, in order of value."""
     wb = [py, "-m", "workbench.cli.main"]
@@ -159,6 +201,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             45,
         ),
     ]
+    steps += tma_steps(py, lay)  # issue 42 (the TMA paths): a block of its own
     gemm_shapes = [
         ("8192", {"M": 8192, "N": 8192, "K": 8192}, 40, 60),
         ("4096", {"M": 4096, "N": 4096, "K": 4096}, 25, 40),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from pathlib import Path
 
 import pytest
 from gpu_checks import gpu
@@ -209,8 +208,10 @@ GPU_CONFIGS = [
 ]
 
 
-def verify_tma_paths(kernel: str, set_name: str, configs: list[dict], tmp_path: Path) -> None:
-    """Every config at every shape of the set, verified against the reference on the GPU."""
+def verify_tma_paths(
+    kernel: str, shape: dict[str, int], configs: list[dict], cache: CompileCache
+) -> None:
+    """Every config at ``shape``, verified against the reference on the GPU."""
     from gpu_checks import BRIEF, GPU
 
     from workbench.runners.base import TrialOutcome
@@ -219,27 +220,38 @@ def verify_tma_paths(kernel: str, set_name: str, configs: list[dict], tmp_path: 
     if GPU.cc != 90:
         pytest.skip(f"the TMA paths are built for sm_90a; the GPU is sm_{GPU.cc}")
     spec = load_kernel(kernel)
+    space = Space(spec, shape=shape, arch=SM90A)
     failures = []
-    for shape in spec.shapes(set_name):
-        space = Space(spec, shape=shape, arch=SM90A)
-        with CudaRunner(space, CompileCache(tmp_path), timing=BRIEF) as runner:
-            for knobs in configs:
-                config = dict(spec.default_config(), **knobs)
-                assert space.is_valid(config), (shape, knobs, space.explain(config))
-                m = runner.evaluate(config)
-                if m.outcome is not TrialOutcome.OK:
-                    failures.append(f"{shape} {knobs}: {m.outcome.value}: {m.reason[:300]}")
+    with CudaRunner(space, cache, timing=BRIEF) as runner:
+        for knobs in configs:
+            config = dict(spec.default_config(), **knobs)
+            assert space.is_valid(config), (shape, knobs, space.explain(config))
+            m = runner.evaluate(config)
+            if m.outcome is not TrialOutcome.OK:
+                failures.append(f"{knobs}: {m.outcome.value}: {m.reason[:300]}")
     assert not failures, "\n".join(failures)
 
 
-@gpu
-@pytest.mark.gpu
-@pytest.mark.parametrize("set_name", ["odd", "compare"])
-def test_tma_paths_are_bit_exact_on_the_gpu(set_name: str, tmp_path: Path) -> None:
-    verify_tma_paths("gemm_int8", set_name, GPU_CONFIGS, tmp_path)
+def shapes_of(kernel: str, *sets: str) -> list:
+    spec = load_kernel(kernel)
+    return [
+        pytest.param(shape, id=f"{name}-{'x'.join(map(str, shape.values()))}")
+        for name in sets
+        for shape in spec.shapes(name)
+    ]
 
 
 @gpu
 @pytest.mark.gpu
-def test_w8a8_tma_paths_match_the_reference_on_the_gpu(tmp_path: Path) -> None:
-    verify_tma_paths("gemm_w8a8", "odd", [COOPERATIVE, PINGPONG], tmp_path)
+@pytest.mark.parametrize("shape", shapes_of("gemm_int8", "odd", "compare"))
+def test_tma_paths_are_bit_exact_on_the_gpu(shape: dict[str, int], cache: CompileCache) -> None:
+    verify_tma_paths("gemm_int8", shape, GPU_CONFIGS, cache)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", shapes_of("gemm_w8a8", "odd"))
+def test_w8a8_tma_paths_match_the_reference_on_the_gpu(
+    shape: dict[str, int], cache: CompileCache
+) -> None:
+    verify_tma_paths("gemm_w8a8", shape, [COOPERATIVE, PINGPONG], cache)

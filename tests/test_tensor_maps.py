@@ -39,6 +39,8 @@ from workbench.runners.cuda.worker import CudaExecutor
 from workbench.runners.protocol import LoadInputs, RunOnce
 from workbench.runners.tensor_maps import (
     ELEMENT_BYTES,
+    L2_PROMOTIONS,
+    SWIZZLE_SPANS,
     TensorMapError,
     TensorMapValue,
     tensor_map_problem,
@@ -344,17 +346,53 @@ def test_the_worker_packs_the_map_at_its_parameter_offset(
 
 
 # -- on a GPU: the driver's encoding and a TMA copy ------------------------------------------
+GPU_SHAPES = [{"R": 1000, "C": 300}, {"R": 1, "C": 4}, {"R": 77, "C": 36}, {"R": 513, "C": 1004}]
+
+
 @gpu
 @pytest.mark.gpu
-def test_the_driver_encodes_the_map_and_tma_copies_bit_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"{s['R']}x{s['C']}")
+def test_the_driver_encodes_the_map_and_tma_copies_bit_exactly(
+    shape: dict[str, int], tmp_path: Path
+) -> None:
+    """Every box (1 to 256 rows, 16 to 256 bytes wide) at shapes that leave partial boxes at
+    both edges: what the kernel read through the map is X, exactly."""
     from workbench.runners.cuda import CudaRunner
 
     if GPU.cc is None or GPU.cc < 90:
         pytest.skip(f"TMA needs sm_90 or newer (the GPU is sm_{GPU.cc})")
-    spec = load_space(DATA / "tma_copy.yaml")
-    for shape in ({"R": 1000, "C": 300}, *spec.shapes("odd")):
-        space = Space(spec, shape=shape, arch=Arch.parse("sm_90"))
-        with CudaRunner(space, CompileCache(tmp_path), timing=BRIEF) as runner:
-            for config in space.iter_valid():
-                m = runner.evaluate(config)
-                assert m.outcome is TrialOutcome.OK, (shape, config, m.reason)
+    space = Space(load_space(DATA / "tma_copy.yaml"), shape=shape, arch=SM90)
+    with CudaRunner(space, CompileCache(tmp_path), timing=BRIEF) as runner:
+        for config in space.iter_valid():
+            m = runner.evaluate(config)
+            assert m.outcome is TrialOutcome.OK, (config, m.reason)
+
+
+@gpu
+@pytest.mark.gpu
+def test_the_driver_refuses_what_the_host_check_refuses() -> None:
+    """The host's rules agree with the driver on a map each rule refuses (the encoder answers
+    CUDA_ERROR_INVALID_VALUE), and the driver encodes a map the rules accept."""
+    from workbench.runners.cuda.driver import CudaError, Gpu, encode_tensor_map
+
+    gpu_ = Gpu()
+    buf = gpu_.alloc(1 << 20)
+    try:
+        ok = TensorMapValue("X", DType.INT8, (1, 16), (128, 128), 128)  # box larger than tensor
+        assert tensor_map_problem(ok.dtype, ok.shape, ok.box, ok.swizzle, 256) is None
+        assert len(encode_tensor_map(ok, buf.ptr)) == 128
+        for dtype, shape, box, swizzle, l2, _ in MALFORMED:
+            expressible = (  # as the encoder's arguments: its enums, one extent per dimension
+                len(shape) == len(box)
+                and all(isinstance(b, int) for b in box)
+                and swizzle in SWIZZLE_SPANS
+                and l2 in L2_PROMOTIONS
+            )
+            if not expressible:
+                continue
+            value = TensorMapValue("X", dtype, shape, box, swizzle, l2)
+            with pytest.raises(CudaError, match="INVALID_VALUE"):
+                encode_tensor_map(value, buf.ptr)
+    finally:
+        gpu_.free(buf)
+        gpu_.close()
