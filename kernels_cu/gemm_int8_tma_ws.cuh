@@ -93,23 +93,17 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
     wgmma_commit();
   };
 
-  for (int i = WS_COOPERATIVE ? 0 : consumer; i < tiles.count; i += WS_COOPERATIVE ? 1 : 2) {
-    const TileCoord tile = tiles[i];
+  auto reset = [&] {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
       for (int j = 0; j < BN / 2; ++j) acc[mb][j] = 0;
     }
-    // ping-pong: the tensor cores pass from local tile i - 1's warpgroup to tile i's
-    if (!WS_COOPERATIVE && i > 0) ws_wait_turn(consumer);
-    auto hand_over = [&] {
-      if (!WS_COOPERATIVE && i + 1 < tiles.count) ws_give_turn(1 - consumer);
-    };
-    ws_consume(pipe, u32(i) * u32(k_tiles), k_tiles, multiply, hand_over);
+  };
+  // ---- epilogue: registers -> C, two adjacent columns at a time -----------------------------
+  auto store = [&](TileCoord tile) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
-
-    // ---- epilogue: registers -> C, two adjacent columns at a time ---------------------------
     const int m_base = tile.m * BM + row0;
     const int n_base = tile.n * BN;
 #pragma unroll
@@ -121,5 +115,6 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
         if (m < M) store_out_pair(C, N, m, n, acc[mb][j], acc[mb][j + 1], row_scale, col_scale);
       }
     }
-  }
+  };
+  ws_consume_tiles<WS_COOPERATIVE>(pipe, tiles, k_tiles, consumer, reset, multiply, store);
 }

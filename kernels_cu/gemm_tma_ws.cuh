@@ -167,3 +167,22 @@ __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE
   wgmma_wait<0>();
   if (previous >= 0 && signals) mbar_arrive(pipe.empty(previous));
 }
+
+// A consumer warpgroup's walk over its local tiles: all of them (cooperative) or every other
+// one from `consumer` (ping-pong, taking turns on the tensor cores in tile order). For each
+// tile: `reset()` the accumulators, run the main loop with `multiply`, then `store(tile)`.
+template <bool COOPERATIVE, int TILE_M, int TILE_N, int TILE_K, int NSTAGES, class Reset,
+          class Multiply, class Store>
+__device__ __forceinline__ void ws_consume_tiles(
+    const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe, const WsTiles& tiles, int k_tiles,
+    int consumer, Reset&& reset, Multiply&& multiply, Store&& store) {
+  for (int i = COOPERATIVE ? 0 : consumer; i < tiles.count; i += COOPERATIVE ? 1 : 2) {
+    reset();
+    if (!COOPERATIVE && i > 0) ws_wait_turn(consumer);  // tile i - 1's warpgroup has issued
+    auto hand_over = [&] {
+      if (!COOPERATIVE && i + 1 < tiles.count) ws_give_turn(1 - consumer);
+    };
+    ws_consume(pipe, u32(i) * u32(k_tiles), k_tiles, multiply, hand_over);
+    store(tiles[i]);
+  }
+}

@@ -139,8 +139,9 @@ TMA_SEEDS = [
 
 def tma_steps(py: str, lay: Layout) -> list[Step]:
     """Issue 42's checks of the TMA paths, a block of their own: the gpu tests (the tensor-map
-    argument end to end through tma_copy; every TMA path bit-exact at the odd and compare
-    shapes, W8A8 at the odd ones: 13 tests of at most 40 s, about 10 s each), then a short tune
+    argument end to end through tma_copy; the int8 TMA paths bit-exact at the odd and compare
+    shapes, W8A8 and FP8 at the odd ones: 21 tests of at most 40 s, most a few seconds, the
+    8192^3 one maybe 20), then a short tune
     at 8192^3 seeded with the TMA tiles and the wgmma best (same study as tune_gemm_int8_8192:
     the best of both paths)."""
     seeds = [a for s in (*TMA_SEEDS, GEMM_SEEDS[0]) for a in ("--enqueue", s)]

@@ -255,3 +255,56 @@ def test_w8a8_tma_paths_match_the_reference_on_the_gpu(
     shape: dict[str, int], cache: CompileCache
 ) -> None:
     verify_tma_paths("gemm_w8a8", shape, [COOPERATIVE, PINGPONG], cache)
+
+
+# -- FP8 (gemm_fp8, gemm_fp8_e5m2): the same pipeline with QGMMA and fp32 accumulators --------
+FP8_COOPERATIVE = {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4}
+FP8_PINGPONG = {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64}
+FP8_FAST = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "PROMOTE": False}
+
+
+@pytest.mark.parametrize(
+    ("kernel", "fmt"), [("gemm_fp8", "E4M3"), ("gemm_fp8_e5m2", "E5M2")], ids=["e4m3", "e5m2"]
+)
+def test_fp8_sample_compiles_clean(kernel: str, fmt: str, cache: CompileCache) -> None:
+    """12 valid points of the two TMA paths (with and without PROMOTE, 64- and 128-byte
+    swizzles) and the three examples: clean, with the expected SASS; QGMMA of the format."""
+    spec = load_kernel(kernel)
+    fp8 = Space(spec, arch=SM90A)
+    points = [c for c in fp8.sample(400, seed=42) if c["PATH"] in PATHS][:12]
+    examples = [dict(spec.default_config(), **k) for k in (FP8_COOPERATIVE, FP8_PINGPONG, FP8_FAST)]
+    configs = [*examples, *points]
+    assert len(points) == 12 and {c["PROMOTE"] for c in points} == {True, False}
+    for record in static_sweep(fp8, configs, cache=cache):
+        assert record.ok and record.lints == [], (record.config, record.lints)
+        assert record.spill_stores == 0 and record.registers == 168, record.config
+    for config in examples:
+        result = compile_job(make_job(fp8, config), cache)
+        ops = [i.opcode for i in sass_of(result, cache)[result.entry or ""]]
+        rows = config["BM"] // (2 if config["PATH"] == "tma_coop" else 1)
+        qgmma = f"QGMMA.64x{config['BN']}x32.F32.{fmt}.{fmt}"
+        assert sum(op == qgmma for op in ops) == config["BK"] // 32 * rows // 64, config
+        assert sum(op == "UTMALDG.2D" for op in ops) == 2
+        assert ("BAR.ARV" in ops) == (config["PATH"] == "tma_pingpong")
+
+
+def test_fp8_promotion_doubles_the_accumulators(cache: CompileCache) -> None:
+    """PROMOTE keeps a second set of fp32 registers: 128 x 256 fits only with fast accumulation,
+    and the kernel's static_assert backs the space's register constraint up."""
+    spec = load_kernel("gemm_fp8")
+    fp8 = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), **{**FP8_FAST, "PROMOTE": True})
+    assert [v.constraint.expr.text for v in fp8.explain(config) if v.constraint] == [
+        "not ws or acc_regs + 40 <= 232"
+    ]
+    result = compile_job(make_job(fp8, config), cache)
+    assert not result.ok and "the accumulators plus ~40 registers" in result.log
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", shapes_of("gemm_fp8", "odd"))
+def test_fp8_tma_paths_match_the_reference_on_the_gpu(
+    shape: dict[str, int], cache: CompileCache
+) -> None:
+    verify_tma_paths("gemm_fp8", shape, [FP8_COOPERATIVE, FP8_PINGPONG, FP8_FAST], cache)
