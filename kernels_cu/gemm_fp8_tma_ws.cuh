@@ -61,8 +61,7 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   (void)A, (void)B;  // the operands are read through their tensor maps
   const Pipe pipe{aligned_smem_base()};
   const int warpgroup = threadIdx.x / 128;
-  const WsTiles tiles(M, N, BM, BN);
-  const int k_tiles = (K + BK - 1) / BK;
+  const WsWork work(M, N, K, BM, BN, BK, 1);  // no split-K here: a unit is a tile
 
   if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
   __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -70,8 +69,7 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   // ---- producer warpgroup: one thread issues every TMA load ---------------------------------
   if (warpgroup == 0) {
     warpgroup_registers_release<WS_PRODUCER_REGS>();
-    if (threadIdx.x == 0) ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b, tiles,
-                                                                  k_tiles);
+    if (threadIdx.x == 0) ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b, work);
     return;
   }
 
@@ -133,11 +131,11 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   };
   // ---- epilogue: C = acc * scale_a * scale_b, two adjacent columns at a time -----------------
   const float scale = scale_a[0] * scale_b[0];
-  auto store = [&](TileCoord tile) {
+  auto store = [&](const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
-    const int m_base = tile.m * BM + row0;
-    const int n_base = tile.n * BN;
+    const int m_base = unit.tile.m * BM + row0;
+    const int n_base = unit.tile.n * BN;
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
@@ -148,5 +146,5 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
       }
     }
   };
-  ws_consume_tiles<WS_COOPERATIVE>(pipe, tiles, k_tiles, consumer, reset, multiply, store);
+  ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
 }

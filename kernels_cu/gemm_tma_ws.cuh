@@ -93,36 +93,57 @@ struct WsPipeline {
   }
 };
 
-// Which output tiles this CTA walks: t = blockIdx.x + i * gridDim.x for its local tiles i.
-struct WsTiles {
-  int tiles_m, tiles_n, count;  // count: this CTA's local tiles
-  __device__ __forceinline__ WsTiles(int M, int N, int tile_m, int tile_n) {
+// One unit of work: K slice `slice` (k-tiles k0 .. k0 + k_count - 1) of output tile `index`
+// (in grouped order: `tile`). Without split-K a unit is a whole tile.
+struct WsUnit {
+  TileCoord tile;
+  int index;
+  int slice;
+  int k0;
+  int k_count;
+};
+
+// The units this CTA walks: u = blockIdx.x + i * gridDim.x for its local units i, unit u being
+// slice u % slices of tile u / slices (a tile's slices go to neighbouring CTAs, which run at
+// the same time). Every slice has at least one k-tile (a constraint of the space).
+struct WsWork {
+  int tiles_m, tiles_n, k_tiles, slices, per_slice, count;
+  __device__ __forceinline__ WsWork(int M, int N, int K, int tile_m, int tile_n, int tile_k,
+                                    int split) {
     tiles_m = (M + tile_m - 1) / tile_m;
     tiles_n = (N + tile_n - 1) / tile_n;
-    const int total = tiles_m * tiles_n;
+    k_tiles = (K + tile_k - 1) / tile_k;
+    slices = split;
+    per_slice = (k_tiles + split - 1) / split;
+    const int total = tiles_m * tiles_n * split;
     count = int(blockIdx.x) < total ? (total - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
   }
-  __device__ __forceinline__ TileCoord operator[](int i) const {
-    return tile_of_block(int(blockIdx.x) + i * int(gridDim.x), tiles_m, tiles_n, GROUP_M);
+  __device__ __forceinline__ WsUnit operator[](int i) const {
+    const int u = int(blockIdx.x) + i * int(gridDim.x);
+    const int index = u / slices;
+    const int slice = u % slices;
+    const int k0 = slice * per_slice;
+    return WsUnit{tile_of_block(index, tiles_m, tiles_n, GROUP_M), index, slice, k0,
+                  min(per_slice, k_tiles - k0)};
   }
 };
 
-// The producer thread: every k-tile of every local tile, in order, into the ring of stages.
+// The producer thread: every k-tile of every local unit, in order, into the ring of stages.
 // A box is rows x SW bytes at (k, first row): TILE_K / SW boxes per operand per stage.
 template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES, int SW>
 __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
                                            const TmaDescriptor* map_a, const TmaDescriptor* map_b,
-                                           const WsTiles& tiles, int k_tiles) {
+                                           const WsWork& work) {
   using Pipe = WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>;
   tma_prefetch_descriptor(map_a);
   tma_prefetch_descriptor(map_b);
   int s = 0;       // stage of the next k-tile
   u32 round = 0;   // how many times the ring has wrapped (its parity is the phase)
-  for (int i = 0; i < tiles.count; ++i) {
-    const TileCoord tile = tiles[i];
-    const int m0 = tile.m * TILE_M;
-    const int n0 = tile.n * TILE_N;
-    for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int i = 0; i < work.count; ++i) {
+    const WsUnit unit = work[i];
+    const int m0 = unit.tile.m * TILE_M;
+    const int n0 = unit.tile.n * TILE_N;
+    for (int kt = unit.k0; kt < unit.k0 + unit.k_count; ++kt) {
       mbar_wait(pipe.empty(s), (round & 1) ^ 1);  // the consumers have released stage s
       mbar_arrive_expect_tx(pipe.full(s), Pipe::STAGE_BYTES);
 #pragma unroll
@@ -168,21 +189,58 @@ __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE
   if (previous >= 0 && signals) mbar_arrive(pipe.empty(previous));
 }
 
-// A consumer warpgroup's walk over its local tiles: all of them (cooperative) or every other
-// one from `consumer` (ping-pong, taking turns on the tensor cores in tile order). For each
-// tile: `reset()` the accumulators, run the main loop with `multiply`, then `store(tile)`.
+// A consumer warpgroup's walk over the local units: all of them (cooperative) or every other
+// one from `consumer` (ping-pong, taking turns on the tensor cores in unit order). For each:
+// `reset()` the accumulators, run the main loop with `multiply`, then `store(unit)`. `first`
+// counts the producer's k-tiles before the unit (the other warpgroup's units included).
 template <bool COOPERATIVE, int TILE_M, int TILE_N, int TILE_K, int NSTAGES, class Reset,
           class Multiply, class Store>
-__device__ __forceinline__ void ws_consume_tiles(
-    const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe, const WsTiles& tiles, int k_tiles,
-    int consumer, Reset&& reset, Multiply&& multiply, Store&& store) {
-  for (int i = COOPERATIVE ? 0 : consumer; i < tiles.count; i += COOPERATIVE ? 1 : 2) {
-    reset();
-    if (!COOPERATIVE && i > 0) ws_wait_turn(consumer);  // tile i - 1's warpgroup has issued
-    auto hand_over = [&] {
-      if (!COOPERATIVE && i + 1 < tiles.count) ws_give_turn(1 - consumer);
-    };
-    ws_consume(pipe, u32(i) * u32(k_tiles), k_tiles, multiply, hand_over);
-    store(tiles[i]);
+__device__ __forceinline__ void ws_consume_units(
+    const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe, const WsWork& work, int consumer,
+    Reset&& reset, Multiply&& multiply, Store&& store) {
+  u32 first = 0;
+  for (int i = 0; i < work.count; ++i) {
+    const WsUnit unit = work[i];
+    if (COOPERATIVE || i % 2 == consumer) {
+      reset();
+      if (!COOPERATIVE && i > 0) ws_wait_turn(consumer);  // unit i - 1's warpgroup has issued
+      auto hand_over = [&] {
+        if (!COOPERATIVE && i + 1 < work.count) ws_give_turn(1 - consumer);
+      };
+      ws_consume(pipe, first, unit.k_count, multiply, hand_over);
+      store(unit);
+    }
+    first += u32(unit.k_count);
   }
+}
+
+// ---- split-K: the slices of a tile meet in the workspace -------------------------------------
+// gemm_common.cuh's protocol (splitk_add, then the arrival count, the last slice takes the
+// totals and leaves zeros), for the consumer threads of one unit instead of a whole block:
+// named barrier ID over `threads` threads (256: both consumers, cooperative; 128: one, ping-
+// pong), `leader` one of them. True, in every one of them, for the slice that arrives last.
+template <int ID>
+__device__ __forceinline__ bool ws_splitk_arrive(i32* workspace, int M, int N, int tile,
+                                                 int slices, int threads, bool leader) {
+  __threadfence();  // this thread's partial sums are visible GPU-wide before the arrival
+  named_barrier_sync<ID>(threads);  // every thread of the unit has added and fenced
+  u32 last = 0;
+  if (leader) {
+    i32* counter = workspace + static_cast<i64>(M) * N + tile;
+    last = atomicAdd(counter, 1) == slices - 1;
+    if (last) *counter = 0;  // every slice has arrived: reset for the next launch
+  }
+  u32 any;
+  asm volatile(
+      "{\n"
+      ".reg .pred p, q;\n"
+      "setp.ne.u32 q, %1, 0;\n"
+      "bar.red.or.pred p, %2, %3, q;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(any)
+      : "r"(last), "n"(ID), "r"(threads)
+      : "memory");  // the leader's answer, to all
+  if (any) __threadfence();  // the other slices' sums are seen after their arrival
+  return any != 0;
 }

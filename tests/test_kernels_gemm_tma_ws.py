@@ -112,7 +112,7 @@ BACKSTOPS = [
     ({"BM": 64}, "BM in ((128, 256)", "BM: cooperative 128 or 256"),
     ({"BM": 256, "BN": 64, "PATH": "tma_pingpong"}, "BM in ((128, 256)", "ping-pong 64 or 128"),
     ({"BN": 224, "PATH": "tma_pingpong"}, "regs_needed <= regs_cap", "the accumulators plus"),
-    ({"SPLIT_K": 2}, "they have no split-K", "SPLIT_K: this path runs the whole K range"),
+    ({"BM": 256, "BN": 160, "SPLIT_K": 2}, "regs_needed <= regs_cap", "(~104 with split-K)"),
 ]
 
 
@@ -125,6 +125,32 @@ def test_kernel_preconditions_back_up_the_constraints(
     assert problems and all(constraint in p for p in problems), problems
     result = compile_job(make_job(space, config), cache)
     assert not result.ok and message in result.log, result.log[-1500:]
+
+
+def test_split_k_meets_in_the_workspace(space: Space, cache: CompileCache) -> None:
+    """SPLIT_K > 1: one CTA per K slice of a tile (min(tiles * SPLIT_K, SMs) in all); the slices
+    add their partial sums with global atomics, count their arrival behind a named barrier and
+    broadcast who came last with a barrier reduction; the last takes the totals (L2 loads)."""
+    for knobs, barriers in (
+        ({**COOPERATIVE, "BN": 128, "SPLIT_K": 4}, 4),  # ptxas counts ids 0..3 (0 and 3 used)
+        ({**PINGPONG, "BM": 64, "SPLIT_K": 8, "GROUP_M": 1}, 5),  # 0, turns 1-2, units 3-4
+    ):
+        config = point(space, **knobs)
+        (record,) = static_sweep(space, [config], cache=cache)
+        assert record.ok and record.lints == [] and record.registers == 168, record.lints
+        assert f"used {barriers} barriers" in record.log
+        result = compile_job(make_job(space, config), cache)
+        ops = {i.opcode for i in sass_of(result, cache)[result.entry or ""]}
+        assert "ATOMG.E.ADD.STRONG.GPU" in ops and "BAR.RED.OR.DEFER_BLOCKING" in ops
+        assert "MEMBAR.SC.GPU" in ops and "LDG.E.STRONG.GPU" in ops  # fence; __ldcg totals
+    decode = Space(space.spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
+    config = point(space, **{**PINGPONG, "BM": 64, "SPLIT_K": 4})
+    assert launch_geometry(decode, config).grid == (128, 1, 1)  # 32 tiles x 4 slices, 1-D
+    assert not decode.explain(config)
+    # every slice needs a k-tile: K = 256 has two of 128 bytes, so no third slice
+    short = Space(space.spec, shape={"M": 16, "N": 4096, "K": 256}, arch=SM90A)
+    assert short.explain(point(space, **{**PINGPONG, "SPLIT_K": 4}))
+    assert not short.explain(point(space, **{**PINGPONG, "SPLIT_K": 2}))
 
 
 def test_the_path_is_refused_on_plain_sm_90(cache: CompileCache) -> None:
@@ -205,6 +231,9 @@ GPU_CONFIGS = [
     {"PATH": "tma_coop", "BM": 128, "BN": 96, "BK": 128, "STAGES": 5, "GROUP_M": 1},
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 2, "GROUP_M": 1},
     {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16},
+    # split-K (where K has a k-tile for every slice): the decode shapes' tiles over more SMs
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 3},
 ]
 
 
@@ -225,6 +254,8 @@ def verify_tma_paths(
     with CudaRunner(space, cache, timing=BRIEF) as runner:
         for knobs in configs:
             config = dict(spec.default_config(), **knobs)
+            if knobs.get("SPLIT_K", 1) > 1 and not space.is_valid(config):
+                continue  # too few k-tiles at this shape for every slice
             assert space.is_valid(config), (shape, knobs, space.explain(config))
             m = runner.evaluate(config)
             if m.outcome is not TrialOutcome.OK:
