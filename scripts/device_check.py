@@ -140,8 +140,8 @@ TMA_SEEDS = [
 def tma_steps(py: str, lay: Layout) -> list[Step]:
     """Issue 42's checks of the TMA paths, a block of their own: the gpu tests (the tensor-map
     argument end to end through tma_copy; the int8 TMA paths bit-exact at the odd and compare
-    shapes, W8A8 and FP8 at the odd ones: 21 tests of at most 40 s, most a few seconds, the
-    8192^3 one maybe 20), then a short tune
+    shapes, W8A8 and FP8 at the odd ones: 21 tests of at most 40 s, each a worker start, up to
+    7 configs and the CPU reference, the 8192^3 one maybe 20 s), then a short tune
     at 8192^3 seeded with the TMA tiles and the wgmma best (same study as tune_gemm_int8_8192:
     the best of both paths)."""
     seeds = [a for s in (*TMA_SEEDS, GEMM_SEEDS[0]) for a in ("--enqueue", s)]
@@ -153,8 +153,8 @@ def tma_steps(py: str, lay: Layout) -> list[Step]:
             lay,
             "pytest_tma",
             "tests/test_tensor_maps.py tests/test_kernels_gemm_tma_ws.py",
-            200,
-            110,
+            240,
+            150,
         ),
         Step(
             "tune_gemm_int8_tma_8192",
