@@ -233,7 +233,7 @@ GPU_CONFIGS = [
     {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16},
     # split-K (where K has a k-tile for every slice): the decode shapes' tiles over more SMs
     {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4},
-    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 3},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 2},
 ]
 
 
