@@ -254,6 +254,7 @@ def verify_tma_paths(
     with CudaRunner(space, cache, timing=BRIEF) as runner:
         for knobs in configs:
             config = dict(spec.default_config(), **knobs)
+            assert all(v in spec.parameter(k).values for k, v in knobs.items()), knobs
             if knobs.get("SPLIT_K", 1) > 1 and not space.is_valid(config):
                 continue  # too few k-tiles at this shape for every slice
             assert space.is_valid(config), (shape, knobs, space.explain(config))
