@@ -4,8 +4,11 @@
 // Both operands are K-major ("TN"): A row-major [M, K], B row-major [N, K], one byte per element,
 // E4M3 (FORMAT=e4m3, the OCP "fn" variant: no infinities) or E5M2 (FORMAT=e5m2).
 //
-// One entry point, two implementations chosen by PATH:
+// One entry point, implementations chosen by PATH:
 //   wgmma  Hopper warpgroup MMA, wgmma.mma_async ... .f32.e4m3.e4m3 (sm_90a only; SASS QGMMA)
+//   tma_coop, tma_pingpong
+//          the same instruction fed by TMA from a producer warp, persistent warp-specialized
+//          consumers sharing each tile (cooperative) or taking turns (ping-pong), sm_90a only
 //   mma    mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32: native on sm_89 (SASS QMMA); on sm_90 it
 //          compiles but is EMULATED (F2FP unpacks to f16 + HMMA), which the workbench's static
 //          lint FP8_MMA_EMULATED reports: real FP8 speed on Hopper needs the wgmma path.
@@ -17,7 +20,8 @@
 // fast accumulation is requested). PROMOTE=false accumulates in the tensor core over all of K:
 // fewer registers and instructions, larger error for long K.
 //
-// Signature: gemm_fp8(A, B, C, scale_a, scale_b, M, N, K)
+// Signature: gemm_fp8(A, B, C, scale_a, scale_b, M, N, K, tmap_a, tmap_b)
+// tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere).
 // Alignment: K % 16 == 0 (16-byte cp.async of every row); M and N arbitrary.
 
 // gemm_common.cuh checks EPI/OUT for the int8 epilogues; FP8 output is a scaled float, i.e. the
@@ -54,10 +58,14 @@ __device__ __forceinline__ void store_scaled_pair(OutT* __restrict__ C, int N, i
   }
 }
 
+#include "tma_sm90.cuh"  // TmaDescriptor: every path's signature takes the tensor maps
+
 #if PATH_wgmma
 #include "gemm_fp8_wgmma.cuh"
+#elif PATH_tma_coop || PATH_tma_pingpong
+#include "gemm_fp8_tma_ws.cuh"
 #elif PATH_mma
 #include "gemm_fp8_mma.cuh"
 #else
-#error "PATH must be wgmma or mma"
+#error "PATH must be wgmma, tma_coop, tma_pingpong or mma"
 #endif

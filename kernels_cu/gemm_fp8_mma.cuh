@@ -54,7 +54,8 @@ __device__ __forceinline__ void mma_fp8(float (&d)[4], const u32 (&a)[4], const 
 extern "C" __global__ void __launch_bounds__(THREADS)
 gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ C,
          const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N,
-         int K) {
+         int K, const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
+         const __grid_constant__ TmaDescriptor tmap_b) {
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;
   const int tiles_n = (N + BN - 1) / BN;

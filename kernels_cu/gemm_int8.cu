@@ -4,25 +4,33 @@
 // a linear layer's weight). Output: raw int32 (EPI=raw), or W8A8 dequantisation with per-token
 // row scales and per-channel column scales to fp16/bf16/fp32 (EPI=w8a8).
 //
-// One entry point, three implementations chosen by PATH:
-//   mma    tensor cores through mma.sync.m16n8k32.s8 (sm_80+), cp.async multistage pipeline
-//   wgmma  Hopper warpgroup MMA (wgmma.mma_async s8, sm_90a only)
-//   dp4a   CUDA cores through __dp4a (any arch), for comparison and pre-tensor-core GPUs
+// One entry point, four implementations chosen by PATH:
+//   mma     tensor cores through mma.sync.m16n8k32.s8 (sm_80+), cp.async multistage pipeline
+//   wgmma   Hopper warpgroup MMA (wgmma.mma_async s8, sm_90a only), cp.async multistage pipeline
+//   tma_coop, tma_pingpong
+//           Hopper warpgroup MMA fed by TMA from a producer warp, persistent warp-specialized
+//           consumers sharing each tile (cooperative) or taking turns (ping-pong), sm_90a only
+//   dp4a    CUDA cores through __dp4a (any arch), for comparison and pre-tensor-core GPUs
 //
 // Signature (the same for every path):
-//   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K)
+//   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K, tmap_a, tmap_b)
+// tmap_a, tmap_b: CUtensorMaps of A and B by value (const __grid_constant__, 128 bytes), read
+// by the TMA paths only; the other paths receive zeros there (the space file's `when`).
 // workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1): M*N partial
 // sums and one counter per output tile, M*N + cdiv(M, BM)*cdiv(N, BN) ints; the kernel leaves it
 // zeroed again (see gemm_common.cuh).
 // Alignment: A, B rows start on 16-byte boundaries, i.e. K % 16 == 0.
 #include "gemm_common.cuh"
+#include "tma_sm90.cuh"  // TmaDescriptor: every path's signature takes the tensor maps
 
 #if PATH_mma
 #include "gemm_int8_mma.cuh"
 #elif PATH_wgmma
 #include "gemm_int8_wgmma.cuh"
+#elif PATH_tma_coop || PATH_tma_pingpong
+#include "gemm_int8_tma_ws.cuh"
 #elif PATH_dp4a
 #include "gemm_int8_dp4a.cuh"
 #else
-#error "PATH must be mma, wgmma or dp4a"
+#error "PATH must be mma, wgmma, tma_coop, tma_pingpong or dp4a"
 #endif

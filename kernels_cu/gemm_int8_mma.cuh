@@ -199,7 +199,9 @@ __device__ __forceinline__ void compute_tile(u32 a_tile, u32 b_tile, int warp_m0
 extern "C" __global__ void __launch_bounds__(mma_path::THREADS, MIN_BLOCKS)
 gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__ C,
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-          i32* __restrict__ workspace, int M, int N, int K) {
+          i32* __restrict__ workspace, int M, int N, int K,
+          const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
+          const __grid_constant__ TmaDescriptor tmap_b) {
   using namespace mma_path;
   extern __shared__ __align__(128) unsigned char smem[];  // (STAGES, A tile | B tile)
   const u32 smem_base = smem_u32(smem);

@@ -35,7 +35,9 @@ constexpr int THREADS = 2 * BM;  // BM / 64 warpgroups of 128 threads
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__ C,
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-          i32* __restrict__ workspace, int M, int N, int K) {
+          i32* __restrict__ workspace, int M, int N, int K,
+          const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
+          const __grid_constant__ TmaDescriptor tmap_b) {
   (void)workspace;
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;

@@ -169,7 +169,14 @@ def _shape_args(shape: dict[str, int]) -> list[str]:
 
 
 def _pytest_step(
-    py: str, lay: Layout, name: str, files: str, timeout_s: int, estimate: tuple[int, str]
+    py: str,
+    lay: Layout,
+    name: str,
+    files: str,
+    timeout_s: int,
+    estimate: tuple[int, str],
+    *,
+    on_request: bool = False,
 ) -> Step:
     """The gpu-marked tests of ``files`` (space-separated), 40 s at most each."""
     return Step(
@@ -182,6 +189,7 @@ def _pytest_step(
         ],
         timeout_s,
         *estimate,
+        on_request=on_request,
     )
 
 
@@ -279,9 +287,57 @@ def _gemm_tune_steps(wb: list[str], walls: Walls) -> list[Step]:
                 secs + 60,
                 *walls.derived(name, secs - was, f"--time {was} -> {secs}"),
                 stdout=f"tune/gemm_int8_{tag}.json",
+                on_request=True,  # (recorded on 2026-12-04; the TMA paths come first now)
             )
         )
     return steps
+
+
+# -- issue 42: the warp-specialized TMA paths of gemm_int8 (tma_coop, tma_pingpong) ------------
+#: Seeds of the TMA paths: the tiles the H200 run measured best on the wgmma path (128 x 256 x
+#: 128, 4 stages, GROUP_M 8 at 4096^3 and 8192^3; 128 x 96, 5 stages, GROUP_M 1 at M=128) as
+#: TMA tiles, and the ping-pong tiles (whole 128 x 128 or 64 x 256 tiles per warpgroup).
+TMA_SEEDS = [
+    "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8",
+    "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8",
+    "PATH=tma_pingpong,BM=64,BN=256,BK=128,STAGES=4,GROUP_M=8",
+    "PATH=tma_coop,BM=256,BN=128,BK=128,STAGES=3,GROUP_M=8",
+    "PATH=tma_coop,BM=128,BN=96,BK=128,STAGES=5,GROUP_M=1",
+]
+
+
+def _tma_steps(py: str, lay: Layout, walls: Walls) -> list[Step]:
+    """Issue 42's checks of the TMA paths (never run on a GPU): their gpu tests (the tensor-map
+    argument end to end through tma_copy; the int8 TMA paths bit-exact at the odd and compare
+    shapes, W8A8 and FP8 at the odd ones), then a short tune at 8192^3 seeded with the TMA tiles
+    and the wgmma best (its study holds the best of both paths, which the compare then times)."""
+    seeds = [a for s in (*TMA_SEEDS, GEMM_SEEDS[0]) for a in ("--enqueue", s)]
+    shape = {"M": 8192, "N": 8192, "K": 8192}
+    tune = [py, "-m", "workbench.cli.main", "tune", "gemm_int8", *_shape_args(shape)]
+    tests = _pytest_step(
+        py,
+        lay,
+        "pytest_tma",
+        "tests/test_tensor_maps.py tests/test_kernels_gemm_tma_ws.py",
+        240,
+        walls.derived(
+            "pytest_kernels",
+            100,
+            "21 tests against its 14, 7 of them at 8192^3 or 4096^3 with a CPU reference "
+            "of up to 1.1 TFLOP in float64",
+        ),
+    )
+    return [
+        tests,
+        Step(
+            "tune_gemm_int8_tma_8192",
+            f"short tune of gemm_int8 at {shape}, seeded with the TMA tiles (15 s of search)",
+            [*tune, "--time", "15", "--budget", "40", *seeds, "--json"],
+            100,
+            *walls.derived("tune_gemm_int8_8192", -25, "--time 40 -> 15"),
+            stdout="tune/gemm_int8_tma_8192.json",
+        ),
+    ]
 
 
 def _short_tunes(wb: list[str], walls: Walls) -> list[Step]:
@@ -358,7 +414,9 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             "tests/test_kernels_divergence.py",
             90,
             walls.measured("pytest_kernels"),
+            on_request=True,  # 14/14 passed on 2026-12-04
         ),
+        *_tma_steps(py, lay, walls),
         *_run_steps(wb, walls),
         *_gemm_tune_steps(wb, walls),
         Step(
@@ -370,6 +428,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 "tune_reduce", -7.4, "40 of its 80 evaluations, 0.185 s each in run1's store"
             ),
             stdout="tune/reduce.json",
+            on_request=True,  # (recorded on 2026-12-04: reduce beat CUB 1.27x)
         ),
         Step(
             "recordings_main",
@@ -380,6 +439,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             ],
             60,
             *walls.measured("recordings_main"),
+            on_request=True,  # (recordings_all exports every study at the end)
         ),
         Step(
             "compare_gemm_int8",
@@ -396,6 +456,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             60,
             *walls.measured("compare_reduce"),
             stdout="compare/reduce.json",
+            on_request=True,
         ),
         Step(
             "profile_reduce",
@@ -419,14 +480,17 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             *walls.measured("profile_reduce"),
             stdout="profiles/reduce_best_roofline.json",
             best_from="tune_reduce",
+            on_request=True,
         ),
         Step(
             "profile_gemm_int8",
-            "ncu on gemm_int8's best at 4096^3 (full set)",
+            "ncu on gemm_int8's best at 8192^3 (full set): tensor pipe, DRAM and L2",
             [
                 *wb,
                 "profile",
                 "gemm_int8",
+                "--shape",
+                "M=8192,N=8192,K=8192",
                 "--config",
                 "best",
                 "--set",
@@ -441,7 +505,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             110,
             *walls.measured("profile_gemm_int8"),
             stdout="profiles/gemm_int8_best_full.json",
-            best_from="tune_gemm_int8_4096",
+            best_from="tune_gemm_int8_tma_8192",
             gate="ncu",
         ),
         Step(
@@ -495,6 +559,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             40,
             *walls.measured(f"header_{kernel}"),
             final=True,
+            on_request=kernel == "reduce",  # (reduce is tuned on request only)
         )
         for kernel in ("gemm_int8", "reduce")
     ]

@@ -58,14 +58,17 @@ def test_dry_run_writes_the_summary_with_every_step(tmp_path: Path) -> None:
     assert {status[n] for n in set(names) - asked} == {"dry-run"}
     assert summary["dry_run"] is True
     assert all(s["timeout_s"] > 0 and s["estimate_s"] > 0 for s in summary["steps"])
-    # the value order: environment, ceilings, GPU tests, then issue 40's run checks; the
-    # runner's own gpu tests in a step of their own, before the kernels' (a killed pytest
-    # writes no junit file, and the runner's tests hold the only fault-handling checks)
-    assert names[:5] == [
+    # the value order: environment, ceilings, GPU tests, issue 42's TMA paths (never run on a
+    # GPU), then issue 40's run checks; the runner's own gpu tests in a step of their own,
+    # before the kernels' (a killed pytest writes no junit file, and the runner's tests hold
+    # the only fault-handling checks)
+    assert names[:7] == [
         "env",
         "ceilings",
         "pytest_runner",
         "pytest_kernels",
+        "pytest_tma",
+        "tune_gemm_int8_tma_8192",
         "run_quantize_static",
     ]
     out = tmp_path / "out"
@@ -179,7 +182,9 @@ def test_the_revalidations_evaluate_the_recorded_best_first(tmp_path: Path) -> N
 
     layout = device_check.Layout(tmp_path / "out", tmp_path / "work")
     steps = {s.name: s for s in device_check.build_steps(sys.executable, layout)}
-    tunes = [n for n in steps if n.startswith("tune_gemm_int8_")] + ["tune_reduce"]
+    # (the TMA tune is seeded with the new paths' tiles instead: no recording holds them)
+    gemm = [n for n in steps if n.startswith("tune_gemm_int8_") and "tma" not in n]
+    tunes = [*gemm, "tune_reduce"]
     assert len(tunes) == 4
     for name in tunes:
         argv = steps[name].argv

@@ -55,8 +55,9 @@ def test_sample_of_valid_points_compiles(arch: str, cache: CompileCache) -> None
     space = space_for("gemm_fp8", arch)
     configs = space.sample(SAMPLE[arch], seed=89)
     assert len(configs) == SAMPLE[arch]
-    # wgmma only where it exists, the mma.sync path everywhere else
-    assert {c["PATH"] for c in configs} == ({"wgmma"} if arch == "sm_90a" else {"mma"})
+    # the wgmma paths (cp.async or TMA) only where they exist, mma.sync everywhere else
+    hopper = {"wgmma", "tma_coop", "tma_pingpong"}
+    assert {c["PATH"] for c in configs} == (hopper if arch == "sm_90a" else {"mma"})
     results = compile_jobs([make_job(space, c) for c in configs], cache)
     failed = [(c, r.log[-600:]) for c, r in zip(configs, results, strict=True) if not r.ok]
     assert not failed, failed[:2]

@@ -46,11 +46,16 @@ PATH_KNOBS = {
     "mma": (*_BLOCK_KNOBS, "WM", "WN", "STAGES", "SMEM_LAYOUT", "UNROLL", "SPLIT_K", "MIN_BLOCKS"),
     "dp4a": (*_BLOCK_KNOBS, "TM", "TN", "VEC", "UNROLL", "SPLIT_K", "MIN_BLOCKS"),
     "wgmma": (*_BLOCK_KNOBS, "STAGES", "SWIZZLE"),
+    "tma_coop": (*_BLOCK_KNOBS, "STAGES"),
+    "tma_pingpong": (*_BLOCK_KNOBS, "STAGES"),
 }
 WGMMA_KNOBS = PATH_KNOBS["wgmma"]
+#: the paths that exist only on sm_90a
+SM90A_PATHS = ("wgmma", "tma_coop", "tma_pingpong")
 #: valid configs per path and arch compiled (no disassembly) by the "every point compiles" test,
-#: besides the defaults: 4 arches x (7 + 6) + 6 wgmma >= 50 (a wgmma compile takes 1-2 s)
-SAMPLE_PER_PATH = {"mma": 7, "dp4a": 6, "wgmma": 6}
+#: besides the defaults: 4 arches x (7 + 6) + 6 wgmma + 2 x 2 TMA >= 50 (a wgmma compile takes
+#: 1-2 s; tests/test_kernels_gemm_tma_ws.py compiles more of the TMA paths)
+SAMPLE_PER_PATH = {"mma": 7, "dp4a": 6, "wgmma": 6, "tma_coop": 2, "tma_pingpong": 2}
 
 Sampled = dict[str, list[tuple[Config, CompileResult]]]
 
@@ -227,18 +232,22 @@ def test_w8a8_space_is_gemm_int8_with_another_epilogue() -> None:
     }
 
 
-def test_spaces_declare_the_three_paths() -> None:
+def test_spaces_declare_the_five_paths() -> None:
     for name in ("gemm_int8", "gemm_w8a8"):
         spec = load_kernel(name)
         assert list(spec.arches) == ARCHES
-        assert spec.parameter("PATH").values == ("mma", "dp4a", "wgmma")
+        assert spec.parameter("PATH").values == ("mma", "dp4a", *SM90A_PATHS)
         whens = {e.when.text: e.opcodes for e in spec.expect_sass}
         assert whens["PATH == 'wgmma'"] == ("IGMMA",)
-        # the default (mma) is valid on every declared arch, the wgmma default on sm_90a only
+        assert whens["ws"] == ("UTMALDG", "SYNCS", "IGMMA", "USETMAXREG")
+        # the default (mma) is valid on every declared arch, the Hopper paths on sm_90a only
+        tma = [dict(wgmma_default(spec), PATH=p) for p in ("tma_coop", "tma_pingpong")]
+        tma[1].update(BN=128)  # a 128 x 256 tile per warpgroup would not fit its registers
         for arch in ARCHES:
             space = Space(spec, arch=Arch.parse(arch))
             assert space.is_valid(spec.default_config()), arch
             assert space.is_valid(wgmma_default(spec)) == (arch == "sm_90a"), arch
+            assert all(space.is_valid(c) == (arch == "sm_90a") for c in tma), arch
 
 
 #: the config the H200 tunes of 2026-12-04 found fastest at 8192^3 (1,276 TOPS) and 4096^3
@@ -414,7 +423,7 @@ def sampled(cache: CompileCache) -> Sampled:
         if arch == "sm_90a":
             configs.append(wgmma_default(spec))
         for path, n in SAMPLE_PER_PATH.items():
-            if path != "wgmma" or arch == "sm_90a":
+            if path not in SM90A_PATHS or arch == "sm_90a":
                 configs += [c for c in path_sample(space, path, n, 100 + i) if c not in configs]
         assert all(space.is_valid(c) for c in configs)
         results = compile_jobs([make_job(space, c) for c in configs], cache)
@@ -427,7 +436,7 @@ def test_sampled_configs_compile_without_spills(arch: str, sampled: Sampled) -> 
     pairs = sampled[arch]
     assert len(pairs) >= 12
     paths = {c["PATH"] for c, _ in pairs}
-    assert paths == ({"mma", "dp4a", "wgmma"} if arch == "sm_90a" else {"mma", "dp4a"})
+    assert paths == ({"mma", "dp4a", *SM90A_PATHS} if arch == "sm_90a" else {"mma", "dp4a"})
     for config, result in pairs:
         assert result.ok, (config, result.log[-2000:])
         res = kernel_resources(result.cubin, result.log)[result.entry]

@@ -37,14 +37,22 @@ from typing import Any
 
 import numpy as np
 import pytest
-from host_device import HostDevice, host_executor, read_kernel_params
+from host_device import (
+    HostDevice,
+    host_executor,
+    host_tensor_map,
+    read_host_tensor_map,
+    read_kernel_params,
+)
 
+from workbench.analysis.cubin import read_cubin
 from workbench.analysis.signature import kernel_parameters, require_matching_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.buffers import (
     BufferArg,
+    KernelArg,
     OutputRole,
     ScalarValue,
     launch_arguments,
@@ -52,8 +60,10 @@ from workbench.runners.buffers import (
     numpy_dtype,
     output_buffers,
 )
+from workbench.runners.cuda.driver import tensor_map_encode_arguments
 from workbench.runners.cuda.worker import CudaExecutor
 from workbench.runners.protocol import KernelJob, LoadInputs, RunOnce
+from workbench.runners.tensor_maps import TENSOR_MAP_BYTES, TensorMapValue
 from workbench.runners.worker_runner import (
     InputSets,
     WorkerRunner,
@@ -63,6 +73,7 @@ from workbench.runners.worker_runner import (
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, ScalarArg, Shape, shape_label
 from workbench.spaces.registry import list_spaces
+from workbench.toolchain import Arch
 
 KERNELS = sorted(entry.name for entry in list_spaces())
 #: Largest inputs + outputs (bytes) of a shape that goes the whole way.
@@ -103,12 +114,21 @@ def buffer_bytes(space: Space, config: Config) -> int:
     return inputs + sum(o.nbytes for o in output_buffers(space, config))
 
 
-def expected_param(arg: BufferArg | ScalarValue, size: int, addresses: Mapping[str, int]) -> bytes:
+def host_encoder(value: TensorMapValue, address: int) -> bytes:
+    """What the host device passes for a tensor map: the encoder's arguments as plain fields."""
+    return host_tensor_map(tensor_map_encode_arguments(value, address))
+
+
+def expected_param(arg: KernelArg, size: int, addresses: Mapping[str, int]) -> bytes:
     """The bytes a parameter of ``size`` bytes must receive for ``arg``: a buffer's 64-bit
-    address, or the scalar in its C type, its low ``size`` bytes (narrow integer parameters)."""
+    address, the scalar in its C type, its low ``size`` bytes (narrow integer parameters), or a
+    tensor map's 128 bytes (zeros where its ``when`` is false)."""
     if isinstance(arg, BufferArg):
         assert size == 8, f"{arg.name}: an {size}-byte parameter for a pointer"
         return struct.pack("<Q", addresses[arg.name])
+    if isinstance(arg, TensorMapValue):
+        assert size == TENSOR_MAP_BYTES, f"tensor map of {arg.buffer}: a {size}-byte parameter"
+        return bytes(size) if arg.zeroed else host_encoder(arg, addresses[arg.buffer])
     raw = struct.pack(STRUCT_FORMAT[arg.dtype], arg.value)
     return raw[:size].ljust(size, b"\0")
 
@@ -130,11 +150,12 @@ def check_layout(space: Space, config: Config, compiled: CompileResult, sets: In
     buffers = [*shapes, *(o.name for o in job.outputs)]
     assert len(set(buffers)) == len(buffers)
     passed = {a.name for a in job.args if isinstance(a, BufferArg)}
+    passed |= {a.buffer for a in job.args if isinstance(a, TensorMapValue) and not a.zeroed}
     assert passed <= set(buffers), passed - set(buffers)
     assert set(shapes) <= passed, f"inputs drawn but never passed: {set(shapes) - passed}"
     assert min(job.launch.grid) >= 1 and 1 <= job.launch.threads_per_block <= 1024
     addresses = {name: FAKE_BASE + i * FAKE_STRIDE for i, name in enumerate(buffers)}
-    pack = launch_arguments(job.args, addresses)
+    pack = launch_arguments(job.args, addresses, host_encoder)
     assert compiled.cubin is not None and compiled.entry is not None
     params = kernel_parameters(compiled.cubin, compiled.entry, compiled.ptx)
     assert params is not None and len(params) == len(job.args) == len(pack.sizes)
@@ -186,6 +207,11 @@ def whole_way(space: Space, config: Config, compiled: CompileResult, tmp: Path) 
         for arg, raw, pointee in zip(job.args, launched.params, launched.pointees, strict=True):
             if isinstance(arg, ScalarValue):
                 assert raw == expected_param(arg, len(raw), {}), arg
+            elif isinstance(arg, TensorMapValue):  # zeros, or a map of a buffer of this launch
+                if arg.zeroed:
+                    assert raw == bytes(len(raw)), arg
+                else:
+                    assert read_host_tensor_map(raw)["address"] in device.allocations, arg
             elif arg.name in inputs.arrays:  # the very bytes drawn, in a buffer of their size
                 assert pointee == inputs.arrays[arg.name].tobytes(), arg.name
             else:  # an output, filled (poison, init value or zeros) before the launch
@@ -283,3 +309,87 @@ def test_runner_draws_and_loads_inputs_per_config_value(
     assert runner.inputs_for(channel)["scale"].shape == (64,)
     assert runner.inputs_for(tensor)["scale"].shape == (1,)
     assert runner.inputs_for(tensor)["x"] is runner.inputs_for(channel)["x"]  # drawn once
+
+
+# -- tensor maps: the Hopper TMA path of the int8 GEMMs -------------------------------------
+#: gemm_int8's and gemm_w8a8's cooperative TMA path at 128 x 256 x 128
+TMA_WS = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128}
+SM90A = "sm_90a"
+
+
+@pytest.mark.parametrize("name", ["gemm_int8", "gemm_w8a8"])
+def test_tma_paths_lay_out_their_tensor_maps_at_every_shape(
+    name: str, cache: CompileCache, tmp_path: Path
+) -> None:
+    """At every shape of every set: the maps of A [M, K] and B [N, K] with boxes of BM and BN
+    rows x 128 bytes and the 128-byte swizzle, encoded for the buffers' addresses and packed as
+    the kernel's 128-byte parameters; one persistent CTA per SM at most."""
+    spec = load_kernel(name)
+    failures = []
+    for set_name, shapes in shape_sets(name).items():
+        for shape in shapes:
+            space = Space(spec, shape=shape, arch=Arch.parse(SM90A))
+            config = dict(spec.default_config(), **TMA_WS)
+            try:
+                assert not space.explain(config), space.explain(config)
+                result = compile_job(make_job(space, config), cache)
+                assert result.ok, result.log[-600:]
+                check_layout(space, config, result, InputSets(space, 0, tmp_path, None))
+                job = kernel_job(space, config, result)
+                maps = [a for a in job.args if isinstance(a, TensorMapValue)]
+                m, n, k = shape["M"], shape["N"], shape["K"]
+                assert [(t.buffer, t.shape, t.box, t.swizzle, t.zeroed) for t in maps] == [
+                    ("A", (m, k), (128, 128), 128, False),
+                    ("B", (n, k), (256, 128), 128, False),
+                ]
+                tiles = -(-m // 128) * -(-n // 256)
+                assert job.launch.grid == (min(tiles, space.device.sm_count), 1, 1)
+                assert job.launch.block == (384, 1, 1)
+            except Exception as exc:  # every shape is checked; all failures are reported
+                failures.append(f"{set_name} {shape_label(shape)}: {type(exc).__name__}: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+def test_tma_maps_reach_their_parameter_offsets(cache: CompileCache, tmp_path: Path) -> None:
+    """The CUDA worker's own code on host memory at M=77, N=300, K=160: each map is encoded for
+    the very buffer passed beside it (A's map for A's address), and its 128 bytes sit at the
+    offset the cubin gives its parameter in the parameter block; other paths get zeros there."""
+    shape = {"M": 77, "N": 300, "K": 160}
+    space = Space(load_kernel("gemm_int8"), shape=shape, arch=Arch.parse(SM90A))
+    for config in (dict(space.spec.default_config(), **TMA_WS), space.spec.default_config()):
+        result = compile_job(make_job(space, config), cache)
+        assert result.ok and result.cubin is not None and result.entry, result.log[-600:]
+        sets = InputSets(space, 0, tmp_path, None)
+        inputs = sets.get(config)
+        job = kernel_job(space, config, result)
+        device = HostDevice(SM90A)
+        executor = CudaExecutor(gpu=device)  # type: ignore[arg-type]
+        out_dir = tmp_path / f"out-{config['PATH']}"
+        out_dir.mkdir()
+        try:
+            quiet = lambda stage: None  # noqa: E731
+            executor.handle(LoadInputs(inputs.key, inputs.files), quiet)
+            executor.handle(RunOnce(job, str(out_dir)), quiet)
+        finally:
+            executor.close()
+        (launched,) = device.launches
+        slots = read_cubin(result.cubin).kernels[result.entry].params
+        assert slots is not None and len(slots) == len(job.args) == 11
+        names = [a.name if isinstance(a, BufferArg) else None for a in job.args]
+        for index, buffer in ((9, "A"), (10, "B")):
+            slot = slots[index]
+            raw = launched.block[slot.offset : slot.offset + slot.size]
+            assert slot.size == TENSOR_MAP_BYTES and raw == launched.params[index]
+            if config["PATH"] != "tma_coop":
+                assert raw == bytes(TENSOR_MAP_BYTES) and not device.encoded
+                continue
+            pointer = launched.params[names.index(buffer)]
+            fields = read_host_tensor_map(raw)
+            assert fields["address"] == int.from_bytes(pointer, "little")
+            assert fields["swizzle"] == 3  # CU_TENSOR_MAP_SWIZZLE_128B
+            rows = 77 if buffer == "A" else 300
+            assert fields["dims"] == (160, rows) and fields["strides"] == (160,)
+            assert fields["box"] == (128, 128 if buffer == "A" else 256)
+        # both maps 64-byte aligned against the same base, after the nine other parameters
+        assert (slots[10].offset - slots[9].offset) % 64 == 0
+        assert slots[9].offset >= slots[8].offset + slots[8].size

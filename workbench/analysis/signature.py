@@ -27,7 +27,11 @@ import numpy as np
 
 from workbench.analysis.cubin import read_cubin
 from workbench.analysis.errors import AnalysisError
-from workbench.spaces.model import ScalarArg, SpaceSpec
+from workbench.spaces.model import ArgSpec, ScalarArg, SpaceSpec, TensorMapArg
+
+#: A ``CUtensorMap`` by value: 128 bytes on a 64-byte boundary (cuda.h).
+TENSOR_MAP_PARAM_BYTES = 128
+TENSOR_MAP_PARAM_ALIGN = 64
 
 #: C++ types a by-value float argument may land in (the demangler's spelling).
 FLOAT_C_TYPES = frozenset({"float", "double", "__half", "half", "__nv_bfloat16"})
@@ -58,6 +62,8 @@ class KernelParameter:
     size: int
     ptx_type: str | None = None
     c_type: str | None = None
+    #: the PTX ``.align`` of the parameter, where the declaration gives one
+    align: int | None = None
 
     @property
     def is_aggregate(self) -> bool:
@@ -89,6 +95,18 @@ class KernelParameter:
         return self.ptx_type.startswith("f")
 
     @property
+    def is_tensor_map(self) -> bool | None:
+        """Whether it can hold a ``CUtensorMap`` (128 bytes, by value, 64-byte aligned); None
+        when the size fits and nothing says more (a cubin without PTX)."""
+        if self.size != TENSOR_MAP_PARAM_BYTES or self.is_pointer:
+            return False
+        if self.c_type is not None and self.is_float is not None:
+            return False  # a scalar C++ type
+        if self.align is not None:
+            return self.align % TENSOR_MAP_PARAM_ALIGN == 0
+        return None if self.ptx_type is None else self.is_aggregate
+
+    @property
     def spelled(self) -> str:
         """Its C++ type, else its PTX type, else its size."""
         return self.c_type or (f".{self.ptx_type}" if self.ptx_type else self._bytes)
@@ -112,24 +130,25 @@ def kernel_parameters(
     kernel = read_cubin(cubin).kernels.get(entry)
     if kernel is None or kernel.params is None:
         return None
-    ptx_types = ptx_parameter_types(ptx, entry) if ptx else None
+    ptx_decls = ptx_parameters(ptx, entry) if ptx else None
     c_types = cxx_parameter_types(entry)
-    if ptx_types is not None and len(ptx_types) != len(kernel.params):
-        ptx_types = None  # not the same kernel's declaration: trust the binary alone
+    if ptx_decls is not None and len(ptx_decls) != len(kernel.params):
+        ptx_decls = None  # not the same kernel's declaration: trust the binary alone
     if c_types is not None and len(c_types) != len(kernel.params):
         c_types = None
     return tuple(
         KernelParameter(
             slot.size,
-            ptx_types[i] if ptx_types else None,
+            ptx_decls[i][0] if ptx_decls else None,
             c_types[i] if c_types else None,
+            ptx_decls[i][1] if ptx_decls else None,
         )
         for i, slot in enumerate(kernel.params)
     )
 
 
 def mismatched_arguments(
-    args: Sequence[str | ScalarArg], cubin: bytes, entry: str, ptx: str | None
+    args: Sequence[ArgSpec], cubin: bytes, entry: str, ptx: str | None
 ) -> list[str]:
     """:func:`argument_problems` of ``args`` against ``entry`` in ``cubin``: empty when they fit
     or when the binary does not describe its parameters (nothing to check against).
@@ -160,9 +179,7 @@ def args_error(problems: Sequence[str]) -> str:
     return "args do not match the kernel's parameters: " + "; ".join(problems)
 
 
-def argument_problems(
-    args: Sequence[str | ScalarArg], params: Sequence[KernelParameter]
-) -> list[str]:
+def argument_problems(args: Sequence[ArgSpec], params: Sequence[KernelParameter]) -> list[str]:
     """What is wrong with a space's ``args`` (buffer names and scalars) for these parameters;
     empty when they fit.
 
@@ -194,19 +211,23 @@ def argument_problems(
             )
             if (dtype.kind == "f" and param.is_pointer) or _bytes_only(param):
                 fits = False
+        elif isinstance(arg, TensorMapArg):
+            what = f"args[{i}] (tensor map of {arg.buffer})"
+            given = "a tensor map (a CUtensorMap by value, 128 bytes, 64-byte aligned)"
+            fits = param.is_tensor_map is not False
         else:
             what, given = f"args[{i}] ({arg})", "a buffer (a device pointer, 8 bytes)"
             fits = param.size == 8 and param.is_pointer is not False
         if not fits:
-            problems.append(
-                f"{what} is {given}, but the kernel's parameter {i} is {param}"
-                + (
-                    ", passed by value as bytes (no args type can pass it)"
-                    if _bytes_only(param)
-                    else ""
-                )
-            )
+            hint = _bytes_hint(param) if _bytes_only(param) else ""
+            problems.append(f"{what} is {given}, but the kernel's parameter {i} is {param}{hint}")
     return problems
+
+
+def _bytes_hint(param: KernelParameter) -> str:
+    if param.is_tensor_map:
+        return ", a CUtensorMap by value: pass it as {tensor_map: BUFFER, box: [...]}"
+    return ", passed by value as bytes (no args type can pass it)"
 
 
 def _bytes_only(param: KernelParameter) -> bool:
@@ -224,6 +245,16 @@ _PTX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 def ptx_parameter_types(ptx: str, entry: str) -> tuple[str, ...] | None:
     """The PTX types of ``entry``'s parameters in order (``u64``, ``f32``, ``b8[16]`` for an
     aggregate); None when the PTX has no such entry."""
+    decls = ptx_parameters(ptx, entry)
+    return None if decls is None else tuple(kind for kind, _ in decls)
+
+
+_PTX_ALIGN = re.compile(r"\.align\s+(\d+)")
+
+
+def ptx_parameters(ptx: str, entry: str) -> tuple[tuple[str, int | None], ...] | None:
+    """``(type, .align or None)`` of each of ``entry``'s parameters in order; None when the PTX
+    has no such entry or declares a parameter this reader does not know."""
     ptx = _PTX_COMMENT.sub(" ", ptx)  # a comment may hold a type, a comma or a parenthesis
     found = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
     if found is None:
@@ -234,14 +265,20 @@ def ptx_parameter_types(ptx: str, entry: str) -> tuple[str, ...] | None:
     body = ptx[found.end() : end].strip()
     if not body:
         return ()
-    types = []
+    decls = []
     for decl in body.split(","):
         kind = _PTX_TYPE.search(decl)
         if kind is None:
             return None  # .texref and the like: not a type this check knows
         array = _PTX_ARRAY.search(decl)
-        types.append(kind.group(1) + (f"[{array.group(1)}]" if array else ""))
-    return tuple(types)
+        align = _PTX_ALIGN.search(decl)
+        decls.append(
+            (
+                kind.group(1) + (f"[{array.group(1)}]" if array else ""),
+                int(align.group(1)) if align else None,
+            )
+        )
+    return tuple(decls)
 
 
 # -- C++ ------------------------------------------------------------------------------------

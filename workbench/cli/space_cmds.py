@@ -22,6 +22,7 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
+from workbench.spaces.model import ArgSpec, TensorMapArg
 from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 
@@ -131,9 +132,7 @@ def space(
             f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
             f"device {sp.device.name}; shape {sp.shape}"
         )
-        args = [
-            a if isinstance(a, str) else f"{a.name or a.value.text}:{a.dtype}" for a in spec.args
-        ]
+        args = [_arg_label(a) for a in spec.args]
         console.print(f"args ({', '.join(escape(a) for a in args)})")
         if spec.reference is not None:
             console.print(f"reference {escape(spec.reference.target)}")
@@ -187,3 +186,12 @@ def space(
                 for v in problems:
                     console.print(f"  - {escape(v.message)}")
                 raise typer.Exit(1)
+
+
+def _arg_label(arg: ArgSpec) -> str:
+    """``A``, ``M:int32``, or ``tensor_map(A)``: one ``args`` entry as ``space show`` lists it."""
+    if isinstance(arg, str):
+        return arg
+    if isinstance(arg, TensorMapArg):
+        return f"tensor_map({arg.label})"
+    return f"{arg.name or arg.value.text}:{arg.dtype}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -24,7 +24,13 @@ import numpy as np
 from workbench.devices import arch_namespace
 from workbench.errors import ConfigError, ExpressionError
 from workbench.expressions import Expression
-from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, Value
+from workbench.runners.tensor_maps import (
+    TENSOR_MAP_ALIGN,
+    TENSOR_MAP_BYTES,
+    TensorMapValue,
+    check_tensor_map,
+)
+from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, TensorMapArg, Value
 from workbench.spaces.schema import Distribution, DType
 from workbench.spaces.space import Space
 
@@ -64,8 +70,9 @@ INT_POISON_BYTE = 0xA5
 SCALAR_DTYPES: Mapping[str, np.dtype] = {
     name: np.dtype(name) for name in ("int32", "int64", "uint32", "float32", "float64")
 }
-#: Each kernel argument gets an 8-byte slot: every by-value type here is at most 8 bytes and
-#: 8-byte slots keep each one aligned.
+#: Each scalar or pointer argument gets an 8-byte slot: every by-value type here is at most 8
+#: bytes and 8-byte slots keep each one aligned. Raw by-value bytes (a 128-byte tensor map) get
+#: their size, aligned to ``TENSOR_MAP_ALIGN``.
 ARG_SLOT_BYTES = 8
 #: Draws before giving up on an input that keeps coming out all zeros.
 ZERO_REDRAWS = 8
@@ -340,14 +347,16 @@ class ScalarValue:
         return SCALAR_DTYPES[self.dtype]
 
 
-KernelArg = BufferArg | ScalarValue
+KernelArg = BufferArg | ScalarValue | TensorMapValue
 
 
 def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelArg, ...]:
-    """The kernel's arguments in ``args`` order: buffers by name, scalars evaluated and typed.
+    """The kernel's arguments in ``args`` order: buffers by name, scalars evaluated and typed,
+    tensor maps evaluated and checked (zeroed where their ``when`` is false).
 
     Raises:
         ConfigError: a scalar expression fails or its value does not fit its type.
+        TensorMapError: a tensor map that the driver's encoder would refuse.
     """
     env = _config_env(space, config)
     out: list[KernelArg] = []
@@ -356,9 +365,55 @@ def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelA
             where = f"args[{i}]" + (f" ({arg.name})" if arg.name else "")
             value = _evaluate(arg.value, env, where)
             out.append(ScalarValue(arg.dtype, typed_scalar(value, arg.dtype, where), arg.name))
+        elif isinstance(arg, TensorMapArg):
+            out.append(tensor_map_value(space, arg, env, f"args[{i}] ({arg.label})"))
         else:
             out.append(BufferArg(arg))
     return tuple(out)
+
+
+def tensor_map_value(
+    space: Space, arg: TensorMapArg, env: Mapping[str, object], where: str
+) -> TensorMapValue:
+    """``arg`` for one config: its buffer's dtype and shape, the box and swizzle evaluated and
+    checked against the encoder's rules, or a zeroed map where ``when`` is false.
+
+    Raises:
+        ConfigError: an expression fails.
+        TensorMapError: a rule of ``cuTensorMapEncodeTiled`` is broken.
+    """
+    dtype, shape = _buffer_layout(space, arg.buffer, env)
+    if not _evaluate(arg.when, env, f"{where} when"):
+        return TensorMapValue(arg.buffer, dtype, shape, (), 0, arg.l2_promotion, arg.name, True)
+    box = tuple(_integral(_evaluate(e, env, f"{where} box")) for e in arg.box)
+    swizzle = _integral(_evaluate(arg.swizzle, env, f"{where} swizzle"))
+    value = TensorMapValue(
+        arg.buffer,
+        dtype,
+        shape,
+        box,
+        swizzle,
+        arg.l2_promotion,
+        arg.name,  # type: ignore[arg-type]
+    )
+    return check_tensor_map(value, where)
+
+
+def _buffer_layout(
+    space: Space, name: str, env: Mapping[str, object]
+) -> tuple[DType, tuple[int, ...]]:
+    for spec in space.spec.inputs:
+        if spec.name == name:
+            return spec.dtype, eval_shape(spec.shape, env, f"input {name}")
+    for out in space.spec.outputs:
+        if out.name == name:
+            return out.dtype_for(env), eval_shape(out.shape, env, f"output {name}")
+    raise ConfigError(f"{space.spec.name}: no buffer {name}")  # the loader checked the names
+
+
+def _integral(value: object) -> object:
+    """A float that holds a whole number as an int (``BK / 2``); anything else unchanged."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def named_scalars(args: Sequence[KernelArg]) -> dict[str, int | float]:
@@ -409,46 +464,90 @@ class ArgPack:
         return int(self.pointers.ctypes.data) if len(self.sizes) else 0
 
 
-def pack_arguments(values: Sequence[tuple[np.dtype, int | float]]) -> ArgPack:
-    """Lay out ``(dtype, value)`` pairs; a device pointer is ``(uint64, address)``.
+#: One value to pack: ``(dtype, value)`` for a scalar or a pointer, or raw by-value bytes.
+PackItem = tuple[np.dtype, int | float] | bytes
+
+
+def pack_arguments(values: Sequence[PackItem]) -> ArgPack:
+    """Lay out the values; a device pointer is ``(uint64, address)``, a tensor map its 128 bytes
+    (placed on a ``TENSOR_MAP_ALIGN``-byte boundary, as the driver wants a ``CUtensorMap``).
 
     Raises:
-        ValueError: a type wider than ``ARG_SLOT_BYTES``.
+        ValueError: a type wider than ``ARG_SLOT_BYTES``, or empty raw bytes.
     """
-    storage = np.zeros(max(1, len(values)) * ARG_SLOT_BYTES, dtype=np.uint8)
-    sizes = []
-    for i, (dtype, value) in enumerate(values):
-        dt = np.dtype(dtype)
-        if dt.itemsize > ARG_SLOT_BYTES:
-            raise ValueError(f"argument {i}: {dt} is wider than {ARG_SLOT_BYTES} bytes")
-        raw = np.array(value, dtype=dt).tobytes()
-        storage[i * ARG_SLOT_BYTES : i * ARG_SLOT_BYTES + len(raw)] = np.frombuffer(
-            raw, dtype=np.uint8
-        )
-        sizes.append(dt.itemsize)
+    raws, offsets, end = [], [], 0
+    for i, item in enumerate(values):
+        if isinstance(item, bytes | bytearray):
+            if not item:
+                raise ValueError(f"argument {i}: no bytes to pass")
+            raw, align = bytes(item), TENSOR_MAP_ALIGN
+        else:
+            dt = np.dtype(item[0])
+            if dt.itemsize > ARG_SLOT_BYTES:
+                raise ValueError(f"argument {i}: {dt} is wider than {ARG_SLOT_BYTES} bytes")
+            raw, align = np.array(item[1], dtype=dt).tobytes(), ARG_SLOT_BYTES
+        offset = -(-end // align) * align
+        raws.append(raw)
+        offsets.append(offset)
+        end = offset + max(len(raw), ARG_SLOT_BYTES)
+    # room to move the start to a TENSOR_MAP_ALIGN boundary (numpy promises less)
+    backing = np.zeros(max(1, end) + TENSOR_MAP_ALIGN, dtype=np.uint8)
+    start = -int(backing.ctypes.data) % TENSOR_MAP_ALIGN
+    storage = backing[start : start + max(1, end)]
+    for raw, offset in zip(raws, offsets, strict=True):
+        storage[offset : offset + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
     base = int(storage.ctypes.data)
-    pointers = np.array(
-        [base + i * ARG_SLOT_BYTES for i in range(len(values))] or [0], dtype=np.uint64
-    )
-    return ArgPack(storage, pointers, tuple(sizes))
+    pointers = np.array([base + offset for offset in offsets] or [0], dtype=np.uint64)
+    return ArgPack(storage, pointers, tuple(len(raw) for raw in raws))
 
 
-def launch_arguments(args: Sequence[KernelArg], addresses: Mapping[str, int]) -> ArgPack:
+#: Encodes a tensor map for a buffer's device address: the 128 bytes of its ``CUtensorMap``.
+TensorMapEncoder = Callable[[TensorMapValue, int], bytes]
+
+
+def launch_arguments(
+    args: Sequence[KernelArg],
+    addresses: Mapping[str, int],
+    encode: TensorMapEncoder | None = None,
+) -> ArgPack:
     """``cuLaunchKernel``'s ``kernelParams`` for ``args``: each buffer as the device address in
-    ``addresses`` (a 64-bit pointer), each scalar as its C type.
+    ``addresses`` (a 64-bit pointer), each scalar as its C type, each tensor map as the 128
+    bytes ``encode`` makes for its buffer's address (zero bytes for a zeroed map).
 
     Raises:
-        KeyError: a buffer argument has no address.
+        KeyError: a buffer argument or a tensor map's buffer has no address.
+        ValueError: a tensor map to encode and no ``encode`` (no driver), or an encoding that
+            is not 128 bytes.
     """
-    values: list[tuple[np.dtype, int | float]] = []
+    values: list[PackItem] = []
     for arg in args:
         if isinstance(arg, BufferArg):
-            if arg.name not in addresses:
-                raise KeyError(f"buffer {arg.name} has no device address")
-            values.append((np.dtype(np.uint64), addresses[arg.name]))
+            values.append((np.dtype(np.uint64), _address(addresses, arg.name)))
+        elif isinstance(arg, TensorMapValue):
+            values.append(_tensor_map_bytes(arg, addresses, encode))
         else:
             values.append((arg.np_dtype, arg.value))
     return pack_arguments(values)
+
+
+def _address(addresses: Mapping[str, int], name: str) -> int:
+    if name not in addresses:
+        raise KeyError(f"buffer {name} has no device address")
+    return addresses[name]
+
+
+def _tensor_map_bytes(
+    arg: TensorMapValue, addresses: Mapping[str, int], encode: TensorMapEncoder | None
+) -> bytes:
+    if arg.zeroed:
+        return bytes(TENSOR_MAP_BYTES)
+    address = _address(addresses, arg.buffer)
+    if encode is None:
+        raise ValueError(f"tensor map of {arg.buffer}: nothing to encode it with (no driver)")
+    raw = encode(arg, address)
+    if len(raw) != TENSOR_MAP_BYTES:
+        raise ValueError(f"tensor map of {arg.buffer}: {len(raw)} bytes, not {TENSOR_MAP_BYTES}")
+    return raw
 
 
 # -- expressions ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from workbench.expressions import Expression
 from workbench.spaces import schema
 from workbench.spaces.model import (
     MAX_SOURCE_BYTES,
+    ArgSpec,
     Constraint,
     ExpectSass,
     Geometry,
@@ -30,6 +31,7 @@ from workbench.spaces.model import (
     Reference,
     ScalarArg,
     SpaceSpec,
+    TensorMapArg,
     Value,
     WorkModel,
     source_too_large,
@@ -201,7 +203,8 @@ class _Builder:
         shape_sets = self._shape_sets(shape_names)
         buffers = self._buffers(base)
         inputs, outputs = buffers
-        args = self._args(base, {b.name for b in inputs} | {b.name for b in outputs})
+        ranks = {b.name: len(b.shape) for b in (*inputs, *outputs)}
+        args = self._args(base, ranks)
         work = WorkModel(
             flops=self._expr(("work", "flops"), m.work.flops, base),
             bytes=self._expr(("work", "bytes"), m.work.bytes, base),
@@ -477,22 +480,54 @@ class _Builder:
             outputs.append(OutputSpec(name, dtype, shape, init, o.scratch))
         return tuple(inputs), tuple(outputs)
 
-    def _args(self, known: set[str], buffers: set[str]) -> tuple[str | ScalarArg, ...]:
-        args: list[str | ScalarArg] = []
+    def _args(self, known: set[str], ranks: dict[str, int]) -> tuple[ArgSpec, ...]:
+        """``args`` checked: buffer names exist, expressions use known names, a tensor map's box
+        has one dimension per dimension of its buffer."""
+        args: list[ArgSpec] = []
         for i, a in enumerate(self.m.args):
             if isinstance(a, str):
-                if a not in buffers:
+                if a not in ranks:
                     raise self.err(("args", i), f"{a!r} is not an input or output buffer")
                 args.append(a)
+            elif isinstance(a, schema.TensorMapArgModel):
+                args.append(self._tensor_map(i, a, known, ranks))
             else:
                 value = self._expr(("args", i, "value"), a.value, known)
                 args.append(ScalarArg(value, a.dtype, a.name))
-        missing = [o for o in self.m.outputs if o not in args]
+        passed = {a for a in args if isinstance(a, str)}
+        passed |= {a.buffer for a in args if isinstance(a, TensorMapArg)}
+        missing = [o for o in self.m.outputs if o not in passed]
         if missing:
             raise self.err(
                 ("args",), f"output(s) {', '.join(missing)} are not passed to the kernel"
             )
         return tuple(args)
+
+    def _tensor_map(
+        self, i: int, a: schema.TensorMapArgModel, known: set[str], ranks: dict[str, int]
+    ) -> TensorMapArg:
+        key = ("args", i)
+        rank = ranks.get(a.tensor_map)
+        if rank is None:
+            raise self.err(
+                (*key, "tensor_map"), f"{a.tensor_map!r} is not an input or output buffer"
+            )
+        if len(a.box) != rank:
+            raise self.err(
+                (*key, "box"),
+                f"box has {len(a.box)} dimension{'s'[: len(a.box) != 1]} but buffer "
+                f"{a.tensor_map!r} has {rank} (one box extent per dimension of its shape, "
+                "outermost first)",
+            )
+        box = tuple(self._expr((*key, "box", d), t, known) for d, t in enumerate(a.box))
+        return TensorMapArg(
+            buffer=a.tensor_map,
+            box=box,
+            swizzle=self._expr((*key, "swizzle"), a.swizzle, known),
+            when=self._expr((*key, "when"), a.when, known),
+            l2_promotion=a.l2_promotion,
+            name=a.name,
+        )
 
     def _reference(self, known: set[str]) -> Reference | None:
         r = self.m.reference

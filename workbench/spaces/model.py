@@ -115,6 +115,29 @@ class ScalarArg:
 
 
 @dataclass(frozen=True)
+class TensorMapArg:
+    """A by-value ``CUtensorMap`` (128 bytes, 64-byte aligned) describing ``buffer`` for TMA
+    copies: its box (outermost dimension first, like the buffer's shape) and swizzle are
+    expressions of the config. Where ``when`` is false the kernel gets 128 zero bytes and
+    nothing is checked or encoded (the path of the config does not read the map)."""
+
+    buffer: str
+    box: tuple[Expression, ...]
+    swizzle: Expression
+    when: Expression
+    l2_promotion: int = 256
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name or self.buffer
+
+
+#: One entry of a space's ``args``: a buffer's name, a scalar, or a tensor map.
+ArgSpec = str | ScalarArg | TensorMapArg
+
+
+@dataclass(frozen=True)
 class Reference:
     """Where the CPU reference lives and how its output is compared."""
 
@@ -162,7 +185,7 @@ class SpaceSpec:
     shape_sets: Mapping[str, tuple[Shape, ...]]
     inputs: tuple[InputSpec, ...]
     outputs: tuple[OutputSpec, ...]
-    args: tuple[str | ScalarArg, ...]
+    args: tuple[ArgSpec, ...]
     reference: Reference | None
     work: WorkModel
     baselines: tuple[Baseline, ...]

@@ -7,9 +7,19 @@ in expressions, the source file, defaults in domains) and builds the frozen mode
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    Tag,
+)
 
 Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
 ExprText = StrictStr | StrictInt | StrictFloat | StrictBool
@@ -120,6 +130,41 @@ class ScalarArgModel(_Strict):
     dtype: Literal["int32", "int64", "uint32", "float32", "float64"] = "int32"
 
 
+class TensorMapArgModel(_Strict):
+    """A Hopper TMA descriptor (``CUtensorMap``, 128 bytes) of a buffer, passed by value: the
+    runner encodes it per shape and config with ``cuTensorMapEncodeTiled``."""
+
+    #: the input or output buffer the map describes (its dtype, shape and device address)
+    tensor_map: Identifier
+    #: the box a copy moves, in elements, one expression per dimension of the buffer's shape
+    #: (outermost first, like the shape)
+    box: list[ExprText] = Field(..., min_length=1, max_length=5)
+    #: shared-memory swizzle span in bytes: 0 (none), 32, 64 or 128 (an expression)
+    swizzle: ExprText = 0
+    #: L2 promotion in bytes: 0 (none), 64, 128 or 256
+    l2_promotion: Literal[0, 64, 128, 256] = 256
+    #: the configs that use the map; elsewhere the kernel gets 128 zero bytes, unchecked
+    when: ExprText = True
+    #: a label for messages (the buffer's name otherwise)
+    name: Identifier | None = None
+
+
+def _arg_kind(value: Any) -> str:
+    """Which kind of ``args`` entry ``value`` is: a buffer name, a scalar or a tensor map."""
+    if isinstance(value, dict | BaseModel):
+        keys = value if isinstance(value, dict) else value.model_fields_set
+        return "TensorMapArgModel" if "tensor_map" in keys else "ScalarArgModel"
+    return "str"
+
+
+ArgEntry = Annotated[
+    Annotated[Identifier, Tag("str")]
+    | Annotated[ScalarArgModel, Tag("ScalarArgModel")]
+    | Annotated[TensorMapArgModel, Tag("TensorMapArgModel")],
+    Discriminator(_arg_kind),
+]
+
+
 class ReferenceModel(_Strict):
     #: ``package.module:function`` importable from the environment...
     python: StrictStr | None = Field(default=None, pattern=r"^[\w.]+:\w+$")
@@ -179,7 +224,7 @@ class SpaceModel(_Strict):
     shapes: ShapesModel
     inputs: dict[Identifier, InputModel] = Field(default_factory=dict)
     outputs: dict[Identifier, OutputModel] = Field(..., min_length=1)
-    args: list[Identifier | ScalarArgModel] = Field(..., min_length=1)
+    args: list[ArgEntry] = Field(..., min_length=1)
     reference: ReferenceModel | None = None
     work: WorkModel
     baselines: list[Baseline] = Field(default_factory=list)

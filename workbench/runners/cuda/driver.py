@@ -19,7 +19,13 @@ from cuda.bindings import driver as cu
 
 from workbench.errors import WorkbenchError
 from workbench.runners.buffers import ArgPack, Fill
+from workbench.runners.tensor_maps import (
+    TENSOR_MAP_BYTES,
+    TensorMapValue,
+    check_global_address,
+)
 from workbench.spaces.launch import Launch
+from workbench.spaces.schema import DType
 
 #: Dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute).
 #: Largest cluster that needs no NON_PORTABLE_CLUSTER_SIZE_ALLOWED opt-in.
@@ -170,6 +176,75 @@ def cluster_launch_config(launch: Launch, stream: cu.CUstream) -> cu.CUlaunchCon
     return config
 
 
+#: The encoder's element type of each dtype: 8-bit integers and fp8 travel as plain bytes.
+_TMA = cu.CUtensorMapDataType
+TENSOR_MAP_DTYPES = {
+    DType.INT8: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    DType.UINT8: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    DType.FLOAT8_E4M3: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    DType.FLOAT8_E5M2: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    DType.INT16: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT16,
+    DType.FLOAT16: _TMA.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    DType.BFLOAT16: _TMA.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+    DType.INT32: _TMA.CU_TENSOR_MAP_DATA_TYPE_INT32,
+    DType.UINT32: _TMA.CU_TENSOR_MAP_DATA_TYPE_UINT32,
+    DType.FLOAT32: _TMA.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+    DType.INT64: _TMA.CU_TENSOR_MAP_DATA_TYPE_INT64,
+    DType.FLOAT64: _TMA.CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+}
+_SWIZZLES = {
+    0: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+    32: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
+    64: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
+    128: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+}
+_L2 = cu.CUtensorMapL2promotion
+_L2_PROMOTIONS = {
+    0: _L2.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+    64: _L2.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+    128: _L2.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+    256: _L2.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+}
+
+
+def tensor_map_encode_arguments(value: TensorMapValue, address: int) -> tuple[Any, ...]:
+    """``cuTensorMapEncodeTiled``'s arguments for ``value`` at device ``address`` (built
+    without a driver, so that a test checks them on any machine): tiled, no interleave, unit
+    element strides, out-of-bounds elements filled with zeros.
+
+    Raises:
+        TensorMapError: the address is not 16-byte aligned.
+    """
+    check_global_address(value, address)
+    rank = value.rank
+    return (
+        TENSOR_MAP_DTYPES[value.dtype],
+        rank,
+        address,
+        [cu.cuuint64_t(d) for d in value.global_dims],
+        [cu.cuuint64_t(s) for s in value.global_strides],
+        [cu.cuuint32_t(b) for b in value.box_dims],
+        [cu.cuuint32_t(1)] * rank,
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        _SWIZZLES[value.swizzle],
+        _L2_PROMOTIONS[value.l2_promotion],
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+
+
+def encode_tensor_map(value: TensorMapValue, address: int) -> bytes:
+    """The 128 bytes of the ``CUtensorMap`` the driver encodes for ``value`` at ``address``.
+
+    Raises:
+        TensorMapError: the address is not 16-byte aligned.
+        CudaError: the driver refuses the map (or there is no driver).
+    """
+    tensor_map = call(cu.cuTensorMapEncodeTiled, *tensor_map_encode_arguments(value, address))
+    raw = b"".join(int(word).to_bytes(8, "little") for word in tensor_map.opaque)
+    assert len(raw) == TENSOR_MAP_BYTES
+    return raw
+
+
 class Gpu:
     """The primary context of one device, one non-blocking stream and one event pair.
 
@@ -276,6 +351,10 @@ class Gpu:
 
     def unload(self, kernel: Kernel) -> None:
         call(cu.cuModuleUnload, kernel.module)
+
+    def encode_tensor_map(self, value: TensorMapValue, address: int) -> bytes:
+        """The ``CUtensorMap`` of a buffer at device ``address`` (see :func:`encode_tensor_map`)."""
+        return encode_tensor_map(value, address)
 
     def prepare(self, kernel: Kernel, launch: Launch) -> None:
         """Opt in to the launch's dynamic shared memory and cluster size (> 8).

@@ -243,10 +243,12 @@ class CudaExecutor:
         outputs = [(o, self._output(o)) for o in job.outputs]
         buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
         for arg in job.args:
-            if isinstance(arg, BufferArg) and arg.name not in buffers:
-                raise _NotLoaded(f"buffer {arg.name} is not loaded (inputs: {self.inputs_key})")
+            name = arg.name if isinstance(arg, BufferArg) else getattr(arg, "buffer", None)
+            if name is not None and name not in buffers:
+                raise _NotLoaded(f"buffer {name} is not loaded (inputs: {self.inputs_key})")
         addresses = {name: buf.ptr for name, buf in buffers.items()}
-        return kernel, launch_arguments(job.args, addresses), outputs
+        args = launch_arguments(job.args, addresses, self.gpu.encode_tensor_map)
+        return kernel, args, outputs
 
     def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
         job = request.job

@@ -1,0 +1,342 @@
+"""The warp-specialized TMA paths of the int8 GEMMs (PATH=tma_coop and tma_pingpong of gemm_int8
+and gemm_w8a8), compiled for sm_90a and inspected without a GPU: every sampled point compiles
+cleanly or is refused by a constraint that names its reason (and the kernel's static_assert backs
+it up), the SASS holds the TMA loads, mbarrier waits, warpgroup MMA and register reallocation
+each schedule needs, and the launch is one persistent CTA per SM at most."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from gpu_checks import gpu
+
+from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
+from workbench.spaces import Space, load_kernel
+from workbench.spaces.launch import launch_geometry
+from workbench.spaces.model import Config
+from workbench.sweep import sass_of, static_sweep
+from workbench.toolchain import Arch
+
+SM90A = Arch.parse("sm_90a")
+#: the paths (one per schedule) and their knobs; the others stay at the space's defaults
+PATHS = ("tma_coop", "tma_pingpong")
+KNOBS = ("PATH", "BM", "BN", "BK", "STAGES", "GROUP_M")
+COOPERATIVE = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "STAGES": 4}
+PINGPONG = {"PATH": "tma_pingpong", "BM": 128, "BN": 128, "BK": 128, "STAGES": 5}
+COOPERATIVE_TALL = {"PATH": "tma_coop", "BM": 256, "BN": 128, "BK": 128, "STAGES": 3}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
+    return CompileCache(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def space() -> Space:
+    return Space(load_kernel("gemm_int8"), arch=SM90A)
+
+
+def point(space: Space, **knobs: object) -> Config:
+    return dict(space.spec.default_config(), **knobs)
+
+
+def knob_domains(space: Space) -> dict[str, tuple]:
+    return {k: PATHS if k == "PATH" else space.spec.parameter(k).values for k in KNOBS}
+
+
+def tma_ws_points(space: Space) -> list[Config]:
+    """Every valid point of the two TMA paths (their knobs over their domains)."""
+    domains = knob_domains(space)
+    configs = (
+        point(space, **dict(zip(KNOBS, values, strict=True)))
+        for values in itertools.product(*domains.values())
+    )
+    return [c for c in configs if space.is_valid(c)]
+
+
+def test_the_path_has_points_of_both_schedules(space: Space) -> None:
+    points = tma_ws_points(space)
+    assert len(points) > 500
+    assert {(c["PATH"], c["BM"]) for c in points} == {
+        ("tma_coop", 128),
+        ("tma_coop", 256),
+        ("tma_pingpong", 64),
+        ("tma_pingpong", 128),
+    }
+    assert {c["BK"] for c in points} == {128}  # whole 128-byte swizzle atoms
+    assert all(c in points for c in (point(space, **COOPERATIVE), point(space, **PINGPONG)))
+
+
+def test_a_sample_of_points_compiles_clean(space: Space, cache: CompileCache) -> None:
+    """24 valid points drawn with a fixed seed, and the two schedules' examples: each compiles
+    for sm_90a with the SASS the space expects (UTMALDG, SYNCS, IGMMA, USETMAXREG), no spills,
+    no local memory, 168 registers at launch (65536 / 384) and the space's shared memory."""
+    points = tma_ws_points(space)
+    sample = random.Random(90).sample(points, 24)
+    configs = [point(space, **COOPERATIVE), point(space, **PINGPONG), *sample]
+    for record in static_sweep(space, configs, cache=cache):
+        config = record.config
+        assert record.ok, (config, record.log[-2000:])
+        assert record.lints == [], (config, record.lints)
+        assert record.spill_stores == 0 and record.stack_frame == 0, config
+        assert record.registers == 168 and record.threads_per_block == 384, config
+        stage = (config["BM"] + config["BN"]) * config["BK"]
+        assert record.dynamic_smem == config["STAGES"] * (stage + 16) + 1024, config
+        assert record.static_smem == 0
+        assert "serialized" not in record.log  # ptxas keeps the wgmma asynchronous
+
+
+def test_random_points_compile_or_are_refused_with_a_reason(
+    space: Space, cache: CompileCache
+) -> None:
+    """Points drawn from the whole product of the path's knobs (BM 16..256, BK 32..128, ...):
+    a valid one compiles, an invalid one names each constraint it breaks and why."""
+    rng = random.Random(7)
+    domains = knob_domains(space)
+    drawn = [point(space, **{k: rng.choice(v) for k, v in domains.items()}) for _ in range(60)]
+    valid = [c for c in drawn if space.is_valid(c)]
+    for config in drawn:
+        for violation in space.explain(config):
+            assert violation.constraint is not None and violation.constraint.reason, violation
+    assert 0 < len(valid) < len(drawn)
+    results = compile_jobs([make_job(space, c) for c in valid], cache)
+    assert all(r.ok for r in results), [r.log[-600:] for r in results if not r.ok]
+
+
+# Each constraint of the path with a kernel precondition: a point breaking it alone, and the
+# static_assert (or #error) that stops its compile.
+BACKSTOPS = [
+    ({"BK": 64}, "BK % SWIZZLE == 0", "BK: whole swizzle atoms"),
+    ({"BM": 64}, "BM in ((128, 256)", "BM: cooperative 128 or 256"),
+    ({"BM": 256, "BN": 64, "PATH": "tma_pingpong"}, "BM in ((128, 256)", "ping-pong 64 or 128"),
+    ({"BN": 224, "PATH": "tma_pingpong"}, "regs_needed <= regs_cap", "the accumulators plus"),
+    ({"BM": 256, "BN": 160, "SPLIT_K": 2}, "regs_needed <= regs_cap", "(~104 with split-K)"),
+]
+
+
+@pytest.mark.parametrize(("knobs", "constraint", "message"), BACKSTOPS)
+def test_kernel_preconditions_back_up_the_constraints(
+    space: Space, cache: CompileCache, knobs: dict, constraint: str, message: str
+) -> None:
+    config = point(space, **{**COOPERATIVE, **knobs})
+    problems = [v.message for v in space.explain(config)]
+    assert problems and all(constraint in p for p in problems), problems
+    result = compile_job(make_job(space, config), cache)
+    assert not result.ok and message in result.log, result.log[-1500:]
+
+
+def test_split_k_meets_in_the_workspace(space: Space, cache: CompileCache) -> None:
+    """SPLIT_K > 1: one CTA per K slice of a tile (min(tiles * SPLIT_K, SMs) in all); the slices
+    add their partial sums with global atomics, count their arrival behind a named barrier and
+    broadcast who came last with a barrier reduction; the last takes the totals (L2 loads)."""
+    for knobs, barriers in (
+        ({**COOPERATIVE, "BN": 128, "SPLIT_K": 4}, 4),  # ptxas counts ids 0..3 (0 and 3 used)
+        ({**PINGPONG, "BM": 64, "SPLIT_K": 8, "GROUP_M": 1}, 5),  # 0, turns 1-2, units 3-4
+    ):
+        config = point(space, **knobs)
+        (record,) = static_sweep(space, [config], cache=cache)
+        assert record.ok and record.lints == [] and record.registers == 168, record.lints
+        assert f"used {barriers} barriers" in record.log
+        result = compile_job(make_job(space, config), cache)
+        ops = {i.opcode for i in sass_of(result, cache)[result.entry or ""]}
+        assert "ATOMG.E.ADD.STRONG.GPU" in ops and "BAR.RED.OR.DEFER_BLOCKING" in ops
+        assert "MEMBAR.SC.GPU" in ops and "LDG.E.STRONG.GPU" in ops  # fence; __ldcg totals
+    decode = Space(space.spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
+    config = point(space, **{**PINGPONG, "BM": 64, "SPLIT_K": 4})
+    assert launch_geometry(decode, config).grid == (128, 1, 1)  # 32 tiles x 4 slices, 1-D
+    assert not decode.explain(config)
+    # every slice needs a k-tile: K = 256 has two of 128 bytes, so no third slice
+    short = Space(space.spec, shape={"M": 16, "N": 4096, "K": 256}, arch=SM90A)
+    assert short.explain(point(space, **{**PINGPONG, "SPLIT_K": 4}))
+    assert not short.explain(point(space, **{**PINGPONG, "SPLIT_K": 2}))
+
+
+def test_the_path_is_refused_on_plain_sm_90(cache: CompileCache) -> None:
+    spec = load_kernel("gemm_int8")
+    sm90 = Space(spec, arch=Arch.parse("sm_90"))
+    config = dict(spec.default_config(), **COOPERATIVE)
+    assert any("arch.specific" in v.message for v in sm90.explain(config))
+    result = compile_job(make_job(sm90, config), cache)
+    assert not result.ok and "sm_90a" in result.log
+
+
+@pytest.mark.parametrize(
+    ("knobs", "wgmma_per_stage", "named_barriers"),
+    [(COOPERATIVE, 4, 1), (PINGPONG, 8, 3), (COOPERATIVE_TALL, 8, 1)],
+    ids=["cooperative-128x256", "pingpong-128x128", "cooperative-256x128"],
+)
+def test_sass_of_each_schedule(
+    space: Space, cache: CompileCache, knobs: dict, wgmma_per_stage: int, named_barriers: int
+) -> None:
+    """One TMA box per operand per stage (BK = the 128-byte swizzle), issued by the producer;
+    BK / 32 wgmma per m64 block of a consumer's rows; mbarrier init, expect-tx arrival, waits
+    and releases; setmaxnreg down for the producer and up for the consumers; no cp.async, no
+    mma.sync, no local memory. Ping-pong also uses two named barriers for its turns."""
+    config = point(space, **knobs)
+    result = compile_job(make_job(space, config), cache)
+    assert result.ok and result.entry is not None, result.log
+    sass = sass_of(result, cache)[result.entry]
+    ops = [i.opcode for i in sass]
+
+    def count(opcode: str) -> int:
+        return sum(op == opcode for op in ops)
+
+    assert count("UTMALDG.2D") == 2  # A box and B box, in the producer's k-tile loop
+    assert count(f"IGMMA.64x{config['BN']}x32.S8.S8") == wgmma_per_stage
+    assert count("UTMACCTL.PF") == 2  # the two descriptors prefetched
+    assert count("USETMAXREG.DEALLOC.CTAPOOL") == 1  # producer: down to 40
+    assert count("USETMAXREG.TRY_ALLOC.CTAPOOL") == 1  # consumers: up to 232
+    assert count("SYNCS.EXCH.64") == 2 * config["STAGES"]  # full and empty barrier per stage
+    assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in ops  # mbarrier.try_wait.parity
+    assert "SYNCS.ARRIVE.TRANS64" in ops  # the producer's arrive.expect_tx
+    assert "SYNCS.ARRIVE.TRANS64.A1T0" in ops  # a consumer warp releasing a stage
+    assert "WARPGROUP.ARRIVE" in ops and "WARPGROUP.DEPBAR.LE" in ops
+    assert ("BAR.ARV" in ops) == (config["PATH"] == "tma_pingpong")
+    assert f"used {named_barriers} barriers" in result.log
+    assert not any(op.startswith(("LDGSTS", "IMMA", "LDL", "STL")) for op in ops)
+
+
+def test_persistent_grid(space: Space) -> None:
+    """At most one CTA per SM (132 on an H200), fewer when there are fewer tiles."""
+    config = point(space, **COOPERATIVE)
+    for shape, ctas in [
+        ({"M": 4096, "N": 4096, "K": 4096}, 132),  # 32 x 16 tiles
+        ({"M": 16, "N": 4096, "K": 4096}, 16),  # 1 x 16
+        ({"M": 1, "N": 1, "K": 16}, 1),
+    ]:
+        launch = launch_geometry(Space(space.spec, shape=shape, arch=SM90A), config)
+        assert launch.grid == (ctas, 1, 1) and launch.block == (384, 1, 1), shape
+
+
+@pytest.mark.parametrize("out", ["float16", "bfloat16", "float32"])
+def test_w8a8_fuses_its_scaling_into_the_tma_ws_epilogue(cache: CompileCache, out: str) -> None:
+    spec = load_kernel("gemm_w8a8")
+    w8a8 = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), **PINGPONG, OUT=out)
+    (record,) = static_sweep(w8a8, [config], cache=cache)
+    assert record.ok and record.lints == [], (record.lints, record.log[-1500:])
+    assert record.spill_stores == 0 and record.registers == 168
+
+
+# -- on a GPU: bit-exact at the odd and compare shapes (the device check runs these) ---------
+#: both schedules, one and two m64 blocks per consumer (PINGPONG: 128 rows), the measured best
+#: wgmma tiles as TMA
+#: tiles (128 x 256 at 4096^3 and 8192^3, 128 x 96 with 5 stages at M=128), a 2-stage ring that
+#: wraps every other k-tile, and a 64-row ping-pong tile for decode shapes
+GPU_CONFIGS = [
+    COOPERATIVE,
+    PINGPONG,
+    {"PATH": "tma_coop", "BM": 128, "BN": 96, "BK": 128, "STAGES": 5, "GROUP_M": 1},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 2, "GROUP_M": 1},
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16},
+    # split-K (where K has a k-tile for every slice): the decode shapes' tiles over more SMs
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 2},
+]
+
+
+def verify_tma_paths(
+    kernel: str, shape: dict[str, int], configs: list[dict], cache: CompileCache
+) -> None:
+    """Every config at ``shape``, verified against the reference on the GPU."""
+    from gpu_checks import BRIEF, GPU
+
+    from workbench.runners.base import TrialOutcome
+    from workbench.runners.cuda import CudaRunner
+
+    if GPU.cc != 90:
+        pytest.skip(f"the TMA paths are built for sm_90a; the GPU is sm_{GPU.cc}")
+    spec = load_kernel(kernel)
+    space = Space(spec, shape=shape, arch=SM90A)
+    failures = []
+    with CudaRunner(space, cache, timing=BRIEF) as runner:
+        for knobs in configs:
+            config = dict(spec.default_config(), **knobs)
+            assert all(v in spec.parameter(k).values for k, v in knobs.items()), knobs
+            if knobs.get("SPLIT_K", 1) > 1 and not space.is_valid(config):
+                continue  # too few k-tiles at this shape for every slice
+            assert space.is_valid(config), (shape, knobs, space.explain(config))
+            m = runner.evaluate(config)
+            if m.outcome is not TrialOutcome.OK:
+                failures.append(f"{knobs}: {m.outcome.value}: {m.reason[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+def shapes_of(kernel: str, *sets: str) -> list:
+    spec = load_kernel(kernel)
+    return [
+        pytest.param(shape, id=f"{name}-{'x'.join(map(str, shape.values()))}")
+        for name in sets
+        for shape in spec.shapes(name)
+    ]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", shapes_of("gemm_int8", "odd", "compare"))
+def test_tma_paths_are_bit_exact_on_the_gpu(shape: dict[str, int], cache: CompileCache) -> None:
+    verify_tma_paths("gemm_int8", shape, GPU_CONFIGS, cache)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", shapes_of("gemm_w8a8", "odd"))
+def test_w8a8_tma_paths_match_the_reference_on_the_gpu(
+    shape: dict[str, int], cache: CompileCache
+) -> None:
+    verify_tma_paths("gemm_w8a8", shape, [COOPERATIVE, PINGPONG], cache)
+
+
+# -- FP8 (gemm_fp8, gemm_fp8_e5m2): the same pipeline with QGMMA and fp32 accumulators --------
+FP8_COOPERATIVE = {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4}
+FP8_PINGPONG = {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64}
+FP8_FAST = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "PROMOTE": False}
+
+
+@pytest.mark.parametrize(
+    ("kernel", "fmt"), [("gemm_fp8", "E4M3"), ("gemm_fp8_e5m2", "E5M2")], ids=["e4m3", "e5m2"]
+)
+def test_fp8_sample_compiles_clean(kernel: str, fmt: str, cache: CompileCache) -> None:
+    """12 valid points of the two TMA paths (with and without PROMOTE, 64- and 128-byte
+    swizzles) and the three examples: clean, with the expected SASS; QGMMA of the format."""
+    spec = load_kernel(kernel)
+    fp8 = Space(spec, arch=SM90A)
+    points = [c for c in fp8.sample(400, seed=42) if c["PATH"] in PATHS][:12]
+    examples = [dict(spec.default_config(), **k) for k in (FP8_COOPERATIVE, FP8_PINGPONG, FP8_FAST)]
+    configs = [*examples, *points]
+    assert len(points) == 12 and {c["PROMOTE"] for c in points} == {True, False}
+    for record in static_sweep(fp8, configs, cache=cache):
+        assert record.ok and record.lints == [], (record.config, record.lints)
+        assert record.spill_stores == 0 and record.registers == 168, record.config
+    for config in examples:
+        result = compile_job(make_job(fp8, config), cache)
+        ops = [i.opcode for i in sass_of(result, cache)[result.entry or ""]]
+        rows = config["BM"] // (2 if config["PATH"] == "tma_coop" else 1)
+        qgmma = f"QGMMA.64x{config['BN']}x32.F32.{fmt}.{fmt}"
+        assert sum(op == qgmma for op in ops) == config["BK"] // 32 * rows // 64, config
+        assert sum(op == "UTMALDG.2D" for op in ops) == 2
+        assert ("BAR.ARV" in ops) == (config["PATH"] == "tma_pingpong")
+
+
+def test_fp8_promotion_doubles_the_accumulators(cache: CompileCache) -> None:
+    """PROMOTE keeps a second set of fp32 registers: 128 x 256 fits only with fast accumulation,
+    and the kernel's static_assert backs the space's register constraint up."""
+    spec = load_kernel("gemm_fp8")
+    fp8 = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), **{**FP8_FAST, "PROMOTE": True})
+    assert [v.constraint.expr.text for v in fp8.explain(config) if v.constraint] == [
+        "not ws or acc_regs + 40 <= 232"
+    ]
+    result = compile_job(make_job(fp8, config), cache)
+    assert not result.ok and "the accumulators plus ~40 registers" in result.log
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", shapes_of("gemm_fp8", "odd"))
+def test_fp8_tma_paths_match_the_reference_on_the_gpu(
+    shape: dict[str, int], cache: CompileCache
+) -> None:
+    verify_tma_paths("gemm_fp8", shape, [FP8_COOPERATIVE, FP8_PINGPONG, FP8_FAST], cache)
