@@ -22,6 +22,7 @@ from workbench.roofline import (
     SPARSE_COUNTERS,
     Ceilings,
     achieved_from_metrics,
+    datasheet_ceilings,
     measured_ceilings,
     ncu_ceilings,
     roofline_points,
@@ -184,17 +185,27 @@ def _supported() -> tuple[str, ...]:
         pytest.skip(f"no Perfworks library: {exc}")
 
 
-#: (preset, chip, published boost clock in MHz at which NVIDIA's dense peaks are quoted):
-#: A100 SXM4 1,410; L40S 2,520; H100/H200 SXM tensor peaks at 1,830 (FACTS.md).
-DATASHEET_CLOCKS = (("a100", "GA100", 1410), ("l40s", "AD102", 2520), ("h200", "GH100", 1830))
+#: (preset, chip, a datasheet figure the chip's consumer part runs at a lower rate)
+PRESET_CHIPS = (
+    ("t4", "TU104", None),
+    ("a100", "GA100", None),
+    # GeForce runs FP16 with FP32 accumulation at half the GA102's rate: 71 of 142 TFLOP/s
+    ("rtx3090", "GA102", "tensor_fp16"),
+    ("l40s", "AD102", None),
+    ("h100", "GH100", None),
+    ("h200", "GH100", None),
+)
 
 
-@pytest.mark.parametrize(("preset", "chip", "mhz"), DATASHEET_CLOCKS)
-def test_dense_roofs_are_the_datasheet_peaks(preset: str, chip: str, mhz: int) -> None:
-    """Half the path's peak per SM and cycle x SMs x the boost clock is the datasheet's dense
-    peak (int8, fp8, fp16) within 1.5 % (the L40S's FP16 figure, 362, is quoted 1.2 % below its
-    int8 clock); the path's own peak would be twice it. BF16 runs at the FP16 rate and TF32 at
-    half of it (A100: 312 and 156 TFLOP/s; H100: 989 and 495)."""
+@pytest.mark.parametrize(("preset", "chip", "consumer"), PRESET_CHIPS)
+def test_dense_roofs_are_the_datasheet_peaks_at_the_presets_clocks(
+    preset: str, chip: str, consumer: str | None
+) -> None:
+    """The dense peak per SM and cycle (half the tensor path's from sm_80 on) x SMs x the
+    preset's tensor clock is its datasheet tensor peak, and 2 FFMA flops x the FFMA peak x SMs
+    x its boost clock its FP32 peak, within 1.5 % (the L40S's FP16 figure, 362, is quoted 1.2 %
+    below its int8 clock). BF16 runs at the FP16 rate and TF32 at half of it (A100: 312 and
+    156 TFLOP/s; H100: 989 and 495)."""
     spec = DEVICES[preset]
     cat = _catalog(chip)
     paths = {
@@ -202,18 +213,38 @@ def test_dense_roofs_are_the_datasheet_peaks(preset: str, chip: str, mhz: int) -
         for name, path in reversed(TENSOR_PEAK_PATHS)  # the first listed wins, as in ncu_ceilings
         if f"sm__ops_path_tensor_src_{path}" in cat.base_metrics
     }
-    peaks = cat.peaks_per_unit(list(paths.values()))
-    dense = {name: peaks[base] / 2 * spec.sm_count * mhz * 1e6 for name, base in paths.items()}
+    ffma = "sm__sass_thread_inst_executed_op_ffma_pred_on"
+    peaks = cat.peaks_per_unit([*paths.values(), ffma])
+    halve = 2 if _family_cc(chip) >= SPARSE_TENSOR_FROM_CC else 1  # type: ignore[operator]
+    per_second = spec.sm_count * spec.tensor_clock_mhz * 1e6
+    dense = {name: peaks[base] / halve * per_second for name, base in paths.items()}
     sheet = {
         "tensor_int8": spec.peak_int8_tops,
         "tensor_fp8": spec.peak_fp8_tflops,
         "tensor_fp16": spec.peak_fp16_tflops,
     }
     for name, tera in sheet.items():
-        if tera:
+        if tera and name != consumer:
             assert dense[name] == pytest.approx(tera * 1e12, rel=0.015), name
-    assert dense["tensor_bf16"] == dense["tensor_fp16"]
-    assert dense["tensor_tf32"] == dense["tensor_fp16"] / 2
+    fp32 = 2 * peaks[ffma] * spec.sm_count * spec.boost_clock_mhz * 1e6
+    assert fp32 == pytest.approx(spec.peak_fp32_tflops * 1e12, rel=0.015)
+    if "tensor_bf16" in dense:
+        assert dense["tensor_bf16"] == dense["tensor_fp16"]
+        assert dense["tensor_tf32"] == dense["tensor_fp16"] / 2
+
+
+def test_datasheet_compute_roofs_scale_to_the_timed_clock() -> None:
+    """An H200 timed at 1,980 MHz: its dense int8 roof is 1,979 TOPS x 1,980 / 1,830 (8,192 ops
+    per SM and cycle at the clock it ran at); FP32 is quoted at 1,980 already; DRAM never
+    scales."""
+    h200 = DEVICES["h200"]
+    quoted = {c.name: c for c in datasheet_ceilings(h200)}
+    timed = {c.name: c for c in datasheet_ceilings(h200, 1980)}
+    assert timed["tensor_int8"].value == pytest.approx(8192 * 132 * 1980e6, rel=0.002)
+    assert quoted["tensor_int8"].value == 1979e12 and "1,830 MHz" in quoted["tensor_int8"].legend
+    assert "scaled to 1,980 MHz" in timed["tensor_int8"].legend
+    assert timed["fp32"].value == quoted["fp32"].value == 67e12
+    assert timed["dram"].value == quoted["dram"].value and timed["dram"].clock_hz is None
 
 
 def test_every_sparse_counter_exists_on_some_chip_and_no_chip_lacks_all_of_a_precision() -> None:

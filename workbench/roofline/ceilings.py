@@ -95,6 +95,11 @@ class Ceiling:
         return f"{self.name} {si(self.value, self.unit)} ({self.source.value}: {self.detail})"
 
     @property
+    def short(self) -> str:
+        """``tensor_int8 1.83 POP/s (ncu)``."""
+        return f"{self.name} {si(self.value, self.unit)} ({self.source.value})"
+
+    @property
     def legend(self) -> str:
         """The label with the brief detail: ``tensor_int8 1.83 POP/s (ncu: dense int8, ncu
         peak / 2, at 1.69 GHz)``."""
@@ -138,20 +143,53 @@ def share(achieved: float, roof: float, what: str) -> float:
     return checked_share(achieved / roof, what)
 
 
-def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
-    """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out)."""
-    detail = f"{spec.source}, {spec.name}"
+def datasheet_ceilings(spec: DeviceSpec, at_mhz: float | None = None) -> tuple[Ceiling, ...]:
+    """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out).
+
+    Compute peaks are quoted at an SM clock (``boost_clock_mhz`` for FP32, ``tensor_clock_mhz``
+    for tensor cores); ``at_mhz``, the clock a timing ran at, scales them to it, so that a
+    share of the roof is per cycle. DRAM does not run on the SM clock and is never scaled.
+    """
     pairs = (
-        ("dram", CeilingKind.MEMORY, spec.dram_bandwidth_gbs * 1e9),
-        ("fp32", CeilingKind.COMPUTE, spec.peak_fp32_tflops * 1e12),
-        ("tensor_fp16", CeilingKind.COMPUTE, spec.peak_fp16_tflops * 1e12),
-        ("tensor_fp8", CeilingKind.COMPUTE, spec.peak_fp8_tflops * 1e12),
-        ("tensor_int8", CeilingKind.COMPUTE, spec.peak_int8_tops * 1e12),
+        ("dram", CeilingKind.MEMORY, spec.dram_bandwidth_gbs * 1e9, 0.0),
+        ("fp32", CeilingKind.COMPUTE, spec.peak_fp32_tflops * 1e12, spec.boost_clock_mhz),
+        ("tensor_fp16", CeilingKind.COMPUTE, spec.peak_fp16_tflops * 1e12, spec.tensor_clock_mhz),
+        ("tensor_fp8", CeilingKind.COMPUTE, spec.peak_fp8_tflops * 1e12, spec.tensor_clock_mhz),
+        ("tensor_int8", CeilingKind.COMPUTE, spec.peak_int8_tops * 1e12, spec.tensor_clock_mhz),
     )
     return tuple(
-        Ceiling(name, kind, value, CeilingSource.DATASHEET, detail, spec.name)
-        for name, kind, value in pairs
+        _datasheet_roof(spec, name, kind, value, quoted, at_mhz)
+        for name, kind, value, quoted in pairs
         if value > 0
+    )
+
+
+def _datasheet_roof(
+    spec: DeviceSpec,
+    name: str,
+    kind: CeilingKind,
+    value: float,
+    quoted_mhz: float,
+    at_mhz: float | None,
+) -> Ceiling:
+    """One datasheet peak, at the clock it is quoted at, or scaled to ``at_mhz``."""
+    detail = f"{spec.source}, {spec.name}"
+    if not quoted_mhz:  # DRAM, or a clock the preset does not know
+        return Ceiling(name, kind, value, CeilingSource.DATASHEET, detail, spec.name)
+    if not at_mhz or at_mhz == quoted_mhz:
+        detail += f", at {quoted_mhz:,.0f} MHz"
+        return Ceiling(
+            name, kind, value, CeilingSource.DATASHEET, detail, spec.name, quoted_mhz * 1e6
+        )
+    unit = "OP/s" if name in INTEGER_CEILINGS else "FLOP/s"
+    scaled = (
+        f"{detail}: {si(value, unit)} at {quoted_mhz:,.0f} MHz x {at_mhz:,.0f} / "
+        f"{quoted_mhz:,.0f} (the timed clock)"
+    )
+    brief = f"{detail}, scaled to {at_mhz:,.0f} MHz"
+    value *= at_mhz / quoted_mhz
+    return Ceiling(
+        name, kind, value, CeilingSource.DATASHEET, scaled, spec.name, at_mhz * 1e6, brief
     )
 
 
@@ -230,12 +268,14 @@ _NCU_PEAKS = (
 )
 
 #: (ceiling, path): tensor roofs from ``sm__ops_path_tensor_src_<path>.sum.peak_sustained``
-#: (FP16 is one path on Hopper, ``fp16_dst_fp32`` on Ampere and Ada: the first found is taken).
+#: (FP16 is one path on Hopper, ``fp16_dst_fp32`` on Ampere and Ada, ``fp16_dst_fp16`` on
+#: Turing: the first found is taken).
 TENSOR_PEAK_PATHS = (
     ("tensor_int8", "int8"),
     ("tensor_fp8", "fp8"),
     ("tensor_fp16", "fp16"),
     ("tensor_fp16", "fp16_dst_fp32"),
+    ("tensor_fp16", "fp16_dst_fp16"),
     ("tensor_bf16", "bf16_dst_fp32"),
     ("tensor_tf32", "tf32_dst_fp32"),
 )
