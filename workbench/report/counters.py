@@ -296,5 +296,5 @@ def missing_lines(variants: list[Variant]) -> list[str]:
     out = []
     for v in variants:
         if v.divergence.missing:
-            out.append(f"{v.label}: no {', '.join(v.divergence.missing)}")
+            out.append(f"{v.axis}: no {', '.join(v.divergence.missing)}")
     return out

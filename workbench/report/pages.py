@@ -224,7 +224,7 @@ def add_counter_sections(
             div.note(line)
         for v in with_div:
             for n in v.divergence.notes:
-                div.note(f"{v.label}: {n}")
+                div.note(f"{v.axis}: {n}")
     else:
         div.text(
             absent
