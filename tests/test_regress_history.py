@@ -212,6 +212,8 @@ def test_the_timeline_fragment_leaves_plotly_js_to_the_page(
     assert "Plotly.newPlot" in fragment and "plotly_clickannotation" in fragment
     assert f"id='env-{env}'" in fragment and "None found" in fragment
     assert timeline_fragment(series, include_plotlyjs=True).count("plotly.js v") == 1
+    shared = timeline_fragment(series, include_plotlyjs="plotly.min.js")  # a report folder's
+    assert shared.count('src="plotly.min.js"') == 1 and "plotly.js v" not in shared
 
 
 def test_the_timeline_page_renders_offline_in_chromium(

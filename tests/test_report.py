@@ -7,9 +7,11 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
+from plotly.offline import get_plotlyjs
 from typer.testing import CliRunner
 
 from workbench.compiler import CompileCache
@@ -23,6 +25,7 @@ from workbench.report.data import gather_studies
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import gather_importance
 from workbench.report.overview import replay_banner
+from workbench.report.page import PLOTLY_JS
 from workbench.report.roofline import from_profiles
 from workbench.search.session import plan_replay_file
 from workbench.search.tuner import Budget, Tuner
@@ -196,12 +199,26 @@ def test_hostile_names_are_escaped_in_the_html(built) -> None:
     assert "&lt;script&gt;window.__pwned" in html
 
 
-def test_plotly_is_inlined_once_per_page(built) -> None:
-    _, _, pages = built
+def test_the_pages_share_one_plotly_js_beside_them(built) -> None:
+    """plotly.js (4.8 MB) once in the folder, not in every page: each page loads the file
+    beside it and nothing else (the Chromium test opens them offline)."""
+    _, tmp, pages = built
+    assert (tmp / "reports" / PLOTLY_JS).read_text(encoding="utf-8") == get_plotlyjs()
     for path in pages:
         html = path.read_text()
         assert html.count("window.PlotlyConfig = ") == 1, path.name
-        assert "<script src=" not in html  # nothing loaded from elsewhere
+        assert re.findall(r"<script[^>]*\bsrc=\"([^\"]*)\"", html) == [PLOTLY_JS], path.name
+        assert "plotly.js v" not in html
+
+
+def test_a_report_of_one_page_inlines_plotly_js(filled, tmp_path: Path) -> None:
+    store, _ = filled
+    result = build_reports(store, "Xgemm", ReportOptions(out_dir=tmp_path / "one"))
+    (page,) = result.pages
+    html = page.read_text()
+    assert html.count("plotly.js v") == 1
+    assert re.findall(r"<script[^>]*\bsrc=", html) == []
+    assert not (tmp_path / "one" / PLOTLY_JS).exists()
 
 
 def test_a_kernel_without_results_is_a_clear_message(filled) -> None:

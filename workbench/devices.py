@@ -39,6 +39,11 @@ class DeviceSpec:
     peak_fp8_tflops: float = 0.0
     peak_fp16_tflops: float = 0.0
     peak_fp32_tflops: float = 0.0
+    #: the SM clocks (MHz) the datasheet's peaks are quoted at: FP32 at the boost clock, tensor
+    #: peaks at ``tensor_clock_mhz`` (lower on H100/H200: 1,979 TOPS = 8,192 ops per SM and
+    #: cycle x 132 SMs x 1,830 MHz, while 67 TFLOP/s FP32 is at 1,980); 0 where unknown
+    boost_clock_mhz: float = 0.0
+    tensor_clock_mhz: float = 0.0
     source: str = "NVIDIA datasheet"
 
     @property
@@ -77,6 +82,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_int8_tops=130,
         peak_fp16_tflops=65,
         peak_fp32_tflops=8.1,
+        boost_clock_mhz=1590,
+        tensor_clock_mhz=1590,
         **_limits(75),
     ),
     "a100": DeviceSpec(
@@ -87,6 +94,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_int8_tops=624,
         peak_fp16_tflops=312,
         peak_fp32_tflops=19.5,
+        boost_clock_mhz=1410,
+        tensor_clock_mhz=1410,
         **_limits(80),
     ),
     "rtx3090": DeviceSpec(
@@ -97,6 +106,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_int8_tops=284,
         peak_fp16_tflops=71,
         peak_fp32_tflops=35.6,
+        boost_clock_mhz=1695,
+        tensor_clock_mhz=1695,
         **_limits(86),
     ),
     "l40s": DeviceSpec(
@@ -108,6 +119,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_fp8_tflops=733,
         peak_fp16_tflops=362,
         peak_fp32_tflops=91.6,
+        boost_clock_mhz=2520,
+        tensor_clock_mhz=2520,
         **_limits(89),
     ),
     "h100": DeviceSpec(
@@ -119,6 +132,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_fp8_tflops=1979,
         peak_fp16_tflops=989,
         peak_fp32_tflops=67,
+        boost_clock_mhz=1980,
+        tensor_clock_mhz=1830,
         **_limits(90),
     ),
     "h200": DeviceSpec(
@@ -130,6 +145,8 @@ DEVICES: dict[str, DeviceSpec] = {
         peak_fp8_tflops=1979,
         peak_fp16_tflops=989,
         peak_fp32_tflops=67,
+        boost_clock_mhz=1980,
+        tensor_clock_mhz=1830,
         **_limits(90),
     ),
 }

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from workbench.profile.errors import MetricNameError
 from workbench.profile.nvperf import NCU_SIDE_METRICS, NvperfUnavailable, catalog, is_ncu_side
+from workbench.roofline import SPARSE_COUNTERS
 
 
 class MetricSet(enum.Enum):
@@ -54,7 +55,15 @@ def _ops(
 _THREAD_OPS = "smsp__sass_thread_inst_executed_op_"
 _PEAK_OPS = "sm__sass_thread_inst_executed_op_"
 #: Tensor-core operations per source type: ``sm__ops_path_tensor_src_<type>``.
-TENSOR_PATHS = ("int8", "fp8", "fp16", "fp16_dst_fp16", "fp16_dst_fp32", "bf16_dst_fp32")
+TENSOR_PATHS = (
+    "int8",
+    "fp8",
+    "fp16",
+    "fp16_dst_fp16",
+    "fp16_dst_fp32",
+    "bf16_dst_fp32",
+    "tf32_dst_fp32",
+)
 #: Warp stall reasons (Warp State Statistics), as ``smsp__average_warps_issue_stalled_*``.
 STALL_REASONS = (
     "barrier",
@@ -124,6 +133,16 @@ ROOFLINE_METRICS = (
     *_ops(_PEAK_OPS, ("ffma", "dfma", "hfma"), "_pred_on.sum.peak_sustained"),
     *_ops("sm__ops_path_tensor_src_", TENSOR_PATHS, ".sum.per_cycle_elapsed", optional=True),
     *_ops("sm__ops_path_tensor_src_", TENSOR_PATHS, ".sum.peak_sustained", optional=True),
+    # the dense peak where the chip names one (the path's own peak is the 2:4-sparse rate;
+    # Hopper's fp16 path has no sparsity-off twin)
+    *_ops(
+        "sm__ops_path_tensor_src_",
+        [f"{p}_sparsity_off" for p in TENSOR_PATHS if p != "fp16"],
+        ".sum.peak_sustained",
+        optional=True,
+    ),
+    # 2:4-sparse MMA work: a launch with any is placed under the sparse roof
+    *_m(*(n for names in SPARSE_COUNTERS.values() for n in names), optional=True),
     *_ops(
         "sm__inst_executed_pipe_tensor_op_",
         ("hmma", "imma", "gmma"),

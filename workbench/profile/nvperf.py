@@ -10,6 +10,11 @@ evaluator for a *virtual* device of that chip, and
 So a typo in a metric set, or a Hopper-only metric asked of an A100, fails here, on the CPU,
 before any GPU is involved.
 
+The same evaluator gives a chip's peaks per unit and cycle (``.avg.peak_sustained``: NVIDIA's
+hardware model, the figure ``ncu`` reports) with no GPU, evaluated on a counter-data image of
+one empty range made on the host (:meth:`ChipCatalog.peaks_per_unit`): it checks, per chip, which
+tensor peaks are the 2:4-sparse rate (:mod:`workbench.roofline.ceilings`).
+
 Nsight Compute adds metrics of its own that Perfworks does not know (``launch__*`` launch
 statistics, ``device__attribute_*``, ``profiler__*``, the occupancy calculator's
 ``sm__maximum_warps_*``, PC-sampling ``smsp__pcsamp_*``). Those are checked against
@@ -27,6 +32,7 @@ import difflib
 import functools
 import importlib.util
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from workbench.profile.errors import ProfileError
@@ -211,6 +217,115 @@ class _Convert(C.Structure):
     )
 
 
+class _BuilderCreate(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pChipName", C.c_char_p),
+        ("pCounterAvailabilityImage", C.c_void_p),
+        ("pCounterDataBuilder", C.c_void_p),
+    )
+
+
+class _BuilderPrefix(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pCounterDataBuilder", C.c_void_p),
+        ("bytesAllocated", C.c_size_t),
+        ("pBuffer", C.c_void_p),
+        ("bytesCopied", C.c_size_t),
+    )
+
+
+class _ImageOptions(C.Structure):
+    """The options of ``NVPW_CUDA_Profiler_CounterDataImage_*`` (CUPTI's
+    ``CUpti_Profiler_CounterDataImageOptions`` without its size and private pointer, as the
+    library reads them)."""
+
+    _fields_ = (
+        ("pCounterDataPrefix", C.c_void_p),
+        ("counterDataPrefixSize", C.c_size_t),
+        ("maxNumRanges", C.c_uint32),
+        ("maxNumRangeTreeNodes", C.c_uint32),
+        ("maxRangeNameLength", C.c_uint32),
+    )
+
+
+class _ImageSize(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("sizeofCounterDataImageOptions", C.c_size_t),
+        ("pOptions", C.POINTER(_ImageOptions)),
+        ("counterDataImageSize", C.c_size_t),
+    )
+
+
+class _ImageInit(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("sizeofCounterDataImageOptions", C.c_size_t),
+        ("pOptions", C.POINTER(_ImageOptions)),
+        ("counterDataImageSize", C.c_size_t),
+        ("pCounterDataImage", C.c_void_p),
+    )
+
+
+class _CombinerCreate(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pCounterDataDst", C.c_void_p),
+        ("pCounterDataCombiner", C.c_void_p),
+    )
+
+
+class _CreateRange(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pCounterDataCombiner", C.c_void_p),
+        ("numDescriptions", C.c_size_t),
+        ("ppDescriptions", C.POINTER(C.c_char_p)),
+        ("rangeIndexDst", C.c_size_t),
+    )
+
+
+class _Destroy(C.Structure):
+    """The parameters of every ``NVPW_*_Destroy`` taking one object."""
+
+    _fields_ = (("structSize", C.c_size_t), ("pPriv", C.c_void_p), ("pObject", C.c_void_p))
+
+
+class _DeviceAttributes(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pMetricsEvaluator", C.c_void_p),
+        ("pCounterDataImage", C.c_void_p),
+        ("counterDataImageSize", C.c_size_t),
+    )
+
+
+class _Evaluate(C.Structure):
+    _fields_ = (
+        ("structSize", C.c_size_t),
+        ("pPriv", C.c_void_p),
+        ("pMetricsEvaluator", C.c_void_p),
+        ("pMetricEvalRequests", C.POINTER(_EvalRequest)),
+        ("numMetricEvalRequests", C.c_size_t),
+        ("metricEvalRequestStructSize", C.c_size_t),
+        ("metricEvalRequestStrideSize", C.c_size_t),
+        ("pCounterDataImage", C.c_void_p),
+        ("counterDataImageSize", C.c_size_t),
+        ("rangeIndex", C.c_size_t),
+        ("isolated", C.c_uint8),
+        ("pMetricValues", C.POINTER(C.c_double)),
+    )
+
+
 def _size(struct: type[C.Structure]) -> int:
     """``NVPA_STRUCT_SIZE``: offset of the last field plus its size."""
     last = getattr(struct, struct._fields_[-1][0])
@@ -285,41 +400,63 @@ class ChipCatalog:
             )
         self.chip = chip
         self._lib = lib
-        size = _ScratchSize(_size(_ScratchSize), None, chip.encode())
-        with _LOCK:
-            status = lib.NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize(C.byref(size))
-        if status != _OK:
-            raise NvperfUnavailable(f"{chip}: scratch buffer size query failed ({status})")
-        self._scratch = (C.c_uint8 * size.scratchBufferSize)()  # lives as long as the evaluator
-        init = _EvaluatorInit(
-            _size(_EvaluatorInit),
-            None,
-            C.cast(self._scratch, C.c_void_p),
-            size.scratchBufferSize,
-            chip.encode(),
-        )
-        with _LOCK:
-            status = lib.NVPW_CUDA_MetricsEvaluator_Initialize(C.byref(init))
-        if status != _OK or not init.pMetricsEvaluator:
-            raise NvperfUnavailable(f"{chip}: metrics evaluator initialisation failed ({status})")
-        self._evaluator = init.pMetricsEvaluator
+        self._scratch, self._evaluator = _evaluator(lib, chip)  # the scratch outlives it
 
     def known(self, name: str) -> bool:
         """True when the chip has the full metric ``name`` (base, rollup and submetric)."""
-        request = _EvalRequest()
-        params = _Convert(
-            _size(_Convert),
-            None,
-            self._evaluator,
-            name.encode(),
-            C.pointer(request),
-            _size(_EvalRequest),
+        return _request(self._lib, self._evaluator, name) is not None
+
+    def peaks_per_unit(self, bases: Sequence[str]) -> dict[str, float]:
+        """``base.avg.peak_sustained`` of each base metric (``sm__ops_path_tensor_src_int8``):
+        its peak per unit (an SM for ``sm__``) and cycle in NVIDIA's model of the chip, as
+        ``ncu`` reports it, with no GPU.
+
+        Raises:
+            NvperfUnavailable: a name is unknown for the chip, or the library refused a step.
+        """
+        lib = self._lib
+        scratch, evaluator = _evaluator(lib, self.chip)  # its own: device attributes are set
+        try:
+            return self._peaks(evaluator, bases)
+        finally:
+            _call(lib, "NVPW_MetricsEvaluator_Destroy", _Destroy, evaluator)
+            del scratch  # the evaluator lived in it
+
+    def _peaks(self, evaluator: int, bases: Sequence[str]) -> dict[str, float]:
+        lib = self._lib
+        requests = (_EvalRequest * len(bases))()
+        for i, base in enumerate(bases):
+            found = _request(lib, evaluator, f"{base}.avg.peak_sustained")
+            if found is None:
+                raise NvperfUnavailable(f"{self.chip} has no {base}.avg.peak_sustained")
+            requests[i] = found
+        image = _one_range_image(lib, self.chip)
+        size = len(image)
+        _call(
+            lib,
+            "NVPW_MetricsEvaluator_SetDeviceAttributes",
+            _DeviceAttributes,
+            evaluator,
+            C.cast(image, C.c_void_p),
+            size,
         )
-        with _LOCK:
-            status = self._lib.NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest(
-                C.byref(params)
-            )
-        return status == _OK
+        values = (C.c_double * len(bases))()
+        _call(
+            lib,
+            "NVPW_MetricsEvaluator_EvaluateToGpuValues",
+            _Evaluate,
+            evaluator,
+            requests,
+            len(bases),
+            _size(_EvalRequest),
+            C.sizeof(_EvalRequest),
+            C.cast(image, C.c_void_p),
+            size,
+            0,
+            1,
+            values,
+        )
+        return dict(zip(bases, values, strict=True))
 
     @functools.cached_property
     def base_metrics(self) -> dict[str, str]:
@@ -349,6 +486,98 @@ class ChipCatalog:
             return [base + f for f in forms if self.known(base + f)][:limit]
         close = difflib.get_close_matches(base, list(self.base_metrics), n=limit, cutoff=0.75)
         return [c + ("." + suffix if suffix else "") for c in close]
+
+
+def _call(lib: C.CDLL, function: str, params: type[C.Structure], *fields: object) -> C.Structure:
+    """Call a Perfworks function with its parameter struct filled from ``fields`` (after the
+    size and the private pointer); returns the struct (its outputs).
+
+    Raises:
+        NvperfUnavailable: the function returned an error status.
+    """
+    struct = params(_size(params), None, *fields)
+    with _LOCK:
+        status = getattr(lib, function)(C.byref(struct))
+    if status != _OK:
+        raise NvperfUnavailable(f"{function} failed with status {status}")
+    return struct
+
+
+def _evaluator(lib: C.CDLL, chip: str) -> tuple[C.Array, int]:
+    """A metrics evaluator of a virtual device of ``chip`` and the scratch buffer it lives in
+    (keep it as long as the evaluator)."""
+    size = _call(
+        lib, "NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize", _ScratchSize, chip.encode()
+    )
+    scratch = (C.c_uint8 * size.scratchBufferSize)()
+    init = _call(
+        lib,
+        "NVPW_CUDA_MetricsEvaluator_Initialize",
+        _EvaluatorInit,
+        C.cast(scratch, C.c_void_p),
+        size.scratchBufferSize,
+        chip.encode(),
+    )
+    if not init.pMetricsEvaluator:
+        raise NvperfUnavailable(f"{chip}: metrics evaluator initialisation failed")
+    return scratch, init.pMetricsEvaluator
+
+
+def _request(lib: C.CDLL, evaluator: int, name: str) -> _EvalRequest | None:
+    """The evaluation request of a full metric name, or None if the chip has no such metric."""
+    request = _EvalRequest()
+    params = _Convert(
+        _size(_Convert), None, evaluator, name.encode(), C.pointer(request), _size(_EvalRequest)
+    )
+    with _LOCK:
+        status = lib.NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest(C.byref(params))
+    return request if status == _OK else None
+
+
+def _one_range_image(lib: C.CDLL, chip: str) -> C.Array:
+    """A counter-data image of ``chip`` holding one range and no counter: what a peak needs."""
+    builder = _call(lib, "NVPW_CUDA_CounterDataBuilder_Create", _BuilderCreate, chip.encode())
+    handle = builder.pCounterDataBuilder
+    try:
+        asked = _call(lib, "NVPW_CounterDataBuilder_GetCounterDataPrefix", _BuilderPrefix, handle)
+        prefix = (C.c_uint8 * asked.bytesCopied)()
+        _call(
+            lib,
+            "NVPW_CounterDataBuilder_GetCounterDataPrefix",
+            _BuilderPrefix,
+            handle,
+            asked.bytesCopied,
+            C.cast(prefix, C.c_void_p),
+        )
+    finally:
+        _call(lib, "NVPW_CounterDataBuilder_Destroy", _Destroy, handle)
+    options = _ImageOptions(C.cast(prefix, C.c_void_p), len(prefix), 1, 1, 64)
+    size = _call(
+        lib,
+        "NVPW_CUDA_Profiler_CounterDataImage_CalculateSize",
+        _ImageSize,
+        C.sizeof(options),
+        C.pointer(options),
+    ).counterDataImageSize
+    image = (C.c_uint8 * size)()
+    _call(
+        lib,
+        "NVPW_CUDA_Profiler_CounterDataImage_Initialize",
+        _ImageInit,
+        C.sizeof(options),
+        C.pointer(options),
+        size,
+        C.cast(image, C.c_void_p),
+    )
+    combiner = _call(
+        lib, "NVPW_CounterDataCombiner_Create", _CombinerCreate, C.cast(image, C.c_void_p)
+    ).pCounterDataCombiner
+    try:
+        names = (C.c_char_p * 1)(b"peaks")
+        _call(lib, "NVPW_CounterDataCombiner_CreateRange", _CreateRange, combiner, 1, names)
+    finally:
+        _call(lib, "NVPW_CounterDataCombiner_Destroy", _Destroy, combiner)
+    return image
 
 
 @functools.cache

@@ -1,6 +1,11 @@
 """What a stored profile says: roofline position, divergence, memory access, occupancy, and
 which metrics each set misses. Read from a :class:`ProfileRecord` only (reports and the CLI
-never re-run a kernel)."""
+never re-run a kernel).
+
+A launch profiled with hardware counters is placed under the profile's own compute peaks: at
+the clock it ran at, so its share of a roof is per cycle. A measured or datasheet compute roof
+is at another clock (the timing's, the datasheet's boost) and is left out for it, with a note.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ from workbench.profile.storage import ProfileRecord
 from workbench.roofline import (
     Achieved,
     Ceiling,
+    CeilingKind,
     Ceilings,
+    CeilingSource,
     RooflinePoint,
     achieved_from_metrics,
     achieved_from_timing,
@@ -29,6 +36,7 @@ from workbench.roofline import (
     ncu_ceilings,
     raise_to_reached,
     roofline_points,
+    sparse_by_rate,
 )
 
 
@@ -61,6 +69,26 @@ def same_gpu(ceilings: Ceilings, chip: str | None) -> tuple[Ceilings, list[str]]
     return Ceilings(kept), notes
 
 
+def at_the_profile_clock(
+    ceilings: Ceilings, own: Ceilings, used: set[str]
+) -> tuple[Ceilings, list[str]]:
+    """``ceilings`` without the compute roofs that the profile has a peak of its own for (at
+    its clock), and a note per measured one of a precision in ``used`` left out: it was timed
+    at another clock."""
+    kept, notes = [], []
+    for c in ceilings:
+        mine = own.best(c.name)
+        if c.kind is not CeilingKind.COMPUTE or mine is None or mine.clock_hz is None:
+            kept.append(c)
+        elif c.source is CeilingSource.MEASURED and c.name in used:
+            notes.append(
+                f"{c.name}: the measured roof ({c.label}) is not drawn for this launch: it was "
+                f"timed at its own clock, the profile ran at {mine.clock_hz / 1e9:.3g} GHz; the "
+                "launch's share is per cycle of the profile's own peak"
+            )
+    return Ceilings(kept), notes
+
+
 def summarize(record: ProfileRecord, extra: Ceilings | None = None) -> Summary:
     """Figures of one profile; ``extra`` adds measured or datasheet ceilings (the most
     trusted source wins per ceiling; a roof the launch beats is raised to it, with a note)."""
@@ -77,7 +105,12 @@ def summarize(record: ProfileRecord, extra: Ceilings | None = None) -> Summary:
         counters = None
     else:
         achieved = achieved_from_metrics(record.metrics)
-        ceilings = ceilings.add(ncu_ceilings(record.metrics))
+        own = Ceilings(ncu_ceilings(record.metrics, record.cc))
+        used = {p for p, rate in achieved.ops_per_s.items() if rate > 0}
+        ceilings, other_clocks = at_the_profile_clock(ceilings, own, used)
+        notes += other_clocks
+        ceilings = ceilings.add(own)
+        achieved = sparse_by_rate(achieved, ceilings)
         counters = record.metrics
     ceilings, raised = raise_to_reached(
         ceilings, achieved.reached(f"the profiled launch of {record.kernel}")
@@ -129,7 +162,9 @@ def to_json(summary: Summary) -> dict[str, Any]:
                 "value": c.value,
                 "unit": c.unit,
                 "source": c.source.value,
+                "label": c.legend,
                 "detail": c.detail,
+                "clock_hz": c.clock_hz,
             }
             for c in summary.ceilings
         ],
@@ -143,6 +178,8 @@ def to_json(summary: Summary) -> dict[str, Any]:
                 "ridge": p.ridge,
                 "bound": p.bound,
                 "fraction": p.fraction,
+                "compute_roof": p.compute.legend,
+                "memory_roof": p.memory.legend,
             }
             for p in summary.points
         ],

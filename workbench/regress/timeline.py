@@ -164,13 +164,14 @@ def timeline_figures(series: Sequence[Series]) -> list[go.Figure]:
     ]
 
 
-def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool = False) -> str:
+def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool | str = False) -> str:
     """The timeline section without ``<html>``: replay notice, figures, change points and
     environments (the targets of the figures' links).
 
     Args:
         series: from :func:`~workbench.regress.history.gather_history`.
-        include_plotlyjs: inline plotly.js with the first figure (a page needs it once).
+        include_plotlyjs: inline plotly.js with the first figure (a page needs it once), or
+            refer to this path (``plotly.min.js``) there.
 
     Returns:
         An HTML fragment.
@@ -187,7 +188,7 @@ def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool = Fals
         parts.append(
             fig.to_html(
                 full_html=False,
-                include_plotlyjs=include_plotlyjs and i == 0,
+                include_plotlyjs=include_plotlyjs if i == 0 else False,
                 post_script=FOLLOW_LINKS,
             )
         )
@@ -197,16 +198,19 @@ def timeline_fragment(series: Sequence[Series], *, include_plotlyjs: bool = Fals
     return "\n".join(parts)
 
 
-def timeline_html(series: Sequence[Series], *, kernel: str, store_url: str) -> str:
+def timeline_html(
+    series: Sequence[Series], *, kernel: str, store_url: str, plotlyjs: bool | str = True
+) -> str:
     """The whole page: replay notice, one figure per (kernel, GPU, shape), environments.
 
     Args:
         series: from :func:`~workbench.regress.history.gather_history`.
         kernel: the kernel named on the command line.
         store_url: where the runs come from (shown on the page).
+        plotlyjs: True inlines plotly.js once; a path (``plotly.min.js``) refers to that file.
 
     Returns:
-        A complete HTML document with plotly.js inlined once.
+        A complete HTML document.
     """
     return "\n".join(
         [
@@ -218,19 +222,25 @@ def timeline_html(series: Sequence[Series], *, kernel: str, store_url: str) -> s
             f"<h1>Regression timeline: {html.escape(kernel)}</h1>",
             f"<p>Runs from {html.escape(store_url)}. Dashed lines and stars mark change points "
             "(PELT on run medians, confirmed on raw samples by the check's decision rule).</p>",
-            timeline_fragment(series, include_plotlyjs=True),
+            timeline_fragment(series, include_plotlyjs=plotlyjs),
             "</body></html>",
         ]
     )
 
 
 def write_timeline(
-    path: Path | str, series: Sequence[Series], *, kernel: str, store_url: str
+    path: Path | str,
+    series: Sequence[Series],
+    *,
+    kernel: str,
+    store_url: str,
+    plotlyjs: bool | str = True,
 ) -> Path:
     """Write :func:`timeline_html` to ``path`` (parents created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(timeline_html(series, kernel=kernel, store_url=store_url), encoding="utf-8")
+    page = timeline_html(series, kernel=kernel, store_url=store_url, plotlyjs=plotlyjs)
+    path.write_text(page, encoding="utf-8")
     return path
 
 

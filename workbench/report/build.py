@@ -21,7 +21,7 @@ from workbench.report.baselines import Baselines, gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
 from workbench.report.manifest import Entry, read_manifest, tidy, write_manifest
 from workbench.report.overview import best_throughput
-from workbench.report.page import Page, slug
+from workbench.report.page import PLOTLY_JS, Page, slug, write_plotly_js
 from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
 from workbench.report.png import write_pngs
 from workbench.report.static import gather_static
@@ -145,17 +145,18 @@ def _write(
     earlier = read_manifest(out)
     result = ReportResult(index=out / "index.html", messages=messages)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    plotlyjs = _plotly_js(out, sum(1 for _, p, _ in pages if p.figures) + len(regress_files))
     figures, pngs = [], {}
     for name, page, _ in pages:
         path = out / name
-        path.write_text(page.render(), encoding="utf-8")
+        path.write_text(page.render(plotlyjs), encoding="utf-8")
         result.pages.append(path)
         pngs[name] = [f"png/{path.stem}-{i:02d}.png" for i in range(1, len(page.figures) + 1)]
         figures += page.figures
     links = [link for _, _, link in pages]
     for k, name in regress_files.items():
         say(f"regression timeline {k}")
-        path = _write_timeline(store, k, out / name)
+        path = _write_timeline(store, k, out / name, plotlyjs)
         if path is not None:
             result.pages.append(path)
             links.append(
@@ -177,6 +178,15 @@ def _write(
         entries = [Entry(link, stamp, tuple(pngs.get(link.file, ()))) for link in links] + kept
         write_manifest(out, store.shown_url, entries)
     return result
+
+
+def _plotly_js(out: Path, pages: int) -> bool | str:
+    """How the pages get plotly.js (4.8 MB): inlined in a report of one page with figures,
+    else one :data:`PLOTLY_JS` beside them (written here), which they refer to."""
+    if pages <= 1:
+        return True
+    write_plotly_js(out)
+    return PLOTLY_JS
 
 
 def _profile_of(p: ProfileRecord, kernel: str) -> bool:
@@ -267,7 +277,7 @@ def _regress_kernels(store: Store, kernel: str | None) -> list[str]:
     return sorted({base_kernel(r.kernel) for r in runs})
 
 
-def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:
+def _write_timeline(store: Store, kernel: str, path: Path, plotlyjs: bool | str) -> Path | None:
     from workbench.regress.history import gather_history
     from workbench.regress.timeline import write_timeline
 
@@ -277,7 +287,7 @@ def _write_timeline(store: Store, kernel: str, path: Path) -> Path | None:
         raise
     except WorkbenchError:
         return None
-    return write_timeline(path, series, kernel=kernel, store_url=store.shown_url)
+    return write_timeline(path, series, kernel=kernel, store_url=store.shown_url, plotlyjs=plotlyjs)
 
 
 def _static(kernel: str, options: ReportOptions, say: Progress) -> tuple[str, Page, Link]:

@@ -2,7 +2,8 @@
 :mod:`workbench.profile.derive` computes out of stored Nsight Compute metrics.
 
 A figure the profile lacks the metrics for is left out of the chart (never drawn as zero) and
-the missing metric names are listed under it.
+the missing metric names are listed under it. Launches are named on the charts' axes by the
+parameters that differ between them; :func:`shared_caption` says the rest once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import plotly.graph_objects as go
 from workbench.profile.derive import WARP_SIZE, Divergence, MemoryAccess, divergence, memory_access
 from workbench.profile.storage import ProfileRecord
 from workbench.profile.summary import summarize
+from workbench.report.labels import short_labels
 from workbench.report.page import esc
 from workbench.report.roofline import device_ceilings
 from workbench.roofline import Ceilings
@@ -39,6 +41,11 @@ class Variant:
     divergence: Divergence
     memory: MemoryAccess
     dram: DramShare | None = None
+    short: str = ""  #: what sets it apart from the other variants drawn (the charts' axis)
+
+    @property
+    def axis(self) -> str:
+        return self.short or self.label
 
 
 def variant_label(p: ProfileRecord) -> str:
@@ -54,19 +61,50 @@ def gather_variants(
     """Counter figures of every profile that has hardware counters (not event timing); the
     DRAM share against the most trusted DRAM roof (``measured``, the profile's own peak, then
     the GPU's datasheet)."""
-    out = []
-    for p in profiles:
-        if p.source == "event-timing":
-            continue
-        out.append(
-            Variant(
-                variant_label(p),
-                divergence(p.metrics),
-                memory_access(p.metrics),
-                _dram(p, measured),
-            )
+    counted = [p for p in profiles if p.source != "event-timing"]
+    return [
+        Variant(
+            variant_label(p),
+            divergence(p.metrics),
+            memory_access(p.metrics),
+            _dram(p, measured),
+            short,
         )
+        for p, short in zip(counted, _short(counted), strict=True)
+    ]
+
+
+def _short(profiles: list[ProfileRecord]) -> list[str]:
+    """Per profile: the parameters that set its config apart (the kernel where kernels differ,
+    the GPU where GPUs differ), each label once on an axis."""
+    configs = short_labels([p.config_key for p in profiles]).labels
+    several_kernels = len({p.kernel for p in profiles}) > 1
+    several_gpus = len({p.device for p in profiles}) > 1
+    seen: dict[str, int] = {}
+    out = []
+    for p, text in zip(profiles, configs, strict=True):
+        if not p.config_key:
+            text = f"{p.function_name or p.kernel} #{p.report_index}"
+        elif several_kernels or not text:
+            text = f"{p.kernel}: {text}" if text else p.kernel
+        if several_gpus:
+            text += f" [{p.device or 'unknown GPU'}]"
+        seen[text] = seen.get(text, 0) + 1
+        out.append(text if seen[text] == 1 else f"{text} ({seen[text]})")
     return out
+
+
+def shared_caption(profiles: list[ProfileRecord]) -> str | None:
+    """``Every launch drawn: gemm_int8 on NVIDIA H200, PATH=wgmma, BM=128, ...``: what the
+    charts' short labels leave out; None without a launch."""
+    counted = [p for p in profiles if p.source != "event-timing"]
+    if not counted:
+        return None
+    kernels = sorted({p.kernel for p in counted})
+    gpus = sorted({p.device or "unknown GPU" for p in counted})
+    parts = [" or ".join(kernels) + (f" on {gpus[0]}" if len(gpus) == 1 else "")]
+    shared = short_labels([p.config_key for p in counted]).shared_text
+    return f"Every launch drawn: {', '.join(parts + ([shared] if shared else []))}."
 
 
 def _dram(p: ProfileRecord, measured: Ceilings | None) -> DramShare | None:
@@ -76,8 +114,7 @@ def _dram(p: ProfileRecord, measured: Ceilings | None) -> DramShare | None:
     roof = next((c for c in summary.ceilings if c.name == "dram"), None)
     if fraction is None or roof is None:
         return None
-    label = f"{roof.value / 1e12:.3g} TB/s ({roof.source.value}: {roof.detail})"
-    return DramShare(fraction, summary.achieved.bytes_per_s["dram"], label)
+    return DramShare(fraction, summary.achieved.bytes_per_s["dram"], roof.legend)
 
 
 def has_divergence(v: Variant) -> bool:
@@ -116,7 +153,7 @@ def _bars(
 
 def draw_divergence(variants: list[Variant]) -> go.Figure:
     """Active and predicated-on threads per warp instruction (of 32), per variant."""
-    labels = [esc(v.label) for v in variants]
+    labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(
         fig,
@@ -147,7 +184,7 @@ def draw_divergence(variants: list[Variant]) -> go.Figure:
 
 
 def draw_uniformity(variants: list[Variant]) -> go.Figure:
-    labels = [esc(v.label) for v in variants]
+    labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(
         fig,
@@ -170,7 +207,7 @@ def draw_stalls(variants: list[Variant]) -> go.Figure:
         for reason, value in v.divergence.stalls:
             totals[reason] = totals.get(reason, 0.0) + value
     top = sorted(totals, key=lambda r: -totals[r])[:TOP_STALLS]
-    labels = [esc(v.label) for v in variants]
+    labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     for reason in top:
         values = [dict(v.divergence.stalls).get(reason) for v in variants]
@@ -193,7 +230,7 @@ def draw_dram_share(variants: list[Variant]) -> go.Figure:
     roofs = sorted({d.roof for d in shares})
     fig = go.Figure(
         go.Bar(
-            x=[esc(v.label) for v in variants if v.dram is not None],
+            x=[esc(v.axis) for v in variants if v.dram is not None],
             y=[100 * d.fraction for d in shares],
             text=[f"{d.fraction:.0%} ({d.bytes_per_s / 1e12:.2f} TB/s)" for d in shares],
             textposition="outside",
@@ -201,7 +238,8 @@ def draw_dram_share(variants: list[Variant]) -> go.Figure:
         )
     )
     fig.update_layout(
-        title=f"DRAM bandwidth achieved, % of the DRAM roof: {esc('; '.join(roofs))}",
+        title="DRAM bandwidth achieved, % of the DRAM roof"
+        + "".join(f"<br><sup>{esc(r)}</sup>" for r in roofs),
         yaxis={"title": "% of DRAM roof", "range": [0, 115]},
         height=400,
     )
@@ -210,7 +248,7 @@ def draw_dram_share(variants: list[Variant]) -> go.Figure:
 
 def draw_memory(variants: list[Variant]) -> go.Figure:
     """Sectors per request (loads, stores) and bytes used per sector."""
-    labels = [esc(v.label) for v in variants]
+    labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(
         fig,
@@ -240,7 +278,7 @@ def draw_memory(variants: list[Variant]) -> go.Figure:
 
 
 def draw_hit_rates(variants: list[Variant]) -> go.Figure:
-    labels = [esc(v.label) for v in variants]
+    labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(fig, "L1 hit rate (%)", labels, [v.memory.l1_hit_rate_pct for v in variants])
     _bars(fig, "L2 hit rate (%)", labels, [v.memory.l2_hit_rate_pct for v in variants])
@@ -258,5 +296,5 @@ def missing_lines(variants: list[Variant]) -> list[str]:
     out = []
     for v in variants:
         if v.divergence.missing:
-            out.append(f"{v.label}: no {', '.join(v.divergence.missing)}")
+            out.append(f"{v.axis}: no {', '.join(v.divergence.missing)}")
     return out

@@ -1,5 +1,6 @@
-"""One self-contained HTML page: sections of text, tables and plotly figures, plotly.js
-inlined once (the first figure carries it), no network access needed to view it.
+"""One HTML page: sections of text, tables and plotly figures, no network access needed to
+view it. plotly.js (4.8 MB) is inlined once (the first figure carries it) in a page that stands
+alone; the pages of a report folder share one :data:`PLOTLY_JS` beside them instead.
 
 Every string that came from the store (kernel names, parameter values, study names, commands)
 goes through :func:`esc` before it reaches the page, and through :func:`esc` again before it
@@ -13,11 +14,23 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
 
 #: Figures are drawn without the plotly logo and without any network-fetching mode bar button.
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
+#: The file name of the plotly.js that the pages of a report folder share.
+PLOTLY_JS = "plotly.min.js"
+
+
+def write_plotly_js(folder: Path) -> Path:
+    """Write the installed plotly's plotly.js as :data:`PLOTLY_JS` into ``folder``."""
+    path = folder / PLOTLY_JS
+    path.write_text(get_plotlyjs(), encoding="utf-8")
+    return path
+
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
@@ -28,7 +41,7 @@ td{overflow-wrap:anywhere}
 th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff3cd;border:2px solid #d9a400;padding:.6em 1em;margin:1em 0}
 .static{background:#e8f1fb;border:2px solid #4a7fb5;padding:.6em 1em;margin:1em 0}
-.note{color:#555;font-size:.9em}.missing{color:#8a4b00}
+.note{color:#555;font-size:.9em;overflow-wrap:anywhere}.missing{color:#8a4b00}
 nav a{margin-right:1em}code{background:#f4f4f4;padding:0 .2em}
 """
 
@@ -107,8 +120,9 @@ class Page:
     def figures(self) -> list[go.Figure]:
         return [p for s in self.sections for p in s.parts if isinstance(p, go.Figure)]
 
-    def render(self) -> str:
-        """The complete document."""
+    def render(self, plotlyjs: bool | str = True) -> str:
+        """The complete document; ``plotlyjs``: True inlines plotly.js with the first figure, a
+        path (``plotly.min.js``) refers to that file instead."""
         out = [
             "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
             f"<title>{esc(self.title)}</title><style>{_STYLE}</style></head><body>",
@@ -128,7 +142,7 @@ class Page:
                     out.append(
                         part.to_html(
                             full_html=False,
-                            include_plotlyjs=first,
+                            include_plotlyjs=plotlyjs if first else False,
                             config=PLOT_CONFIG,
                             default_width="100%",
                         )

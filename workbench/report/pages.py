@@ -15,10 +15,17 @@ from workbench.report.compiled import draw_compiled, gather_compiled
 from workbench.report.data import StudyData
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
+from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.report.parallel import draw_parallel
-from workbench.report.roofline import Roofline, draw_roofline, from_profiles, from_timing
+from workbench.report.roofline import (
+    Roofline,
+    draw_roofline,
+    from_profiles,
+    from_timing,
+    launch_labels,
+)
 from workbench.report.static import (
     RESOURCE_HEADER,
     StaticData,
@@ -139,8 +146,12 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
         "(scripts/ceilings.py on the GPU, via --ceilings), ncu (the profile's own peaks at "
         "its clock), ncu report (derived from the profile's per-unit sector peaks, its unit "
         "count and clock, when it has no byte peak) or datasheet (the device preset's "
-        "published peaks, not measured)."
+        "published peaks, not measured). Tensor roofs are the dense rates (Nsight Compute's "
+        "tensor peak is the 2:4-sparse rate from sm_80 on: halved, and said so); a sparse roof "
+        "is drawn only for a launch that ran sparse MMA."
     )
+    if roof.clock:
+        sec.note(f"Rates per second are {roof.clock}. {roof.per_cycle}".strip())
     for n in roof.notes:
         if n:
             sec.note(n)
@@ -148,13 +159,14 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
         sec.text("Nothing to place: no point has both a compute and a memory roof.", "missing")
         return
     sec.figure(draw_roofline(roof, f"hierarchical roofline: {esc(what)}"))
+    labels, caption = launch_labels(roof)
     rows = []
-    for s in roof.sets:
+    for s, label in zip(roof.sets, labels, strict=True):
         for pt in s.points:
             rows.append(
                 [
                     s.role,
-                    s.label,
+                    label,
                     s.source,
                     pt.precision,
                     pt.level,
@@ -162,8 +174,8 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
                     f"{pt.achieved:.4g}",
                     f"{pt.fraction:.1%}",
                     pt.bound,
-                    pt.compute.label,
-                    pt.memory.label,
+                    pt.compute.short,
+                    pt.memory.short,
                 ]
             )
     sec.html(
@@ -184,6 +196,11 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
             rows,
         )
     )
+    if caption:
+        sec.note(caption)
+    roofs = {pt.compute.label: None for s in roof.sets for pt in s.points}
+    roofs.update({pt.memory.label: None for s in roof.sets for pt in s.points})
+    sec.html("<ul class='note'>" + "".join(f"<li>{esc(r)}</li>" for r in roofs) + "</ul>")
 
 
 def add_counter_sections(
@@ -192,9 +209,12 @@ def add_counter_sections(
     """Divergence, stall and memory-access sections from profiles with counters; the DRAM
     share against ``measured`` ceilings where given (else the profile's own peak)."""
     variants = counters.gather_variants(profiles, measured)
+    caption = counters.shared_caption(profiles)
     div = page.section("Warp divergence and stalls", "divergence")
     with_div = [v for v in variants if counters.has_divergence(v)]
     if with_div:
+        if caption:
+            div.note(caption)
         div.figure(counters.draw_divergence(with_div))
         if any(v.divergence.branch_uniform_pct is not None for v in with_div):
             div.figure(counters.draw_uniformity(with_div))
@@ -204,7 +224,7 @@ def add_counter_sections(
             div.note(line)
         for v in with_div:
             for n in v.divergence.notes:
-                div.note(f"{v.label}: {n}")
+                div.note(f"{v.axis}: {n}")
     else:
         div.text(
             absent
@@ -216,6 +236,8 @@ def add_counter_sections(
     mem = page.section("Memory access", "memory")
     with_mem = [v for v in variants if counters.has_memory(v)]
     if with_mem:
+        if caption:
+            mem.note(caption)
         with_dram = [v for v in with_mem if v.dram is not None]
         if with_dram:
             mem.figure(counters.draw_dram_share(with_dram))
@@ -257,6 +279,7 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
             )
         )
     sec: Section = page.section("Launches", "launches")
+    configs = short_labels([p.config_key for p in profiles])
     sec.html(
         table(
             (
@@ -276,7 +299,7 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
                 [
                     p.report_index,
                     p.kernel,
-                    p.config_key,
+                    (config or None) if p.config_key else None,
                     p.function_name,
                     (p.demangled_name or "")[:120],
                     p.device,
@@ -286,10 +309,12 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
                     len(p.missing),
                     "; ".join(p.notes) or None,
                 ]
-                for p in profiles
+                for p, config in zip(profiles, configs.labels, strict=True)
             ],
         )
     )
+    if configs.shared:
+        sec.note(f"Configs show the parameters that differ; all share {configs.shared_text}.")
     _roofline_section(page, from_profiles(profiles, None, measured), title)
     add_counter_sections(page, profiles, "No profile with hardware counters.", measured)
     return page

@@ -5,10 +5,16 @@ Points come from stored Nsight Compute profiles when there are any (one point pe
 level the profile has traffic for), else from the event-timing roofline: the study's stored
 time and the space's work model (operations and minimum bytes: a lower bound on DRAM
 traffic). The math is :mod:`workbench.roofline`'s; this module only selects and draws.
+
+Rates per second are at a clock, and the chart says which: a profile's own (its points and its
+roofs alike), or the timed runs' SM clock. Tensor roofs are dense; a 2:4-sparse roof is drawn
+only for a launch that ran sparse MMA. Launches are labelled by the parameters that differ
+between them (:func:`launch_labels`).
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -19,6 +25,7 @@ from workbench.profile.chips import chip_for_name
 from workbench.profile.storage import ProfileRecord
 from workbench.profile.summary import same_gpu, summarize
 from workbench.report.data import StudyData
+from workbench.report.labels import short_labels
 from workbench.report.page import esc
 from workbench.roofline import (
     Ceiling,
@@ -32,6 +39,7 @@ from workbench.roofline import (
     roofline_points,
 )
 from workbench.spaces.model import config_label
+from workbench.store.store import StoredEvaluation
 from workbench.units import si
 
 #: The best config and this many runners-up get event-timing points.
@@ -50,6 +58,8 @@ class PointSet:
     precision: str | None
     points: tuple[RooflinePoint, ...]
     notes: tuple[str, ...] = ()
+    kernel: str | None = None
+    config: str | None = None  #: the config key, when the launch has one
 
 
 @dataclass(frozen=True)
@@ -58,15 +68,37 @@ class Roofline:
     sets: tuple[PointSet, ...]
     source: str  #: what the points are (shown on the page)
     notes: tuple[str, ...] = ()
+    clock: str = ""  #: the clock rates per second are at (``at the profiled SM clock, ...``)
+    per_cycle: str = ""  #: why a share of a roof is per cycle, where it is
 
 
-def device_ceilings(gpu: str | None, measured: Ceilings | None) -> tuple[Ceilings, list[str]]:
-    """Datasheet ceilings of the GPU's preset plus the measured ones of the same chip."""
+def launch_labels(roof: Roofline) -> tuple[list[str], str | None]:
+    """A short label per point set (the parameters that differ between the launches drawn, the
+    kernel where kernels differ) and a caption with what they all share."""
+    short = short_labels([s.config for s in roof.sets])
+    kernels = list(dict.fromkeys(s.kernel for s in roof.sets if s.kernel))
+    labels = []
+    for s, text in zip(roof.sets, short.labels, strict=True):
+        text = text or (s.kernel if s.config else s.label) or s.label
+        if len(kernels) > 1 and s.kernel and not text.startswith(s.kernel):
+            text = f"{s.kernel}: {text}"
+        labels.append(text)
+    shared = [f"kernel {kernels[0]}"] if len(kernels) == 1 else []
+    shared += [short.shared_text] if short.shared else []
+    caption = f"The launches drawn share: {'; '.join(shared)}." if shared else None
+    return labels, caption
+
+
+def device_ceilings(
+    gpu: str | None, measured: Ceilings | None, at_mhz: float | None = None
+) -> tuple[Ceilings, list[str]]:
+    """Datasheet ceilings of the GPU's preset (compute peaks scaled to ``at_mhz``, the SM clock
+    of the timings drawn, when known) plus the measured ones of the same chip."""
     notes: list[str] = []
     found = Ceilings()
     spec = preset_named(gpu) if gpu else None
     if spec is not None:
-        found = found.add(datasheet_ceilings(spec))
+        found = found.add(datasheet_ceilings(spec, at_mhz))
     elif gpu:
         notes.append(f"no datasheet preset for {gpu}: only measured or Nsight Compute roofs")
     if measured is not None:
@@ -110,6 +142,8 @@ def from_profiles(
                 precision=main,
                 points=points,
                 notes=tuple(n for n in (*summary.achieved.notes, *summary.notes)),
+                kernel=p.kernel,
+                config=p.config_key,
             )
         )
     roofs, spread = highest_ncu_roofs(roofs)
@@ -118,7 +152,22 @@ def from_profiles(
         tuple(sets),
         "Nsight Compute profiles in the store",
         tuple(dict.fromkeys([*notes, *spread])),
+        _profile_clock(sets),
+        "A launch's share of its compute roof is per cycle: the profile's own peak, at the clock "
+        "the launch ran at (a measured roof, timed at another clock, is not used for it).",
     )
+
+
+def _profile_clock(sets: list[PointSet]) -> str:
+    """``at the profile's SM clock, 1.69 GHz``: the clock of the compute roofs the points are
+    placed under (each a profile's own peak at the clock the profile ran at)."""
+    hz = sorted({pt.compute.clock_hz for s in sets for pt in s.points if pt.compute.clock_hz})
+    if not hz:
+        return ""
+    at = (
+        f"{hz[0] / 1e9:.3g} GHz" if len(hz) == 1 else f"{hz[0] / 1e9:.3g} to {hz[-1] / 1e9:.3g} GHz"
+    )
+    return f"at the profiled SM clock, {at} (ncu --clock-control none)"
 
 
 #: Launches whose Nsight Compute peaks differ by more than this get a note.
@@ -165,7 +214,8 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     if space is None or not data.ok:
         return None if space is None else Roofline((), (), "event timing", (why or "",))
     gpu = data.devices[0]
-    ceilings, notes = device_ceilings(gpu, measured)
+    mhz = timed_clock_mhz(data.ok[: RUNNERS_UP + 1])
+    ceilings, notes = device_ceilings(gpu, measured, mhz)
     precision = work_precision(space)  # type: ignore[arg-type]
     launches = []
     for rank, e in enumerate(data.ok[: RUNNERS_UP + 1]):
@@ -188,6 +238,8 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
             precision=precision,
             points=tuple(roofline_points(achieved, ceilings)),
             notes=achieved.notes,
+            kernel=data.study.kernel,
+            config=config_label(e.config),
         )
         for rank, e, achieved in launches
     ]
@@ -198,13 +250,33 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
         f"({precision} work; bytes are the minimum the algorithm moves, a lower bound on DRAM "
         "traffic)",
         tuple(notes),
+        (
+            f"as timed, at the samples' median SM clock, {mhz:,.0f} MHz; datasheet compute roofs "
+            "scaled to it"
+            if mhz
+            else "as timed (no SM clock recorded); datasheet roofs at the clock they are quoted at"
+        ),
+        (
+            "A launch's share of a datasheet compute roof is per cycle: the roof is scaled from "
+            "the clock it is quoted at to the timed one."
+            if mhz
+            else ""
+        ),
     )
+
+
+def timed_clock_mhz(evaluations: list[StoredEvaluation]) -> float | None:
+    """The median SM clock of these evaluations' timed samples (NVML, per sample), or None
+    when none was recorded (a replay of a recording without clocks)."""
+    clocks = [c for e in evaluations for c in e.measurement.sm_clock_mhz if c and c == c]
+    return float(statistics.median(clocks)) if clocks else None
 
 
 def _shown(ceilings: Ceilings, sets: list[PointSet]) -> tuple[Ceiling, ...]:
     """One roof per name (the most trusted; the highest launch's among ncu peaks): every
-    memory level, and the compute roofs of the precisions the points use."""
-    used = {pt.precision for s in sets for pt in s.points}
+    memory level, and the compute roofs the points are placed under (a 2:4-sparse roof only
+    for a launch that ran sparse MMA)."""
+    used = {pt.compute.name for s in sets for pt in s.points}
     return tuple(
         c
         for name in ceilings.names()
@@ -232,7 +304,7 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
                 y=[lo * m.value, end * m.value],
                 mode="lines",
                 line={"dash": "dot" if m.name != "dram" else "solid", "color": "#555"},
-                name=esc(m.label),
+                name=esc(m.legend),
             )
         )
     for c in compute:
@@ -243,9 +315,10 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
                 y=[c.value, c.value],
                 mode="lines",
                 line={"color": "#999", "width": 2},
-                name=esc(c.label),
+                name=esc(c.legend),
             )
         )
+    labels, _ = launch_labels(roof)
     for i, s in enumerate(roof.sets):
         if not s.points:
             continue
@@ -261,13 +334,14 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
                     "symbol": [_LEVEL_SYMBOL.get(pt.level, "circle") for pt in s.points],
                     "line": {"width": 1, "color": "#222"},
                 },
-                name=esc(f"{s.role}: {s.label}"[:90]),
+                name=esc(f"{s.role}: {labels[i]}"),
                 hovertext=[esc(_hover(s, pt)).replace("\n", "<br>") for pt in s.points],
                 hoverinfo="text",
             )
         )
+    clock = f"<br><sup>rates per second {esc(roof.clock)}</sup>" if roof.clock else ""
     fig.update_layout(
-        title=title,
+        title=title + clock,
         xaxis={"type": "log", "title": "arithmetic intensity (operations per byte)"},
         yaxis={"type": "log", "title": "operations per second"},
         height=640,

@@ -4,6 +4,7 @@ and bandwidth per memory level, arithmetic intensity, ridge points and bounds.""
 from __future__ import annotations
 
 from workbench.roofline.ceilings import (
+    SPARSE,
     Ceiling,
     CeilingFileError,
     CeilingKind,
@@ -20,18 +21,23 @@ from workbench.roofline.ceilings import (
     ridge_point,
     sector_ceilings,
     share,
+    tensor_ceilings,
     unit_clock,
 )
 from workbench.roofline.model import (
+    SPARSE_COUNTERS,
     Achieved,
     RooflinePoint,
     achieved_from_metrics,
     achieved_from_timing,
     bandwidth_fractions,
     roofline_points,
+    sparse_by_rate,
 )
 
 __all__ = [
+    "SPARSE",
+    "SPARSE_COUNTERS",
     "Achieved",
     "Ceiling",
     "CeilingFileError",
@@ -54,5 +60,7 @@ __all__ = [
     "roofline_points",
     "sector_ceilings",
     "share",
+    "sparse_by_rate",
+    "tensor_ceilings",
     "unit_clock",
 ]

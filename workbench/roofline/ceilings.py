@@ -7,13 +7,16 @@ Three sources, in order of trust for *this* GPU:
    times, the fastest being the ceiling), or a kernel measured faster than every roof of its
    unit (:func:`raise_to_reached`: a roof is never below a measurement);
 2. ``ncu``: Nsight Compute's ``peak_sustained`` metrics times the clock during the profile
-   (``--clock-control none``: the clock the kernel really ran at);
+   (``--clock-control none``: the clock the kernel really ran at). Tensor-core roofs are the
+   dense rates: from compute capability 8.0 on, ``sm__ops_path_tensor_src_<type>`` peaks at the
+   2:4-sparse rate, twice the dense one (:func:`tensor_ceilings`);
 3. ``ncu report``: derived from what older reports hold instead of byte peaks: sectors per cycle
    per unit (``lts__t_sectors.avg.peak_sustained``) x units x 32 bytes x the unit's clock;
 4. ``datasheet``: the device preset's NVIDIA datasheet numbers (:mod:`workbench.devices`).
 
-Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory. A share of a roof above
-100 % is a bug (a roof below what was measured under it): :func:`share` refuses it.
+Rates are per second: FLOP/s or OP/s for compute, bytes/s for memory; an ``ncu`` roof says the
+clock it is at (:attr:`Ceiling.clock_hz`). A share of a roof above 100 % is a bug (a roof below
+what was measured under it): :func:`share` refuses it.
 """
 
 from __future__ import annotations
@@ -54,15 +57,22 @@ class CeilingSource(enum.Enum):
 
 #: Memory levels a ceiling can be named after.
 MEMORY_LEVELS = ("dram", "l2", "l1")
-UNITS = {"tensor_int8": "OP/s"}
+#: Ceilings counted in integer operations (``tensor_int8`` and its sparse roof); others FLOP/s.
+INTEGER_CEILINGS = ("tensor_int8",)
+#: Suffix of a 2:4-sparse tensor roof's name (``tensor_int8_sparse``), drawn only for kernels
+#: that ran sparse MMA.
+SPARSE = "_sparse"
 #: Bytes per L1/L2 sector.
 SECTOR_BYTES = 32
 
 
 @dataclass(frozen=True)
 class Ceiling:
-    """One roof: ``name`` is a memory level (``dram``) or a precision (``tensor_int8``);
-    ``device`` is the GPU it was measured on or published for (None: the profiled GPU)."""
+    """One roof: ``name`` is a memory level (``dram``) or a precision (``tensor_int8``, or
+    ``tensor_int8_sparse`` for the 2:4-sparse path); ``device`` is the GPU it was measured on or
+    published for (None: the profiled GPU); ``clock_hz`` the clock its rate per second is at,
+    where known (an Nsight Compute peak: the profile's); ``brief`` a short form of ``detail``
+    for chart legends."""
 
     name: str
     kind: CeilingKind
@@ -70,15 +80,31 @@ class Ceiling:
     source: CeilingSource
     detail: str
     device: str | None = None
+    clock_hz: float | None = None
+    brief: str | None = None
 
     @property
     def unit(self) -> str:
-        return "B/s" if self.kind is CeilingKind.MEMORY else UNITS.get(self.name, "FLOP/s")
+        if self.kind is CeilingKind.MEMORY:
+            return "B/s"
+        return "OP/s" if self.name.removesuffix(SPARSE) in INTEGER_CEILINGS else "FLOP/s"
 
     @property
     def label(self) -> str:
         """``dram 4.80 TB/s (datasheet: H200)``."""
         return f"{self.name} {si(self.value, self.unit)} ({self.source.value}: {self.detail})"
+
+    @property
+    def short(self) -> str:
+        """``tensor_int8 1.83 POP/s (ncu)``."""
+        return f"{self.name} {si(self.value, self.unit)} ({self.source.value})"
+
+    @property
+    def legend(self) -> str:
+        """The label with the brief detail: ``tensor_int8 1.83 POP/s (ncu: dense int8, ncu
+        peak / 2, at 1.69 GHz)``."""
+        text = self.brief or self.detail
+        return f"{self.name} {si(self.value, self.unit)} ({self.source.value}: {text})"
 
     def rate_text(self, value: float | None = None) -> str:
         """``value`` (default: the roof's) in this roof's unit (:func:`rate_text`)."""
@@ -90,7 +116,8 @@ def rate_text(name: str, kind: CeilingKind, value: float) -> str:
     ``4,270 GB/s``."""
     if kind is CeilingKind.MEMORY:
         return f"{value / 1e9:,.0f} GB/s"
-    return f"{value / 1e12:,.0f} {'TOPS' if UNITS.get(name) == 'OP/s' else 'TFLOP/s'}"
+    integer = name.removesuffix(SPARSE) in INTEGER_CEILINGS
+    return f"{value / 1e12:,.0f} {'TOPS' if integer else 'TFLOP/s'}"
 
 
 #: A share this little above 1 is the rounding of a roof raised to exactly the rate reached.
@@ -116,20 +143,53 @@ def share(achieved: float, roof: float, what: str) -> float:
     return checked_share(achieved / roof, what)
 
 
-def datasheet_ceilings(spec: DeviceSpec) -> tuple[Ceiling, ...]:
-    """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out)."""
-    detail = f"{spec.source}, {spec.name}"
+def datasheet_ceilings(spec: DeviceSpec, at_mhz: float | None = None) -> tuple[Ceiling, ...]:
+    """The preset's datasheet peaks (zeros, i.e. unknown or absent, are left out).
+
+    Compute peaks are quoted at an SM clock (``boost_clock_mhz`` for FP32, ``tensor_clock_mhz``
+    for tensor cores); ``at_mhz``, the clock a timing ran at, scales them to it, so that a
+    share of the roof is per cycle. DRAM does not run on the SM clock and is never scaled.
+    """
     pairs = (
-        ("dram", CeilingKind.MEMORY, spec.dram_bandwidth_gbs * 1e9),
-        ("fp32", CeilingKind.COMPUTE, spec.peak_fp32_tflops * 1e12),
-        ("tensor_fp16", CeilingKind.COMPUTE, spec.peak_fp16_tflops * 1e12),
-        ("tensor_fp8", CeilingKind.COMPUTE, spec.peak_fp8_tflops * 1e12),
-        ("tensor_int8", CeilingKind.COMPUTE, spec.peak_int8_tops * 1e12),
+        ("dram", CeilingKind.MEMORY, spec.dram_bandwidth_gbs * 1e9, 0.0),
+        ("fp32", CeilingKind.COMPUTE, spec.peak_fp32_tflops * 1e12, spec.boost_clock_mhz),
+        ("tensor_fp16", CeilingKind.COMPUTE, spec.peak_fp16_tflops * 1e12, spec.tensor_clock_mhz),
+        ("tensor_fp8", CeilingKind.COMPUTE, spec.peak_fp8_tflops * 1e12, spec.tensor_clock_mhz),
+        ("tensor_int8", CeilingKind.COMPUTE, spec.peak_int8_tops * 1e12, spec.tensor_clock_mhz),
     )
     return tuple(
-        Ceiling(name, kind, value, CeilingSource.DATASHEET, detail, spec.name)
-        for name, kind, value in pairs
+        _datasheet_roof(spec, name, kind, value, quoted, at_mhz)
+        for name, kind, value, quoted in pairs
         if value > 0
+    )
+
+
+def _datasheet_roof(
+    spec: DeviceSpec,
+    name: str,
+    kind: CeilingKind,
+    value: float,
+    quoted_mhz: float,
+    at_mhz: float | None,
+) -> Ceiling:
+    """One datasheet peak, at the clock it is quoted at, or scaled to ``at_mhz``."""
+    detail = f"{spec.source}, {spec.name}"
+    if not quoted_mhz:  # DRAM, or a clock the preset does not know
+        return Ceiling(name, kind, value, CeilingSource.DATASHEET, detail, spec.name)
+    if not at_mhz or at_mhz == quoted_mhz:
+        detail += f", at {quoted_mhz:,.0f} MHz"
+        return Ceiling(
+            name, kind, value, CeilingSource.DATASHEET, detail, spec.name, quoted_mhz * 1e6
+        )
+    unit = "OP/s" if name in INTEGER_CEILINGS else "FLOP/s"
+    scaled = (
+        f"{detail}: {si(value, unit)} at {quoted_mhz:,.0f} MHz x {at_mhz:,.0f} / "
+        f"{quoted_mhz:,.0f} (the timed clock)"
+    )
+    brief = f"{detail}, scaled to {at_mhz:,.0f} MHz"
+    value *= at_mhz / quoted_mhz
+    return Ceiling(
+        name, kind, value, CeilingSource.DATASHEET, scaled, spec.name, at_mhz * 1e6, brief
     )
 
 
@@ -202,14 +262,31 @@ _NCU_PEAKS = (
     ("fp32", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", "sm", 2.0),
     ("fp64", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", "sm", 2.0),
     ("fp16", "sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", "sm", 2.0),
-    ("tensor_int8", "sm__ops_path_tensor_src_int8.sum.peak_sustained", "sm", 1.0),
-    ("tensor_fp8", "sm__ops_path_tensor_src_fp8.sum.peak_sustained", "sm", 1.0),
-    ("tensor_fp16", "sm__ops_path_tensor_src_fp16.sum.peak_sustained", "sm", 1.0),
-    ("tensor_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32.sum.peak_sustained", "sm", 1.0),
     ("dram", "dram__bytes.sum.peak_sustained", "dram", 1.0),
     ("l2", "lts__t_bytes.sum.peak_sustained", "lts", 1.0),
     ("l1", "l1tex__t_bytes.sum.peak_sustained", "l1tex", 1.0),
 )
+
+#: (ceiling, path): tensor roofs from ``sm__ops_path_tensor_src_<path>.sum.peak_sustained``
+#: (FP16 is one path on Hopper, ``fp16_dst_fp32`` on Ampere and Ada, ``fp16_dst_fp16`` on
+#: Turing: the first found is taken).
+TENSOR_PEAK_PATHS = (
+    ("tensor_int8", "int8"),
+    ("tensor_fp8", "fp8"),
+    ("tensor_fp16", "fp16"),
+    ("tensor_fp16", "fp16_dst_fp32"),
+    ("tensor_fp16", "fp16_dst_fp16"),
+    ("tensor_bf16", "bf16_dst_fp32"),
+    ("tensor_tf32", "tf32_dst_fp32"),
+)
+#: From compute capability 8.0 on (Ampere, Ada, Hopper, Blackwell) tensor cores run 2:4-sparse
+#: MMA at twice the dense rate, and the path's ``peak_sustained`` is that sparse rate. NVIDIA's
+#: metric model (libnvperf_host) says so per chip: per SM and cycle, int8 16,384 on GH100
+#: against 8,192 for wgmma with sparsity off, 8,192 on GA100 against 4,096, 4,096 on AD102
+#: against 2,048; the datasheets' dense peaks (H200 1,979 TOPS at 1.83 GHz x 132 SMs = 8,192)
+#: are the halves. Turing (7.5) has no sparse path: its peak is dense.
+SPARSE_TENSOR_FROM_CC = 80
+SPARSE_SPEEDUP = 2.0
 
 
 #: (level, sector counter, unit, unit-count attribute, what a unit is): reports without byte
@@ -259,10 +336,11 @@ def unit_clock(
     return None
 
 
-def ncu_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:
-    """Peaks from Nsight Compute metrics (``peak_sustained`` per cycle x cycles per second),
-    then, for memory levels still without one, peaks derived from sector counters
-    (:func:`sector_ceilings`).
+def ncu_ceilings(metrics: Mapping[str, float | None], cc: int | None = None) -> tuple[Ceiling, ...]:
+    """Peaks from Nsight Compute metrics (``peak_sustained`` per cycle x cycles per second):
+    scalar and memory peaks, dense and 2:4-sparse tensor peaks (:func:`tensor_ceilings`; ``cc``,
+    the compute capability, default the report's), then, for memory levels still without one,
+    peaks derived from sector counters (:func:`sector_ceilings`).
 
     A peak of zero (left by an incomplete profile) or a missing clock gives no ceiling.
     """
@@ -276,10 +354,88 @@ def ncu_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:
         kind = CeilingKind.MEMORY if name in MEMORY_LEVELS else CeilingKind.COMPUTE
         via = "" if how == f"{unit}__cycles_elapsed.avg.per_second" else f" ({how})"
         detail = f"{peak_name} x {unit} clock {hz / 1e9:.3g} GHz{via}"
-        out[name] = Ceiling(name, kind, peak * hz * factor, CeilingSource.NCU, detail)
-    for ceiling in sector_ceilings(metrics):
+        brief = f"ncu peak at {unit} clock {hz / 1e9:.3g} GHz"
+        value = peak * hz * factor
+        out[name] = Ceiling(name, kind, value, CeilingSource.NCU, detail, None, hz, brief)
+    for ceiling in [*tensor_ceilings(metrics, cc), *sector_ceilings(metrics)]:
         out.setdefault(ceiling.name, ceiling)
     return tuple(out.values())
+
+
+def report_cc(metrics: Mapping[str, float | None]) -> int | None:
+    """The compute capability a report's device attributes give (90), or None."""
+    major = _positive(metrics, "device__attribute_compute_capability_major")
+    minor = metrics.get("device__attribute_compute_capability_minor") or 0
+    return None if major is None else int(major) * 10 + int(minor)
+
+
+def tensor_ceilings(metrics: Mapping[str, float | None], cc: int | None = None) -> list[Ceiling]:
+    """Dense tensor-core roofs per precision (``tensor_int8``) and, where the chip has a
+    2:4-sparse path, the sparse roofs (``tensor_int8_sparse``), at the profile's SM clock.
+
+    The dense roof is the path's ``_sparsity_off`` peak where the report holds it, else the
+    path's peak halved from compute capability 8.0 on (:data:`SPARSE_TENSOR_FROM_CC`), each
+    labelled so. Without a compute capability the peak is kept and said to be of unknown kind.
+    """
+    cc = cc if cc is not None else report_cc(metrics)
+    clock = unit_clock(metrics, "sm")
+    if clock is None:
+        return []
+    hz, how = clock
+    at = f"sm clock {hz / 1e9:.3g} GHz" + (
+        "" if how == "sm__cycles_elapsed.avg.per_second" else f" ({how})"
+    )
+    out: dict[str, Ceiling] = {}
+    for name, path in TENSOR_PEAK_PATHS:
+        metric = f"sm__ops_path_tensor_src_{path}.sum.peak_sustained"
+        peak = _positive(metrics, metric)
+        if name in out or peak is None:
+            continue
+        what = name.removeprefix("tensor_")
+        dense, how_dense, brief, sparse = _dense_tensor_peak(metrics, path, peak, cc, what)
+        out[name] = Ceiling(
+            name,
+            CeilingKind.COMPUTE,
+            dense * hz,
+            CeilingSource.NCU,
+            f"{how_dense} x {at}",
+            None,
+            hz,
+            f"{brief}, at {hz / 1e9:.3g} GHz",
+        )
+        if sparse:
+            out[name + SPARSE] = Ceiling(
+                name + SPARSE,
+                CeilingKind.COMPUTE,
+                peak * hz,
+                CeilingSource.NCU,
+                f"2:4-sparse {what}: {metric} {peak:,.0f}/cycle x {at}",
+                None,
+                hz,
+                f"2:4-sparse {what}, ncu peak, at {hz / 1e9:.3g} GHz",
+            )
+    return list(out.values())
+
+
+def _dense_tensor_peak(
+    metrics: Mapping[str, float | None], path: str, peak: float, cc: int | None, what: str
+) -> tuple[float, str, str, bool]:
+    """(dense peak per cycle, how it was read, a brief of that, whether a sparse path exists)
+    of the tensor path of ``what`` (``int8``) whose ``peak_sustained`` is ``peak``."""
+    metric = f"sm__ops_path_tensor_src_{path}.sum.peak_sustained"
+    off_metric = f"sm__ops_path_tensor_src_{path}_sparsity_off.sum.peak_sustained"
+    off = _positive(metrics, off_metric)
+    if off is not None:
+        how = f"dense {what}: {off_metric} {off:,.0f}/cycle"
+        return off, how, f"dense {what}, ncu sparsity-off peak", True
+    if cc is not None and cc >= SPARSE_TENSOR_FROM_CC:
+        how = (
+            f"dense {what}: {metric} {peak:,.0f}/cycle / {SPARSE_SPEEDUP:g} (from sm_80 on, "
+            "ncu's tensor peak is the 2:4-sparse rate)"
+        )
+        return peak / SPARSE_SPEEDUP, how, f"dense {what}, ncu peak / {SPARSE_SPEEDUP:g}", True
+    kind = "dense" if cc is not None else "dense or 2:4-sparse unknown (no compute capability)"
+    return peak, f"{kind} {what}: {metric} {peak:,.0f}/cycle", f"{kind} {what}, ncu peak", False
 
 
 def sector_ceilings(metrics: Mapping[str, float | None]) -> tuple[Ceiling, ...]:

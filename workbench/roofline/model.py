@@ -9,7 +9,8 @@ From Nsight Compute metrics (formulas of Nsight Compute's roofline sections for 
   alike;
 - tensor-core operations/s = ``sm__ops_path_tensor_src_<type>.sum.per_cycle_elapsed`` x
   ``sm__cycles_elapsed.avg.per_second`` (on Ampere, FP16 is the sum of the ``dst_fp16`` and
-  ``dst_fp32`` paths);
+  ``dst_fp32`` paths); a precision whose 2:4-sparse counters (:data:`SPARSE_COUNTERS`) are
+  above zero ran sparse MMA and is placed under the sparse roof, every other under the dense;
 - bytes/s per level: DRAM ``dram__bytes.sum.per_second``; L2 ``lts__t_bytes.sum.per_second``
   (reports without it: ``lts__t_sectors.sum.per_second`` x 32); L1 ``l1tex__t_bytes.sum.per_second``
   (reports without it: the LSU global and local sectors x 32 over the kernel's duration).
@@ -21,10 +22,11 @@ the measured time; the bytes are what the algorithm must move, a lower bound on 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workbench.roofline.ceilings import (
     SECTOR_BYTES,
+    SPARSE,
     Ceiling,
     Ceilings,
     Reached,
@@ -48,6 +50,35 @@ _TENSOR_PATHS = {
     "tensor_fp8": ("fp8",),
     "tensor_fp16": ("fp16",),
     "tensor_fp16_ampere": ("fp16_dst_fp16", "fp16_dst_fp32"),
+    "tensor_bf16": ("bf16_dst_fp32",),
+    "tensor_tf32": ("tf32_dst_fp32",),
+}
+_SPARSE_OPS = "sm__ops_path_tensor_{}_sparsity_on.sum"
+#: precision -> the counters of its 2:4-sparse MMA operations: per source type on Ampere and
+#: Ada, per instruction (wgmma ``*gmma``, mma.sync ``*mma``) on Hopper; a chip has some of them.
+SPARSE_COUNTERS = {
+    precision: tuple(_SPARSE_OPS.format(path) for path in paths)
+    for precision, paths in {
+        "tensor_int8": ("src_int8", "op_igmma_src_int8", "op_imma_src_int8"),
+        "tensor_fp8": ("src_fp8",),
+        "tensor_fp16": (
+            "src_fp16_dst_fp16",
+            "src_fp16_dst_fp32",
+            "op_hgmma_src_fp16",
+            "op_hmma_src_fp16_dst_fp16",
+            "op_hmma_src_fp16_dst_fp32",
+        ),
+        "tensor_bf16": (
+            "src_bf16_dst_fp32",
+            "op_hgmma_src_bf16_dst_fp32",
+            "op_hmma_src_bf16_dst_fp32",
+        ),
+        "tensor_tf32": (
+            "src_tf32_dst_fp32",
+            "op_hgmma_src_tf32_dst_fp32",
+            "op_hmma_src_tf32_dst_fp32",
+        ),
+    }.items()
 }
 _L1_SECTORS = tuple(
     f"l1tex__t_sectors_pipe_lsu_mem_{space}_op_{op}.sum"
@@ -67,6 +98,7 @@ class Achieved:
         bytes_per_s: bytes per second by memory level (``dram``, ``l2``, ``l1``).
         missing: metrics that were needed for a figure and absent (or NaN).
         notes: how figures were obtained where a fallback was used.
+        sparse: precisions that ran 2:4-sparse MMA (placed under the sparse roof).
     """
 
     source: str
@@ -75,6 +107,12 @@ class Achieved:
     bytes_per_s: dict[str, float] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    sparse: frozenset[str] = frozenset()
+
+    def roof_name(self, precision: str) -> str:
+        """The compute ceiling this launch's ``precision`` is placed under: the 2:4-sparse
+        roof (``tensor_int8_sparse``) if it ran sparse MMA, else the dense one."""
+        return precision + SPARSE if precision in self.sparse else precision
 
     def total_ops(self, precision: str) -> float | None:
         rate = self.ops_per_s.get(precision)
@@ -130,6 +168,9 @@ def achieved_from_metrics(metrics: Metrics) -> Achieved:
             continue  # tensor paths differ per chip: absence is not an error
         key = "tensor_fp16" if precision == "tensor_fp16_ampere" else precision
         ops[key] = ops.get(key, 0.0) + sum(float(v) for v in values) * sm_hz  # type: ignore[arg-type]
+    sparse = frozenset(
+        p for p, names in SPARSE_COUNTERS.items() if any((metrics.get(n) or 0) > 0 for n in names)
+    )
     return Achieved(
         source="ncu",
         duration_s=duration,
@@ -137,7 +178,27 @@ def achieved_from_metrics(metrics: Metrics) -> Achieved:
         bytes_per_s=_bandwidths(metrics, duration, missing, notes),
         missing=tuple(dict.fromkeys(missing)),
         notes=tuple(notes),
+        sparse=sparse,
     )
+
+
+def sparse_by_rate(achieved: Achieved, ceilings: Ceilings) -> Achieved:
+    """``achieved`` with every precision faster than its dense roof but within its 2:4-sparse
+    one marked sparse, with a note: only sparse MMA runs there (for profiles that did not
+    collect the sparse counters)."""
+    found, notes = set(achieved.sparse), list(achieved.notes)
+    for precision, rate in achieved.ops_per_s.items():
+        dense, sparse = ceilings.best(precision), ceilings.best(precision + SPARSE)
+        if precision in found or dense is None or sparse is None:
+            continue
+        if dense.value < rate <= sparse.value:
+            found.add(precision)
+            notes.append(
+                f"{precision}: {dense.rate_text(rate)} is above the dense roof "
+                f"({dense.rate_text()}): only 2:4-sparse MMA runs there, so it is placed under "
+                "the sparse roof"
+            )
+    return replace(achieved, sparse=frozenset(found), notes=tuple(notes))
 
 
 def _bandwidths(
@@ -237,10 +298,11 @@ class RooflinePoint:
 
 def roofline_points(achieved: Achieved, ceilings: Ceilings) -> list[RooflinePoint]:
     """Every (precision, level) pair that has achieved work, traffic and both roofs (raise the
-    roofs to the launches drawn first: :func:`~workbench.roofline.raise_to_reached`)."""
+    roofs to the launches drawn first: :func:`~workbench.roofline.raise_to_reached`). A tensor
+    precision is placed under its dense roof, or its 2:4-sparse one if it ran sparse MMA."""
     out = []
     for precision, rate in achieved.ops_per_s.items():
-        compute = ceilings.best(precision)
+        compute = ceilings.best(achieved.roof_name(precision)) or ceilings.best(precision)
         if compute is None or rate <= 0:
             continue
         for level in achieved.bytes_per_s:
