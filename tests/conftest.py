@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dataset_paths import CACHES, DATASETS, missing
 
 TINY_KERNEL = """\
 extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__ y, int n) {
@@ -70,6 +71,15 @@ def study_held_elsewhere(store_url: str, study_name: str) -> Iterator[None]:
         child.communicate("")
 
 
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    """The public datasets' folder (``$WORKBENCH_DATASETS``, else ``../shared/datasets`` beside the
+    repository: tests/dataset_paths.py); the test is skipped, saying where, when it is absent."""
+    if not DATASETS.is_dir():
+        pytest.skip(missing(DATASETS))
+    return DATASETS
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project root (pyproject marker) with kernels/axpy.cu and spaces/tiny.yaml."""
@@ -116,6 +126,14 @@ def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "compile-cache"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts PostgreSQL (the ``pg_cluster`` fixture) is slow: ``-m "not slow"``
+    leaves it to the full run."""
+    for item in items:
+        if "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def pg_cluster():
     """A throwaway PostgreSQL server on loopback for the scale-out tests (tests/pg_cluster.py);
@@ -146,10 +164,9 @@ def one_percent_noise() -> list:
 
     from workbench.regress.noise import load_sample_sets
 
-    path = Path(__file__).resolve().parents[2] / "shared/datasets/tuning-caches"
-    path = path / "convolution_milo_A100.json.gz"
+    path = CACHES / "convolution_milo_A100.json.gz"
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        pytest.skip(missing(path))
     sets = load_sample_sets([path], min_samples=32)
     return [s for s in sets if 0.008 <= np.std(s.samples) / np.mean(s.samples) <= 0.012]
 

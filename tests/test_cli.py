@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, needs_caches
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -493,6 +494,7 @@ def test_ctrl_c_while_the_command_line_loads_ends_with_one_line() -> None:
     assert err.strip() == "interrupted" and out == ""
 
 
+@needs_caches
 @pytest.mark.parametrize("how", ["env", "url"])
 def test_a_directory_given_as_the_store_is_named_as_one(tmp_path: Path, how: str) -> None:
     """$WORKBENCH_STORE or a sqlite URL naming a directory: said, for a command that reads
@@ -501,8 +503,7 @@ def test_a_directory_given_as_the_store_is_named_as_one(tmp_path: Path, how: str
     folder.mkdir()
     env = {"WORKBENCH_STORE": str(folder)} if how == "env" else None
     where = [] if how == "env" else ["--storage", f"sqlite:///{folder}"]
-    pnpoly = Path(__file__).resolve().parents[2] / "shared/datasets/tuning-caches"
-    pnpoly = pnpoly / "pnpoly_RTX_3090.json.gz"
+    pnpoly = CACHES / "pnpoly_RTX_3090.json.gz"
     for args in (["store", "list", *where], ["store", "import", str(pnpoly), *where]):
         code, out = run(*args, env=env)
         assert code == 2, out

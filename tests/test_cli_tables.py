@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, needs_caches
 
 from workbench.runners.base import TrialOutcome
 from workbench.store import Store
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 WIDTHS = (100, 80)
 BORDERS = re.compile(r"[│┃┏┓┗┛┡┩└┘├┤┼━─┳┻╇╈╋]")
 CAPTION = "in every row:"
@@ -47,6 +47,7 @@ def check_table(out: str, width: int, headers: list[str], tokens: Counter, same:
     assert caption.split()[3:] == same
 
 
+@pytest.mark.slow
 def test_the_compile_table_fits_100_and_80_columns(tmp_path: Path) -> None:
     args = ["compile", "gemm_int8", "--sample", "4", "--arch", "sm_90a"]
     code, _, err = invoke(*args, "--json", str(tmp_path / "r.json"))
@@ -68,6 +69,7 @@ def test_the_compile_table_fits_100_and_80_columns(tmp_path: Path) -> None:
         check_table(out, width, headers, tokens, same)
 
 
+@needs_caches
 def test_the_tune_table_fits_100_and_80_columns() -> None:
     args = ["tune", "--replay", str(CACHES / "gemm_RTX_3090.json.gz"), "--budget", "30"]
     code, out, err = invoke(*args, "--json")

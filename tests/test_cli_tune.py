@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, needs_caches
 from recording_helpers import record_space
 from typer.testing import CliRunner
 
@@ -17,10 +18,10 @@ from workbench.store import Store
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 runner = CliRunner()
 
 
+@needs_caches
 def test_replay_a_kernel_tuner_cache_with_json() -> None:
     code, out, err = invoke(
         "tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "30", "--json"
@@ -42,6 +43,7 @@ def test_replay_a_kernel_tuner_cache_with_json() -> None:
     assert all(m["improved"] <= m["proposed"] for m in moves.values())
 
 
+@needs_caches
 def test_rerun_resumes_the_same_study() -> None:
     path = str(CACHES / "pnpoly_RTX_3090.json.gz")
     invoke("tune", "--replay", path, "--budget", "10", "--json")
@@ -50,6 +52,7 @@ def test_rerun_resumes_the_same_study() -> None:
     assert code == 0 and doc["evaluations"] == 25 and doc["new_evaluations"] == 15
 
 
+@needs_caches
 def test_replay_t4_file_table_output() -> None:
     code, out, _ = invoke(
         "tune",
@@ -105,6 +108,7 @@ def test_without_gpu_or_recording_the_compile_stage_runs() -> None:
     assert "compile stage" in out and "2 configs, 2 compiled" in out and "--replay" in out
 
 
+@needs_caches
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -139,6 +143,7 @@ def test_bad_tune_input(args: list[str], message: str) -> None:
     assert "Traceback" not in out + err
 
 
+@needs_caches
 def test_a_sampler_whose_packages_are_missing_is_refused_before_anything(tmp_path: Path) -> None:
     import importlib.util
 
@@ -203,6 +208,7 @@ def test_problem_variants_are_pinned_not_tuned(project: Path) -> None:
     assert doc["evaluations"] == 6  # BLOCK=256 with SCALE=3 breaks the constraint
 
 
+@needs_caches
 def test_gp_sampler_without_torch_says_what_to_install() -> None:
     try:
         import torch  # noqa: F401
@@ -229,6 +235,7 @@ def stored_configs(tmp_path: Path, study: str) -> list[dict]:
     return [e.config for e in store.evaluations(info)]
 
 
+@needs_caches
 def test_enqueue_best_starts_from_the_best_found_on_another_gpu(tmp_path: Path) -> None:
     code, out, err = invoke(
         "tune", "--replay", str(CACHES / "convolution_milo_A4000.json.gz"), "--budget", "15",
@@ -373,6 +380,7 @@ def test_a_space_whose_every_config_is_invalid_is_refused_by_name(
         sp.check_not_empty()
 
 
+@needs_caches
 def test_an_output_file_that_cannot_be_written_is_one_line_not_a_traceback(
     tmp_path: Path,
 ) -> None:
@@ -395,6 +403,7 @@ def test_a_space_with_a_single_config_is_tuned(project: Path) -> None:
     assert doc["evaluations"] == 1 and doc["stop"] == "exhausted"
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json() -> None:
     """No GPU and no recording of the kernel: what tune would search is compiled (the
     problem variant of --set, each shape of --shapes, each arch of --arch all), --json is one
@@ -449,6 +458,7 @@ def test_without_a_gpu_the_compile_stage_takes_the_variant_shapes_archs_and_json
         assert code == 2 and message in out + err, (bad, out + err)
 
 
+@needs_caches
 def test_enqueue_a_config_of_a_bare_recording_naming_every_parameter() -> None:
     pnpoly = str(CACHES / "pnpoly_RTX_3090.json.gz")
     config = "between_method=3,block_size_x=64,tile_size=12,use_method=2"
@@ -468,6 +478,7 @@ def test_enqueue_a_config_of_a_bare_recording_naming_every_parameter() -> None:
         assert code == 2 and message in out + err, out + err
 
 
+@needs_caches
 def test_a_refused_tune_leaves_no_empty_study_behind(tmp_path: Path) -> None:
     pnpoly = str(CACHES / "pnpoly_RTX_3090.json.gz")
     for bad in ("foo=1", "best:nothing"):
@@ -530,6 +541,7 @@ def test_a_recording_that_cannot_be_read_creates_no_store(tmp_path: Path) -> Non
         assert not store.parent.exists()
 
 
+@needs_caches
 def test_a_resumed_study_is_announced_and_fresh_starts_an_independent_one() -> None:
     """A rerun with another seed resumes the study, whose stored evaluations the budget counts:
     said on stderr and in --json. --fresh searches a new study with the seed, the first kept."""
@@ -575,6 +587,7 @@ def test_a_resumed_study_is_announced_and_fresh_starts_an_independent_one() -> N
     assert seed_1 != seed_2  # the seed was used: another path through the space
 
 
+@needs_caches
 def test_fresh_is_refused_for_a_shared_study() -> None:
     path = str(CACHES / "pnpoly_RTX_3090.json.gz")
     code, out, err = invoke(

@@ -26,6 +26,7 @@ def sample_jobs(kernel: str, arch: str, n: int, seed: int = 0) -> list:
     return [make_job(space, c) for c in configs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("kernel", ["reduce", "stream_scale"])
 def test_sampled_configs_compile(kernel: str, arch: str, cache_dir: Path) -> None:
@@ -130,6 +131,7 @@ def test_angle_bracket_project_headers_are_part_of_the_key(project: Path) -> Non
     assert make_job(space, spec.default_config()).key() != first.key()
 
 
+@pytest.mark.slow
 def test_parallel_gives_the_same_bytes_as_serial(tmp_path: Path) -> None:
     jobs = sample_jobs("reduce", "sm_89", 5, seed=7) + sample_jobs("stream_scale", "sm_89", 3)
     serial = compile_jobs(jobs, CompileCache(tmp_path / "a"), workers=1)

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from dataset_paths import CACHES, missing
 
 from workbench.regress.rule import Verdict
 from workbench.report.baselines import Baselines
@@ -24,10 +25,9 @@ from workbench.search.tuner import Budget, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store, StoreError
 
-CONV = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
-CONV = CONV / "convolution_milo_A100.json.gz"
+CONV = CACHES / "convolution_milo_A100.json.gz"
 
-pytestmark = pytest.mark.skipif(not CONV.is_file(), reason=f"{CONV} is missing")
+pytestmark = pytest.mark.skipif(not CONV.is_file(), reason=missing(CONV))
 
 
 class WarmingGpu(Runner):

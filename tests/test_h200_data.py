@@ -119,6 +119,7 @@ def test_divergence_and_dram_shares_of_the_h200_reports(h200_profiles) -> None:
     assert own.fraction < aos.fraction and "datasheet" in own.roof
 
 
+@pytest.mark.slow
 def test_the_report_pages_show_those_figures_in_chromium(h200_profiles) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (apt-get install chromium)")

@@ -107,6 +107,7 @@ def test_space_constraints() -> None:
         assert Space(spec, arch=Arch.parse(arch)).explain(spec.default_config()) == []
 
 
+@pytest.mark.slow
 def test_fixed_sample_compiles_for_every_arch(cache: CompileCache) -> None:
     """A fixed-seed sample of 51 valid configs, 17 per arch, compiles without spills (every
     one of the 285 points per arch was compiled once by hand: see the kernel's report)."""

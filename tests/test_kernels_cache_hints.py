@@ -120,6 +120,7 @@ def hint_policy_pairs(space: Space) -> Iterator[Config]:
             yield config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 def test_every_point_assembles(arch: str, cache: CompileCache) -> None:
     """A fixed-seed sample, every value of every knob, and every hint with every policy."""

@@ -87,6 +87,7 @@ def test_space_and_launch() -> None:
         assert Space(spec, arch=Arch.parse(arch)).explain(spec.default_config()) == []
 
 
+@pytest.mark.slow
 def test_fixed_sample_compiles_for_every_arch(cache: CompileCache) -> None:
     """A fixed-seed sample of 51 valid configs, 17 per arch (all 72 per arch were compiled
     once by hand, without spills)."""

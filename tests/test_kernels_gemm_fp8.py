@@ -50,6 +50,7 @@ def full_opcodes(space: Space, config: Config, cache: CompileCache) -> set[str]:
 
 
 # ---- every point compiles or is rejected -------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", list(SAMPLE))
 def test_sample_of_valid_points_compiles(arch: str, cache: CompileCache) -> None:
     space = space_for("gemm_fp8", arch)

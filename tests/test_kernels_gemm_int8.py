@@ -431,6 +431,7 @@ def sampled(cache: CompileCache) -> Sampled:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 def test_sampled_configs_compile_without_spills(arch: str, sampled: Sampled) -> None:
     pairs = sampled[arch]
@@ -565,6 +566,7 @@ def test_kernel_preconditions_back_up_the_constraints(
 # W8A8: the three output types
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
 def test_w8a8_compiles_for_every_output_type(arch: str, cache: CompileCache) -> None:
     spec = load_kernel("gemm_w8a8")

@@ -38,6 +38,7 @@ def full_opcodes(space: Space, config: Config, cache: CompileCache) -> set[str]:
     return {i.opcode for i in sass_of(result, cache)[result.entry]}
 
 
+@pytest.mark.slow
 def test_sample_of_valid_points_compiles(space: Space, cache: CompileCache) -> None:
     """A fixed-seed sample of 50 valid points (plus the default) all compile for sm_90a."""
     configs = select_configs(space, sample=50, seed=2024)

@@ -384,6 +384,7 @@ def test_group_work_split_covers_each_element_and_scale_once(
 # ---- compile: every point compiles or is rejected ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPACES)
 def test_sampled_points_compile_for_every_arch(name: str, cache: CompileCache) -> None:
     """A fixed-seed sample of 50 valid configs per space, the arch rotating over the declared

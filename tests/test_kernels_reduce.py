@@ -179,6 +179,7 @@ def test_rows_grid_follows_the_mapping(mapping: str, grid: int) -> None:
 
 
 # -- every point compiles ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", SPACES)
 def test_fixed_sample_compiles_for_every_arch(kernel: str, cache: CompileCache) -> None:
     """A fixed-seed sample of 51 valid configs per space, 17 drawn for each arch, compiles

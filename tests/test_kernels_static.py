@@ -28,6 +28,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
     return CompileCache(tmp_path_factory.mktemp("cache"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 def test_reduce_sample_has_shfl_and_no_spills(arch: str, cache: CompileCache) -> None:
     spec = load_kernel("reduce")
@@ -66,6 +67,7 @@ def test_store_hint_reaches_sass(cache: CompileCache) -> None:
     assert "STG.E.EF.128" in record.global_memory_ops
 
 
+@pytest.mark.slow
 def test_all_stream_scale_configs_compile_for_sm_89(cache: CompileCache) -> None:
     spec = load_kernel("stream_scale")
     space = Space(spec, arch=Arch.parse("sm_89"))
@@ -77,6 +79,7 @@ def test_all_stream_scale_configs_compile_for_sm_89(cache: CompileCache) -> None
     assert {r.config["BLOCK"] for r in records} == {128, 256, 512}
 
 
+@pytest.mark.slow
 def test_second_sweep_is_answered_from_the_cache(tmp_path: Path) -> None:
     spec = load_kernel("reduce")
     space = Space(spec, arch=Arch.parse("sm_90"))

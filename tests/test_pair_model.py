@@ -3,11 +3,10 @@ what it draws."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import threadpoolctl
+from dataset_paths import CACHES, needs_caches
 
 from workbench.runners.recordings import load_recording
 from workbench.search.pair_model import (
@@ -18,8 +17,6 @@ from workbench.search.pair_model import (
 )
 from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
-
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +32,7 @@ def fresh_draw(space, rows: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     return PairModel(*space).draw(rows, y, np.random.default_rng(seed))
 
 
+@needs_caches
 def test_a_draw_does_not_depend_on_the_order_of_its_rows(space) -> None:
     rng = np.random.default_rng(0)
     rows = rng.choice(len(space[0]), 120, replace=False)
@@ -46,6 +44,7 @@ def test_a_draw_does_not_depend_on_the_order_of_its_rows(space) -> None:
     assert not np.allclose(a, fresh_draw(space, rows, y, seed=4), rtol=0, atol=1e-3)
 
 
+@needs_caches
 def test_a_fit_that_extends_or_shares_a_prefix_with_the_last_draws_as_a_fresh_one(space) -> None:
     """Rows added at the end (one or several), rows replaced after a shared prefix, a prefix
     of the last rows, the same rows again and a fit with nothing in common: each draw equals
@@ -70,6 +69,7 @@ def test_a_fit_that_extends_or_shares_a_prefix_with_the_last_draws_as_a_fresh_on
         assert np.allclose(reused, fresh_draw(space, rows, y, seed=i), rtol=0, atol=1e-7), i
 
 
+@needs_caches
 def test_a_draw_is_the_perturbed_least_squares_fit_of_the_features(space) -> None:
     """The draw equals the textbook one, w = w0 + Phi^T (Phi Phi^T + noise I)^-1
     (y - Phi w0 - eps), with w0 and eps drawn as the model draws them (eps in ascending row
@@ -136,6 +136,7 @@ def test_a_trend_over_an_ordinal_parameters_values_carries_past_the_values_seen(
     assert smooth[7] < smooth[3]  # three steps past the last value seen
 
 
+@needs_caches
 def test_a_model_with_another_basis_shares_the_configs_arrays_and_fits_on_its_own(space) -> None:
     """``with_basis`` draws as a model built with that basis does, shares the arrays of the
     configs alone (not copied for a second model), and leaves the first model's fit alone."""
@@ -153,6 +154,7 @@ def test_a_model_with_another_basis_shares_the_configs_arrays_and_fits_on_its_ow
     assert np.array_equal(before, again)
 
 
+@needs_caches
 def test_the_mean_is_the_least_squares_fit_of_the_features_and_fits_the_configs_seen(
     space,
 ) -> None:

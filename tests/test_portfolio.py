@@ -1,27 +1,39 @@
-"""The default sampler: valid, unvisited proposals; deterministic; better than random search."""
+"""The default sampler, through its public interface: what it proposes after what it was told.
+
+Every test drives the proposer as the tuner does (``start``, ``plan``, ``hold``, ``propose`` or
+``next``, ``observe``) or runs the tuner, and reads what a caller can read: the proposals, the
+per-move counts (``moves()``) and the bandit's record of rewards (``history``). The module's
+constants are the documented knobs (docs/search.md); a test that changes one says why.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dataset_paths import CACHES, needs_caches
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import workbench.search.portfolio as portfolio
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.runners.recordings import load_recording, write_recording
+from workbench.runners.recordings import Recording, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
+from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
 from workbench.search.tuner import Budget, StopReason, Tuner
+from workbench.spaces.model import Config
 from workbench.store import Store
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
+Values = Callable[[Config], float]
 
 
-def run(tmp: Path, rec, sampler: str, budget: int, seed: int):
+def run(tmp: Path, rec: Recording, sampler: str, budget: int, seed: int):
     store = Store(f"sqlite:///{tmp}/{sampler}-{seed}.sqlite")
     problem = RecordingProblem(rec)
     study = store.study(
@@ -32,48 +44,72 @@ def run(tmp: Path, rec, sampler: str, budget: int, seed: int):
     )
 
 
-def proposer_on(path: Path, parameters: list, entries: list):
-    """The default sampler's proposer on a recording written from ``entries``."""
-    import workbench.search.portfolio as portfolio
-
-    rec = load_recording(
-        write_recording(
-            path, kernel=path.stem, device=DeviceInfo("GPU"), parameters=parameters, entries=entries
-        )
+def record(path: Path, parameters: list, value: Values) -> Recording:
+    """A recording of every config of ``parameters``' product, timed by ``value`` (a config
+    whose value is inf failed)."""
+    names = [n for n, _ in parameters]
+    entries = []
+    for values in itertools.product(*(v for _, v in parameters)):
+        config = dict(zip(names, values, strict=True))
+        entries.append((config, measured(value(config))))
+    written = write_recording(
+        path, kernel=path.stem, device=DeviceInfo("GPU"), parameters=parameters, entries=entries
     )
+    return load_recording(written)
+
+
+def configs_of(rec: Recording) -> list[Config]:
+    """The recorded configs, in the recording's order."""
+    names = rec.parameter_names
+    return [dict(zip(names, key, strict=True)) for key in rec.entries]
+
+
+def measured(value: float) -> Measurement:
+    if math.isfinite(value):
+        return Measurement(TrialOutcome.OK, value=float(value))
+    return Measurement.failure(TrialOutcome.LAUNCH_FAILED, "boom")
+
+
+def proposer_for(rec: Recording, seed: int = 0, **options: int) -> PortfolioProposer:
     problem = RecordingProblem(rec)
-    return portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+    return PortfolioProposer(problem, problem.valid_configs(), seed=seed, **options)
 
 
-def observe_rows(proposer, rows, values) -> None:
-    """Tell ``proposer`` that the configs at ``rows`` took ``values`` (inf: failed)."""
-    for row, value in zip(rows, values, strict=True):
-        config = proposer.config_at(row)
-        m = (
-            Measurement(TrialOutcome.OK, value=float(value))
-            if math.isfinite(value)
-            else Measurement.failure(TrialOutcome.LAUNCH_FAILED, "boom")
-        )
-        proposer.observe(config, m)
+def tell(proposer: PortfolioProposer, configs: list[Config], value: Values) -> None:
+    """Results of configs the proposer did not propose (a resumed study, other workers)."""
+    for config in configs:
+        proposer.observe(config, measured(value(config)))
 
 
-def replay_step(proposer, recording):
-    """One proposal of ``proposer``, answered from ``recording``; returns the config."""
+def step(proposer: PortfolioProposer, value: Values) -> tuple[Config, str]:
+    """One proposal, answered by ``value``; returns it and the move that made it."""
+    before = proposer.moves()
     config = proposer.propose()
-    proposer.observe(config, recording.lookup(config).to_measurement(recording.source))
-    return config
+    assert config is not None
+    proposer.observe(config, measured(value(config)))
+    after = proposer.moves()
+    (move,) = [m for m in portfolio.MOVES if after[m]["proposed"] > before[m]["proposed"]]
+    return config, move
 
 
-def a100_proposer():
-    """The default sampler's proposer on the recorded A100 convolution (a constrained space)."""
-    import workbench.search.portfolio as portfolio
+def distance(a: Config, b: Config) -> int:
+    return sum(a[k] != b[k] for k in a)
 
-    problem = RecordingProblem(load_recording(CACHES / "convolution_milo_A100.json.gz"))
-    return portfolio.PortfolioProposer(problem, problem.valid_configs(), seed=0)
+
+def a100() -> Recording:
+    return load_recording(CACHES / "convolution_milo_A100.json.gz")
+
+
+def replayed(rec: Recording) -> Values:
+    def value(config: Config) -> float:
+        m = rec.lookup(config).to_measurement(rec.source)  # type: ignore[union-attr]
+        return m.value if m.outcome is TrialOutcome.OK else math.inf  # type: ignore[return-value]
+
+    return value
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory):
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     """A 3-parameter space with an interaction and a failing region (values from a formula)."""
     entries = []
     for a in range(12):
@@ -97,6 +133,9 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory):
     return load_recording(path)
 
 
+# -- the whole search -------------------------------------------------------------------------
+
+
 def test_proposals_are_valid_and_never_repeat(tmp_path: Path, synthetic) -> None:
     result = run(tmp_path, synthetic, "portfolio", 1000, seed=0)
     assert result.stop is StopReason.EXHAUSTED
@@ -111,6 +150,7 @@ def test_same_seed_same_search(tmp_path: Path, synthetic) -> None:
     assert [e.config for e in a.history] == [e.config for e in b.history]
 
 
+@needs_caches
 def test_better_than_random_search_on_a_real_space(tmp_path: Path) -> None:
     rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
     ours = [run(tmp_path, rec, "portfolio", 100, s).best.measurement.value for s in range(6)]
@@ -118,109 +158,150 @@ def test_better_than_random_search_on_a_real_space(tmp_path: Path) -> None:
     assert statistics.mean(ours) < statistics.mean(rand)
 
 
+@needs_caches
+@pytest.mark.parametrize("neighbours", [8192, 20])
+def test_a_run_on_a_constrained_space_proposes_valid_open_configs_with_every_move(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, neighbours: int
+) -> None:
+    """On the recorded A100 convolution every proposal is a valid config not evaluated before,
+    and every move takes part, also where the line and pair moves look up only a random subset
+    of the incumbent's neighbours (MODEL_CANDIDATES 20 of its 261 two-change ones)."""
+    monkeypatch.setattr(portfolio, "MODEL_CANDIDATES", neighbours)
+    result = run(tmp_path, a100(), "portfolio", 150, seed=2)
+    assert result.proposals == result.evaluations == 150
+    assert result.moves is not None
+    assert all(result.moves[m]["proposed"] > 0 for m in portfolio.MOVES), result.moves
+
+
+def test_a_space_whose_product_overflows_int64_is_searched_config_by_config(
+    tmp_path: Path,
+) -> None:
+    """20 parameters of 12 values (12^20 > 2^62 configs in the product: no config codes), 300
+    recorded: the moves that look configs up (crossover, line, pair) still propose valid,
+    unvisited ones, and only those."""
+    names = [f"p{i}" for i in range(20)]
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 12, 20)
+    rows = {tuple(base)}
+    while len(rows) < 300:  # neighbours of neighbours of one config, so that moves find some
+        row = np.array(list(rng.choice(sorted(rows))))
+        row[rng.integers(0, 20, 2)] = rng.integers(0, 12, 2)
+        rows.add(tuple(row))
+    entries = [
+        (dict(zip(names, map(int, r), strict=True)), measured(1.0 + sum(r) / 100))
+        for r in sorted(rows)
+    ]
+    path = write_recording(
+        tmp_path / "wide.json",
+        kernel="wide",
+        device=DeviceInfo("GPU"),
+        parameters=[(n, list(range(12))) for n in names],
+        entries=entries,
+    )
+    result = run(tmp_path, load_recording(path), "portfolio", 80, seed=0)
+    assert result.proposals == result.evaluations == 80
+    assert result.moves is not None
+    assert all(result.moves[m]["proposed"] > 0 for m in ("crossover", "line", "pair"))
+
+
+# -- the model --------------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize("pair_weight", [0.0, 0.5])
-def test_model_learns_an_interaction_between_two_parameters(
+def test_the_model_learns_an_interaction_between_two_parameters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pair_weight: float
 ) -> None:
     """Good configs fill two opposite quadrants ((a < 4) == (b < 4)): each parameter alone is
-    as often good as bad, so a model of per-parameter effects cannot tell an unvisited config of
-    a good quadrant from one of a bad quadrant; one with pairwise features can (checked on 20
-    seeds of the posterior draw when this was written; the test uses one)."""
-    import numpy as np
-
+    as often good as bad, so a model of per-parameter effects cannot tell an open config of a
+    good quadrant from one of a bad quadrant; one with pairwise features can. Told that the
+    budget ends now, the proposer gives its turns to the model's best guess: with pairwise
+    features the two good configs come first, whatever the seed; without, they do not."""
     import workbench.search.pair_model as pair_model
 
     monkeypatch.setattr(pair_model, "PAIR_WEIGHT", pair_weight)
 
-    def value(a: int, b: int) -> float:
-        if (a < 4) == (b < 4):
-            return 1.0 + ((5 * a + 3 * b) % 7) / 100  # spread, so both quadrants reach "good"
+    def value(c: Config) -> float:
+        if (c["a"] < 4) == (c["b"] < 4):
+            return 1.0 + ((5 * c["a"] + 3 * c["b"]) % 7) / 100  # both quadrants reach "good"
         return 2.0
 
-    entries = [
-        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=value(a, b)))
-        for a in range(8)
-        for b in range(8)
-    ]
-    proposer = proposer_on(
-        tmp_path / "quadrants.json", [("a", list(range(8))), ("b", list(range(8)))], entries
-    )
+    rec = record(tmp_path / "quadrants.json", [("a", list(range(8))), ("b", list(range(8)))], value)
     good, bad = [(1, 2), (6, 5)], [(1, 6), (6, 2)]
-    for config, m in entries:
-        if (config["a"], config["b"]) not in good + bad:
-            proposer.observe(config, m)
-    scores = proposer._scores(np.array([proposer.row_of[c] for c in good + bad]))
-    separated = min(scores[:2]) > max(scores[2:])
-    assert separated == (pair_weight > 0), scores
+    seen = [c for c in configs_of(rec) if (c["a"], c["b"]) not in good + bad]
+    firsts = []
+    for seed in range(5):
+        proposer = proposer_for(rec, seed)
+        tell(proposer, seen, value)
+        proposer.plan(len(seen))
+        firsts.append({(c["a"], c["b"]) for c in (step(proposer, value)[0] for _ in range(2))})
+    assert all(first == set(good) for first in firsts) == (pair_weight > 0), firsts
 
 
-def test_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path) -> None:
-    """Two flags that only help together: from the incumbent (0, 0, c=0), every config one
-    change away is visited (or worse), so the line move has nothing to offer; the pair move
-    proposes the config with both flags flipped, which is the optimum."""
+def test_the_search_follows_the_order_of_the_times_not_their_scale(tmp_path: Path) -> None:
+    """The model fits the ranks of the times, capped at the 90th percentile: making the slowest
+    tenth of the configs 1000x slower (their order and every ratio the bandit compares kept)
+    leaves the search as it was."""
+    params = [("a", list(range(8))), ("b", list(range(6))), ("c", list(range(4)))]
 
-    def value(a: int, b: int, c: int) -> float:
-        if a == b == 1:
-            return 1.0 + c / 100
-        return 1.5 + c / 100 if a == b == 0 else 3.0
+    def value(c: Config) -> float:
+        return 1.0 + abs(c["a"] - 5) + abs(c["b"] - 2) * 0.7 + c["c"] * (c["a"] % 3) * 0.3
 
-    entries = [
-        ({"a": a, "b": b, "c": c}, Measurement(TrialOutcome.OK, value=value(a, b, c)))
-        for a in (0, 1)
-        for b in (0, 1)
-        for c in range(6)
-    ]
-    proposer = proposer_on(
-        tmp_path / "flags.json", [("a", [0, 1]), ("b", [0, 1]), ("c", list(range(6)))], entries
+    times = sorted(
+        value(dict(zip("abc", v, strict=True))) for v in itertools.product(*(p for _, p in params))
     )
-    for config, m in entries:
-        if not config["a"] == config["b"] == 1:
-            proposer.observe(config, m)
-    assert proposer._line() is None
-    row = proposer._pair()
-    assert row is not None
-    assert proposer.X[row].tolist() == [1, 1, 0]
+    slowest = times[int(0.9 * len(times))]
+
+    def slower_tail(c: Config) -> float:
+        return value(c) * (1000 if value(c) > slowest else 1)
+
+    runs = []
+    for name, times_of in (("plain", value), ("tail", slower_tail)):
+        rec = record(tmp_path / f"{name}.json", params, times_of)
+        runs.append([e.config for e in run(tmp_path / name, rec, "portfolio", 80, 3).history])
+    assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("lookup", ["codes", "keys"])
-def test_neighbours_differ_in_exactly_the_asked_number_of_parameters(lookup: str) -> None:
-    """On a recorded constrained space: every neighbour is valid, open, and one or two changes
-    away from the base; none is missed (checked against a scan of the whole valid set). Both
-    lookups: by sorted config codes, and key by key (spaces whose product overflows int64)."""
-    import numpy as np
+def test_past_max_fit_one_posterior_draw_serves_a_few_evaluations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the model move alone (MOVES patched to it), each proposal below MAX_FIT evaluations
+    comes from a new posterior draw; past 384 (MAX_FIT 256, DRAW_STRIDE 64) one draw serves
+    three new evaluations, four from 448."""
+    monkeypatch.setattr(portfolio, "MOVES", ("model",))
+    rec = record(
+        tmp_path / "big.json",
+        [("a", list(range(16))), ("b", list(range(16))), ("c", list(range(4)))],
+        lambda c: 1.0 + abs(c["a"] - 9) + abs(c["b"] - 3) / 2 + c["c"] / 4,
+    )
+    value = replayed(rec)
+    proposer = proposer_for(rec, seed=1)
+    configs = configs_of(rec)
+    order = np.random.default_rng(0).permutation(len(configs))
+    draws: list[int] = []
+    real = proposer.model.draw
+    monkeypatch.setattr(proposer.model, "draw", lambda *a: draws.append(1) or real(*a))
 
-    proposer = a100_proposer()
-    if lookup == "keys":
-        proposer._radix = None
-    observe_rows(proposer, np.arange(50), np.ones(50))  # visited: not neighbours to propose
-    base = proposer.X[7]
-    distance = (base != proposer.X).sum(axis=1)
-    for flips in (1, 2):
-        found = proposer._neighbours(base, flips)
-        expected = np.flatnonzero((distance == flips) & ~proposer.visited)
-        assert len(found) > 0
-        assert sorted(found.tolist()) == expected.tolist()
+    def draws_for(proposals: int) -> int:
+        before = len(draws)
+        for _ in range(proposals):
+            assert step(proposer, value)[1] == "model"
+        return len(draws) - before
+
+    tell(proposer, [configs[i] for i in order[:100]], value)
+    assert draws_for(10) == 10
+    for i in order[100:]:  # up to 400 evaluations
+        if proposer.n_visited == 400:
+            break
+        tell(proposer, [configs[i]], value)
+    # draws at 400, 403, ..., 445 (every third), then 449, 453, 457 (every fourth from 448)
+    assert draws_for(60) == len(range(400, 448, 3)) + len(range(449, 460, 4))
 
 
-def test_a_large_neighbourhood_is_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many parameters with many values: the pair move looks up a bounded random subset of its
-    neighbours (here 20 of the A100 convolution's 261), still all two changes away."""
-    import workbench.search.portfolio as portfolio
-
-    monkeypatch.setattr(portfolio, "MODEL_CANDIDATES", 20)
-    proposer = a100_proposer()
-    base = proposer.X[7]
-    found = proposer._neighbours(base, 2)
-    assert 0 < len(found) <= 20
-    assert ((base != proposer.X[found]).sum(axis=1) == 2).all()
-
-
+@needs_caches
 def test_grouped_scores_equal_the_sum_of_every_table() -> None:
     """Scores from the groups' joint tables equal the sum of the per-parameter and pair
     tables' predictions, on a space whose tables do not fit one group (A100 convolution)."""
-    import numpy as np
-
-    model = a100_proposer().model
+    model = proposer_for(a100()).model
     assert len(model.group_cells) > 1  # more than one group
     rng = np.random.default_rng(1)
     for _ in range(3):
@@ -231,47 +312,10 @@ def test_grouped_scores_equal_the_sum_of_every_table() -> None:
         assert np.allclose(scores, direct, rtol=0, atol=1e-9)
 
 
-def test_past_max_fit_one_draw_serves_a_few_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Below MAX_FIT evaluations every new observation brings a new posterior draw; past 384,
-    one draw serves three new evaluations."""
-    import numpy as np
-
-    import workbench.search.portfolio as portfolio
-
-    proposer = a100_proposer()
-    draws = []
-    real = proposer.model.draw
-    monkeypatch.setattr(proposer.model, "draw", lambda *args: draws.append(1) or real(*args))
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(proposer.X))
-
-    def observe(n: int) -> None:
-        rows = order[proposer.n_visited : proposer.n_visited + n]
-        observe_rows(proposer, rows, rng.uniform(1, 2, len(rows)))
-
-    rows = np.arange(10)
-    observe(100)
-    proposer._scores(rows)
-    observe(1)
-    proposer._scores(rows)
-    assert len(draws) == 2
-    observe(400 - proposer.n_visited)
-    proposer._scores(rows)
-    for _ in range(2):
-        observe(1)
-        proposer._scores(rows)  # the same draw
-    assert len(draws) == 3
-    observe(1)
-    proposer._scores(rows)
-    assert len(draws) == 4
-    assert portfolio.MAX_FIT < 400 and 400 // portfolio.DRAW_STRIDE - 3 == 3
-
-
 @settings(deadline=None)  # the first example imports scipy.stats
 @given(st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.5, math.inf]), min_size=1, max_size=40))
 def test_average_ranks_match_scipy(values: list[float]) -> None:
     """Ties (repeated times, failed configs as +inf) share their mean rank, as scipy's."""
-    import numpy as np
     from scipy.stats import rankdata
 
     from workbench.search.portfolio import average_ranks
@@ -280,258 +324,137 @@ def test_average_ranks_match_scipy(values: list[float]) -> None:
     assert (average_ranks(v) == rankdata(v)).all()
 
 
-def test_target_ranks_configs_and_caps_the_slow_tail() -> None:
-    """The target follows the times' order whatever their scale; the slowest tenth (here a
-    1000x-slow config) and the failed configs share one value, the cap."""
-    import numpy as np
+# -- the moves --------------------------------------------------------------------------------
 
-    import workbench.search.portfolio as portfolio
 
-    proposer = a100_proposer()
-    rows = np.arange(40)
-    proposer.values[rows] = np.r_[np.linspace(1.0, 2.0, 36), [1000.0], np.full(3, np.inf)]
-    y = proposer._target(rows)
-    assert np.isclose(y.mean(), 0) and np.isclose(y.std(), 1)
-    assert (np.diff(y[:36]) > 0).all()  # faster configs score lower
-    capped = y[36:]
-    assert np.allclose(capped, capped[0]) and capped[0] > y[35]  # slow and failed alike
-    proposer.values[rows[:36]] = np.linspace(1.0, 2.0, 36) ** 8  # same order, other scale
-    assert np.allclose(proposer._target(rows), y)
-    assert portfolio.TARGET_CAP == 0.9
+def test_the_pair_move_leaves_a_basin_that_no_single_change_improves(tmp_path: Path) -> None:
+    """Two flags that only help together: from the incumbent (0, 0, c=0) every config one
+    change away has been evaluated, so the line move has nothing to offer; whenever the pair
+    move has the first turn it proposes the config with both flags flipped, the optimum."""
+
+    def value(c: Config) -> float:
+        if c["a"] == c["b"] == 1:
+            return 1.0 + c["c"] / 100
+        return 1.5 + c["c"] / 100 if c["a"] == c["b"] == 0 else 3.0
+
+    rec = record(
+        tmp_path / "flags.json", [("a", [0, 1]), ("b", [0, 1]), ("c", list(range(6)))], value
+    )
+    basin = [c for c in configs_of(rec) if not c["a"] == c["b"] == 1]
+    first_moves = []
+    for seed in range(40):
+        proposer = proposer_for(rec, seed)
+        tell(proposer, basin, value)
+        config, move = step(proposer, value)
+        first_moves.append(move)
+        assert move != "line"
+        if move == "pair":
+            assert config == {"a": 1, "b": 1, "c": 0}
+    assert "pair" in first_moves
 
 
 def test_after_a_stall_line_and_pair_search_around_an_elite_in_another_basin(
     tmp_path: Path,
 ) -> None:
-    """While the best improves, the line move changes one parameter of the incumbent; once it
-    has not improved for STALL evaluations, it changes one of an elite config that differs
-    from the incumbent in ESCAPE_DISTANCE parameters or more (here the only such one)."""
-    import itertools
-
-    import workbench.search.portfolio as portfolio
-
+    """While the best improves, the line and pair moves change one or two parameters of the
+    incumbent; once it has not improved for STALL evaluations, of an elite config 3 or more
+    changes away (here the only one); a second such config joining the fastest, either."""
     names = ["a", "b", "c", "d"]
-    configs = [dict(zip(names, v, strict=True)) for v in itertools.product(range(4), repeat=4)]
-    entries = [(c, Measurement(TrialOutcome.OK, value=2.0 + sum(c.values()))) for c in configs]
-    proposer = proposer_on(tmp_path / "s.json", [(n, list(range(4))) for n in names], entries)
-    incumbent, far = (0, 0, 0, 0), (3, 3, 3, 0)
-
-    def observe(key: tuple[int, ...], value: float) -> None:
-        proposer.observe(dict(zip(names, key, strict=True)), Measurement(TrialOutcome.OK, value))
-
-    def distance(key: tuple[int, ...], base: tuple[int, ...]) -> int:
-        return sum(a != b for a, b in zip(key, base, strict=True))
-
-    def changes_from(row: int | None) -> list[int]:
-        assert row is not None
-        return [distance(tuple(proposer.X[row].tolist()), base) for base in (incumbent, far)]
-
-    observe(incumbent, 1.0)
-    observe(far, 1.1)
-    # slow configs two changes from the incumbent, three or more from the far elite
+    keys = list(itertools.product(range(4), repeat=4))
+    incumbent, far, far2 = (
+        dict(zip(names, k, strict=True)) for k in [(0,) * 4, (3, 3, 3, 0), (0, 3, 3, 3)]
+    )
+    # slow configs two changes from the incumbent and three or more from the far elite: with
+    # the three above, the fastest eight (the escape looks among them)
     slow = [
-        k
-        for k in itertools.product(range(4), repeat=4)
-        if distance(k, incumbent) == 2 and distance(k, far) > 2
-    ]
-    for key in slow[: portfolio.STALL - 3]:
-        observe(key, 10.0)
-    assert proposer.n_visited - proposer._improved_at < portfolio.STALL
-    for _ in range(5):
-        assert changes_from(proposer._line())[0] == 1  # around the incumbent
-        assert changes_from(proposer._pair())[0] == 2
-    for key in slow[portfolio.STALL - 3 : portfolio.STALL]:
-        observe(key, 10.0)
-    assert proposer.n_visited - proposer._improved_at >= portfolio.STALL
-    for _ in range(5):
-        assert changes_from(proposer._line())[1] == 1  # around the far elite
-        assert changes_from(proposer._pair())[1] == 2
-    # another far config joins the fastest (no better than the incumbent: still stalled), so
-    # the escape now picks either far elite
-    far2 = (0, 3, 3, 3)
-    observe(far2, 1.2)
-    keys = [tuple(proposer.X[proposer._line()].tolist()) for _ in range(40)]
-    from_far = [(distance(k, far), distance(k, far2)) for k in keys]
-    assert all(1 in d for d in from_far)  # one change from one of the far elites
-    assert any(d[0] != 1 for d in from_far)  # some from far2 (not only around the first)
+        c
+        for c in (dict(zip(names, k, strict=True)) for k in keys)
+        if distance(c, incumbent) == 2 and distance(c, far) > 2
+    ][:6]
+    rec = record(tmp_path / "escape.json", [(n, list(range(4))) for n in names], lambda c: 9.0)
+    fixed = {str(incumbent): 1.0, str(far): 1.1, str(far2): 1.2}
+    fixed.update({str(c): 5.0 + i / 100 for i, c in enumerate(slow)})
+
+    around: dict[str, list[set[str]]] = {"before": [], "after": [], "both": []}
+    for seed in range(4):
+        proposer = proposer_for(rec, seed)
+        answered: dict[str, float] = {}
+
+        def answer(c: Config, answered: dict[str, float] = answered) -> float:
+            # nothing beats the incumbent; configs proposed later run slower than earlier ones
+            return fixed.get(str(c)) or answered.setdefault(str(c), 50.0 + len(answered))
+
+        tell(proposer, [incumbent, far, *slow], answer)
+        phase = "before"
+        while proposer.n_visited < portfolio.STALL + 30:
+            if phase == "before" and proposer.n_visited - 1 >= portfolio.STALL:
+                phase = "after"  # the incumbent, told first, is the last improvement
+            if phase == "after" and proposer.n_visited >= portfolio.STALL + 12:
+                tell(proposer, [far2], answer)  # not faster than the incumbent: still stalled
+                phase = "both"
+            config, move = step(proposer, answer)
+            if move in ("line", "pair"):
+                flips = 1 if move == "line" else 2
+                bases = {"incumbent": incumbent, "far": far, "far2": far2}
+                around[phase].append({n for n, b in bases.items() if distance(config, b) == flips})
+    assert around["before"] and all("incumbent" in a for a in around["before"]), around
+    assert around["after"] and all("far" in a for a in around["after"]), around
+    assert all({"far", "far2"} & a for a in around["both"]), around
+    assert any("far2" in a for a in around["both"]), around
 
 
-def test_elite_stays_ordered_by_value_then_row_as_configs_arrive() -> None:
-    """The elite (kept in order as each result arrives) equals sorting the successful results
-    by value, ties by row; failed configs are not in it."""
-    import numpy as np
-
-    proposer = a100_proposer()
-    rng = np.random.default_rng(2)
-    rows = rng.choice(len(proposer.X), 300, replace=False)
-    values = rng.choice([1.0, 1.5, 2.0, 2.5, math.inf], len(rows))  # many ties
-    for lo in range(0, len(rows), 50):
-        observe_rows(proposer, rows[lo : lo + 50], values[lo : lo + 50])
-        done = np.flatnonzero(proposer.visited & np.isfinite(proposer.values))
-        expected = done[np.argsort(proposer.values[done], kind="stable")]
-        assert np.array_equal(proposer._elite(), expected)
-
-
-def test_fits_extend_the_last_one_and_always_hold_the_best() -> None:
-    """Up to MAX_FIT evaluations the fit is every evaluated config in the order evaluated;
-    past it, a selection followed by each config evaluated since, renewed every MAX_FIT // 2,
-    so that consecutive fits share all but their new rows, and the fit always holds the
-    MAX_FIT // 2 fastest."""
-    import numpy as np
-
-    import workbench.search.portfolio as portfolio
-
-    proposer = a100_proposer()
-    rng = np.random.default_rng(3)
-    order = rng.permutation(len(proposer.X))[:700]
-    values = rng.uniform(1.0, 2.0, len(order))
-    half = portfolio.MAX_FIT // 2
-    last = np.zeros(0, dtype=np.int64)
-    renewed = 0
-    for n in range(1, len(order) + 1):
-        observe_rows(proposer, order[n - 1 : n], values[n - 1 : n])
-        fit = proposer._fit_rows()
-        assert len(set(fit.tolist())) == len(fit) <= portfolio.MAX_FIT + half
-        if n <= portfolio.MAX_FIT:
-            assert np.array_equal(fit, order[:n])
-        best = order[np.argsort(values[:n])[:half]]
-        assert set(best.tolist()) <= set(fit.tolist())
-        if np.array_equal(fit[: len(last)], last):
-            assert np.array_equal(fit[len(last) :], order[n - 1 : n])  # the new one at the end
-        else:
-            renewed += 1
-            assert len(fit) == portfolio.MAX_FIT
-        last = fit
-    assert renewed == len(range(portfolio.MAX_FIT + 1, len(order) + 1, half + 1))
-
-
-def test_an_exhausted_neighbourhood_is_skipped_until_a_held_config_is_released(
-    tmp_path: Path,
-) -> None:
-    """Once every config one change from the incumbent is visited or held, the line move has
-    nothing to offer and does not look again; when another worker releases a held config
-    (it failed to claim it, say), the line move proposes it."""
-    import itertools
-
+def test_a_held_config_is_not_proposed_until_it_is_released(tmp_path: Path) -> None:
+    """Configs other workers are measuring (``hold``) are left alone: with every other config
+    evaluated the proposer has nothing to offer; released, the config is proposed."""
     names = ["a", "b", "c"]
-    configs = [dict(zip(names, v, strict=True)) for v in itertools.product(range(3), repeat=3)]
-    entries = [(c, Measurement(TrialOutcome.OK, value=2.0 + sum(c.values()))) for c in configs]
-    proposer = proposer_on(tmp_path / "s.json", [(n, list(range(3))) for n in names], entries)
-    incumbent = {"a": 0, "b": 0, "c": 0}
-    line = [{**incumbent, n: v} for n in names for v in (1, 2)]
-    proposer.observe(incumbent, Measurement(TrialOutcome.OK, 1.0))
-    for config in line[1:]:
-        proposer.observe(config, Measurement(TrialOutcome.OK, 5.0))
-    proposer.hold([line[0]])
-    looked: list[int] = []
-    real = proposer._neighbours
-    proposer._neighbours = lambda *args: looked.append(1) or real(*args)
-    assert proposer._line() is None and proposer._line() is None
-    assert len(looked) == 1
+    rec = record(
+        tmp_path / "s.json", [(n, list(range(3))) for n in names], lambda c: 2.0 + sum(c.values())
+    )
+    proposer = proposer_for(rec, seed=0)
+    held = {"a": 1, "b": 0, "c": 0}  # one change from the incumbent, the fastest open config
+    proposer.hold([held])
+    value = replayed(rec)
+    proposed = []
+    while (config := proposer.propose()) is not None:
+        proposer.observe(config, measured(value(config)))
+        proposed.append(config)
+    assert held not in proposed and len(proposed) == 26
     proposer.hold([])
-    row = proposer._line()
-    assert row is not None and proposer.X[row].tolist() == [1, 0, 0]
+    assert proposer.propose() == held
 
 
-def test_the_bandit_ranks_moves_by_ucb_over_the_last_window_of_proposals() -> None:
-    import workbench.search.portfolio as portfolio
+@needs_caches
+def test_the_bandit_chooses_the_move_with_the_highest_ucb_over_the_last_window(
+    tmp_path: Path,
+) -> None:
+    """Each proposal comes from a move whose UCB1 score over the last WINDOW proposals (mean
+    reward plus EXPLORATION times the bonus) is the highest, unless a higher one had nothing to
+    offer; moves enter and leave the window."""
+    rec = a100()
+    value = replayed(rec)
+    proposer = proposer_for(rec, seed=0)
 
-    proposer = a100_proposer()
-    recording = load_recording(CACHES / "convolution_milo_A100.json.gz")
-    for step in range(portfolio.WINDOW + 60):
-        replay_step(proposer, recording)
-        if step in (portfolio.WINDOW - 5, portfolio.WINDOW + 59):  # a partial and a full window
-            recent = proposer.history[-portfolio.WINDOW :]
-            state = proposer.rng.bit_generator.state
-            ties = proposer.rng.random(len(portfolio.MOVES))
-            proposer.rng.bit_generator.state = state  # the ranking draws the same tie-breaks
+    def ucb(move: str) -> float:
+        recent = proposer.history[-portfolio.WINDOW :]
+        rewards = [r for m, r in recent if m == move]
+        if not rewards:
+            return math.inf
+        bonus = math.sqrt(math.log(len(recent) + 1) / len(rewards))
+        return sum(rewards) / len(rewards) + portfolio.EXPLORATION * bonus
 
-            def ucb(move: str, recent=recent) -> float:
-                rewards = [r for m, r in recent if m == move]
-                if not rewards:
-                    return math.inf
-                bonus = math.sqrt(math.log(len(recent) + 1) / len(rewards))
-                return sum(rewards) / len(rewards) + portfolio.EXPLORATION * bonus
-
-            expected = sorted(
-                portfolio.MOVES,
-                key=lambda m: (ucb(m), ties[portfolio.MOVES.index(m)]),
-                reverse=True,
-            )
-            assert proposer._ranked_moves() == expected
+    for _ in range(portfolio.N_STARTUP):
+        step(proposer, value)
+    chosen_best = 0
+    for _ in range(portfolio.WINDOW + 60):
+        scores = {m: ucb(m) for m in portfolio.MOVES}
+        _, move = step(proposer, value)
+        higher = [m for m in portfolio.MOVES if scores[m] > scores[move]]
+        # only a move that can run dry passes its turn: crossover (no valid child), line and
+        # pair (a neighbourhood fully visited)
+        assert set(higher) <= {"crossover", "line", "pair"}, (move, scores)
+        chosen_best += not higher
+    assert chosen_best >= portfolio.WINDOW  # most turns go to the top move itself
     assert len(proposer.history) > portfolio.WINDOW  # moves entered and left the window
-
-
-def trend_proposer(path: Path) -> tuple:
-    """A proposer on a space whose speed improves along ``a`` (12 values) and a little along
-    ``b`` (3), having observed the configs with a <= 5 and b < 2; and those configs' (a, b)."""
-    entries = [
-        ({"a": a, "b": b}, Measurement(TrialOutcome.OK, value=20.0 - a + 0.1 * b))
-        for a in range(12)
-        for b in range(3)
-    ]
-    proposer = proposer_on(path, [("a", list(range(12))), ("b", list(range(3)))], entries)
-    seen = {(c["a"], c["b"]) for c, _ in entries if c["a"] <= 5 and c["b"] < 2}
-    for config, m in entries:
-        if (config["a"], config["b"]) in seen:
-            proposer.observe(config, m)
-    return proposer, seen
-
-
-def test_the_walk_move_proposes_open_configs_and_a_run_takes_it(tmp_path: Path) -> None:
-    """The walk move (the model move under the random-walk model, whose trend-keeping is
-    tested in test_pair_model) proposes only configs not yet evaluated, and a run's bandit
-    takes it (``moves`` counts it)."""
-    proposer, seen = trend_proposer(tmp_path / "trend.json")
-    for _ in range(10):
-        config = proposer.config_at(proposer._walk())
-        assert (config["a"], config["b"]) not in seen
-    result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 120, 1)
-    assert result.moves is not None and result.moves["walk"]["proposed"] > 0
-
-
-def test_the_exploit_move_proposes_the_open_config_the_walk_models_mean_ranks_first(
-    tmp_path: Path,
-) -> None:
-    """The exploit move proposes an unevaluated config, the one the random-walk model's
-    posterior mean scores highest (whatever the proposer's seed: it draws nothing but a
-    tie-break), and a run's bandit takes it (``moves`` counts it)."""
-    (first, seen), (second, _) = (trend_proposer(tmp_path / f"trend{i}.json") for i in range(2))
-    second.rng = np.random.default_rng(99)
-    proposers = [first, second]
-    open_rows = np.flatnonzero(proposers[0]._open())
-    scores = [p._exploit_scores(open_rows) for p in proposers]
-    assert np.array_equal(scores[0], scores[1])
-    config = proposers[0].config_at(proposers[0]._exploit())
-    assert (config["a"], config["b"]) not in seen
-    row = proposers[0]._row(config)
-    assert scores[0][open_rows == row][0] == scores[0].max()
-    result = run(tmp_path, load_recording(CACHES / "pnpoly_RTX_3090.json.gz"), "portfolio", 60, 1)
-    assert result.moves is not None and result.moves["exploit"]["proposed"] > 0
-
-
-def test_line_and_pair_rank_the_incumbents_neighbours_by_a_new_draw_of_the_walk_model(
-    tmp_path: Path,
-) -> None:
-    """The line and pair moves propose the incumbent's open neighbour that a draw of the
-    random-walk model scores highest, a new draw per proposal: with no new result between
-    them, repeated proposals still differ (one shared draw would repeat one config)."""
-    proposer, seen = trend_proposer(tmp_path / "trend.json")
-    incumbent = proposer.X[proposer._elite()[0]]
-    for flips, move in ((1, proposer._line), (2, proposer._pair)):
-        proposed = set()
-        for _ in range(20):
-            state = proposer.rng.bit_generator.state
-            row = move()
-            proposer.rng.bit_generator.state = state  # the same draw, made again
-            rows = proposer._neighbours(incumbent, flips)
-            scores = proposer._walk_scores(rows)
-            assert row in rows and scores[rows == row][0] == scores.max()
-            assert (proposer.X[row] != incumbent).sum() == flips
-            config = proposer.config_at(row)
-            assert (config["a"], config["b"]) not in seen
-            proposed.add(row)
-        assert len(proposed) > 1
 
 
 def test_the_bandit_rewards_a_new_best_only_when_it_gains_more_than_min_gain(
@@ -539,48 +462,76 @@ def test_the_bandit_rewards_a_new_best_only_when_it_gains_more_than_min_gain(
 ) -> None:
     """A proposal that beats the best by less than MIN_GAIN earns no reward (the move that
     only inches the incumbent along does not crowd out the others); ``moves`` still counts
-    it as an improvement, and the stall clock restarts."""
-    import workbench.search.portfolio as portfolio
-
-    entries = [({"a": a}, Measurement(TrialOutcome.OK, value=10.0 - a)) for a in range(4)]
-    proposer = proposer_on(tmp_path / "gain.json", [("a", list(range(4)))], entries)
+    it as an improvement."""
+    rec = record(tmp_path / "gain.json", [("a", list(range(8)))], lambda c: 10.0)
     gain = portfolio.MIN_GAIN
-    steps = [("random", 10.0), ("line", 10.0 * (1 - gain / 3)), ("pair", 8.0), ("line", 9.0)]
-    for a, (move, value) in enumerate(steps):
-        proposer._record({"a": a}, Measurement(TrialOutcome.OK, value=value), move)
-    assert proposer.history == [("random", 1.0), ("line", 0.0), ("pair", 1.0), ("line", 0.0)]
-    assert proposer._improved_at == 3  # the small gain restarted the clock, then the large one
-    stats = proposer.moves()
-    assert stats["line"] == {"proposed": 2, "improved": 1}
-    assert stats["pair"] == {"proposed": 1, "improved": 1}
+    answers = [10.0, 10.0 * (1 - gain / 3), 8.0, 9.0]
+    proposer = proposer_for(rec, seed=0)
+    moves = [step(proposer, lambda c, v=v: v)[1] for v in answers]
+    assert [r for _, r in proposer.history] == [1.0, 0.0, 1.0, 0.0]
+    improved = {m: proposer.moves()[m]["improved"] for m in set(moves)}
+    expected = {m: sum(1 for i, n in enumerate(moves) if n == m and i < 3) for m in set(moves)}
+    assert improved == expected  # the first three improved the best, the small gain too
 
 
+def trend(tmp_path: Path) -> tuple[Recording, list[Config]]:
+    """A space whose speed improves along ``a`` (12 values) and a little with smaller ``b``
+    (3), and the configs with a <= 5 and b < 2 (the ones evaluated)."""
+    rec = record(
+        tmp_path / "trend.json",
+        [("a", list(range(12))), ("b", list(range(3)))],
+        lambda c: 20.0 - c["a"] + 0.1 * c["b"],
+    )
+    return rec, [c for c in configs_of(rec) if c["a"] <= 5 and c["b"] < 2]
+
+
+def test_told_its_budget_ends_the_proposer_proposes_the_models_best_guess(
+    tmp_path: Path,
+) -> None:
+    """In the budget's last FINAL_EXPLOIT evaluations the exploit move proposes the open config
+    the random-walk model's mean ranks first: along the trend (a beyond the values seen, the
+    better b), whatever the seed."""
+    rec, seen = trend(tmp_path)
+    value = replayed(rec)
+    for seed in range(4):
+        proposer = proposer_for(rec, seed)
+        tell(proposer, seen, value)
+        proposer.plan(len(seen) + portfolio.FINAL_EXPLOIT)
+        config, move = step(proposer, value)
+        assert move == "exploit" and config["a"] > 5 and config["b"] == 0, config
+
+
+@needs_caches
+def test_runs_take_the_walk_and_exploit_moves(tmp_path: Path) -> None:
+    rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
+    result = run(tmp_path, rec, "portfolio", 120, 1)
+    assert result.moves is not None
+    assert result.moves["walk"]["proposed"] > 0 and result.moves["exploit"]["proposed"] > 0
+
+
+@needs_caches
 def test_the_last_evaluations_of_a_budget_go_to_the_exploit_move() -> None:
     """Told a budget (``plan``), the proposer gives its last FINAL_EXPLOIT evaluations to the
     exploit move and searches as before until then; without one, the bandit keeps choosing."""
-    import workbench.search.portfolio as portfolio
-
-    recording = load_recording(CACHES / "convolution_milo_A100.json.gz")
+    rec = a100()
+    value = replayed(rec)
     budget = 40
     runs = []
     for planned in (True, False):
-        proposer = a100_proposer()
+        proposer = proposer_for(rec)
         if planned:
             proposer.plan(budget)
-        proposals = [replay_step(proposer, recording) for _ in range(budget)]
-        runs.append((proposals, [move for move, _ in proposer.history]))
-    (planned_configs, planned_moves), (free_configs, free_moves) = runs
-    final = portfolio.FINAL_EXPLOIT
-    assert planned_moves[-final:] == ["exploit"] * final
-    assert free_moves[-final:] != ["exploit"] * final
-    assert planned_configs[: budget - final] == free_configs[: budget - final]
+        runs.append([step(proposer, value) for _ in range(budget)])
+    (planned_steps, free_steps), final = runs, portfolio.FINAL_EXPLOIT
+    assert [m for _, m in planned_steps[-final:]] == ["exploit"] * final
+    assert [m for _, m in free_steps[-final:]] != ["exploit"] * final
+    assert planned_steps[: budget - final] == free_steps[: budget - final]
 
 
+@needs_caches
 def test_the_tuner_tells_the_proposer_its_budget(tmp_path: Path) -> None:
     """A tune with a budget of evaluations ends with the exploit move's proposals (the tuner
     plans the proposer with its budget); the same seed searches alike before that."""
-    import workbench.search.portfolio as portfolio
-
     rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
     short, long = (run(tmp_path / str(b), rec, "portfolio", b, 3) for b in (30, 50))
     assert long.moves is not None and long.moves["exploit"]["proposed"] >= portfolio.FINAL_EXPLOIT
@@ -592,39 +543,30 @@ def test_the_tuner_tells_the_proposer_its_budget(tmp_path: Path) -> None:
 def test_the_random_move_fills_the_small_tables_cells_before_uniform_sampling_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import workbench.search.portfolio as portfolio
-
-    # three small parameters (pair tables of 16-20 cells) and a large one (70 values)
+    """With the random move alone (MOVES patched to it, no uniform start), 20 proposals leave
+    fewer combinations of three small parameters unseen than uniform draws do (COVER_CANDIDATES
+    1): every value and pair of values of a, b and c (69 cells), while ``big`` (70 values) is
+    too large a table to cover."""
     params = [("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3]), ("c", [0, 1, 2, 3, 4])]
     params.append(("big", list(range(70))))
-    entries = [
-        ({"a": a, "b": b, "c": c, "big": g}, Measurement(TrialOutcome.OK, value=1.0 + a + b + c))
-        for a in range(4)
-        for b in range(4)
-        for c in range(5)
-        for g in range(70)
-    ]
-    path = tmp_path / "cover.json"
+    rec = record(tmp_path / "cover.json", params, lambda c: 1.0 + c["a"] + c["b"] + c["c"])
+    monkeypatch.setattr(portfolio, "MOVES", ("random",))
+    small = ["a", "b", "c"]
+    cells = {(n,): set(dict(params)[n]) for n in small}
+    for n, m in itertools.combinations(small, 2):
+        cells[(n, m)] = set(itertools.product(dict(params)[n], dict(params)[m]))
+    total = sum(len(v) for v in cells.values())
 
-    def unseen_small_cells(candidates: int, seed: int) -> int:
-        """Cells of the small tables that 20 random proposals leave unseen."""
+    def unseen(candidates: int, seed: int) -> int:
         monkeypatch.setattr(portfolio, "COVER_CANDIDATES", candidates)
-        proposer = proposer_on(path, params, entries)
-        proposer.rng = np.random.default_rng(seed)
-        model = proposer.model
-        small = [t for t, table in enumerate(model.tables) if 3 not in table]
-        assert proposer._cover_tables.tolist() == small  # the large parameter's tables left out
-        seen = set()
+        proposer = proposer_for(rec, seed, n_startup=0)
+        seen: set = set()
         for _ in range(20):
-            row = proposer._random()
-            observe_rows(proposer, [row], [1.0])
-            seen.update(model.cells[row, small].tolist())
-        total = sum(math.prod(len(params[j][1]) for j in model.tables[t]) for t in small)
+            config, _ = step(proposer, lambda c: 1.0)
+            seen.update((key, tuple(config[n] for n in key)) for key in cells)
         return total - len(seen)
 
-    covered = [unseen_small_cells(portfolio.COVER_CANDIDATES, seed) for seed in range(5)]
-    uniform = [unseen_small_cells(1, seed) for seed in range(5)]
-    # 69 cells (13 of the three small parameters, 56 of their pair tables) and 20 draws: uniform
-    # draws leave 12-21 of them unseen here, the covering ones under half as many
-    assert max(covered) < min(uniform)
-    assert 2 * sum(covered) < sum(uniform)
+    covered = [unseen(portfolio.COVER_CANDIDATES, seed) for seed in range(5)]
+    uniform = [unseen(1, seed) for seed in range(5)]
+    assert total == 69
+    assert max(covered) < min(uniform) and 2 * sum(covered) < sum(uniform), (covered, uniform)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from dataset_paths import REPORTS, needs_reports
 
 from workbench.profile.derive import (
     DIVERGENCE_THRESHOLD,
@@ -13,9 +12,6 @@ from workbench.profile.derive import (
     occupancy,
     stall_reasons,
 )
-
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
-needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
 
 
 def test_threads_per_warp_instruction_from_counts() -> None:

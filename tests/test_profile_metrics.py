@@ -3,9 +3,8 @@ wheel, no GPU), and the metric sets themselves."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from dataset_paths import REPORTS, needs_reports
 
 from workbench.profile import metrics as metrics_mod
 from workbench.profile import nvperf
@@ -20,7 +19,6 @@ from workbench.profile.metrics import (
 )
 from workbench.profile.nvperf import NCU_SIDE_METRICS, catalog, is_ncu_side, supported_chips
 
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
 #: The chips of the GPUs this workbench targets (A100, A40/RTX 3090, L40S, H100/H200, T4).
 CHIPS = ("GA100", "GA102", "AD102", "GH100", "TU104")
 
@@ -110,7 +108,7 @@ def test_extra_names_are_never_optional() -> None:
     assert "dram__bytes_read.sum" in extra.collect
 
 
-@pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
+@needs_reports
 def test_curated_ncu_side_names_appear_in_real_reports() -> None:
     from workbench.profile.report import load_report
 

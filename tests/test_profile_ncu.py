@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dataset_paths import REPORTS, needs_reports
 
 from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.devices import device_for
@@ -35,8 +36,6 @@ from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.spaces import Space, config_label, load_kernel, load_space
 from workbench.toolchain import Arch
 
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
-needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
 S8 = REPORTS / "panjd123_report-s8.ncu-rep"
 
 FAKE_NCU = """\

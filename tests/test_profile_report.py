@@ -6,14 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from dataset_paths import REPORTS, needs_reports
 
 from workbench.profile.errors import ReportError
 from workbench.profile.importing import import_report, incomplete_note
 from workbench.profile.metrics import MetricSet, missing_by_set
 from workbench.profile.report import check_container, load_report
 
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
-pytestmark = pytest.mark.skipif(not REPORTS.is_dir(), reason=f"no reports at {REPORTS}")
+pytestmark = needs_reports
 
 #: file -> (kernels, chip, cc, device) from SOURCES.md's Content table.
 EXPECTED = {

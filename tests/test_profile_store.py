@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import REPORTS, needs_reports
 
 from workbench.errors import ConfigError
 from workbench.profile.report import load_report
@@ -16,9 +17,6 @@ from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.store import Store
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
-
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
-needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
 
 
 @needs_reports

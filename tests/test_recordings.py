@@ -9,6 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from dataset_paths import CACHES, needs_caches
 
 from workbench.runners import recordings
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
@@ -16,10 +17,10 @@ from workbench.runners.recordings import RecordingError, load_recording, write_r
 from workbench.runners.replay import ReplayRunner
 from workbench.search.session import replay_banner
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 KT_FILES = sorted(p for p in CACHES.glob("*.json*") if "_T4" not in p.name)
 
 
+@needs_caches
 @pytest.mark.parametrize("path", KT_FILES, ids=lambda p: p.name)
 def test_every_kernel_tuner_cache_loads(path: Path) -> None:
     rec = load_recording(path)
@@ -35,6 +36,7 @@ def test_every_kernel_tuner_cache_loads(path: Path) -> None:
     assert sum(e.outcome is TrialOutcome.OK for e in rec.entries.values()) == len(ok)
 
 
+@needs_caches
 def test_t4_and_kt_versions_of_the_same_data_agree() -> None:
     kt = load_recording(CACHES / "convolution_milo_A100.json.gz")
     t4 = load_recording(CACHES / "convolution_milo_A100_T4.json.gz")
@@ -54,6 +56,7 @@ def test_t4_and_kt_versions_of_the_same_data_agree() -> None:
     assert t4.kernel == "convolution_milo_A100_T4"  # the file's name without .json.gz
 
 
+@needs_caches
 def test_replay_runner_answers_with_its_source() -> None:
     rec = load_recording(CACHES / "pnpoly_RTX_3090.json.gz")
     runner = ReplayRunner(rec)
@@ -236,6 +239,7 @@ def test_damaged_recordings_are_refused(tmp_path: Path, make, message: str) -> N
     assert str(path) in str(info.value)
 
 
+@needs_caches
 def test_truncated_gzip_of_a_real_cache(tmp_path: Path) -> None:
     data = (CACHES / "pnpoly_RTX_3090.json.gz").read_bytes()
     path = tmp_path / "cut.json.gz"
@@ -246,6 +250,7 @@ def test_truncated_gzip_of_a_real_cache(tmp_path: Path) -> None:
         load_recording(tmp_path / "missing.json")
 
 
+@needs_caches
 def test_reading_a_recording_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
     good = CACHES / "pnpoly_RTX_3090.json.gz"
     bad = tmp_path / "bad.json"
@@ -327,6 +332,7 @@ def _as_left_open(source: Path, path: Path, *, trailing_comma: bool) -> Path:
     return path
 
 
+@needs_caches
 @pytest.mark.parametrize("trailing_comma", [True, False])
 def test_a_cache_left_open_by_a_stopped_run_reads_as_kernel_tuner_reads_it(
     tmp_path: Path, trailing_comma: bool
@@ -414,6 +420,7 @@ def test_a_gzip_bomb_is_refused_without_expanding_it(
         load_recording(plain)
 
 
+@needs_caches
 def test_the_cap_holds_the_largest_real_caches() -> None:
     gzipped = [p for p in KT_FILES if p.suffix == ".gz"]
     largest = max(gzipped, key=lambda p: len(gzip.decompress(p.read_bytes())))

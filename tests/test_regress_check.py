@@ -6,7 +6,6 @@ Samples are real: configs of a convolution kernel on an A100 with ~1 % noise, re
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ from workbench.regress.rule import Verdict
 from workbench.runners.base import DeviceInfo, TrialOutcome
 from workbench.store import Store
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
 NEW_TOOLKIT = DeviceInfo(
     name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.1"

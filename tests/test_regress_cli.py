@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, needs_caches
 from recording_helpers import record_space
 
 from workbench.gpu import probe_gpu
@@ -19,7 +20,6 @@ from workbench.store import Store
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
 
 
@@ -289,6 +289,7 @@ def test_history_json_and_html(
     assert runs[0]["replayed_from"] and runs[0]["environment"]["gpu"] == "NVIDIA H200"
 
 
+@needs_caches
 def test_a_bare_recording_is_recorded_as_replayed() -> None:
     path = CACHES / "pnpoly_RTX_3090.json.gz"
     if not path.exists():
@@ -307,6 +308,7 @@ def test_live_record_without_a_gpu_is_an_error(project: Path) -> None:
     assert code == 2 and "no CUDA GPU" in err and "--replay" in err
 
 
+@needs_caches
 def test_bad_record_input(project: Path) -> None:
     code, _, err = invoke("regress", "record")
     assert code == 2 and "name a kernel" in err

@@ -15,7 +15,6 @@ from workbench.regress.timeline import draw_timeline, timeline_html, write_timel
 from workbench.runners.base import DeviceInfo, TrialOutcome
 from workbench.store import Store
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")
 NEW_DRIVER = DeviceInfo(
     name="NVIDIA H200", cc=90, driver="560.35.03", cuda="12.6", toolkit="nvrtc 13.0"
@@ -216,6 +215,7 @@ def test_the_timeline_fragment_leaves_plotly_js_to_the_page(
     assert shared.count('src="plotly.min.js"') == 1 and "plotly.js v" not in shared
 
 
+@pytest.mark.slow
 def test_the_timeline_page_renders_offline_in_chromium(
     store: Store, one_percent_noise: list[SampleSet], tmp_path: Path
 ) -> None:

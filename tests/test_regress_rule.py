@@ -7,10 +7,9 @@ grouped by their noise, the relative standard deviation of their samples.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from dataset_paths import CACHES, missing
 
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
 from workbench.regress.rule import (
@@ -23,7 +22,6 @@ from workbench.regress.rule import (
     history_p_value,
 )
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 #: Kernel Tuner caches with 32 samples per config, from three GPUs (A100, RTX A4000, RTX 3090).
 FILES = (
     "convolution_milo_A100.json.gz",
@@ -37,7 +35,7 @@ TRIALS = 400
 def real_sets() -> list[SampleSet]:
     paths = [CACHES / f for f in FILES]
     if not all(p.exists() for p in paths):
-        pytest.skip(f"the tuning caches are not in {CACHES}")
+        pytest.skip(missing(CACHES))
     return load_sample_sets(paths, min_samples=32)
 
 

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from dataset_paths import DATASETS, missing
 from plotly.offline import get_plotlyjs
 from typer.testing import CliRunner
 
@@ -32,7 +33,6 @@ from workbench.search.tuner import Budget, Tuner
 from workbench.spaces import Space, load_space
 from workbench.store import Store
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 GEMM_CACHE = DATASETS / "tuning-caches" / "gemm_RTX_3090.json.gz"
 NCU = DATASETS / "ncu-reports"
 REPORTS = ("bwd29_profileMSDKT23.out", "flyinglandlord_profile")
@@ -42,7 +42,7 @@ HOSTILE_KERNEL = "<script>window.__pwned='kernel'</script>gemm"
 HOSTILE_VALUE = "<img src=x onerror=window.__pwned='value'>"
 
 pytestmark = pytest.mark.skipif(
-    not GEMM_CACHE.is_file() or not NCU.is_dir(), reason=f"public datasets missing: {DATASETS}"
+    not GEMM_CACHE.is_file() or not NCU.is_dir(), reason=missing(DATASETS)
 )
 
 
@@ -134,6 +134,7 @@ def test_profile_figures_come_from_the_imported_reports(filled) -> None:
     assert flash and flash[0].divergence.threads_per_inst is None  # NaN in the report
 
 
+@pytest.mark.slow
 def test_pages_render_in_chromium(built) -> None:
     _, tmp, pages = built
     if not CHROMIUM.exists():
@@ -256,6 +257,7 @@ def test_static_page_of_a_kernel_nobody_ran(project: Path, cache_dir: Path, tmp_
     assert f"<td class='num'>{point.registers}</td>" in html
 
 
+@pytest.mark.slow
 def test_png_export_needs_chromium(monkeypatch, tmp_path: Path) -> None:
     import plotly.graph_objects as go
 

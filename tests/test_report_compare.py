@@ -82,6 +82,7 @@ def test_the_lease_stored_shares_above_100_percent_and_they_are_refused(tmp_path
     assert "above 100 %" in why and "workbench compare again" in why
 
 
+@pytest.mark.slow
 def test_the_comparison_fits_the_page_in_chromium(compared) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian's chromium is not installed at {CHROMIUM}")
@@ -123,6 +124,7 @@ def test_the_comparison_fits_the_page_in_chromium(compared) -> None:
     assert text.count(cutlass) == 1  # a footnote, not a cell per row
 
 
+@pytest.mark.slow
 def test_the_index_gives_each_study_its_best_and_its_speedup_over_cublas(compared) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian's chromium is not installed at {CHROMIUM}")

@@ -98,6 +98,7 @@ def test_a_damaged_or_hostile_manifest_deletes_nothing_it_should_not(tmp_path: P
     assert json.loads((out / MANIFEST).read_text())["pages"][0]["link"]["kernels"] == ["alpha"]
 
 
+@pytest.mark.slow
 def test_pngs_belong_to_the_run_that_drew_them(tmp_path: Path) -> None:
     """PNGs of a page are listed with it; a later run that rewrites the page without --png
     removes them (they showed the old data), and files beside them stay."""

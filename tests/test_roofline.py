@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from dataset_paths import REPORTS, needs_reports
 from h200_compare import CEILINGS_JSON, COMPARE_JSON
 
 from workbench.devices import DEVICES
@@ -27,9 +28,6 @@ from workbench.roofline import (
     ridge_point,
     roofline_points,
 )
-
-REPORTS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "ncu-reports"
-needs_reports = pytest.mark.skipif(not REPORTS.is_dir(), reason="no public reports")
 
 
 def _ceiling(name: str, value: float, source: CeilingSource = CeilingSource.DATASHEET) -> Ceiling:

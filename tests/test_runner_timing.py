@@ -11,13 +11,13 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dataset_paths import CACHES, missing
 
 from workbench.runners.timing import (
     MAX_NOISE,
@@ -30,13 +30,6 @@ from workbench.runners.timing import (
     median_interval,
     summarize,
 )
-
-DATASETS = Path(
-    os.environ.get(
-        "WORKBENCH_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"
-    )
-)
-CACHES = DATASETS / "tuning-caches"
 
 #: Verbatim ``times`` of config "1,32,1,1,1,0,0,0" in dedispersion_milo_A100.json.gz (A100,
 #: rel. stdev 0.04 %).
@@ -84,7 +77,7 @@ def _load(path: Path) -> dict:
 def real_series(min_len: int = 32) -> Iterator[tuple[str, str, np.ndarray]]:
     """(file, config key, times) of every config with ``min_len`` numeric samples."""
     if not CACHES.is_dir():
-        pytest.skip(f"no tuning caches at {CACHES} (set WORKBENCH_DATASETS)")
+        pytest.skip(missing(CACHES))
     for path in sorted(CACHES.glob("*.json*")):
         data = _load(path)
         for key, record in data.get("cache", {}).items():

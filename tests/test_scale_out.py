@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, missing
 
 from workbench.runners.recordings import load_recording
 from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
@@ -29,14 +30,13 @@ from workbench.store import Store, StoreError
 from workbench.store.models import SCHEMA_VERSION
 from workbench.store.store import sqlalchemy_url
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 CONV_A100 = CACHES / "convolution_milo_A100.json.gz"
 CONV_A4000 = CACHES / "convolution_milo_A4000.json.gz"
 WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
 FAST = ["--heartbeat", "1", "--grace", "3"]
 
-pytestmark = pytest.mark.skipif(not PNPOLY.exists(), reason=f"{PNPOLY} is not here")
+pytestmark = pytest.mark.skipif(not PNPOLY.exists(), reason=missing(PNPOLY))
 
 
 def tune_args(

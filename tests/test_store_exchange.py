@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from dataset_paths import CACHES, needs_caches
 from typer.testing import CliRunner
 
 from workbench.cli.main import app
@@ -15,10 +16,10 @@ from workbench.runners.recordings import load_recording
 from workbench.store import Store
 from workbench.store.exchange import export_kt_cache, export_table, import_recording, to_dataframe
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 
 
+@needs_caches
 def test_import_export_round_trip(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path}/s.sqlite")
     study, added = import_recording(store, PNPOLY)
@@ -71,6 +72,7 @@ def test_a_live_measurement_exports_its_time_and_benchmark_time(tmp_path: Path) 
     assert before - dt.timedelta(seconds=1) <= stamp <= dt.datetime.now(dt.timezone.utc)
 
 
+@needs_caches
 def test_store_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     db = str(tmp_path / "s.sqlite")
@@ -107,6 +109,7 @@ def test_store_cli(tmp_path: Path) -> None:
 ENERGY = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"
 
 
+@needs_caches
 def test_a_kt_cache_export_keeps_the_files_numbers_and_problem_size(tmp_path: Path) -> None:
     """What Kernel Tuner needs of a cache comes back out: problem_size as it compares it
     (80000000, not "80000000"), each entry's other results (energy, GFLOPS/W), its compile
@@ -136,6 +139,7 @@ def test_a_kt_cache_export_keeps_the_files_numbers_and_problem_size(tmp_path: Pa
     assert kt_problem_size("M=16,N=4096,K=4096")["problem_size"] == [16, 4096, 4096]
 
 
+@needs_caches
 def test_kernel_tuner_reads_the_export_and_finds_the_same_optimum(tmp_path: Path) -> None:
     import json
 
@@ -171,6 +175,7 @@ def test_kernel_tuner_reads_the_export_and_finds_the_same_optimum(tmp_path: Path
     assert best[str(copy)] == best[str(exported)]
 
 
+@needs_caches
 def test_a_kt_cache_export_writes_back_each_failure_marker_it_read(tmp_path: Path) -> None:
     """A failed config goes back out under the marker its cache gave it (InvalidConfig and
     ErrorConfig are replayed as launch failures, like RuntimeFailedConfig, but are not one);
@@ -198,6 +203,7 @@ def test_a_kt_cache_export_writes_back_each_failure_marker_it_read(tmp_path: Pat
     assert kt_marker(t4) == "CompilationFailedConfig"
 
 
+@needs_caches
 def test_an_import_adds_no_empty_run_and_waits_for_no_tune(tmp_path: Path) -> None:
     """Importing a file twice adds no second (empty) import run; importing into a study that
     another process is tuning is refused (it used to make that tune fail on a duplicate)."""

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, missing
 
 from workbench.printable import printable
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
-PNPOLY = (
-    Path(__file__).resolve().parents[2] / "shared/datasets/tuning-caches/pnpoly_RTX_3090.json.gz"
-)
+PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 #: recolour, set the window title, hide what follows, a one-byte CSI (clear the screen)
 HOSTILE_KERNEL = "pn\x1b[31mRED\x1b]0;TITLE\x07\x1b[8mHIDDEN\x9b2J"
 HOSTILE_DEVICE = "GPU\x1b[5m\nsecond line\x7f"
@@ -47,7 +46,7 @@ def _recording(tmp_path: Path, kernel: str, device: str) -> Path:
     return path
 
 
-@pytest.mark.skipif(not PNPOLY.is_file(), reason=f"public dataset missing: {PNPOLY}")
+@pytest.mark.skipif(not PNPOLY.is_file(), reason=missing(PNPOLY))
 def test_recorded_names_reach_the_terminal_escaped(tmp_path: Path) -> None:
     rec = _recording(tmp_path, HOSTILE_KERNEL, HOSTILE_DEVICE)
     code, out, err = invoke("tune", "--replay", str(rec), "--budget", "5")
@@ -62,7 +61,7 @@ def test_recorded_names_reach_the_terminal_escaped(tmp_path: Path) -> None:
     assert "\\x1b[8mHIDDEN\\x9b2J" in out and "GPU\\x1b[5m\\nsecond line\\x7f" in out
 
 
-@pytest.mark.skipif(not PNPOLY.is_file(), reason=f"public dataset missing: {PNPOLY}")
+@pytest.mark.skipif(not PNPOLY.is_file(), reason=missing(PNPOLY))
 def test_the_suggested_header_command_is_quoted_for_a_shell(tmp_path: Path) -> None:
     rec = _recording(tmp_path, SHELL_KERNEL, "NVIDIA GeForce RTX 3090")
     code, out, err = invoke("tune", "--replay", str(rec), "--budget", "5")

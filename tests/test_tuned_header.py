@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import invoke
+from dataset_paths import CACHES, needs_caches
 from recording_helpers import record_space
 
 from workbench.compiler.jobs import make_job
@@ -28,8 +29,6 @@ from workbench.toolchain import Arch
 from workbench.tuned_header import collect, target_lines
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
-
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 
 
 def recording(space: Space, path: Path, configs: list[Config], times: list[float]) -> Path:
@@ -165,6 +164,7 @@ def test_a_library_kernel_with_text_values_builds_the_same_through_the_header(
     assert direct == via
 
 
+@needs_caches
 def test_a_recorded_space_gives_its_parameters_as_kernel_tuner_passes_them(
     tmp_path: Path,
 ) -> None:
@@ -191,6 +191,7 @@ def tune_replay_file(cache: Path) -> dict:
     return json.loads(out)
 
 
+@needs_caches
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -281,6 +282,7 @@ def _pnpoly_slice(path: Path, kernel: str, rename: tuple[str, str] | None = None
     return path
 
 
+@needs_caches
 @pytest.mark.parametrize(
     "kernel,change,refused",
     [

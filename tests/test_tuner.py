@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dataset_paths import CACHES, needs_caches
 from recording_helpers import record_space
 
 from workbench.errors import WorkbenchError
@@ -23,7 +24,6 @@ from workbench.search.tuner import Budget, StopReason, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store, StudyInfo
 
-CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 
 
@@ -78,6 +78,7 @@ def pnpoly() -> Recording:
     return load_recording(PNPOLY)
 
 
+@needs_caches
 @pytest.mark.parametrize("sampler", ["tpe", "random", "brute"])
 def test_budget_counts_unique_evaluations(tmp_path: Path, pnpoly: Recording, sampler: str) -> None:
     result, runner = tune(tmp_path / "s.sqlite", pnpoly, Budget(evaluations=40), sampler=sampler)
@@ -112,6 +113,7 @@ def test_brute_force_follows_domain_order_and_exhausts(tmp_path: Path) -> None:
     assert result.best.config == {"a": 2, "b": 3}
 
 
+@needs_caches
 def test_failed_configs_count_and_never_win(tmp_path: Path, pnpoly: Recording) -> None:
     result, _ = tune(
         tmp_path / "s.sqlite", pnpoly, Budget(evaluations=400), sampler="random", seed=3
@@ -122,6 +124,7 @@ def test_failed_configs_count_and_never_win(tmp_path: Path, pnpoly: Recording) -
     assert result.best.measurement.outcome is TrialOutcome.OK
 
 
+@needs_caches
 def test_interrupt_then_resume_loses_nothing(tmp_path: Path, pnpoly: Recording) -> None:
     store_path = tmp_path / "s.sqlite"
     first, runner = tune(
@@ -139,6 +142,7 @@ def test_interrupt_then_resume_loses_nothing(tmp_path: Path, pnpoly: Recording) 
     assert statuses == ["interrupted", "finished"]
 
 
+@needs_caches
 def test_patience_and_time_budgets(tmp_path: Path, pnpoly: Recording) -> None:
     result, _ = tune(tmp_path / "a.sqlite", pnpoly, Budget(patience=5), sampler="brute")
     assert result.stop is StopReason.PATIENCE
@@ -202,6 +206,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@needs_caches
 def test_kill_9_mid_run_leaves_an_intact_store_that_resumes(
     tmp_path: Path, pnpoly: Recording
 ) -> None:
@@ -376,6 +381,7 @@ def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
     assert {str(c) for c in runner.calls} == {str(c) for c in held}
 
 
+@needs_caches
 def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     tmp_path: Path, pnpoly: Recording
 ) -> None:
@@ -399,6 +405,7 @@ def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     assert len(result.history) == 5
 
 
+@needs_caches
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_or_sigterm_stops_tune_cleanly(tmp_path: Path, signum: str) -> None:
     """A tune stopped by Ctrl-C or by SIGTERM (timeout, a cancelled CI job) says so, exits 130

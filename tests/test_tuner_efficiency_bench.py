@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dataset_paths import CACHES, needs_caches
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHES = ROOT.parent / "shared" / "datasets" / "tuning-caches"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import tuner_efficiency as bench  # noqa: E402
+
+pytestmark = needs_caches
 
 
 def test_reversed_value_order_is_the_same_space_listed_backwards() -> None:

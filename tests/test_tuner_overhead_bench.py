@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from dataset_paths import CACHES, needs_caches
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHES = ROOT.parent / "shared" / "datasets" / "tuning-caches"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import tuner_overhead as bench  # noqa: E402
@@ -31,6 +31,7 @@ def test_kernel_tuner_overhead_is_divided_by_unique_configs() -> None:
     assert got["median_per_result_ms"] == pytest.approx((0.4 + 1.5) / 2)
 
 
+@needs_caches
 def test_workbench_overhead_times_every_new_evaluation() -> None:
     got = bench.workbench_overhead(CACHES / "pnpoly_RTX_3090.json.gz", 30, "portfolio", 0)
     assert got["evaluations"] == 30
@@ -65,6 +66,7 @@ def test_our_overhead_per_unique_counts_setup_and_closing() -> None:
     assert math.isnan(bench.ours_per_unique(np.array([]), 2.0, 0))
 
 
+@needs_caches
 @pytest.mark.parametrize(
     "args,message",
     [

@@ -65,7 +65,7 @@ ALPHA = 0.002
 FLOOR = 0.02
 #: The threshold is this many standard deviations of the history noise of ``log r`` (the
 #: estimate from ten runs is rough: at k = 3 the false-positive rate under 1 and 2 % drift was
-#: 0.5 and 0.75 %; benchmarks/results/regress_power-2core-cpu-2026-11-30.json).
+#: 0.5 and 0.75 %; benchmarks/README.md, regress_power).
 NOISE_K = 3.0
 #: Fewer samples per side and the comparison is not made: the U test cannot reach ``ALPHA``
 #: with fewer (the smallest two-sided p with 6 + 6 samples is 2 / 924 = 0.0022).

@@ -34,17 +34,12 @@ from scipy.linalg import lapack
 
 from workbench.search.pair_cover import pair_cover
 
-#: Prior variance of the pairwise features' share of the model (the rest: per-parameter
-#: features). 0.5 scored best of 0, 0.5 and 1 on the recorded spaces.
+#: Prior variance of the pairwise features' share of the model (the rest: per-parameter features).
 PAIR_WEIGHT = 0.5
-#: Prior standard deviation of the weights, in units of the standardised target's: a wide
-#: prior keeps the posterior uncertain about combinations not yet seen, so Thompson sampling
-#: still explores them (4 scored better than 0.5, 1 and 2 on the recorded spaces: runs left
-#: deceptive basins that a narrow prior kept them in).
+#: Prior standard deviation of the weights (standardised target): wide, so that Thompson draws
+#: stay uncertain about combinations not yet seen and still explore them.
 PRIOR_SD = 4.0
-#: Observation noise of the regression (standardised target): small, because measurements
-#: repeat well and a larger value made the search wander (0.01 scored best of 0.01, 0.03, 0.1
-#: and 0.3 on the recorded spaces).
+#: Observation noise of the regression (standardised target): small, as measurements repeat well.
 NOISE = 0.01
 
 #: The model's matrices are small (a few hundred rows): a multi-threaded BLAS only adds
@@ -81,9 +76,8 @@ def random_walk_basis(k: int) -> np.ndarray:
     the walk's end has the variance of one weight). Neighbouring values share most of their
     prediction and distant ones some, so a parameter whose speed improves toward one end of
     its range is predicted to go on improving past the values seen, and a pair table becomes a
-    random surface over the two orders. In place of the smoothing it helps some recorded
-    spaces and costs others (benchmarks/results/portfolio_random_walk-*.log), so the portfolio
-    uses it in a move of its own."""
+    random surface over the two orders. It helps some spaces and costs others (docs/search.md),
+    so the portfolio uses it beside the smoothing, in moves of its own."""
     return np.tril(np.ones((k, k))) / math.sqrt(k)
 
 

@@ -1,98 +1,21 @@
 """The default sampler: a bandit over seven search moves on the valid set of a discrete space.
 
-Autotuning spaces are small, discrete and constrained, and they differ: some reward
-exploitation around the incumbent, some hide the optimum behind a parameter interaction that
-only a population or a global model finds (recorded spaces show both). No single move wins
-everywhere, so the sampler keeps seven and lets the search decide (as OpenTuner's AUC bandit
-does), rewarding a move when its proposal improves the best value (by more than MIN_GAIN):
+Spaces differ (some reward exploitation around the incumbent, some hide the optimum behind an
+interaction that only a global model finds), so no single move wins everywhere: a UCB1 bandit
+rewards a move when its proposal improves the best value by more than MIN_GAIN. The moves:
 
-* ``random``: of COVER_CANDIDATES unvisited valid configs drawn uniformly, the one with the most
-  cells not yet seen in the model's small tables (see COVER_CELLS): a space-filling design, so
-  that no combination of a few small parameters' values stays unseen by chance (exploration);
-* ``model``: Thompson sampling from a Bayesian linear regression of the configs' rank scores
-  (see the target below) on one-hot features of every parameter and of every pair of
-  parameters (a second-order model, as in BOCS, Baptista & Poloczek 2018), ordinal values
-  smoothed between neighbours: the unvisited valid config (a random subset in large spaces)
-  that one posterior draw predicts fastest. Pairs matter because tiles, block sizes and
-  vector widths interact (a block size is good only with some tile sizes);
-* ``crossover``: uniform crossover of two elite configs plus a small mutation (ordinal
-  parameters step to a nearby value), as a genetic algorithm would;
-* ``line``: the unvisited config that differs from the incumbent in one parameter and that
-  a draw of the random-walk model (see ``walk``) predicts fastest (a model-ranked coordinate
-  move);
-* ``pair``: the same for configs that differ from the incumbent in two parameters: it leaves
-  basins that no single change improves (on the recorded A100 convolution, a basin at 1.47x
-  the optimum needs two flags flipped together; one flag alone is worse). Added as a fifth
-  move, it raised the mean score over the recorded spaces from 0.437/0.628/0.817 to
-  0.471/0.659/0.830 at budgets 50/100/200 (mean of four 40-seed blocks);
-* ``walk``: the model move with a second model whose ordinal values share weight along their
-  whole order (a random walk, ``pair_model.random_walk_basis``), not only with the next value:
-  a trend seen at some block sizes or tile sizes carries to the others. In place of the
-  smoothing it lifts the recorded convolutions and dedispersion and costs gemm and pnpoly;
-  as a sixth move, which the bandit takes where it pays, it raised the mean score from
-  0.459/0.677/0.865 to 0.470/0.696/0.883 (480 development seeds; the A100 convolution at 100
-  0.489 -> 0.537; benchmarks/results/portfolio_random_walk-*.log). The line and pair moves
-  rank the incumbent's neighbours by a new draw of this model per proposal (before, by the
-  first model's draw, shared by every move until the next result): the mean score rose from
-  0.505/0.739/0.900 to 0.514/0.743/0.914 on the development seeds and from 0.509/0.718/0.899
-  to 0.511/0.725/0.914 on the goal table's held-out seeds (the convolutions and dedispersion
-  at 200 +0.011 to +0.036; paired, no cell beyond its noise; results/portfolio_pnpoly_escape-*.log,
-  the walk-draw variant). It costs pnpoly at 100 a little on every seed set (-0.008 to -0.026,
-  results/tuner_efficiency-fresh-seeds-walk-draw-*.log); either move alone ranked this way
-  gives back the A100 convolution's gain at 100 (results/portfolio_walk_draw_ablation_*.log);
-* ``exploit``: the unvisited config that the random-walk model's posterior *mean* predicts
-  fastest (no draw): the model's best guess, where the other model moves sample around it.
-  Where the model is right early (the recorded gemm: a few parameters whose speed rises
-  toward one end of their range), it closes in sooner than sampling. Alone it cost pnpoly,
-  which has to explore (held-out pnpoly at 100 0.891 -> 0.851): the bandit credited its many
-  small gains around the incumbent. With the reward for gains over MIN_GAIN only, as a seventh
-  move it raised the mean score from 0.470/0.696/0.883 to 0.487/0.716/0.880 (480 development
-  seeds) and, on the goal table's held-out seeds, from 0.472/0.698/0.883 to 0.484/0.701/0.888
-  (gemm at 50 0.592 -> 0.635; the A100 convolution at 50 0.335 -> 0.318);
-  benchmarks/results/portfolio_exploit-*.log.
+* ``random``: of COVER_CANDIDATES uniform draws, the config with the most unseen cells of the
+  model's small tables (a space-filling design);
+* ``model``: Thompson sampling from the pairwise regression (``pair_model``) of rank scores;
+* ``walk``: the same under the random-walk model (ordinal values share weight along their order);
+* ``exploit``: the open config the walk model's posterior mean ranks first;
+* ``crossover``: uniform crossover of two elite configs plus a small mutation;
+* ``line`` / ``pair``: the incumbent's best open neighbour one / two parameter changes away,
+  ranked by a new draw of the walk model; around another elite config once stalled (STALL).
 
-Budget: told the run's budget of evaluations (``plan``: ``tune --budget N``), the sampler gives
-the last FINAL_EXPLOIT of them to the exploit move first. A search judged by the best value at
-its budget gains nothing from a config that only teaches the model when few evaluations are
-left. Kernel Tuner's strategies plan with their budget too. On the development seeds it raised
-the mean score from 0.487/0.716/0.880 to 0.505/0.739/0.900 (the A100 convolution at 50
-0.312 -> 0.369, gemm at 50 0.617 -> 0.659; pnpoly at 50, which has to explore, 0.515 -> 0.420;
-benchmarks/results/portfolio_final_exploit-*.log); on the goal table's held-out seeds from
-0.484/0.701/0.888 to 0.509/0.718/0.899, ahead of Kernel Tuner's best strategy in the two cells
-that trailed adaptive_tabu_greywolf (the A100 convolution at 50 0.318 -> 0.370, gemm at 50
-0.635 -> 0.685), behind pso on pnpoly at 100 and 200 (0.842, 0.986 against 0.860, 0.987).
-Without an evaluation budget (wall time or patience) the bandit chooses to the end.
-
-When the best value has not improved for a while (STALL evaluations), ``line`` and ``pair``
-search around another elite config in another basin instead of the incumbent, as an iterated
-local search restarts (see STALL).
-
-Cost: the model (``pair_model``) is refitted after every new observation (from 320
-evaluations, after every few: batch Thompson sampling), and a fit extends the last one (see
-``pair_model``): scoring thousands of candidates is a gather of a few numbers each, and a fit
-adds a row or a few to a Cholesky factor. ``benchmarks/tuner_overhead.py`` measures it:
-0.43 ms per unique evaluation over 1,000 on the recorded gemm space, 0.10 ms of it the
-store's writes and about a third the posterior draws; like for like (neither tool's reading
-of the recording counted) that is 0.03-0.60 of each of Kernel Tuner's search strategies on
-the same replay, and 1.8x its random sampling (0.23 ms, no store writes, almost all of it the
-fixed cost of building its search space: 0.019 ms per more evaluation against our 0.39), on
-one 2-core VM on one day (an earlier, slower day: 1.35 ms against 0.81). Those figures predate
-the walk move, whose second model costs about 1.14x per unique evaluation (1.40 against 1.23 ms,
-one run of each version on a slower day; results/portfolio_random_walk-*.log). Fewer draws past
-256 evaluations saved little and cost long runs (results/portfolio_draw_stride_long-*.log).
-
-The regression target is the normal score of each evaluated config's rank (a Gaussian copula
-of the times), capped at the 90th percentile's score (the slowest tenth and the failed configs
-count alike): ranks keep a config 30x slower than the best from dominating the fit, the normal
-scores spread the fast tail, where the search has to tell configs apart, and the order of the
-slow half still shows the broad trends that lead to a good region. It replaced log time clipped
-at the median of the evaluated configs, which hid those trends: mean score over the recorded
-spaces 0.447/0.646/0.826 before, 0.461/0.668/0.853 after, at budgets 50/100/200 (three
-160-seed blocks). Moves choose among valid configs only, so no proposal is wasted on a point
-outside the space, and never propose a visited one. The space must be enumerable (the
-problem's valid set, a uniform sample of it past 500,000 configs); for a space that cannot be
-listed in time the tuner uses TPE instead. Choices here were made on
-the recorded spaces with ``benchmarks/tuner_efficiency.py`` (its results name the seeds).
+Told a budget (``plan``), the last FINAL_EXPLOIT evaluations go to ``exploit``. Moves propose
+only open configs of the enumerated valid set. The design, the measurements behind each choice
+and the current results are in docs/search.md.
 """
 
 from __future__ import annotations
@@ -120,62 +43,35 @@ N_STARTUP = 10
 #: Bandit: recent proposals that count, and the weight of the exploration bonus (UCB1).
 WINDOW = 40
 EXPLORATION = 0.3
-#: A proposal earns the bandit's reward when it improves the best value by more than this
-#: fraction: a move that only inches the incumbent along (as the exploit move does around a
-#: model's guess) does not crowd out the moves that find the larger steps. With the exploit
-#: move, 3% raised pnpoly at 100 from 0.885 to 0.921 and the mean from 0.487/0.704/0.882 to
-#: 0.487/0.716/0.880 (480 development seeds, against no threshold: results/portfolio_exploit-*.log).
-#: 1%, 6%, 10% and thresholds relative to the spread of the values found moved neither trailing
-#: cell (A100 convolution, gemm, at 50) by more than a standard error, nor the mean by more than
-#: 0.015 (results/portfolio_reward_bandit-*.log).
+#: A proposal earns the bandit's reward only when it improves the best value by more than this
+#: fraction, so moves that inch the incumbent along do not crowd out those that find larger steps.
 MIN_GAIN = 0.03
-#: The target (normal scores of the evaluated configs' ranks) is capped at this quantile's
-#: score (0.9 scored best at 50 and 100 evaluations of 0.8, 0.9, 0.95 and no cap, narrowly, on
-#: one 160-seed block; two more blocks confirmed it against the median log clip).
+#: The target (normal scores of the evaluated configs' ranks) is capped at this quantile's score:
+#: the slowest tenth and the failed configs count alike.
 TARGET_CAP = 0.9
 _CAPPED_SCORE = float(ndtri(TARGET_CAP))
-#: The regression is fitted on every evaluated config up to this many; past it, on a
-#: selection of this many (half of them the best, half drawn from the rest) and the configs
-#: evaluated since, at most MAX_FIT // 2 (see _fit_rows), so a long run's fit stays a small
-#: dense solve. Long runs (400/600/1000 evaluations, A100 convolution and dedispersion, seeds
-#: 0-39) scored 0.883/0.958/1.000 this way, 0.870/0.902/0.997 with a new selection at every fit.
+#: The regression is fitted on every evaluated config up to this many; past it, on a selection
+#: of this many plus those evaluated since (see _fit_rows), so a long run's fit stays small.
 MAX_FIT = 256
-#: Past MAX_FIT evaluations a posterior draw serves n // DRAW_STRIDE - 3 new evaluations.
-#: Long runs (400/600/1000 evaluations, A100 convolution and dedispersion, seeds 0-39 and
-#: 520-559) scored as well as with n // 128 - 1 (half as many draws from 384 on), and the
+#: Past MAX_FIT evaluations a posterior draw serves n // DRAW_STRIDE - 3 new evaluations: the
 #: draws are the largest part of the sampler's cost per evaluation.
 DRAW_STRIDE = 64
-#: The model move scores at most this many unvisited configs (a random subset), and the pair
-#: move looks up at most this many neighbours. Smaller subsets cost search efficiency (2048
-#: scored clearly worse than 8192 on the recorded 4k-config spaces).
+#: The model moves score at most this many open configs (a random subset), and the line and
+#: pair moves look up at most this many neighbours.
 MODEL_CANDIDATES = 8192
 
-#: Escape: once the best value has not improved for STALL evaluations, the line and pair
-#: moves search around another of the ESCAPE_POOL fastest configs, at random, preferring those
-#: that differ from the incumbent in ESCAPE_DISTANCE parameters or more (another basin), as an
-#: iterated local search restarts. The recorded A100 convolution has a basin at 1.47x the
-#: optimum four changes away from the optimum's region (runs above 1.4x at 200 evaluations:
-#: 15% without, 8% with); mean score over the recorded spaces 0.461/0.668/0.853 without,
-#: 0.454/0.671/0.865 with, at 50/100/200 evaluations (three 160-seed blocks).
+#: Escape: once the best value has not improved for STALL evaluations, the line and pair moves
+#: search around another of the ESCAPE_POOL fastest configs, preferring those ESCAPE_DISTANCE
+#: or more parameters from the incumbent (another basin), as an iterated local search restarts.
 STALL = 20
 ESCAPE_POOL = 8
 ESCAPE_DISTANCE = 3
-#: With a budget of evaluations (``plan``), its last FINAL_EXPLOIT go to the exploit move first
-#: (the others only where it has nothing to offer); see "Budget" in the module docstring. 5, 10
-#: and 15 raised the trailing cells more the larger (results/portfolio_final_exploit-*.log).
+#: With a budget of evaluations (``plan``), its last FINAL_EXPLOIT go to the exploit move first:
+#: near the budget, a config that only teaches the model is wasted.
 FINAL_EXPLOIT = 15
-#: The random move draws COVER_CANDIDATES open configs and proposes the one that fills the most
-#: cells not yet seen among the model's tables (a parameter's values, a pair's combinations) of
-#: at most COVER_CELLS cells: small parameters' combinations are all seen early, as a covering
-#: design would, while large tables (a 31-value block size with anything) stay uniform. On the
-#: recorded pnpoly, runs that never saw a config with use_method 0 at tile 18 or 20 run (the
-#: optimum's region) ended in a basin at 1.15x the optimum, which the model moves then kept
-#: them in. pnpoly at 100 rose from 0.834 to 0.877 on the goal table's held-out seeds and from
-#: 0.837 to 0.891 on 2,000 fresh ones (runs ending at 1.12x or more: 67 -> 40), ahead of pso
-#: where it was behind; the other cells moved little (the largest costs: the A4000 convolution
-#: at 200 -0.032 +- 0.038 held-out, gemm at 50 -0.013 +- 0.011 fresh). The startup configs
-#: stay uniform (covering them too gained nothing on pnpoly and cost the A100 convolution at
-#: 50); see results/portfolio_cover_random-*.log.
+#: The random move draws COVER_CANDIDATES open configs and proposes the one filling the most
+#: unseen cells of the model's tables of at most COVER_CELLS cells: small parameters'
+#: combinations are all seen early, as in a covering design, while large tables stay uniform.
 COVER_CANDIDATES = 16
 COVER_CELLS = 64
 #: The crossover's mutation steps of an ordinal parameter's value index.

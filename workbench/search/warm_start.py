@@ -3,11 +3,9 @@
 
 Such a config is a cheap first guess (``tune --enqueue best``): it costs one evaluation, and
 tile and block sizes often carry over between shapes and between GPUs. Often is not always:
-on the recorded convolution the A4000's optimum runs at 1.49x the A100's, in the A100's
-deceptive basin, and an A100 search that starts there scores 0.241/0.197/0.431 at 50/100/200
-evaluations instead of 0.357/0.504/0.818 (the default sampler's local moves stay around the
-fastest config found; ``benchmarks/tuner_efficiency.py --warm-start``, 120 seeds). So warm
-starts are asked for, not made by default.
+another GPU's optimum can sit in a deceptive basin here, where the default sampler's local moves
+then stay (measured on the recorded convolutions: docs/search.md). So warm starts are asked
+for, not made by default.
 """
 
 from __future__ import annotations
