@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("WORKBENCH_DATASETS") or REPO.parent / "shared" / "datasets")
 CACHES = DATASETS / "tuning-caches"
 REPORTS = DATASETS / "ncu-reports"
+#: the lent-GPU runs kept beside the repository (the H200 run's store, logs, reports)
+DEVICE_RUNS = REPO.parent / "shared" / "device-runs"
 
 
 def missing(path: Path) -> str:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dataset_paths import DEVICE_RUNS
 from h200_compare import recorded_doc, recorded_int8_compare
 
 from workbench.compare.storage import save_comparisons
@@ -20,9 +21,7 @@ from workbench.report.baselines import gather_baselines
 from workbench.report.data import gather_studies
 from workbench.store import Store
 
-LEASE_STORE = (
-    Path(__file__).resolve().parents[2] / "shared/device-runs/h200-2026-12-04/run1/store.sqlite.gz"
-)
+LEASE_STORE = DEVICE_RUNS / "h200-2026-12-04/run1/store.sqlite.gz"
 CHROMIUM = Path("/usr/bin/chromium")
 #: A typical laptop viewport; the page's body is 1,200 px at most.
 VIEWPORT = {"width": 1280, "height": 900}

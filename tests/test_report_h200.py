@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dataset_paths import DEVICE_RUNS
 
 from workbench.profile.storage import load_profiles
 from workbench.report import ReportOptions, build_reports
@@ -20,9 +21,7 @@ from workbench.report.page import PLOTLY_JS
 from workbench.report.roofline import from_profiles, launch_labels, timed_clock_mhz
 from workbench.store import Store
 
-LEASE_STORE = (
-    Path(__file__).resolve().parents[2] / "shared/device-runs/h200-2026-12-04/run1/store.sqlite.gz"
-)
+LEASE_STORE = DEVICE_RUNS / "h200-2026-12-04/run1/store.sqlite.gz"
 CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1400, "height": 900}
 #: The int8 GEMM's share of the dense int8 roof: 4,784 of 8,192 ops per SM and cycle.
@@ -107,6 +106,7 @@ def _browser(pw):  # type: ignore[no-untyped-def]
 
 
 @needs_store
+@pytest.mark.slow
 def test_no_label_is_cut_off_at_1400_px_and_the_roofline_says_dense(lease) -> None:
     from playwright.sync_api import sync_playwright
 
