@@ -189,12 +189,9 @@ class Ledger(ABC):
 
     # -- the run ------------------------------------------------------------------------------
     @abstractmethod
-    def open_run(self, settings: Mapping[str, object]) -> int:
-        """Start the run in the store (``settings``: sampler, seed, budget, command); its id."""
-
-    @abstractmethod
-    def start(self, proposer: Proposer) -> None:
-        """Teach the proposer what the study held before this run."""
+    def open_run(self, settings: Mapping[str, object], proposer: Proposer) -> int:
+        """Start the run in the store (``settings``: sampler, seed, budget, command) and teach
+        the proposer what the study held before it; the run's id."""
 
     @abstractmethod
     def close(self, status: RunStatus) -> None:
@@ -312,8 +309,7 @@ class Search:
         self.problem.check_not_empty()
         proposer = make_proposer(self.sampler, self.problem, self.seed)
         settings = {"sampler": self.sampler, "seed": self.seed, "budget": budget.as_dict()}
-        run_id = self.ledger.open_run(settings | {"command": self.command})
-        self.ledger.start(proposer)
+        run_id = self.ledger.open_run(settings | {"command": self.command}, proposer)
         proposer.plan(budget.evaluations)
         for config in self.enqueue:
             if self._answer(config) is None:

@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from workbench.errors import WorkbenchError
+from workbench.search.request import DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S, spec_timing
 from workbench.store.store import StoreError, shown_url, sqlalchemy_url
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -223,8 +224,8 @@ class Coordination:
     ride out without re-queueing running trials; ``db_wait_s`` bounds how long a worker waits
     for an unavailable database before it stops."""
 
-    heartbeat_s: int = 10
-    grace_s: int = 60
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S
+    grace_s: int = DEFAULT_GRACE_S
     max_retry: int = 3
     db_wait_s: float = 300.0
     # waiting for the last slots costs one query of the claims table per poll
@@ -929,7 +930,7 @@ def gather_status(
     now = db.outage.call(db.now)
     # alive: seen within the study's grace period (what its workers re-queue by), not the
     # status command's own setting
-    grace = float(spec.get("coordination", {}).get("grace_s") or db.settings.grace_s)
+    grace = float(spec_timing(spec)[1])
     trials = shared.trials()
     # each worker's completed trials, from the trials' claims: a killed worker's presence
     # stopped counting at its last beat
@@ -941,7 +942,7 @@ def gather_status(
         w["alive"] = w.get("state") == "working" and ago <= grace
         w["completed"] = completed.get(w["key"], 0)
         workers.append(w)
-    budget = spec.get("budget", {}).get("evaluations") if spec else None
+    budget = (spec.get("budget") or {}).get("evaluations")
     return StudyStatus(
         name=name,
         device_class=attrs.get(DEVICE_CLASS),

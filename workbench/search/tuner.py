@@ -67,15 +67,13 @@ class StoreLedger(Ledger):
         self.since = 0  #: ... since the best improved
         self.run_id = 0
 
-    def open_run(self, settings: Mapping[str, object]) -> int:
+    def open_run(self, settings: Mapping[str, object], proposer: Proposer) -> int:
         self.history = self.store.evaluations(self.study)
         self.seen = {self.problem.key(e.config): e for e in self.history}
         self.best = best_of(self.history)
         self.run_id = self.store.start_run(self.study, self.environment_id, **settings)  # type: ignore[arg-type]
+        proposer.start(self.history)  # a resumed study warm-starts the search
         return self.run_id
-
-    def start(self, proposer: Proposer) -> None:
-        proposer.start(self.history)
 
     def close(self, status: RunStatus) -> None:
         if status is RunStatus.INTERRUPTED:

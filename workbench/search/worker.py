@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from optuna.trial import TrialState
-
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.loop import (
@@ -103,7 +101,9 @@ class ClaimsLedger(Ledger):
         self.pending: tuple[str, int] | None = None  #: a claim whose trial is not created yet
 
     # -- the run ------------------------------------------------------------------------------
-    def open_run(self, settings: Mapping[str, object]) -> int:
+    def open_run(self, settings: Mapping[str, object], proposer: Proposer) -> int:
+        """This worker's run, and its presence in the study (the study's results reach the
+        proposer round by round: the first round's read holds them all)."""
         self.run_id = self.call(
             self.store.start_run,
             self.study,
@@ -122,9 +122,6 @@ class ClaimsLedger(Ledger):
         self.pulse = Pulse(self.shared, self.worker, self.info)
         self.call(self.pulse.start)
         return self.run_id
-
-    def start(self, proposer: Proposer) -> None:
-        """(The study's results reach the proposer round by round, the first round all.)"""
 
     def close(self, status: RunStatus) -> None:
         if self.trial_id is not None:  # stopped mid-trial: hand it back at once
@@ -396,50 +393,3 @@ class _suppress_db:
 
     def __exit__(self, *exc: object) -> bool:
         return exc[0] is not None and issubclass(exc[0], Exception)  # type: ignore[arg-type]
-
-
-def seed_from_store(shared: SharedStudy, store: Store, plan: TunePlan) -> int:
-    """Give every evaluation the store holds for the study a complete, claimed trial (a study
-    copied from SQLite, or tuned before by one process): workers never measure them again and
-    the budget counts them, as a resumed single-process tune does. Returns how many."""
-    problem = plan.problem
-    # the store first, then the claims: a worker claims before it stores, so every stored config
-    # whose worker is still at it has a live claim, and is skipped below (that worker completes
-    # it; if it dies, the retry is answered from the store)
-    stored = shared.db.outage.call(store.evaluations, plan.study, with_samples=False)
-    view = shared.progress(0)
-    have = {c.key for c in view.done} | set(view.in_flight)
-    dists = problem.distributions()
-    added = 0
-    for e in stored:
-        try:
-            key = problem.key(e.config)
-            if key in have or problem.violations(e.config):
-                continue
-            params = problem.encode(e.config)
-        except (KeyError, ValueError):
-            continue  # a config of an older version of the space
-        claim = shared.claim(key, params, "store", None)
-        if claim.skip is not None or claim.claim_id is None:
-            continue
-        value = trial_value(e.measurement.value)
-        trial_id = shared.create_trial(
-            params, dists, state=TrialState.COMPLETE, value=value, system_attrs={CLAIM: "store"}
-        )
-        if shared.link(key, claim.claim_id, trial_id):
-            m = e.measurement
-            reason = m.reason if m.outcome.failed else None
-            shared.done(key, claim.claim_id, value, m.outcome.value, reason)
-        have.add(key)
-        added += 1
-    return added
-
-
-def enqueue_first(shared: SharedStudy, plan: TunePlan, configs: Sequence[Config]) -> None:
-    """Known-good configs as WAITING trials of a new study, taken before any proposal."""
-    if shared.trials():
-        return
-    dists = plan.problem.distributions()
-    for config in configs:
-        if not plan.problem.violations(config):
-            shared.create_trial(plan.problem.encode(config), dists, state=TrialState.WAITING)
