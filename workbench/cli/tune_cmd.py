@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
@@ -255,7 +256,7 @@ def tune(
         if shared:
             from workbench.cli.scale_cmds import tune_shared
 
-            tune_shared(storage, request, db_wait, as_json)  # type: ignore[arg-type]
+            tune_shared(storage, request, db_wait, as_json)
             return
         _tune_here(request, storage, as_json)
 
@@ -284,30 +285,30 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
         raise typer.Exit(EXIT_FAILED)
 
 
-def _announce_source(setup: TuneSetup, out: object) -> None:
+def _announce_source(setup: TuneSetup, out: Console) -> None:
     """Without a GPU: say so, and which recording answers instead (if one does)."""
     if setup.no_gpu is None:
         return
-    out.print(  # type: ignore[attr-defined]
+    out.print(
         f"[bold]No CUDA GPU here[/] ({escape(setup.no_gpu)}): nothing can be timed on this machine."
     )
     if setup.source is Source.SHIPPED:
         assert setup.spec is not None
         folder = escape(str(recordings_dir(setup.spec)))
-        out.print(f"Replaying the recording of {escape(setup.spec.name)} in {folder} instead.")  # type: ignore[attr-defined]
+        out.print(f"Replaying the recording of {escape(setup.spec.name)} in {folder} instead.")
 
 
 def _tune_study(
-    setup: TuneSetup, plan: TunePlan, request: TuneRequest, out: object
+    setup: TuneSetup, plan: TunePlan, request: TuneRequest, out: Console
 ) -> tuple[TuneResult, dict]:
     """Search one study of the tune (one shape), saying first what it starts from."""
     store = setup.store
     if plan.banner:
-        out.print(Panel(shown(plan.banner), style="bold yellow"))  # type: ignore[attr-defined]
-    queue = first_configs(setup, plan, request, lambda line: out.print(escape(line)))  # type: ignore[attr-defined]
+        out.print(Panel(shown(plan.banner), style="bold yellow"))
+    queue = first_configs(setup, plan, request, lambda line: out.print(escape(line)))
     resumed = Resumption.of(store, plan.study)
     if request.fresh:
-        out.print(f"--fresh: new study {escape(repr(plan.study.name))}; others are kept")  # type: ignore[attr-defined]
+        out.print(f"--fresh: new study {escape(repr(plan.study.name))}; others are kept")
     elif resumed is not None:  # never silently: the budget counts what it holds
         note = resume_note(
             plan.study.name,
@@ -317,13 +318,13 @@ def _tune_study(
             sampler=request.sampler,
             seed=request.seed,
         )
-        out.print(f"[yellow]{escape(note)}[/]")  # type: ignore[attr-defined]
+        out.print(f"[yellow]{escape(note)}[/]")
     result = _run(plan, setup, request, queue, out)
     resumed_doc = resumed_json(resumed, request.budget, request.seed)
     return result, summary(plan, result, store.shown_url) | {"resumed": resumed_doc}
 
 
-def _compile_stage(setup: TuneSetup, request: TuneRequest, out: object, as_json: bool) -> None:
+def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json: bool) -> None:
     """No GPU and no recording: compile what the search would start from, print the resource
     table (and with --json the records), and say how to tune."""
     spec = setup.spec
@@ -333,14 +334,14 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: object, as_json:
         if request.all_configs
         else f"the default config and {request.compile_sample} sampled configs"
     )
-    out.print(  # type: ignore[attr-defined]
+    out.print(
         f"No recording of {escape(spec.name)} at the shape(s) asked in "
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in setup.arches)} with NVRTC."
     )
     cache = CompileCache(request.cache_dir)
     records = []
-    for batch in compile_batches(setup, request, lambda line: out.print(escape(line))):  # type: ignore[attr-defined]
+    for batch in compile_batches(setup, request, lambda line: out.print(escape(line))):
         records += compile_space(
             batch.space,
             batch.configs,
@@ -348,11 +349,11 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: object, as_json:
             cache=cache,
             store=setup.store,
             kernel=batch.kernel,
-            out=out,  # type: ignore[arg-type]
+            out=out,
         )
-    print_records(records, out=out)  # type: ignore[arg-type]
+    print_records(records, out=out)
     refuse_broken_space(spec, records)
-    out.print(  # type: ignore[attr-defined]
+    out.print(
         "To tune: run on a machine with a CUDA GPU, or replay measurements with "
         "--replay FILE (e.g. a Kernel Tuner cache file)."
     )
@@ -364,7 +365,7 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: object, as_json:
 
 
 def _run(
-    plan: TunePlan, setup: TuneSetup, request: TuneRequest, queue: list[dict], out: object
+    plan: TunePlan, setup: TuneSetup, request: TuneRequest, queue: list[dict], out: Console
 ) -> TuneResult:
     """One study's search, with a progress bar (the best so far, drift when it shows)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -377,7 +378,7 @@ def _run(
         MofNCompleteColumn(),
         TextColumn("{task.fields[best]}"),
     ]
-    with Progress(*columns, console=out, transient=False) as progress:  # type: ignore[arg-type]
+    with Progress(*columns, console=out, transient=False) as progress:
         task = progress.add_task(shown(label), total=request.budget.evaluations, best="")
 
         def on_evaluation(stored, best) -> None:
