@@ -40,23 +40,24 @@ WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
 
 def create_study(url: str, name: str, recording: Path, trials: int) -> None:
     """The study, as `workbench tune` creates it, without working on it."""
-    from workbench.cli.scale_cmds import plan_from_spec
     from workbench.cli.store_cmds import open_store
+    from workbench.search.loop import Budget
+    from workbench.search.planning import plan_tune
+    from workbench.search.request import TuneRequest
     from workbench.search.shared import SETUP_LOCK, Coordination, Database, SharedStudy
 
-    spec = {
-        "kernel": None,
-        "replay": str(recording),
-        "sampler": "portfolio",
-        "seed": 0,
-        "budget": {"evaluations": trials, "seconds": None, "patience": None},
-        "coordination": {"heartbeat_s": 2, "grace_s": 10},
-    }
+    request = TuneRequest(
+        replay=recording,
+        study=name,
+        budget=Budget(evaluations=trials),
+        heartbeat_s=2,
+        grace_s=10,
+    )
     db = Database(url, Coordination(heartbeat_s=2, grace_s=10))
     store = open_store(url)
     with db.lock(SETUP_LOCK):
-        plan = plan_from_spec(store, spec, study_name=name)
-        SharedStudy.create(db, name, spec, plan.runner.device.device_class())
+        plan = plan_tune(request, lambda: store, shared=True).plans[0]
+        SharedStudy.create(db, name, request.to_spec(), plan.runner.device.device_class())
     store.close()
     db.close()
 

@@ -592,3 +592,63 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     (data,) = gather_studies(store)
     assert [r.drift for r in data.runs if r.drift] == [result.drift]
     db.close()
+
+
+def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, monkeypatch) -> None:
+    """A config one worker found WRONG is told to another worker's proposer as WRONG, with its
+    reason (not as a launch failure "on another worker"), and the study's summary says WRONG."""
+    import dataclasses
+
+    from workbench.runners.base import Measurement, Runner, TrialOutcome
+    from workbench.runners.replay import ReplayRunner
+    from workbench.search.proposers import ValidOrderProposer
+    from workbench.search.samplers import SAMPLERS
+    from workbench.search.session import plan_replay_file
+    from workbench.search.shared import WorkerId
+    from workbench.search.tuner import Budget
+    from workbench.search.worker import SharedTuner
+
+    reason = "output differs from the reference at 12 of 4096 elements (max abs error 3)"
+
+    class WrongGpu(Runner):
+        """Runs every config to a wrong output, as a kernel with a race would."""
+
+        def __init__(self, recording) -> None:
+            self.inner = ReplayRunner(recording)
+
+        @property
+        def device(self):
+            return self.inner.device
+
+        def evaluate(self, config):
+            return Measurement.failure(TrialOutcome.WRONG, reason)
+
+    told: list = []
+
+    class Listening(ValidOrderProposer):
+        """Random order over the valid configs; keeps what it is told of other workers'."""
+
+        def start(self, history) -> None:
+            told.extend(e.measurement for e in history)
+            super().start(history)
+
+    def listening(problem, seed):
+        return Listening(problem, problem.valid_configs(), shuffle=True, seed=seed)
+
+    monkeypatch.setitem(SAMPLERS, "listening", (listening, "test"))
+    url = pg_cluster.database()
+    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
+    store = Store(url)
+    recording = load_recording(PNPOLY)
+    plan = plan_replay_file(store, recording)
+    shared = SharedStudy.create(db, plan.study.name, {"replay": str(PNPOLY)}, "RTX 3090")
+    wrong = dataclasses.replace(plan, runner=WrongGpu(recording))
+    first = SharedTuner(wrong, store, shared, WorkerId("a", 1, 0), sampler="random", seed=1)
+    assert first.run(Budget(evaluations=2)).best is None
+    other = SharedTuner(plan, store, shared, WorkerId("b", 2, 0), sampler="listening", seed=2)
+    result = other.run(Budget(evaluations=5))
+    assert [(m.outcome, m.reason) for m in told] == [(TrialOutcome.WRONG, reason)] * 2
+    failed = [e.measurement for e in result.history if e.measurement.outcome.failed]
+    assert [(m.outcome, m.reason) for m in failed] == [(TrialOutcome.WRONG, reason)] * 2
+    db.close()
+    store.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import signal
@@ -18,22 +17,25 @@ from rich.table import Table
 
 from workbench.cli.common import EXIT_FAILED, DbWaitOpt, cli_errors, console, err_console
 from workbench.cli.store_cmds import open_store
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError
 from workbench.runners.base import TrialOutcome
-from workbench.search.drift import DEFAULT_EVERY
-from workbench.search.session import TunePlan
+from workbench.search.joining import (
+    SharedSetup,
+    WorkerOptions,
+    create_or_join,
+    join_as_worker,
+    wait_for_study,
+)
+from workbench.search.request import TuneRequest
 from workbench.search.shared import (
-    SETUP_LOCK,
     Coordination,
     Database,
-    SharedStudy,
     StudyStatus,
     WorkerId,
     gather_status,
     is_postgresql,
 )
-from workbench.search.tuner import Budget, StopReason, TuneResult
-from workbench.search.worker import SharedTuner, enqueue_first, seed_from_store
+from workbench.search.tuner import StopReason, TuneResult
 from workbench.store import Store
 
 StorageArg = Annotated[
@@ -45,58 +47,34 @@ StorageArg = Annotated[
     ),
 ]
 StudyArg = Annotated[str, typer.Option("--study", help="Name of the shared study.")]
-
-
-# -- plans from a study's spec ------------------------------------------------------------------
-def plan_from_spec(
-    store: Store,
-    spec: dict[str, Any],
-    *,
-    study_name: str | None,
-    replay: Path | None = None,
-    cache_dir: Path | None = None,
-) -> TunePlan:
-    """The plan a shared study's spec describes, on this machine (its GPU, or ``replay``).
-
-    Raises:
-        WorkbenchError: the kernel, recording or GPU the spec needs is not here.
-    """
-    from workbench.gpu import probe_gpu
-    from workbench.runners.recordings import load_recording
-    from workbench.search.session import plan_replay_file, plan_space_replay
-    from workbench.spaces import load_kernel
-    from workbench.spaces.targets import one_arch, option_spaces
-
-    source = str(replay) if replay is not None else spec.get("replay")
-    if source is not None and not Path(source).exists():
-        raise ConfigError(
-            f"the study replays {source}, which is not on this machine: --replay FILE"
-        )
-    kernel = spec.get("kernel")
-    if kernel is None:
-        if source is None:
-            raise ConfigError("the study's spec names no kernel and no recording")
-        return plan_replay_file(store, source, study_name=study_name)
-    space_spec = load_kernel(kernel, [Path(p) for p in spec.get("spaces") or []])
-    target = one_arch(space_spec, spec.get("arch"))
-    spaces_ = option_spaces(space_spec, target, spec.get("device"), spec.get("shape"), None)
-    pinned = spaces_[0].parse_pins(spec.get("pin"))
-    if source is not None:
-        return plan_space_replay(
-            store, spaces_[0], load_recording(source), pinned, study_name=study_name
-        )
-    gpu = probe_gpu()
-    if not gpu.available:
-        raise WorkbenchError(
-            f"no CUDA GPU here ({gpu.reason}): a worker of a live study needs one (or rehearse "
-            "the fleet with --replay FILE)"
-        )
-    from workbench.compiler import CompileCache
-    from workbench.search.live import plan_live
-
-    return plan_live(
-        store, spaces_[0], CompileCache(cache_dir), pinned=pinned, study_name=study_name
-    )
+GpuOpt = Annotated[
+    int | None,
+    typer.Option("--gpu", help="The GPU this worker measures on (index among the visible ones)."),
+]
+GpusOpt = Annotated[
+    str | None, typer.Option("--gpus", help="'all': one worker process per visible GPU.")
+]
+WorkerReplayOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--replay",
+        help="Answer from this recording instead of a GPU (rehearse a fleet, test).",
+        show_default=False,
+    ),
+]
+WorkerDelayOpt = Annotated[
+    float,
+    typer.Option(
+        "--replay-delay",
+        min=0,
+        help="With --replay: simulated measurement time per config, in seconds.",
+    ),
+]
+WorkerTimeOpt = Annotated[
+    float | None,
+    typer.Option("--time", help="Stop this worker after this many seconds.", show_default=False),
+]
+WorkerJsonOpt = Annotated[bool, typer.Option("--json", help="Print this worker's summary as JSON.")]
 
 
 def _open(storage: str, settings: Coordination) -> tuple[Database, Store]:
@@ -110,82 +88,37 @@ def _open(storage: str, settings: Coordination) -> tuple[Database, Store]:
 
 
 def _work(
-    db: Database,
-    store: Store,
-    plan: TunePlan,
-    shared: SharedStudy,
-    budget: Budget,
-    gpu: int | None,
+    db: Database, store: Store, setup: SharedSetup, gpu: int | None
 ) -> tuple[TuneResult, dict[str, Any]]:
-    spec = shared.spec()
-    tuner = SharedTuner(
-        plan,
-        store,
-        shared,
-        WorkerId.here(gpu),
-        sampler=spec.get("sampler", "portfolio"),
-        seed=spec.get("seed", 0),
-        command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
-        drift_every=spec.get("drift_every", DEFAULT_EVERY),
-    )
-    result = tuner.run(budget)
+    """Work on the study as one worker; its result and this worker's figures."""
+    # (quoted: the page shows a command that reruns)
+    tuner = setup.tuner(store, gpu, command=shlex.join(sys.argv))
+    result = tuner.run(setup.request.budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)
     return result, stats
 
 
-def tune_shared(
-    storage: str,
-    study: str | None,
-    spec: dict[str, Any],
-    budget_given: bool,
-    seconds: float | None,
-    enqueue: list[str] | None,
-    as_json: bool,
-    settings: Coordination,
-    replay_delay: float = 0.0,
-) -> None:
+def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: bool) -> None:
     """``workbench tune ... --storage postgresql://...``: create or join the shared study, then
     work on it as one worker. Running the same command on other hosts adds workers."""
-    from workbench.cli.enqueue import enqueued_configs
     from workbench.cli.tune_output import print_result, summary
 
     out = err_console if as_json else console
+    settings = Coordination(
+        heartbeat_s=request.heartbeat_s, grace_s=request.grace_s, db_wait_s=db_wait
+    )
     db, store = _open(storage, settings)
-    with db.lock(SETUP_LOCK):
-        plan = plan_from_spec(store, spec, study_name=study, replay=None)
-        if replay_delay and plan.runner.replay_source is not None:
-            plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
-        name = plan.study.name
-        device_class = plan.runner.device.device_class()
-        if SharedStudy.exists(db, name):
-            shared = SharedStudy(db, name)
-            shared.check_device_class(device_class)
-            old = shared.spec()
-            if not budget_given and old.get("budget"):
-                spec = dict(spec, budget=old["budget"])  # joining: keep the study's budget
-            # joining does not change how the study searches for its other workers
-            kept = {k: old[k] for k in ("sampler", "seed", "coordination") if k in old}
-            if changed := [k for k, v in kept.items() if spec.get(k) != v]:
-                out.print(
-                    f"joining study {escape(name)!r}: its {', '.join(changed)} "
-                    f"({escape(', '.join(str(kept[k]) for k in changed))}) are kept; "
-                    "a new --study to search otherwise"
-                )
-            spec = dict(spec, **kept)
-        shared = SharedStudy.create(db, name, spec, device_class)
-        seeded = seed_from_store(shared, store, plan)
-        enqueue_first(shared, plan, enqueued_configs(plan, enqueue, store, out))
+    setup = create_or_join(db, store, request, lambda line: out.print(escape(line)))
+    plan = setup.plan
     if plan.banner:
         out.print(escape(plan.banner), style="bold yellow")
-    if seeded:
-        out.print(f"{seeded} evaluations already in the store joined the shared study")
-    b = spec["budget"]
-    budget = Budget(evaluations=b.get("evaluations"), seconds=seconds, patience=b.get("patience"))
+    if setup.seeded:
+        out.print(f"{setup.seeded} evaluations already in the store joined the shared study")
     out.print(
-        f"worker {WorkerId.here(None).key} on shared study {escape(name)!r} "
-        f"(budget {budget.evaluations}) in {escape(db.outage.where)}"
+        f"worker {WorkerId.here(None).key} on shared study {escape(plan.study.name)!r} "
+        f"(budget {setup.request.budget.evaluations}) in {escape(db.outage.where)}"
     )
-    result, stats = _work(db, store, plan, shared, budget, None)
+    result, stats = _work(db, store, setup, None)
     print_result(plan, result, db.outage.where, out)
     if as_json:
         doc = summary(plan, result, db.outage.where)
@@ -202,42 +135,13 @@ def tune_shared(
 def worker(
     storage: StorageArg,
     study: StudyArg,
-    gpu: Annotated[
-        int | None,
-        typer.Option(
-            "--gpu", help="The GPU this worker measures on (index among the visible ones)."
-        ),
-    ] = None,
-    gpus: Annotated[
-        str | None,
-        typer.Option("--gpus", help="'all': one worker process per visible GPU."),
-    ] = None,
-    replay: Annotated[
-        Path | None,
-        typer.Option(
-            "--replay",
-            help="Answer from this recording instead of a GPU (rehearse a fleet, test).",
-            show_default=False,
-        ),
-    ] = None,
-    replay_delay: Annotated[
-        float,
-        typer.Option(
-            "--replay-delay",
-            min=0,
-            help="With --replay: simulated measurement time per config, in seconds.",
-        ),
-    ] = 0.0,
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--time", help="Stop this worker after this many seconds.", show_default=False
-        ),
-    ] = None,
+    gpu: GpuOpt = None,
+    gpus: GpusOpt = None,
+    replay: WorkerReplayOpt = None,
+    replay_delay: WorkerDelayOpt = 0.0,
+    seconds: WorkerTimeOpt = None,
     db_wait: DbWaitOpt = 300.0,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print this worker's summary as JSON.")
-    ] = False,
+    as_json: WorkerJsonOpt = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", hidden=True)] = None,
 ) -> None:
     """Work on a shared study (created by `workbench tune K --storage postgresql://... --study
@@ -251,22 +155,9 @@ def worker(
         if gpu is not None:
             _select_gpu(gpu)
         db, store = _open(storage, Coordination(db_wait_s=db_wait))
-        _wait_for_study(db, study, seconds)
-        timing = SharedStudy(db, study).spec().get("coordination") or {}
-        db.configure(timing.get("heartbeat_s", 10), timing.get("grace_s", 60))
-        with db.lock(SETUP_LOCK):
-            shared = SharedStudy(db, study)
-            spec = shared.spec()
-            plan = plan_from_spec(store, spec, study_name=study, replay=replay, cache_dir=cache_dir)
-            if replay_delay:
-                plan.runner.delay_s = replay_delay  # type: ignore[attr-defined]
-            shared.check_device_class(plan.runner.device.device_class())
-            seed_from_store(shared, store, plan)
-        b = spec.get("budget") or {}
-        budget = Budget(
-            evaluations=b.get("evaluations"), seconds=seconds, patience=b.get("patience")
-        )
-        result, stats = _work(db, store, plan, shared, budget, gpu)
+        wait_for_study(db, study, seconds, lambda line: err_console.print(escape(line)))
+        options = WorkerOptions(study, replay, replay_delay, seconds, cache_dir)
+        result, stats = _work(db, store, join_as_worker(db, store, options), gpu)
         line = (
             f"worker {stats['worker']}: {stats['completed']} trials completed "
             f"({stats['measured']} measured, {stats['from_store']} from the store, "
@@ -331,30 +222,6 @@ def _spawn_per_gpu(which: str) -> int:
         for p in procs:
             p.send_signal(signal.SIGINT)
         return max(p.wait() for p in procs)
-
-
-def _wait_for_study(db: Database, name: str, seconds: float | None = None) -> None:
-    """Wait until the study exists: up to --db-wait seconds, or the worker's --time."""
-    import time
-
-    wait = min(db.settings.db_wait_s, seconds if seconds is not None else math.inf)
-    deadline = time.monotonic() + wait
-    told = False
-    while not SharedStudy.exists(db, name):
-        if time.monotonic() >= deadline:
-            raise ConfigError(
-                f"no shared study {name!r} in {db.outage.where} after {wait:.0f} s: create it "
-                f"with workbench tune K --storage URL --study {shlex.quote(name)} (which also "
-                "works as the "
-                "first worker)"
-            )
-        if not told:
-            err_console.print(
-                f"waiting for study {escape(name)!r} to be created (up to {wait:.0f} s: "
-                "--db-wait, or --time) ..."
-            )
-            told = True
-        time.sleep(db.settings.poll_s)
 
 
 # -- workbench status ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What ``workbench tune`` shows of a finished search: the progress line's best, the table of
-the top configs, and the ``--json`` summary (shared by the local and the shared-study paths)."""
+the top configs, and the ``--json`` summary (shared by the local and the shared-study paths, and
+the compile stage's)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import Resumption, TunePlan
 from workbench.search.tuner import Budget, TuneResult
-from workbench.spaces.model import base_kernel
+from workbench.spaces.model import SpaceSpec, base_kernel
 from workbench.static_diff import diff_command as static_diff_command
 from workbench.store.store import storage_option
+from workbench.sweep import StaticRecord
 
 
 def best_text(plan: TunePlan, best: object) -> str:
@@ -122,6 +124,26 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
                 "ceilings": list(bound.ceilings),
             }
     return doc
+
+
+def compile_summary(
+    spec: SpaceSpec, records: list[StaticRecord], reason: str, url: str
+) -> dict[str, object]:
+    """``--json`` of the no-GPU compile stage: nothing was timed, so no best config."""
+    return {
+        "kernel": spec.name,
+        "device": None,
+        "no_gpu_reason": reason,
+        "stage": "compile",
+        "objective": {"name": "time", "unit": "ms"},
+        "best_config": None,
+        "best_value": None,
+        "evaluations": 0,
+        "compiled": sum(r.ok for r in records),
+        "failed": sum(not r.ok for r in records),
+        "store": url,
+        "records": [r.to_dict() for r in records],
+    }
 
 
 def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:

@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from workbench.errors import WorkbenchError
+from workbench.search.request import DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S, spec_timing
 from workbench.store.store import StoreError, shown_url, sqlalchemy_url
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -86,10 +87,15 @@ CREATE TABLE IF NOT EXISTS {OPTUNA_SCHEMA}.workbench_claims (
     claimed_at timestamptz NOT NULL,
     value double precision,
     done bigint,
+    outcome text,
+    reason text,
     PRIMARY KEY (study_id, config_key)
 );
 CREATE INDEX IF NOT EXISTS workbench_claims_done
     ON {OPTUNA_SCHEMA}.workbench_claims (study_id, done);
+-- a failed config's outcome and reason (a table made before they were kept lacks them)
+ALTER TABLE {OPTUNA_SCHEMA}.workbench_claims ADD COLUMN IF NOT EXISTS outcome text,
+    ADD COLUMN IF NOT EXISTS reason text;
 
 -- 'complete', 'running' or 'dead': a claim lives while its trial is RUNNING or COMPLETE, or,
 -- before its trial exists, for the grace period
@@ -155,7 +161,7 @@ BEGIN
         ON CONFLICT (study_id, config_key) DO UPDATE SET params = EXCLUDED.params,
             worker = EXCLUDED.worker, claim_id = EXCLUDED.claim_id,
             trial_id = EXCLUDED.trial_id, claimed_at = EXCLUDED.claimed_at,
-            value = NULL, done = NULL;
+            value = NULL, done = NULL, outcome = NULL, reason = NULL;
     RETURN QUERY SELECT outcome, id;
 END
 $$;
@@ -179,15 +185,16 @@ $$;
 # What a worker reads each round (see :meth:`SharedStudy.progress`).
 PROGRESS_SQL = f"""
 WITH c AS (
-    SELECT config_key, params, value, done,
+    SELECT config_key, params, value, done, outcome, reason,
         {OPTUNA_SCHEMA}.workbench_claim_state(trial_id, claimed_at, done, :grace) AS st
     FROM {OPTUNA_SCHEMA}.workbench_claims WHERE study_id = :study
 )
-SELECT 'done' AS kind, config_key, params, value, done AS n FROM c WHERE done > :since
-UNION ALL SELECT 'flight', config_key, params, NULL, NULL FROM c WHERE st = 'running'
-UNION ALL SELECT 'complete', NULL, NULL, NULL, count(*) FROM c WHERE st = 'complete'
-UNION ALL SELECT 'live', NULL, NULL, NULL, count(*) FROM c WHERE st <> 'dead'
-UNION ALL SELECT 'waiting', NULL, NULL, NULL, trial_id FROM {OPTUNA_SCHEMA}.trials
+SELECT 'done' AS kind, config_key, params, value, done AS n, outcome, reason
+    FROM c WHERE done > :since
+UNION ALL SELECT 'flight', config_key, params, NULL, NULL, NULL, NULL FROM c WHERE st = 'running'
+UNION ALL SELECT 'complete', NULL, NULL, NULL, count(*), NULL, NULL FROM c WHERE st = 'complete'
+UNION ALL SELECT 'live', NULL, NULL, NULL, count(*), NULL, NULL FROM c WHERE st <> 'dead'
+UNION ALL SELECT 'waiting', NULL, NULL, NULL, trial_id, NULL, NULL FROM {OPTUNA_SCHEMA}.trials
     WHERE study_id = :study AND state::text = 'WAITING'
 """
 
@@ -217,8 +224,8 @@ class Coordination:
     ride out without re-queueing running trials; ``db_wait_s`` bounds how long a worker waits
     for an unavailable database before it stops."""
 
-    heartbeat_s: int = 10
-    grace_s: int = 60
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S
+    grace_s: int = DEFAULT_GRACE_S
     max_retry: int = 3
     db_wait_s: float = 300.0
     # waiting for the last slots costs one query of the claims table per poll
@@ -360,11 +367,23 @@ class Claim:
     reclaimed: bool = False  #: in place of a dead claim (its result may be in the store)
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A claim whose trial completed: what the other workers learn from."""
+
+    order: int  #: completions are read in this order (and after the last one read)
+    key: str
+    params: dict[str, Any]
+    value: float | None  #: the objective, or +inf for a failed config
+    outcome: str | None = None  #: how it ended (TrialOutcome's value); None: not kept
+    reason: str | None = None  #: why it failed
+
+
 @dataclass
 class Progress:
     """A shared study as one worker's round sees it (one query of the claims table)."""
 
-    done: list[tuple[int, str, dict[str, Any], float | None]]  #: (order, key, params, value)
+    done: list[Completion]  #: completions since the last read, in order
     in_flight: dict[str, dict[str, Any]]  #: key -> params of live claims not complete yet
     complete: int  #: claims whose trial is COMPLETE (they count against the budget)
     live: int  #: claims holding a budget slot (complete or running)
@@ -617,16 +636,16 @@ class SharedStudy:
                 )
 
         done, flight, counts, waiting = [], {}, {"complete": 0, "live": 0}, []
-        for kind, key, params, value, n in self.db.outage.call(read):
+        for kind, key, params, value, n, outcome, reason in self.db.outage.call(read):
             if kind == "done":
-                done.append((int(n), key, json.loads(params), value))
+                done.append(Completion(int(n), key, json.loads(params), value, outcome, reason))
             elif kind == "flight":
                 flight[key] = json.loads(params)
             elif kind == "waiting":
                 waiting.append(int(n))
             else:
                 counts[kind] = int(n)
-        done.sort(key=lambda d: d[0])
+        done.sort(key=lambda d: d.order)
         return Progress(done, flight, counts["complete"], counts["live"], sorted(waiting))
 
     @property
@@ -692,19 +711,35 @@ class SharedStudy:
 
         return self.db.outage.call(attempt)
 
-    def done(self, key: str, claim_id: int, value: float) -> None:
-        """Publish the value of a claim whose trial completed (what the others learn from)."""
+    def done(
+        self,
+        key: str,
+        claim_id: int,
+        value: float,
+        outcome: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Publish the value of a claim whose trial completed, and how it ended (what the
+        others learn from: a failed config's outcome and reason, not only its +inf)."""
 
         def attempt() -> None:
             with self.db.claims.connect() as conn:
                 conn.execute(
                     text(
                         f"UPDATE {OPTUNA_SCHEMA}.workbench_claims SET value = :value, "
-                        f"done = nextval('{OPTUNA_SCHEMA}.workbench_claim_seq') "
+                        f"done = nextval('{OPTUNA_SCHEMA}.workbench_claim_seq'), "
+                        "outcome = :outcome, reason = :reason "
                         "WHERE study_id = :study AND config_key = :key AND claim_id = :claim "
                         "AND done IS NULL"
                     ),
-                    {"study": self.study_id, "key": key, "claim": claim_id, "value": value},
+                    {
+                        "study": self.study_id,
+                        "key": key,
+                        "claim": claim_id,
+                        "value": value,
+                        "outcome": outcome,
+                        "reason": reason,
+                    },
                 )
 
         self.db.outage.call(attempt)
@@ -895,7 +930,7 @@ def gather_status(
     now = db.outage.call(db.now)
     # alive: seen within the study's grace period (what its workers re-queue by), not the
     # status command's own setting
-    grace = float(spec.get("coordination", {}).get("grace_s") or db.settings.grace_s)
+    grace = float(spec_timing(spec)[1])
     trials = shared.trials()
     # each worker's completed trials, from the trials' claims: a killed worker's presence
     # stopped counting at its last beat
@@ -907,7 +942,7 @@ def gather_status(
         w["alive"] = w.get("state") == "working" and ago <= grace
         w["completed"] = completed.get(w["key"], 0)
         workers.append(w)
-    budget = spec.get("budget", {}).get("evaluations") if spec else None
+    budget = (spec.get("budget") or {}).get("evaluations")
     return StudyStatus(
         name=name,
         device_class=attrs.get(DEVICE_CLASS),

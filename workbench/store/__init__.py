@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workbench.store.models import RunStatus
 from workbench.store.store import (
     RunSummary,
     Store,
@@ -13,6 +14,7 @@ from workbench.store.store import (
 )
 
 __all__ = [
+    "RunStatus",
     "RunSummary",
     "Store",
     "StoreError",

@@ -27,6 +27,7 @@ from workbench.runners.recordings import (
     load_recording,
 )
 from workbench.spaces.model import parse_shape_label
+from workbench.store.models import RunStatus
 from workbench.store.store import Store, StoredEvaluation, StudyInfo
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
@@ -247,7 +248,7 @@ def import_recording(store: Store, path: Path | Recording) -> tuple[StudyInfo, i
             added = store.record_many(study, run, env, items)
         except BaseException:  # (Ctrl-C included) the run says it did not finish
             with contextlib.suppress(WorkbenchError):
-                store.finish_run(run, "failed")
+                store.finish_run(run, RunStatus.FAILED)
             raise
-        store.finish_run(run, "finished")
+        store.finish_run(run, RunStatus.FINISHED)
     return study, added

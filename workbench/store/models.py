@@ -8,6 +8,7 @@ a newer version is refused.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 
 from sqlalchemy import (
     JSON,
@@ -29,6 +30,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: 4: ``runs.host``, ``runs.pid``, ``runs.pid_scope`` (the process a run is in, so that one killed
 #: is found abandoned)
 SCHEMA_VERSION = 4
+
+
+class RunStatus(enum.Enum):
+    """What became of a run (``runs.status``)."""
+
+    RUNNING = "running"  #: started, not finished (or its process was killed)
+    FINISHED = "finished"  #: its loop ended: budget, time, patience, exhausted space
+    INTERRUPTED = "interrupted"  #: Ctrl-C or SIGTERM
+    FAILED = "failed"  #: an error ended it (the store, the runner, the database)
 
 
 def utcnow() -> dt.datetime:
@@ -110,7 +120,7 @@ class Run(Base):
     seed: Mapped[int | None] = mapped_column(Integer)
     budget: Mapped[dict | None] = mapped_column(JSON)
     command: Mapped[str | None] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(20), default="running")
+    status: Mapped[str] = mapped_column(String(20), default=RunStatus.RUNNING.value)
     started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     #: re-timings of the run's reference config: [{after, config, verdict, ratio, ...}]

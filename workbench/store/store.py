@@ -58,6 +58,7 @@ from workbench.store.models import (
     Meta,
     Profile,
     Run,
+    RunStatus,
     Study,
     utcnow,
 )
@@ -501,11 +502,11 @@ class Store:
             if run is not None:
                 run.drift = [dict(c) for c in checks]
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: RunStatus) -> None:
         with self.session() as s:
             run = s.get(Run, run_id)
             if run is not None:
-                run.status = status
+                run.status = status.value
                 run.finished_at = utcnow()
 
     # -- evaluations ---------------------------------------------------------------------

@@ -3,7 +3,7 @@ NAME=VALUE,..., another study's best), for every path of tune (local, shared, no
 
 from __future__ import annotations
 
-from rich.markup import escape
+from collections.abc import Callable, Sequence
 
 from workbench.errors import ConfigError
 from workbench.search.problem import Problem
@@ -12,8 +12,11 @@ from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces.space import parse_assignments
 from workbench.store import Store, StudyInfo
 
+#: Where what the user is told goes (plain text, one line at a time).
+Say = Callable[[str], None]
 
-def check_enqueue(enqueue: list[str] | None) -> None:
+
+def check_enqueue(enqueue: Sequence[str] | None) -> None:
     """Refuse ``--enqueue`` items no path of tune can take (before anything is opened).
 
     Raises:
@@ -41,11 +44,11 @@ def is_keyword(item: str) -> bool:
 
 
 def enqueued_configs(
-    plan: TunePlan, items: list[str] | None, store: Store, out: object
+    plan: TunePlan, items: Sequence[str] | None, store: Store, say: Say
 ) -> list[dict]:
     """The configs ``--enqueue`` asks to evaluate first, without repeats, in order: the space's
     default, another study's best (``best``, ``best:STUDY``), or NAME=VALUE,..."""
-    items = items or ["default"]
+    items = list(items or ["default"])
     queue: list[dict] = []
     for item in items:
         if item == "none":
@@ -53,7 +56,7 @@ def enqueued_configs(
         if item == "default":
             queue += plan.problem.defaults()
         elif is_warm_start(item):
-            queue += warm_starts(plan.problem, plan.study, item, store, out)
+            queue += warm_starts(plan.problem, plan.study, item, store, say)
         else:
             config = parse_enqueued(plan, item)
             violations = plan.problem.violations(config)
@@ -87,7 +90,7 @@ def parse_enqueued(plan: TunePlan, item: str) -> dict:
 
 
 def warm_starts(
-    problem: Problem, study: StudyInfo, item: str, store: Store, out: object
+    problem: Problem, study: StudyInfo, item: str, store: Store, say: Say
 ) -> list[dict]:
     """``--enqueue best``: the fastest config of each other study of this kernel in the store
     than ``study`` (those that fit ``problem``, at most MAX_WARM_STARTS; the others are named
@@ -101,7 +104,7 @@ def warm_starts(
     if source is not None and found[0].config is None:
         raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
     if not found:
-        out.print(f"--enqueue best: no other study of {escape(study.kernel)} in the store")  # type: ignore[attr-defined]
+        say(f"--enqueue best: no other study of {study.kernel} in the store")
     queue: list[dict] = []
     for start in found:
         if start.config is None:
@@ -113,5 +116,5 @@ def warm_starts(
         else:
             queue.append(start.config)
             line = f"first {start.describe()}"
-        out.print(f"--enqueue best: {escape(line)}")  # type: ignore[attr-defined]
+        say(f"--enqueue best: {line}")
     return queue

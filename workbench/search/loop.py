@@ -1,0 +1,442 @@
+"""The search loop, one for every tune: the proposer proposes, the runner measures, a ledger keeps.
+
+A :class:`Ledger` holds what the loop needs to know of a study's trials: what is done, what is
+held elsewhere, where a new result goes, what the budget counts. One process keeps them in its
+store (:class:`~workbench.search.tuner.StoreLedger`); a worker of a shared study in the claims
+table of its database (:class:`~workbench.search.worker.ClaimsLedger`). Each round:
+
+* the ledger learns what changed (other workers' results, told to the proposer as they were:
+  a WRONG config stays WRONG, with its reason) and says where the study stands;
+* the loop stops when the evaluation budget is complete, the wall time is used, no evaluation
+  improved the best in ``patience`` of them, or no valid config is left open;
+* else it takes a trial re-queued by the ledger, or asks the proposer: a proposal the ledger
+  knows (evaluated, held by another worker, unanswerable) is answered with what it knows and
+  never measured again, one outside the space is told as a constraint violation; after
+  ``max_stalled`` such proposals in a row an open valid config is drawn at random;
+* the runner measures it, the ledger keeps the result before the next round, and the proposer
+  learns it. A failed evaluation counts against the budget; a config the runner cannot answer
+  (absent from a replayed recording) never counts and is not asked again.
+
+With ``drift_every`` and a live runner, the run's first correct config is timed again every that
+many correct evaluations (:mod:`workbench.search.drift`); the checks are stored with the run.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from workbench.errors import WorkbenchError
+from workbench.runners.base import Measurement, Runner, TrialOutcome
+from workbench.search.drift import DriftCheck, DriftWatch
+from workbench.search.problem import Problem
+from workbench.search.proposers import Proposer
+from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
+from workbench.spaces.model import Config
+from workbench.store import RunStatus, StoredEvaluation, StudyInfo
+
+#: Random draws of the cartesian product that look for an open valid config in a space too
+#: large to enumerate, before the draw gives up.
+MAX_DRAWS = 10_000
+#: What the proposer is told about a proposal outside the space, or one the runner cannot answer.
+INFEASIBLE = Measurement.failure(TrialOutcome.INFEASIBLE, "outside the space")
+#: What the proposer is told about a config another worker is measuring right now.
+IN_FLIGHT = Measurement.failure(TrialOutcome.INFEASIBLE, "being measured by another worker")
+
+
+class StopReason(enum.Enum):
+    BUDGET = "budget"  #: the evaluation budget is used
+    TIME = "time"  #: the wall-time budget is used
+    PATIENCE = "patience"  #: no improvement in the last N evaluations
+    EXHAUSTED = "exhausted"  #: every valid config is evaluated
+    INTERRUPTED = "interrupted"  #: Ctrl-C
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop; ``None`` means no limit of that kind (at least one must be set)."""
+
+    evaluations: int | None = None
+    seconds: float | None = None
+    patience: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluations is None and self.seconds is None and self.patience is None:
+            raise WorkbenchError("a budget needs --budget N, --time SECONDS or --patience N")
+        if self.evaluations is not None and self.evaluations < 1:
+            raise WorkbenchError(f"--budget {self.evaluations}: the budget must be at least 1")
+        if self.seconds is not None and self.seconds <= 0:
+            raise WorkbenchError(f"--time {self.seconds}: the time budget must be positive")
+        if self.patience is not None and self.patience < 1:
+            raise WorkbenchError(f"--patience {self.patience}: patience must be at least 1")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}
+
+
+@dataclass
+class TuneResult:
+    """What a tune produced (everything is also in the store)."""
+
+    study: StudyInfo
+    run_id: int
+    stop: StopReason
+    evaluations: int  #: unique configs evaluated in the study, failed ones included
+    new_evaluations: int  #: ... of which by this run
+    proposals: int  #: sampler proposals in this run (repeats and infeasible included)
+    best: StoredEvaluation | None
+    history: list[StoredEvaluation] = field(default_factory=list)
+    #: per search move of the sampler (the default has five): proposed, improved
+    moves: dict[str, dict[str, int]] | None = None
+    #: valid configs the runner could not evaluate (absent from the recording replayed): asked
+    #: in this run, or left out of a replay's search; None when those were not counted
+    unanswered: int | None = 0
+    #: re-timings of the run's reference config (none unless drift checks were asked for)
+    drift: tuple[DriftCheck, ...] = ()
+
+    @property
+    def drifted(self) -> list[DriftCheck]:
+        return [c for c in self.drift if c.drifted]
+
+    def top(self, n: int = 10) -> list[StoredEvaluation]:
+        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
+        return sorted(ok, key=lambda e: e.measurement.value)[:n]  # type: ignore[arg-type,return-value]
+
+
+OnEvaluation = Callable[[StoredEvaluation, StoredEvaluation | None], None]
+
+
+def best_of(history: Sequence[StoredEvaluation]) -> StoredEvaluation | None:
+    """The fastest correct evaluation (a failed one never wins)."""
+    ok = [e for e in history if e.measurement.outcome is TrialOutcome.OK]
+    return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
+
+
+def since_best(values: Sequence[float]) -> int:
+    """Values after the lowest (the first lowest): evaluations without improvement."""
+    best, since = math.inf, 0
+    for v in values:
+        if v < best:
+            best, since = v, 0
+        else:
+            since += 1
+    return since
+
+
+@dataclass
+class Slot:
+    """A config the loop is to measure, as its ledger holds it."""
+
+    config: Config
+    key: str
+    #: asked of the proposer (else a trial re-queued by a shared study, which the proposer
+    #: learns of as another worker's result)
+    proposed: bool = True
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where the study stands at the start of a round, as the ledger sees it."""
+
+    complete: int  #: evaluations the evaluation budget counts
+    since_best: int  #: evaluations since the best improved (0 before this run's first)
+    exhausted: bool  #: every valid config is evaluated or unanswerable: the search is over
+    busy: bool = False  #: nothing can be taken now (other workers are finishing the last ones)
+
+
+@dataclass
+class RunStats:
+    """Where one run's answers came from and where its time went."""
+
+    measured: int = 0  #: configs its runner measured
+    from_store: int = 0  #: trials answered from the store (measured before, never again)
+    seconds: float = 0.0  #: time in the loop
+    runner_seconds: float = 0.0  #: ... of which measuring (the rest is search and bookkeeping)
+    cpu_seconds: float = 0.0  #: this process's CPU time in the loop (all threads)
+    runner_cpu_seconds: float = 0.0  #: ... of which measuring
+
+
+class Ledger(ABC):
+    """The trials of one search, as the loop asks about them (see the module).
+
+    Methods are called from the loop's thread only, in the order the module describes.
+    """
+
+    #: proposals in a row that bring nothing to measure before an open config is drawn
+    max_stalled: int = 25
+    #: the best evaluation so far, told with each new one (None where it is not tracked)
+    best: StoredEvaluation | None = None
+
+    def __init__(self, problem: Problem, study: StudyInfo, stats: RunStats | None = None) -> None:
+        self.problem = problem
+        self.study = study
+        self.stats = stats or RunStats()
+        #: valid configs the runner cannot evaluate (absent from the recording it replays):
+        #: never asked again, and the space is exhausted without them
+        self.unanswered: set[str] = set()
+
+    @functools.cached_property
+    def n_valid(self) -> int | None:
+        """Valid configs of the search (None: too many to enumerate)."""
+        valid = self.problem.valid_configs()
+        return len(valid) if valid is not None else None
+
+    # -- the run ------------------------------------------------------------------------------
+    @abstractmethod
+    def open_run(self, settings: Mapping[str, object], proposer: Proposer) -> int:
+        """Start the run in the store (``settings``: sampler, seed, budget, command) and teach
+        the proposer what the study held before it; the run's id."""
+
+    @abstractmethod
+    def close(self, status: RunStatus) -> None:
+        """Hand back what is held and finish the run; never raises for the store's sake."""
+
+    @abstractmethod
+    def evaluations(self) -> list[StoredEvaluation]:
+        """Every evaluation of the study, once the run is over."""
+
+    @property
+    @abstractmethod
+    def new_evaluations(self) -> int:
+        """Evaluations this run added."""
+
+    # -- each round ---------------------------------------------------------------------------
+    @abstractmethod
+    def refresh(self, proposer: Proposer, budget: Budget) -> Standing:
+        """Learn what changed since the last round (telling the proposer); where things stand."""
+
+    def settled(self) -> bool:
+        """Whether the run may stop on a complete budget (no trial is left to hand back)."""
+        return True
+
+    def wait(self) -> bool:
+        """Nothing can be taken now: wait a moment and return True (others are finishing), or
+        return False (nothing will come: the search is exhausted)."""
+        return False
+
+    @abstractmethod
+    def known(self, key: str) -> Measurement | None:
+        """What a proposal of ``key`` is answered with instead of a measurement (its result, or
+        that it is held elsewhere or unanswerable); None when it is open."""
+
+    def requeued(self, budget: Budget) -> Slot | None:
+        """A trial to take before asking the proposer (a shared study's re-queued ones)."""
+        return None
+
+    @abstractmethod
+    def reserve(self, config: Config, key: str, budget: Budget) -> Slot | None:
+        """Hold ``config`` for this run; None when another worker took it meanwhile."""
+
+    def stored(self, slot: Slot) -> Measurement | None:
+        """A measurement of the slot's config already stored (a dead worker's), if any."""
+        return None
+
+    @abstractmethod
+    def record(self, slot: Slot, m: Measurement, elapsed: float, fresh: bool) -> StoredEvaluation:
+        """Keep the slot's result (``fresh``: measured by this run, to store) and complete it;
+        returns the evaluation that counts (another worker's, if it stored one first)."""
+
+    @abstractmethod
+    def reject(self, slot: Slot) -> None:
+        """The runner cannot evaluate the slot's config: it never counts, nor is asked again."""
+
+    @abstractmethod
+    def record_drift(self, checks: list[dict[str, object]]) -> None:
+        """Store the run's drift checks so far."""
+
+
+def draw_open(
+    problem: Problem, rng: random.Random, is_open: Callable[[str], bool]
+) -> Config | None:
+    """A valid config whose key is open, at random: from the valid set when it is enumerated,
+    else from up to MAX_DRAWS draws of the cartesian product; None when none was found."""
+    valid = problem.valid_configs()
+    if valid is not None:
+        left = [c for c in valid if is_open(problem.key(c))]
+        return rng.choice(left) if left else None
+    for _ in range(MAX_DRAWS):
+        config = {p.name: rng.choice(p.values) for p in problem.params}
+        if is_open(problem.key(config)) and not problem.violations(config):
+            return config
+    return None
+
+
+class Search:
+    """One run of the loop over ``ledger`` (see the module)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        runner: Runner,
+        *,
+        sampler: str = DEFAULT_SAMPLER,
+        seed: int | None = 0,
+        enqueue: Sequence[Config] = (),
+        on_evaluation: OnEvaluation | None = None,
+        command: str | None = None,
+        drift_every: int | None = None,
+        on_drift: Callable[[DriftCheck], None] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.problem = ledger.problem
+        self.runner = runner
+        self.sampler = sampler
+        self.seed = seed
+        self.enqueue = list(enqueue)
+        self.on_evaluation = on_evaluation
+        self.command = command
+        self.on_drift = on_drift
+        self.watch = DriftWatch.of(runner, drift_every)
+        self.rng = random.Random(seed)
+        self.proposals = 0  #: proposer answers and random draws (repeats and infeasible too)
+        self.stalled = 0  #: proposals in a row that brought nothing to measure
+        self.started = 0.0
+
+    def run(self, budget: Budget) -> TuneResult:
+        """Search until the budget is used, the space is exhausted, or Ctrl-C.
+
+        Raises:
+            ConfigError: no config of the space is valid.
+            StoreError, WorkbenchError: the store, the database or the runner cannot go on
+                (what was committed stays).
+        """
+        self.problem.check_not_empty()
+        proposer = make_proposer(self.sampler, self.problem, self.seed)
+        settings = {"sampler": self.sampler, "seed": self.seed, "budget": budget.as_dict()}
+        run_id = self.ledger.open_run(settings | {"command": self.command}, proposer)
+        proposer.plan(budget.evaluations)
+        for config in self.enqueue:
+            if self._answer(config) is None:
+                proposer.enqueue(config)
+        self.started, cpu_started = time.perf_counter(), time.process_time()
+        stop, status = StopReason.EXHAUSTED, RunStatus.FAILED  # unless the loop ends or Ctrl-C
+        try:
+            stop = self._loop(proposer, budget)
+            status = RunStatus.FINISHED
+        except KeyboardInterrupt:
+            stop, status = StopReason.INTERRUPTED, RunStatus.INTERRUPTED
+        finally:
+            self.ledger.stats.seconds = time.perf_counter() - self.started
+            self.ledger.stats.cpu_seconds = time.process_time() - cpu_started
+            self.ledger.close(status)
+        history = self.ledger.evaluations()
+        return TuneResult(
+            study=self.ledger.study,
+            run_id=run_id,
+            stop=stop,
+            evaluations=len(history),
+            new_evaluations=self.ledger.new_evaluations,
+            proposals=self.proposals,
+            best=best_of(history),
+            history=history,
+            moves=proposer.moves(),
+            unanswered=self.problem.unanswered(len(self.ledger.unanswered)),
+            drift=tuple(self.watch.checks) if self.watch is not None else (),
+        )
+
+    def _loop(self, proposer: Proposer, budget: Budget) -> StopReason:
+        ledger = self.ledger
+        while True:
+            standing = ledger.refresh(proposer, budget)
+            if budget.evaluations is not None and standing.complete >= budget.evaluations:
+                if ledger.settled():
+                    return StopReason.BUDGET
+                ledger.wait()  # a dead worker's trial is handed back within the grace period
+                continue
+            if budget.seconds is not None and time.perf_counter() - self.started >= budget.seconds:
+                return StopReason.TIME
+            if budget.patience is not None and standing.since_best >= budget.patience:
+                return StopReason.PATIENCE
+            if standing.exhausted:
+                return StopReason.EXHAUSTED
+            slot = ledger.requeued(budget)
+            if slot is None:
+                if standing.busy:
+                    ledger.wait()
+                    continue
+                config = self._pick(proposer)
+                if config is None:  # nothing open: others hold the rest, or the space is done
+                    if ledger.wait():
+                        continue
+                    return StopReason.EXHAUSTED
+                key = self.problem.key(config)
+                slot = ledger.reserve(config, key, budget)
+                if slot is None:  # taken meanwhile: the next round reads by whom
+                    proposer.observe(config, ledger.known(key) or IN_FLIGHT)
+                    self.stalled += 1
+                    continue
+            self._measure(proposer, slot)
+
+    def _answer(self, config: Config) -> Measurement | None:
+        """What a proposal is answered with instead of a measurement; None: measure it."""
+        known = self.ledger.known(self.problem.key(config))
+        if known is None and self.problem.violations(config):
+            return INFEASIBLE
+        return known
+
+    def _pick(self, proposer: Proposer) -> Config | None:
+        """The proposer's next config to measure; after ``max_stalled`` proposals in a row that
+        bring nothing to measure (or when it has nothing left), an open config at random."""
+        while self.stalled < self.ledger.max_stalled:
+            config = proposer.next()
+            if config is None:
+                break
+            self.proposals += 1
+            answer = self._answer(config)
+            if answer is None:
+                return config
+            proposer.observe(config, answer)
+            self.stalled += 1
+        config = draw_open(self.problem, self.rng, lambda key: self.ledger.known(key) is None)
+        if config is not None:
+            self.proposals += 1
+            self.stalled = 0
+        return config
+
+    def _measure(self, proposer: Proposer, slot: Slot) -> None:
+        """The slot's measurement (a stored one, else the runner's), kept, then learnt."""
+        m = self.ledger.stored(slot)
+        fresh = m is None
+        if m is None:
+            m = self._evaluate(slot.config)
+            if m.outcome is TrialOutcome.INFEASIBLE:  # e.g. missing from a recording
+                self.ledger.reject(slot)
+                if slot.proposed:
+                    proposer.observe(slot.config, m)
+                self.stalled += 1
+                return
+        elapsed = time.perf_counter() - self.started
+        stored = self.ledger.record(slot, m, elapsed, fresh)
+        if slot.proposed:
+            proposer.observe(slot.config, stored.measurement)
+        else:
+            proposer.start([stored])
+        self.stalled = 0
+        if fresh and self.watch is not None:
+            self._drift(slot.config, m)
+        if self.on_evaluation is not None:
+            self.on_evaluation(stored, self.ledger.best)
+
+    def _evaluate(self, config: Config) -> Measurement:
+        stats = self.ledger.stats
+        t0, c0 = time.perf_counter(), time.process_time()
+        m = self.runner.evaluate(config)
+        stats.runner_seconds += time.perf_counter() - t0
+        stats.runner_cpu_seconds += time.process_time() - c0
+        stats.measured += int(m.outcome is not TrialOutcome.INFEASIBLE)
+        return m
+
+    def _drift(self, config: Config, m: Measurement) -> None:
+        assert self.watch is not None
+        check = self.watch.observe(config, m)
+        if check is None:
+            return
+        self.ledger.record_drift([c.to_json() for c in self.watch.checks])
+        if self.on_drift is not None:
+            self.on_drift(check)
