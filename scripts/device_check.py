@@ -940,6 +940,17 @@ def write_summary(lay: Layout, steps: list[Step], meta: dict[str, object]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the steps; the environment the steps get is set here and undone on return (the
+    tests call this in their own process)."""
+    saved = dict(os.environ)
+    try:
+        return _main(argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description="steps of the lent-GPU check (issue 8)")
     parser.add_argument(
         "--dry-run",
