@@ -145,18 +145,8 @@ def test_the_same_seed_searches_the_same_way(
 
 
 def test_a_resumed_study_goes_on_without_measuring_again(
-    sampler: str, recording: Recording, tmp_path: Path, request: pytest.FixtureRequest
+    sampler: str, recording: Recording, tmp_path: Path
 ) -> None:
-    if (
-        sampler == "gp"
-    ):  # OptunaProposer.start tells history as constraint "0", live trials "feasible"
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="a resumed gp study fails: 'The constraint names must be the same for all "
-                "trials' (OptunaProposer.start's constraints are unnamed)",
-            )
-        )
     first = tune(tmp_path / "s.sqlite", recording, sampler, Budget(evaluations=8))
     second = tune(tmp_path / "s.sqlite", recording, sampler, Budget(evaluations=16))
     assert (first.new_evaluations, second.new_evaluations, second.evaluations) == (8, 8, 16)

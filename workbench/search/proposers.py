@@ -109,7 +109,9 @@ class OptunaProposer(Proposer):
                     distributions=self.dists,
                     state=TrialState.COMPLETE,
                     value=e.measurement.value if ok else self._penalty(),
-                    system_attrs={"constraints": [0.0 if ok else VIOLATION]},
+                    # named as observe() names it: Optuna refuses a study whose trials'
+                    # constraint names differ (a resumed GP search failed on "0" vs "feasible")
+                    system_attrs={"constraints:feasible": 0.0 if ok else VIOLATION},
                 )
             )
         self.study.add_trials(trials)
