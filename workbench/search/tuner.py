@@ -29,6 +29,7 @@ from workbench.search.problem import Problem
 from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
 from workbench.spaces.model import Config
 from workbench.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.best import best_of, ranked
 
 #: After this many proposals in a row that bring no new evaluation (repeats, infeasible
 #: points), the tuner evaluates an unvisited valid config chosen at random instead.
@@ -92,8 +93,7 @@ class TuneResult:
         return [c for c in self.drift if c.drifted]
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
-        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
-        return sorted(ok, key=lambda e: e.measurement.value)[:n]  # type: ignore[arg-type,return-value]
+        return ranked(self.history)[:n]
 
 
 OnEvaluation = Callable[[StoredEvaluation, StoredEvaluation | None], None]
@@ -142,8 +142,7 @@ class Tuner:
         return self.problem.key(config) in self.seen
 
     def _best(self) -> StoredEvaluation | None:
-        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
-        return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
+        return best_of(self.history)
 
     def _open(self, config: Config) -> bool:
         """Neither evaluated nor known to be unanswerable."""

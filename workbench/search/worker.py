@@ -37,6 +37,7 @@ from workbench.search.shared import (
 from workbench.search.tuner import INFEASIBLE, Budget, OnEvaluation, StopReason, TuneResult
 from workbench.spaces.model import Config
 from workbench.store import Store, StoredEvaluation, StoreError
+from workbench.store.best import best_of
 
 #: After this many proposals in a row that another worker holds or finished, take a random
 #: config nobody holds (a proposer may ignore what it is told is held elsewhere).
@@ -353,8 +354,7 @@ class SharedTuner:
             with _suppress_db():
                 self.store.finish_run(run_id, state)
         history = call(self.store.evaluations, study)
-        ok = [e for e in history if e.measurement.outcome is TrialOutcome.OK]
-        best = min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
+        best = best_of(history)
         return TuneResult(
             study=study,
             run_id=run_id,
