@@ -118,9 +118,7 @@ def save_comparisons(
 
 
 def _bound_labels(c: ShapeComparison, entry: Any) -> list[str]:
-    from workbench.compare.table import roofline_bound
-
-    b = roofline_bound(entry, c.precision, c.ceilings)
+    b = c.bound(entry)
     return list(b.ceilings) if b else []
 
 
