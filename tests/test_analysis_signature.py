@@ -382,7 +382,8 @@ def test_the_static_sweep_keeps_the_findings_of_every_config(
             "args[3] (2) is int32 (4 bytes), but the kernel's parameter 3 is float (4 bytes)"
         ]
         assert (
-            r.lints[-1] == f"error: args do not match the kernel's parameters: {r.args_problems[0]}"
+            r.lints[-1].text
+            == f"error: args do not match the kernel's parameters: {r.args_problems[0]}"
         )
 
 

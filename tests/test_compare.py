@@ -248,7 +248,8 @@ def test_json_shape() -> None:
     first = doc["results"][0]
     assert set(first) == {
         "name", "title", "status", "reason", "median_ms", "ci_ms", "samples", "throughput",
-        "unit", "bound_fraction", "bound", "speedup", "verify_max_error", "library",
+        "unit", "bound_fraction", "bound", "bound_clock_mhz", "speedup", "verify_max_error",
+        "library",
     }  # fmt: skip
     assert first["speedup"] is None and doc["results"][1]["speedup"] == pytest.approx(1.2)
     json.dumps(doc)  # plain data

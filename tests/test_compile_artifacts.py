@@ -236,14 +236,23 @@ def test_fail_on_gates_on_the_lint_level(project: Path) -> None:
     assert code == 2 and "--fail-on 'info': expected 'error' or 'warning'" in out + err
 
 
-def test_every_lint_level_reads_back_and_an_unknown_one_counts_as_an_error() -> None:
-    from workbench.analysis import Severity
-    from workbench.sweep import lint_severity, lint_text
+def test_a_records_lints_are_typed_and_export_as_their_text() -> None:
+    """A record keeps its findings as Lint records (code, severity, message), not as text
+    whose level is parsed back from a prefix; --json and --csv still write each one as
+    ``level: message``."""
+    from workbench.analysis import Lint, LintCode, Severity
+    from workbench.sweep import StaticRecord
 
-    for severity in Severity:
-        assert lint_severity(lint_text(severity, "x: y")) is severity
-    # text from elsewhere (an older record) that names no level is not passed as harmless
-    assert lint_severity("launch geometry: grid needs N") is Severity.ERROR
+    r = StaticRecord(kernel="k", arch="sm_90", device="H200", config={}, label="", ok=True)
+    r.add_lint(LintCode.CANNOT_LAUNCH, "cannot launch: 512 threads per block")
+    r.lints.append(Lint("k", LintCode.SPILLS, Severity.WARNING, "spills: 8 bytes"))
+    assert r.to_dict()["lints"] == [
+        "error: cannot launch: 512 threads per block",
+        "warning: spills: 8 bytes",
+    ]
+    assert [x.code for x in r.lints] == [LintCode.CANNOT_LAUNCH, LintCode.SPILLS]
+    assert [x.at_least(Severity.WARNING) for x in r.lints] == [True, True]
+    assert [x.at_least(Severity.ERROR) for x in r.lints] == [True, False]
 
 
 def test_a_problem_variant_keeps_its_pinned_value_in_the_default(

@@ -360,7 +360,7 @@ def test_a_preset_is_found_by_the_exact_gpu_the_driver_names() -> None:
 
 
 def test_a_tuned_configs_share_of_the_roofline_bound_by_hand() -> None:
-    from workbench.runners.base import DeviceInfo
+    from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
     from workbench.search.session import roofline_of
     from workbench.spaces import Space, load_kernel
     from workbench.spaces.launch import work_counts
@@ -373,7 +373,7 @@ def test_a_tuned_configs_share_of_the_roofline_bound_by_hand() -> None:
     assert bound is not None
     # a 4096^3 int8 GEMM is right of the ridge: bound by the int8 tensor-core peak
     assert ops / nbytes > h200.peak_int8_tops * 1e12 / (h200.dram_bandwidth_gbs * 1e9)
-    b = bound(config, 0.1)
+    b = bound(config, Measurement(TrialOutcome.OK, value=0.1))  # no SM clock recorded
     assert b is not None and b.limit == "compute"
     assert b.fraction == pytest.approx(ops / 1e-4 / (h200.peak_int8_tops * 1e12))
     assert any("tensor_int8" in c and "H200" in c for c in b.ceilings)

@@ -141,7 +141,7 @@ def test_large_space_sampling_is_uniform_both_ways(
     sparse for draws) a walk keeping a reservoir; both uniform over the valid configs."""
     from workbench.spaces import space as space_module
 
-    monkeypatch.setattr(space_module, "ENUMERATE_LIMIT", 0)
+    monkeypatch.setattr(space_module, "SAMPLE_LIST_LIMIT", 0)
     if path == "walk":
         monkeypatch.setattr(space_module, "REJECTION_SECONDS", -1.0)  # no draws at all
     space = tiny(project)

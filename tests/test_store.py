@@ -481,5 +481,7 @@ def test_a_killed_process_run_is_abandoned_when_its_study_is_next_opened(
         params = [("A", [1, 2, 3])]
         store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=params)
         assert _statuses(store) == ["running", "abandoned", "abandoned", "running", "running"]
-    assert store.run_statuses(study) == {"running": 3, "abandoned": 2}
+    assert [r.status for r in store.runs(study)] == ["running", "abandoned", "abandoned"] + [
+        "running"
+    ] * 2
     store.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.analysis import LintCode
 from workbench.analysis.occupancy import theoretical_occupancy
 from workbench.compiler import CompileCache
 from workbench.spaces import Space, load_space
@@ -68,7 +69,7 @@ def test_configs_that_cannot_launch_get_an_error_lint(project: Path, cache_dir: 
     records = {(r.config["BLOCK"], r.config["DYNAMIC_KB"]): r for r in swept}
     assert len(records) == 9 and all(r.ok for r in records.values())
     launch_errors: dict[Any, list[str]] = {
-        k: [x for x in r.lints if x.startswith("error: cannot launch")] for k, r in records.items()
+        k: [x.text for x in r.lints if x.code is LintCode.CANNOT_LAUNCH] for k, r in records.items()
     }
     for (block, dynamic_kb), errors in launch_errors.items():
         too_wide = block > 256
@@ -112,7 +113,7 @@ def test_a_block_other_than_reqntid_cannot_launch(project: Path, cache_dir: Path
     )
     assert len(records) == 4
     for r in records:
-        errors = [x for x in r.lints if x.startswith("error: cannot launch")]
+        errors = [x.text for x in r.lints if x.code is LintCode.CANNOT_LAUNCH]
         block, launch = r.config["BLOCK"], r.config["LAUNCH"]
         if block == launch:
             assert errors == [], r.config

@@ -274,3 +274,81 @@ def test_summary_json_of_the_record_names_the_roof_of_each_point() -> None:
     assert {e["compute_roof"] for e in doc["roofline"]} == {
         next(c["label"] for c in doc["ceilings"] if c["name"] == "tensor_int8")
     }
+
+
+#: The first H200 lease's tune of gemm_int8 at 4096^3 (device-runs/h200-2026-12-04,
+#: tune/gemm_int8_4096.json): its best's median (ms), and the share of the roofline bound it
+#: printed, of the datasheet's dense int8 roof as quoted (1,979 TOPS at 1,830 MHz). Every sample
+#: of that run's drift re-timings ran at 1,980 MHz.
+H200_TUNE_BEST_MS = 0.1268479973077774
+H200_TUNE_SHARE_AS_QUOTED = 0.5474953442983325
+H200_TUNE_CLOCK_MHZ = 1980.0
+
+
+def test_tune_and_compare_take_one_share_at_the_clock_the_samples_ran_at(tmp_path: Path) -> None:
+    """The lease's tune printed 54.7 % of the roofline bound: 1,083 TOPS over the int8 roof as
+    quoted at 1,830 MHz, although its samples ran at 1,980 MHz, where the same tensor cores
+    peak at 2,141 TOPS (8,192 ops per SM and cycle). Tune and compare now place a timed config
+    under the datasheet roof scaled to its samples' median SM clock, the same function for
+    both, and say the clock; a measurement without clocks keeps the roof as quoted."""
+    from recording_helpers import record_space
+
+    from workbench.cli.tune_output import best_text
+    from workbench.compare.problems import classify
+    from workbench.compare.run import tuned_entry
+    from workbench.compare.table import ShapeComparison, fit_ceilings, format_rows
+    from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
+    from workbench.runners.recordings import load_recording
+    from workbench.search.session import plan_space_replay, roofline_of
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.launch import work_precision
+    from workbench.store import Store, StoredEvaluation
+
+    space = Space(load_kernel("gemm_int8"))  # 4096^3: 2 x 4096^3 operations whatever the config
+    config = space.spec.default_config()
+    ms = H200_TUNE_BEST_MS
+    timed = Measurement(
+        TrialOutcome.OK, value=ms, samples=(ms,) * 3, sm_clock_mhz=(H200_TUNE_CLOCK_MHZ,) * 3
+    )
+    share_of = roofline_of(space, DeviceInfo("NVIDIA H200"))
+    assert share_of is not None
+    quoted = share_of(config, Measurement(TrialOutcome.OK, value=ms))
+    assert quoted is not None and quoted.fraction == pytest.approx(H200_TUNE_SHARE_AS_QUOTED)
+    assert quoted.clock_text == "" and not quoted.clock_timed
+    tune = share_of(config, timed)
+    at_clock = 8192 * 132 * H200_TUNE_CLOCK_MHZ * 1e6  # dense int8 ops per second at 1,980 MHz
+    assert tune is not None and tune.limit == "compute"
+    assert tune.fraction == pytest.approx(2 * 4096**3 / (ms * 1e-3) / at_clock, rel=0.002)  # 50.6 %
+    assert tune.clock_text == "at 1,980 MHz"
+    assert "x 1,980 / 1,830 (the timed clock)" in tune.ceilings[0]
+    # compare: the same share for the same samples; a contender without clocks as quoted
+    problem = classify(space, config)
+    tuned = tuned_entry(timed, space, config, problem)
+    unclocked = tuned_entry(Measurement(TrialOutcome.OK, value=ms), space, config, problem)
+    other = replace(unclocked, contender="again", title="the same, no clock")
+    (c,) = fit_ceilings(
+        [
+            ShapeComparison(
+                problem, work_precision(space), config, "given", tuned, (other,),
+                datasheet=DEVICES["h200"],
+            )
+        ]
+    )  # fmt: skip
+    row = c.row(tuned)
+    assert row["bound_fraction"] == pytest.approx(tune.fraction) and row["bound"] == "compute"
+    assert row["bound_clock_mhz"] == H200_TUNE_CLOCK_MHZ
+    assert c.row(other)["bound_fraction"] == pytest.approx(H200_TUNE_SHARE_AS_QUOTED)
+    assert c.row(other)["bound_clock_mhz"] is None
+    rows = format_rows([c])
+    assert rows[0][5] == f"{100 * tune.fraction:.1f}% (compute at 1,980 MHz)"
+    assert rows[1][5] == f"{100 * H200_TUNE_SHARE_AS_QUOTED:.1f}% (compute)"
+    # and tune's progress line says the clock
+    rec = record_space(space, tmp_path / "h200.json", [(config, ms)], device="NVIDIA H200")
+    plan = plan_space_replay(
+        Store(f"sqlite:///{tmp_path / 's.sqlite'}"), space, load_recording(rec)
+    )
+    text = best_text(plan, StoredEvaluation(0, config, timed, 1, None))
+    assert (
+        text
+        == f"best 0.1268 ms (1,083.5 TOPS, {tune.fraction:.0%} of the roofline bound at 1,980 MHz)"
+    )

@@ -323,7 +323,7 @@ def test_a_sparse_recording_of_a_large_space_is_replayed_without_enumerating_the
     from workbench.search import problem as problem_module
     from workbench.spaces.space import Space
 
-    monkeypatch.setattr(problem_module, "ENUMERATE_LIMIT", 10)  # tiny's 24 is "too large"
+    monkeypatch.setattr(problem_module, "VALID_LIST_LIMIT", 10)  # tiny's 24 is "too large"
 
     def no_walk(self: Space) -> None:
         raise AssertionError("the space was enumerated")
@@ -355,7 +355,7 @@ def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
     from workbench.search.samplers import make_proposer
     from workbench.spaces import Space, load_space
 
-    monkeypatch.setattr(problem_module, "ENUMERATE_LIMIT", 10)
+    monkeypatch.setattr(problem_module, "VALID_LIST_LIMIT", 10)
     tiny = project / "spaces" / "tiny.yaml"
     space = Space(load_space(tiny))  # 22 valid configs
     problem = SpaceProblem(space)

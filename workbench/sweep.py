@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from workbench.analysis import (
     AnalysisError,
+    Lint,
+    LintCode,
     Severity,
     histogram,
     kernel_resources,
@@ -74,14 +76,19 @@ class StaticRecord:
     opcodes: dict[str, int] = field(default_factory=dict)
     #: distinct global-memory opcodes with their modifiers: where cache hints show up
     global_memory_ops: list[str] = field(default_factory=list)
-    lints: list[str] = field(default_factory=list)
+    lints: list[Lint] = field(default_factory=list)
     #: how the space's ``args`` disagree with the kernel's parameters (a lint says so too)
     args_problems: list[str] = field(default_factory=list)
     error: str | None = None
     log: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """Plain data (``--json``, ``--csv``): each lint as its text (``error: ...``)."""
+        return {**asdict(self), "lints": [x.text for x in self.lints]}
+
+    def add_lint(self, code: LintCode, message: str, severity: Severity = Severity.ERROR) -> None:
+        """A finding of the sweep itself about this config (an error unless said)."""
+        self.lints.append(Lint(self.entry or self.kernel, code, severity, message))
 
 
 def select_configs(
@@ -261,23 +268,10 @@ def _inspect(
     res = kernel_resources(result.cubin, result.log)[result.entry or ""]
     expected = _expected_sass(space, record.config)
     findings = lint(result.entry or "", space.arch.sm, res, instructions, result.ptx, expected)
-    record.lints += [lint_text(f.severity, f.message) for f in findings]
+    record.lints += findings
     if record.args_problems:
-        record.lints.append(lint_text(Severity.ERROR, args_error(record.args_problems)))
+        record.add_lint(LintCode.ARGS_MISMATCH, args_error(record.args_problems))
     return text
-
-
-def lint_text(severity: Severity, message: str) -> str:
-    """A lint as a record keeps it (JSON, CSV and the store hold text): its level, then what
-    it found. Every lint a sweep writes is made here, so that ``lint_severity`` can read it."""
-    return f"{severity.value}: {message}"
-
-
-def lint_severity(text: str) -> Severity:
-    """The level of a lint made by ``lint_text`` (a text that names no level counts as an
-    error: a record from elsewhere that cannot be read is not passed as harmless)."""
-    prefix = text.split(":", 1)[0]
-    return next((s for s in Severity if s.value == prefix), Severity.ERROR)
 
 
 def compiled_record(space: Space, config: Config, result: CompileResult) -> StaticRecord:
@@ -330,7 +324,7 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     try:
         launch = launch_geometry(space, record.config)
     except ConfigError as exc:
-        record.lints.append(lint_text(Severity.ERROR, f"launch geometry: {exc}"))
+        record.add_lint(LintCode.LAUNCH_GEOMETRY, f"launch geometry: {exc}")
         return True
     record.threads_per_block = launch.threads_per_block
     record.dynamic_smem = launch.shared_bytes
@@ -347,24 +341,20 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     # configs that compile but cannot launch: a GPU run would spend an evaluation on each
     bound = math.prod(res.max_threads) if res.max_threads else None
     if bound and launch.threads_per_block > bound:
-        record.lints.append(
-            lint_text(
-                Severity.ERROR,
-                f"cannot launch: {launch.threads_per_block} threads per block, more than the "
-                f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)",
-            )
+        record.add_lint(
+            LintCode.CANNOT_LAUNCH,
+            f"cannot launch: {launch.threads_per_block} threads per block, more than the "
+            f"kernel's bound of {bound} (__launch_bounds__ or .maxntid)",
         )
     required = res.required_threads
     if required and launch.block != required:
-        record.lints.append(
-            lint_text(
-                Severity.ERROR,
-                f"cannot launch: a block of {_dims(launch.block)} threads, but the kernel "
-                f"requires exactly {_dims(required)} (.reqntid)",
-            )
+        record.add_lint(
+            LintCode.CANNOT_LAUNCH,
+            f"cannot launch: a block of {_dims(launch.block)} threads, but the kernel "
+            f"requires exactly {_dims(required)} (.reqntid)",
         )
     if blocker := occ.launch_blocker():
-        record.lints.append(lint_text(Severity.ERROR, f"cannot launch: {blocker}"))
+        record.add_lint(LintCode.CANNOT_LAUNCH, f"cannot launch: {blocker}")
     return True
 
 

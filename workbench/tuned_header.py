@@ -34,6 +34,7 @@ from workbench.spaces.launch import Launch, launch_geometry
 from workbench.spaces.model import Config, Value, base_kernel, parse_shape_label
 from workbench.spaces.schema import Role
 from workbench.store import Store, StudyInfo
+from workbench.store.best import StudySelection, Variants, select_studies, study_best
 from workbench.store.study_space import space_changed, study_space
 
 if TYPE_CHECKING:
@@ -111,13 +112,7 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
         if others:
             raise ConfigError(f"--study {others[0]!r} is not a study of {kernel}")
     else:
-        exact = "[" in kernel
-        chosen = [
-            s
-            for s in store.studies()
-            if (s.kernel == kernel if exact else base_kernel(s.kernel) == kernel)
-            and not s.compile_only
-        ]
+        chosen = select_studies(store, StudySelection(kernel, Variants.AS_NAMED))
     if not chosen:
         raise ConfigError(
             f"the store {store.shown_url} has no measured study of {kernel}: tune it first "
@@ -134,7 +129,7 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
     skipped: list[tuple[str, str]] = []
     taken: set[str] = set()
     for study in chosen:
-        best = store.best(study)
+        best = study_best(store, study)
         if best is None or best.measurement.value is None:
             skipped.append((study.name, "no correct evaluation"))
             continue

@@ -19,6 +19,14 @@ class LintCode(enum.Enum):
     LOCAL_MEMORY = "local-memory"
     FP8_MMA_EMULATED = "fp8-mma-emulated"
     EXPECTED_SASS_MISSING = "expected-sass-missing"
+    #: the space's launch geometry does not evaluate for the config
+    LAUNCH_GEOMETRY = "launch-geometry"
+    #: the config compiles but cannot launch (threads past the kernel's bound, occupancy 0)
+    CANNOT_LAUNCH = "cannot-launch"
+    #: the space's ``args`` do not fit the kernel's parameters
+    ARGS_MISMATCH = "args-mismatch"
+    #: the config did not compile (or its binary cannot be read)
+    COMPILE_FAILED = "compile-failed"
 
 
 class Severity(enum.Enum):
@@ -39,6 +47,18 @@ class Lint:
 
     def __str__(self) -> str:
         return f"{self.severity.value}: {self.kernel}: [{self.code.value}] {self.message}"
+
+    @property
+    def text(self) -> str:
+        """``error: cannot launch: ...``: the level, then what was found, as a compile record
+        shows and exports it (tables, ``--json``, ``--csv``)."""
+        return f"{self.severity.value}: {self.message}"
+
+    def at_least(self, level: Severity) -> bool:
+        """Whether it is ``level`` or worse (levels mildest first, as :class:`Severity` lists
+        them)."""
+        order = list(Severity)
+        return order.index(self.severity) >= order.index(level)
 
 
 _FP8_MMA_SYNC = re.compile(r"\bmma\.sync\.[\w.]*\.(?:e4m3|e5m2)\b")

@@ -198,7 +198,7 @@ def _emit(
             "device": device,
             "measured": True,
             "kernel": results[0].problem.kernel if results else None,
-            "ceilings": sorted({c.label for r in results for c in r.ceilings}),
+            "ceilings": _ceiling_labels(results),
             "ceiling_notes": _ceiling_notes(results),
             "shapes": [r.to_json() for r in results],
             "stored": {"batch": batch, "store": store.shown_url},
@@ -221,11 +221,16 @@ def _emit(
                     f"[yellow]{escape(e.contender)} disagrees with the reference at "
                     f"{escape(r.shape_label)}:[/] {escape(e.reason)}"
                 )
-    labels = sorted({c.label for r in results for c in r.ceilings})
-    console.print("ceilings: " + escape("; ".join(labels)))
+    console.print("ceilings: " + escape("; ".join(_ceiling_labels(results))))
     for note in _ceiling_notes(results):
         console.print(f"note: {escape(note)}")
     console.print(f"stored as comparison batch {batch}")
+
+
+def _ceiling_labels(results: list[ShapeComparison]) -> list[str]:
+    """Every roof a contender was placed under (datasheet compute roofs at the SM clock the
+    contender's samples ran at)."""
+    return sorted({c.label for r in results for c in r.all_roofs()})
 
 
 def _ceiling_notes(results: list[ShapeComparison]) -> list[str]:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from workbench.analysis.lints import Severity
+from workbench.analysis.lints import Lint, LintCode, Severity
 from workbench.analysis.signature import args_error
 from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
@@ -46,8 +46,6 @@ from workbench.spaces.targets import parse_shape, resolve_arches
 from workbench.store import Store
 from workbench.sweep import (
     StaticRecord,
-    lint_severity,
-    lint_text,
     select_configs,
     static_sweep,
     store_sweep,
@@ -212,7 +210,7 @@ def compile_command(
         if fail_on is not None and (gated := gate(records, fail_on)):
             out.print(f"[red]--fail-on {fail_on}[/]: {len(gated)} of {len(records)} configs:")
             for record, why in gated:
-                out.print(f"  {escape(record.label)} ({record.arch}): {escape(why)}")
+                out.print(f"  {escape(record.label)} ({record.arch}): {escape(why.text)}")
             raise typer.Exit(EXIT_FAILED)
 
 
@@ -220,15 +218,21 @@ def compile_command(
 LINT_LEVELS = tuple(s.value for s in Severity)
 
 
-def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord, str]]:
+def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord, Lint]]:
     """The configs with a lint at ``level`` or worse, each with its first such finding."""
-    floor = LINT_LEVELS.index(level)
+    floor = Severity(level)
     found = []
     for r in records:
         if not r.ok:
-            found.append((r, lint_text(Severity.ERROR, r.error or "compile failed")))
+            failed = Lint(
+                r.entry or r.kernel,
+                LintCode.COMPILE_FAILED,
+                Severity.ERROR,
+                r.error or "compile failed",
+            )
+            found.append((r, failed))
             continue
-        worst = [x for x in r.lints if LINT_LEVELS.index(lint_severity(x).value) >= floor]
+        worst = [x for x in r.lints if x.at_least(floor)]
         if worst:
             found.append((r, worst[0]))
     return found

@@ -78,7 +78,7 @@ def _resource_cells(r: StaticRecord) -> list[str]:
         return [""] * (len(RESOURCE_COLUMNS) - 2) + ["[red]failed[/]", escape(r.error or "")]
     smem = f"{r.static_smem}+{r.dynamic_smem}" if r.dynamic_smem else str(r.static_smem)
     occ = f"{r.occupancy:.0%} ({r.limiting_factor})" if r.occupancy is not None else "?"
-    lints = "; ".join(r.lints)
+    lints = "; ".join(x.text for x in r.lints)
     return [
         str(r.registers),
         smem,
@@ -154,7 +154,7 @@ def write_records(
         rows = []
         for r in records:
             row = {k: v for k, v in r.to_dict().items() if k not in ("config", "opcodes", "log")}
-            row["lints"] = "; ".join(r.lints)
+            row["lints"] = "; ".join(x.text for x in r.lints)
             row["args_problems"] = "; ".join(r.args_problems)
             row["shape"] = shape_label(r.shape)
             row["opcodes"] = " ".join(f"{k}:{v}" for k, v in r.opcodes.items())

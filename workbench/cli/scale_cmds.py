@@ -18,7 +18,6 @@ from rich.table import Table
 from workbench.cli.common import EXIT_FAILED, DbWaitOpt, cli_errors, console, err_console
 from workbench.cli.store_cmds import open_store
 from workbench.errors import ConfigError
-from workbench.runners.base import TrialOutcome
 from workbench.search.joining import (
     SharedSetup,
     WorkerOptions,
@@ -247,16 +246,14 @@ def _best(store: Store, name: str) -> dict[str, Any] | None:
     info = next((s for s in store.studies() if s.name == name), None)
     if info is None:
         return None
-    evs = store.evaluations(info, with_samples=False)
-    ok = [e for e in evs if e.measurement.outcome is TrialOutcome.OK]
-    if not ok:
+    best = store.best(info)  # the store's one rule (workbench.store.best)
+    if best is None:
         return None
-    best = min(ok, key=lambda e: e.measurement.value)  # type: ignore[arg-type,return-value]
     return {
         "value": best.measurement.value,
         "unit": info.unit,
         "config": best.config,
-        "evaluations": len(evs),
+        "evaluations": store.count_evaluations(info),
         "replayed_from": best.measurement.replayed_from,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -12,8 +13,8 @@ from rich.table import Table
 
 from workbench.cli.common import JsonOpt, cli_errors, console, err_console, shown
 from workbench.errors import ConfigError
-from workbench.runners.base import TrialOutcome
 from workbench.store import Store
+from workbench.store.best import best_of
 from workbench.store.store import StoreError
 
 app = typer.Typer(
@@ -80,7 +81,7 @@ def list_studies(
         rows = []
         for s in store.studies():
             evs = store.evaluations(s, with_samples=False)
-            ok = [e.measurement.value for e in evs if e.measurement.outcome is TrialOutcome.OK]
+            best = best_of(evs)
             rows.append(
                 {
                     "id": s.id,
@@ -90,12 +91,13 @@ def list_studies(
                     "device": s.device_key,
                     "evaluations": len(evs),
                     "failed": sum(1 for e in evs if e.measurement.outcome.failed),
-                    "best_value": min(ok) if ok else None,
+                    "best_value": best.measurement.value if best else None,
                     "unit": s.unit,
                     "source": s.replay_source
                     or ("compiled only" if s.compile_only else "measured"),
                     "replay_note": s.replay_note,
-                    "runs": store.run_statuses(s),  # status -> count (abandoned: killed)
+                    # status -> count, in the order of each status's first run (abandoned: killed)
+                    "runs": dict(Counter(r.status for r in store.runs(s))),
                 }
             )
         if as_json:

@@ -11,12 +11,14 @@ from rich.markup import escape
 
 from workbench.cli.common import shown
 from workbench.cli.tables import Column, config_cells, print_table
+from workbench.roofline.timed import Bound
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
 from workbench.search.session import Resumption, TunePlan
 from workbench.search.tuner import Budget, TuneResult
 from workbench.spaces.model import SpaceSpec, base_kernel
 from workbench.static_diff import diff_command as static_diff_command
+from workbench.store import StoredEvaluation
 from workbench.store.store import storage_option
 from workbench.sweep import StaticRecord
 
@@ -30,17 +32,22 @@ def best_text(plan: TunePlan, best: object) -> str:
         rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
         if rate is not None:
             text += f" ({rate:,.1f} {plan.unit}"
-            share = bound_share(plan, best.config, m.value)  # type: ignore[attr-defined]
-            text += f", {share} of the roofline bound)" if share else ")"
+            bound = bound_of(plan, best)  # type: ignore[arg-type]
+            share = percent(bound.fraction) if bound else ""
+            at = f" {bound.clock_text}" if bound and bound.clock_text else ""
+            text += f", {share} of the roofline bound{at})" if share else ")"
     return text
 
 
-def bound_share(plan: TunePlan, config: dict, ms: float) -> str:
-    """``"42%"`` of the roofline bound, or "" when the GPU's roofline is not known."""
-    bound = plan.roofline(config, ms) if plan.roofline is not None else None
-    if bound is None:
-        return ""
-    return f"{bound.fraction:.1%}" if bound.fraction < 0.1 else f"{bound.fraction:.0%}"
+def bound_of(plan: TunePlan, e: StoredEvaluation) -> Bound | None:
+    """Where ``e`` sits under the roofline at the SM clock its samples ran at (None: the GPU's
+    roofline or the config's work is not known)."""
+    return plan.roofline(e.config, e.measurement) if plan.roofline is not None else None
+
+
+def percent(fraction: float) -> str:
+    """``"42%"`` (``"4.2%"`` below 10 %)."""
+    return f"{fraction:.1%}" if fraction < 0.1 else f"{fraction:.0%}"
 
 
 def resume_note(
@@ -116,12 +123,13 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
             "value": plan.throughput(best.config, best.measurement.value),
             "unit": plan.unit,
         }
-        bound = plan.roofline(best.config, best.measurement.value) if plan.roofline else None
-        if bound is not None:  # the share of the roofline bound, and the roofs it is under
+        bound = bound_of(plan, best)
+        if bound is not None:  # the share of the roofline bound, the roofs, the SM clock
             doc["throughput"]["roofline"] = {
                 "fraction": bound.fraction,
                 "limit": bound.limit,
                 "ceilings": list(bound.ceilings),
+                "clock_mhz": bound.clock_mhz if bound.clock_timed else None,
             }
     return doc
 
@@ -206,16 +214,25 @@ def print_top(plan: TunePlan, result: TuneResult, out: Console) -> None:
     columns = [Column("#", "right"), *configs.columns]
     columns.append(Column(f"{objective.name} ({objective.unit})", "right"))
     columns += [Column(plan.unit or "", "right")] if plan.throughput is not None else []
-    columns += [Column("roofline bound", "right")] if plan.roofline is not None else []
+    bounds = [bound_of(plan, e) for e in top]
+    clocks = {b.clock_text for b in bounds if b is not None}
+    one_clock = clocks.pop() if len(clocks) == 1 else None  # said once, in the header
+    if plan.roofline is not None:
+        columns.append(
+            Column(
+                f"roofline bound {one_clock}".strip() if one_clock else "roofline bound", "right"
+            )
+        )
     rows = []
-    for i, (e, config) in enumerate(zip(top, configs.rows, strict=True), 1):
+    for i, (e, config, bound) in enumerate(zip(top, configs.rows, bounds, strict=True), 1):
         value = e.measurement.value
         cells = [str(i), *config, f"{value:.5g}"]
         if plan.throughput is not None:
             rate = plan.throughput(e.config, value)  # type: ignore[arg-type]
             cells.append("" if rate is None else f"{rate:,.1f}")
         if plan.roofline is not None:
-            cells.append(bound_share(plan, e.config, value))  # type: ignore[arg-type]
+            at = f" {bound.clock_text}" if bound and bound.clock_text and not one_clock else ""
+            cells.append(f"{percent(bound.fraction)}{at}" if bound else "")
         rows.append(cells)
     # escaped whole: rich would take an unescaped "[n=1000]" for markup and drop it
     title = shown(f"top configs: {problem.kernel} [{problem.shape_label}] on {device}")

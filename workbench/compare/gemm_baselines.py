@@ -18,6 +18,7 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
 from workbench.compare.problems import Family, Problem
+from workbench.runners.buffers import INT_POISON_BYTE
 from workbench.spaces.schema import Baseline as BaselineKind
 
 # cuBLAS / CUDA enum values (cublas_api.h, library_types.h): part of the C ABI
@@ -25,8 +26,6 @@ CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUDA_R_8I, CUDA_R_32I = 3, 10
 CUBLAS_COMPUTE_32I = 72
 CUBLAS_GEMM_DEFAULT = -1
-#: Byte every output holds before the checked run (see runners.buffers: integer poison).
-POISON_BYTE = 0xA5
 
 
 @register
@@ -72,7 +71,7 @@ class _CublasRun:
         self.beta = np.zeros((), dtype=np.int32)
 
     def poison(self) -> None:
-        self.c.view(self.cp.uint8).fill(POISON_BYTE)
+        self.c.view(self.cp.uint8).fill(INT_POISON_BYTE)
 
     def launch(self) -> None:
         try:
@@ -290,7 +289,7 @@ class _TorchRun:
         self.use_out = True
 
     def poison(self) -> None:
-        self.out.view(self.torch.uint8).fill_(POISON_BYTE)
+        self.out.view(self.torch.uint8).fill_(INT_POISON_BYTE)
 
     def launch(self) -> None:
         try:

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
-from workbench.compare.gemm_baselines import POISON_BYTE, cupy_on_stream
+from workbench.compare.gemm_baselines import cupy_on_stream
 from workbench.compare.problems import Family, Problem
+from workbench.runners.buffers import INT_POISON_BYTE
 from workbench.spaces.schema import Baseline as BaselineKind
 
 #: Output name of the copy baseline (never a kernel output: it is checked against its source).
@@ -133,7 +134,7 @@ class _CopyRun:
         call(cu.cuCtxSynchronize)  # the copy may still be in flight (pageable memory)
 
     def poison(self) -> None:
-        self.call(self.cu.cuMemsetD8Async, self.dst, POISON_BYTE, self.nbytes, self.stream)
+        self.call(self.cu.cuMemsetD8Async, self.dst, INT_POISON_BYTE, self.nbytes, self.stream)
 
     def launch(self) -> None:
         self.call(self.cu.cuMemcpyDtoDAsync, self.dst, self.src, self.nbytes, self.stream)

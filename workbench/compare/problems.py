@@ -13,6 +13,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from workbench.roofline.timed import BANDWIDTH_UNITS
 from workbench.spaces.launch import work_counts
 from workbench.spaces.model import Config, Value
 from workbench.spaces.space import Space
@@ -38,9 +39,6 @@ REFERENCE_FAMILIES: Mapping[str, Family] = {
     "workbench.references.reduce:sum_all": Family.REDUCE,
     "workbench.references.reduce:reduce_rows": Family.REDUCE_ROWS,
 }
-
-#: Work units that mean "this kernel is judged by its bandwidth".
-BANDWIDTH_UNITS = ("GB/s", "TB/s")
 
 
 @dataclass(frozen=True)

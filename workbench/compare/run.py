@@ -16,7 +16,7 @@ import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from workbench.compare.problems import Problem, classify
 from workbench.compare.table import TUNED, Entry, ShapeComparison, Status, fit_ceilings
 from workbench.compare.worker import ArrayFile, BaselineExecutor, BaselineJob, BaselineReply
 from workbench.compiler import CompileCache
-from workbench.roofline import Ceilings, datasheet_ceilings
+from workbench.devices import preset_named
+from workbench.roofline import Ceilings
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.buffers import kernel_arguments, named_scalars, output_buffers
 from workbench.runners.protocol import write_raw
@@ -97,7 +98,10 @@ def compare(plans: Sequence[ShapePlan], options: CompareOptions, log: Log) -> li
                 live = runner.space
                 inputs = runner.inputs_for(plan.config)
                 cc = runner.device.cc
-            out.append(_one_shape(plan, live, inputs, cc, measurement, worker, options, log))
+                # the exact GPU's preset, as tune's share takes it (another part's: wrong roofs)
+                datasheet = preset_named(runner.device.name)
+            shape = _one_shape(plan, live, inputs, cc, measurement, worker, options, log)
+            out.append(replace(shape, datasheet=datasheet))
     return fit_ceilings(out)
 
 
@@ -123,7 +127,6 @@ def _one_shape(
             continue
         log(f"  {sel.name}: {sel.title}")
         entries.append(worker.run(sel, problem, inputs, live, plan.config, expected))
-    ceilings = Ceilings(options.ceilings).add(datasheet_ceilings(live.device))
     return ShapeComparison(
         problem=problem,
         precision=work_precision(live),
@@ -132,7 +135,7 @@ def _one_shape(
         tuned=tuned,
         baselines=tuple(entries),
         notes=tuple(notes),
-        ceilings=ceilings,
+        ceilings=Ceilings(options.ceilings),
     )
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from workbench.compare.table import ShapeComparison
 from workbench.spaces.model import config_label
 from workbench.store import Store
+from workbench.store.mapping import record_from_row
 from workbench.store.models import Comparison
 
 
@@ -117,9 +118,7 @@ def save_comparisons(
 
 
 def _bound_labels(c: ShapeComparison, entry: Any) -> list[str]:
-    from workbench.compare.table import roofline_bound
-
-    b = roofline_bound(entry, c.precision, c.ceilings)
+    b = c.bound(entry)
     return list(b.ceilings) if b else []
 
 
@@ -145,32 +144,4 @@ def load_comparisons(
 
 
 def _record(row: Comparison) -> ComparisonRecord:
-    return ComparisonRecord(
-        id=row.id,
-        batch=row.batch,
-        kernel=row.kernel,
-        device=row.device,
-        shape_label=row.shape_label,
-        shape=dict(row.shape or {}),
-        config_key=row.config_key,
-        params=dict(row.params or {}),
-        config_origin=row.config_origin,
-        contender=row.contender,
-        title=row.title,
-        library=row.library,
-        status=row.status,
-        reason=row.reason or "",
-        median_ms=row.median_ms,
-        ci_low_ms=row.ci_low_ms,
-        ci_high_ms=row.ci_high_ms,
-        samples=tuple(row.samples or ()),
-        throughput=row.throughput,
-        unit=row.unit,
-        bound_fraction=row.bound_fraction,
-        bound=row.bound,
-        ceilings=tuple(row.ceilings or ()),
-        speedup=row.speedup,
-        verify_max_error=row.verify_max_error,
-        study_id=row.study_id,
-        created_at=row.created_at,
-    )
+    return record_from_row(ComparisonRecord, row)

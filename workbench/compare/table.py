@@ -6,11 +6,12 @@ Definitions (each row is one contender on one shape; times are medians of one ca
   says), or its minimum bytes over the time (GB/s) for bandwidth-bound kernels; the copy
   baseline's bytes are what it reads plus what it writes;
 - % of roofline bound: achieved / attainable at the work model's arithmetic intensity
-  (operations per minimum DRAM byte), under the best ceilings known (measured, else
-  datasheet; each named with its source), raised to the fastest contender measured under them
-  (:func:`fit_ceilings`: a roof is never below a measurement, so no share is above 100 %);
-  attainable = min(compute roof, intensity x DRAM roof); with no operations, the bandwidth
-  over the DRAM roof;
+  (operations per minimum DRAM byte), under the best ceilings known (measured, else the
+  datasheet's, compute scaled to the SM clock the contender's samples ran at; each named with
+  its source), raised to the fastest contender measured under them (:func:`fit_ceilings`: a
+  roof is never below a measurement, so no share is above 100 %); attainable = min(compute
+  roof, intensity x DRAM roof); with no operations, the bandwidth over the DRAM roof. The math
+  is :mod:`workbench.roofline.timed`'s, shared with ``tune``;
 - speedup vs a baseline: the baseline's median over the tuned config's median (above 1: the
   tuned config is faster).
 """
@@ -22,8 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workbench.compare.problems import BANDWIDTH_UNITS, Problem
-from workbench.roofline import Ceilings, Reached, RooflinePoint, raise_to_reached, share
+from workbench.compare.problems import Problem
+from workbench.devices import DeviceSpec
+from workbench.roofline import Ceiling, Ceilings, Reached, raise_to_reached
+from workbench.roofline.timed import (
+    Bound,
+    rate_in_unit,
+    timed_bound,
+    timed_reached,
+    timed_roofs,
+)
 
 #: The contender name of the tuned config in tables, JSON and the store.
 TUNED = "tuned"
@@ -59,29 +68,25 @@ class Entry:
     def timed(self) -> bool:
         return self.status is Status.OK and self.median_ms is not None and self.median_ms > 0
 
-
-@dataclass(frozen=True)
-class Bound:
-    """Where a contender sits under the roofline."""
-
-    fraction: float  #: achieved / attainable
-    limit: str  #: ``compute`` or ``memory``
-    attainable: float  #: in the unit of the limiting roof (OP/s or B/s)
-    ceilings: tuple[str, ...]  #: labels of the roofs used, with their source
+    @property
+    def seconds(self) -> float | None:
+        """The median time of one call in seconds (None: not timed)."""
+        return self.median_ms * 1e-3 if self.timed else None  # type: ignore[operator]
 
 
 def throughput(entry: Entry, unit: str) -> float | None:
-    """Operations (TOPS / TFLOP/s) or bytes (GB/s) per second in the space's unit."""
+    """Operations (TOPS / TFLOP/s) or bytes (GB/s) per second in the space's unit
+    (:func:`~workbench.roofline.timed.rate_in_unit`; None for an entry not timed)."""
     if not entry.timed:
         return None
-    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
-    if unit in BANDWIDTH_UNITS:
-        return entry.nbytes / seconds / (1e12 if unit == "TB/s" else 1e9)
-    return entry.ops / seconds / 1e12
+    return rate_in_unit(entry.ops, entry.nbytes, entry.seconds, unit)  # type: ignore[arg-type]
 
 
-def roofline_bound(entry: Entry, precision: str, ceilings: Ceilings) -> Bound | None:
-    """The share of the roofline bound ``entry`` reaches (None: not timed, or no roofs).
+def roofline_bound(
+    entry: Entry, precision: str, ceilings: Ceilings, at_mhz: float | None = None
+) -> Bound | None:
+    """The share of the roofline bound ``entry`` reaches under ``ceilings`` (None: not timed,
+    or no roofs; :func:`~workbench.roofline.timed.timed_bound`).
 
     Raises:
         ShareAboveRoofError: ``entry`` beats a roof (``ceilings`` were not raised to it:
@@ -89,18 +94,15 @@ def roofline_bound(entry: Entry, precision: str, ceilings: Ceilings) -> Bound | 
     """
     if not entry.timed:
         return None
-    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
-    memory = ceilings.best("dram")
-    compute = ceilings.best(precision)
-    if entry.ops > 0 and entry.nbytes > 0 and compute is not None and memory is not None:
-        point = RooflinePoint(
-            precision, "dram", entry.ops / entry.nbytes, entry.ops / seconds, compute, memory
-        )
-        return Bound(point.fraction, point.bound, point.attainable, (compute.label, memory.label))
-    if entry.nbytes > 0 and memory is not None:
-        fraction = share(entry.nbytes / seconds, memory.value, f"{entry.contender} bandwidth")
-        return Bound(fraction, "memory", memory.value, (memory.label,))
-    return None
+    return timed_bound(
+        entry.ops,
+        entry.nbytes,
+        entry.seconds,
+        precision,
+        ceilings,
+        entry.contender,
+        at_mhz,  # type: ignore[arg-type]
+    )
 
 
 def reached(entry: Entry, precision: str, who: str) -> list[Reached]:
@@ -108,11 +110,7 @@ def reached(entry: Entry, precision: str, who: str) -> list[Reached]:
     and the work model's bytes per second at DRAM (none for an entry not timed)."""
     if not entry.timed:
         return []
-    seconds = entry.median_ms * 1e-3  # type: ignore[operator]
-    return [
-        Reached(precision, entry.ops / seconds, who),
-        Reached("dram", entry.nbytes / seconds, who),
-    ]
+    return timed_reached(entry.ops, entry.nbytes, entry.seconds, precision, who)  # type: ignore[arg-type]
 
 
 def speedup(tuned: Entry, other: Entry) -> float | None:
@@ -133,9 +131,15 @@ class ShapeComparison:
     tuned: Entry
     baselines: tuple[Entry, ...]
     notes: tuple[str, ...] = ()
+    #: roofs of no clock of their own (measured), raised by :func:`fit_ceilings`
     ceilings: Ceilings = field(default_factory=Ceilings)
     #: the roofs :func:`fit_ceilings` raised to a contender, and to whom
     ceiling_notes: tuple[str, ...] = ()
+    #: the GPU's preset, whose datasheet roofs each contender is placed under at the SM clock
+    #: its samples ran at (:func:`~workbench.roofline.timed.timed_roofs`)
+    datasheet: DeviceSpec | None = None
+    #: every contender's rates (of all shapes of the run), which no roof may be below
+    reached: tuple[Reached, ...] = ()
 
     @property
     def shape_label(self) -> str:
@@ -145,9 +149,31 @@ class ShapeComparison:
     def entries(self) -> tuple[Entry, ...]:
         return (self.tuned, *self.baselines)
 
+    def roofs(self, entry: Entry) -> tuple[Ceilings, float | None]:
+        """The roofs ``entry`` is placed under, and the SM clock its samples ran at: the
+        measured ones and the datasheet's at that clock, raised to every contender."""
+        roofs, at = timed_roofs(self.datasheet, entry.sm_clock_mhz, self.ceilings)
+        return raise_to_reached(roofs, self.reached)[0], at
+
+    def bound(self, entry: Entry) -> Bound | None:
+        """``entry``'s share of the roofline bound at the clock its samples ran at (None: not
+        timed, or no roofs).
+
+        Raises:
+            ShareAboveRoofError: ``entry`` beats a roof (not raised to it: :func:`fit_ceilings`).
+        """
+        roofs, at = self.roofs(entry)
+        return roofline_bound(entry, self.precision, roofs, at)
+
+    def all_roofs(self) -> list[Ceiling]:
+        """Every roof a timed contender is placed under (each clock's datasheet roofs), once."""
+        timed = [e for e in self.entries if e.timed] or [self.tuned]
+        found = {c.label: c for e in timed for c in self.roofs(e)[0]}
+        return list(found.values())
+
     def row(self, entry: Entry) -> dict[str, Any]:
         """One contender as plain data (JSON, the store)."""
-        b = roofline_bound(entry, self.precision, self.ceilings)
+        b = self.bound(entry)
         is_tuned = entry.contender == TUNED
         return {
             "name": entry.contender,
@@ -161,6 +187,7 @@ class ShapeComparison:
             "unit": self.unit_of(entry),
             "bound_fraction": b.fraction if b else None,
             "bound": b.limit if b else None,
+            "bound_clock_mhz": b.clock_mhz if b and b.clock_timed else None,
             "speedup": None if is_tuned else speedup(self.tuned, entry),
             "verify_max_error": entry.verify_max_error,
             "library": entry.library,
@@ -199,7 +226,11 @@ def fit_ceilings(comparisons: Sequence[ShapeComparison]) -> list[ShapeComparison
     out = []
     for c in comparisons:
         ceilings, notes = raise_to_reached(c.ceilings, found)
-        out.append(replace(c, ceilings=ceilings, ceiling_notes=notes))
+        for e in c.entries:  # the datasheet's roofs at each contender's clock
+            roofs, _ = timed_roofs(c.datasheet, e.sm_clock_mhz, ceilings)
+            notes += raise_to_reached(roofs, found)[1]
+        notes = tuple(dict.fromkeys(notes))
+        out.append(replace(c, ceilings=ceilings, ceiling_notes=notes, reached=tuple(found)))
     return out
 
 
@@ -219,10 +250,11 @@ def format_rows(comparisons: Sequence[ShapeComparison]) -> list[list[str]]:
             if ci and ci[0] is not None and time:
                 time += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
             tp = "" if r["throughput"] is None else f"{r['throughput']:.4g} {r['unit']}"
+            at = f" at {r['bound_clock_mhz']:,.0f} MHz" if r["bound_clock_mhz"] else ""
             bound = (
                 ""
                 if r["bound_fraction"] is None
-                else (f"{100 * r['bound_fraction']:.1f}% ({r['bound']})")
+                else (f"{100 * r['bound_fraction']:.1f}% ({r['bound']}{at})")
             )
             sp = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
             status = e.status.value + (f": {e.reason}" if e.reason and not e.timed else "")

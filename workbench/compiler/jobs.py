@@ -17,7 +17,7 @@ from pathlib import Path
 
 from workbench.compiler.options import CompileOptions
 from workbench.errors import CompileError, ExpressionError
-from workbench.spaces.model import Value, read_source
+from workbench.spaces.model import PLACEHOLDER, Value, read_source
 from workbench.spaces.schema import Role
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version, tool_version
@@ -28,7 +28,6 @@ PTX_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: ``#include "name"`` or ``#include <name>``: the bracket, then the name
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.MULTILINE)
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-TEMPLATE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def _fill_template(template: str, space: Space, config: Mapping[str, Value]) -> 
             return "true" if v else "false"
         return str(v)
 
-    return TEMPLATE_PLACEHOLDER.sub(value, template)
+    return PLACEHOLDER.sub(value, template)
 
 
 def substitute_ptx(text: str, values: Mapping[str, Value], filename: str) -> str:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from workbench.profile.errors import ReportError
 from workbench.profile.metrics import MetricSet, metrics_of
-from workbench.profile.ncu import NVTX_DOMAIN
 from workbench.profile.nvperf import is_ncu_side
 from workbench.profile.profiler import record_from_kernel
 from workbench.profile.report import KernelProfile, Report, load_report
 from workbench.profile.storage import ProfileRecord
+from workbench.runners.protocol import NVTX_DOMAIN
 from workbench.spaces.model import Config, parse_config_label
 
 

@@ -33,11 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.profile.errors import NcuProblem, NcuUnavailable
-from workbench.runners.protocol import nvtx_range
+from workbench.runners.protocol import NVTX_DOMAIN, nvtx_range
 
 NCU_ENV = "WORKBENCH_NCU"
-#: NVTX domain of the CUDA runner's ranges (``workbench.runners.cuda.worker.NVTX_DOMAIN``).
-NVTX_DOMAIN = "workbench"
 #: Longest a profile may take (s): replaying one launch for ~100 metrics takes tens of passes.
 NCU_TIMEOUT_S = 600.0
 #: Marker of the line the profiled process prints with its outcome (JSON follows).

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from workbench.errors import ConfigError
 from workbench.store import Store, StudyInfo
+from workbench.store.best import StudySelection, Variants, select_studies, study_best
+from workbench.store.mapping import record_from_row, row_from_record
 from workbench.store.models import Profile
 
 
@@ -87,28 +90,8 @@ def save_profile(store: Store, record: ProfileRecord) -> int:
     Raises:
         StoreError: the database failed.
     """
-    row = Profile(
-        study_id=record.study_id,
-        kernel=record.kernel,
-        config_key=record.config_key,
-        params=dict(record.params) if record.params is not None else None,
-        shape_label=record.shape_label,
-        source=record.source,
-        source_file=record.source_file,
-        source_sha256=record.source_sha256,
-        report_index=record.report_index,
-        function_name=record.function_name,
-        demangled_name=record.demangled_name,
-        mangled_name=record.mangled_name,
-        device=record.device,
-        chip=record.chip,
-        cc=record.cc,
-        metric_set=record.metric_set,
-        metrics=_finite(record.metrics),
-        strings=dict(record.strings) or None,
-        missing=list(record.missing) or None,
-        notes=list(record.notes) or None,
-        command=record.command,
+    row = row_from_record(
+        Profile, record, skip=("id", "created_at"), metrics=_finite(record.metrics)
     )
     with store.session() as s:
         s.add(row)
@@ -143,39 +126,15 @@ def load_profiles(
 
 
 def _record(row: Profile) -> ProfileRecord:
-    return ProfileRecord(
-        id=row.id,
-        created_at=row.created_at,
-        kernel=row.kernel,
-        source=row.source,
-        metric_set=row.metric_set,
-        metrics=dict(row.metrics or {}),
-        config_key=row.config_key,
-        params=row.params,
-        shape_label=row.shape_label,
-        study_id=row.study_id,
-        source_file=row.source_file,
-        source_sha256=row.source_sha256,
-        report_index=row.report_index,
-        function_name=row.function_name,
-        demangled_name=row.demangled_name,
-        mangled_name=row.mangled_name,
-        device=row.device,
-        chip=row.chip,
-        cc=row.cc,
-        strings=dict(row.strings or {}),
-        missing=tuple(row.missing or ()),
-        notes=tuple(row.notes or ()),
-        command=row.command,
-    )
+    return record_from_row(ProfileRecord, row)
 
 
 def best_config(
     store: Store, kernel: str, shape: str, study: str | None = None, device: str | None = None
 ) -> tuple[dict[str, object], StudyInfo]:
-    """The fastest correct config of ``kernel`` at ``shape`` in the store, and its study
-    (a study of one of its problem variants, ``reduce[OP=sum]``, counts as the kernel's, unless
-    ``kernel`` names the variant itself; compile-only studies, which measured nothing, do not).
+    """The best config (:mod:`workbench.store.best`) of ``kernel`` at ``shape`` in the store,
+    and its study: a study of one of its problem variants, ``reduce[OP=sum]``, counts as the
+    kernel's, unless ``kernel`` names the variant itself (:attr:`Variants.AS_NAMED`).
 
     With several studies (one per device or variant), ``study`` names one (by name, id or a
     unique part of the name), else the one of ``device`` is taken.
@@ -184,22 +143,13 @@ def best_config(
         ConfigError: no such study, several and none chosen, or no correct evaluation.
         StoreError: the database failed.
     """
-    from workbench.errors import ConfigError
-    from workbench.spaces.model import base_kernel
-
     if study is not None:
         try:
             found = [store.find_study(study)]
         except ConfigError as exc:
             raise ConfigError(f"--config best: {exc}") from None
     else:
-        found = [
-            s
-            for s in store.studies()
-            if kernel in (s.kernel, base_kernel(s.kernel))
-            and s.shape_label == shape
-            and not s.compile_only
-        ]
+        found = select_studies(store, StudySelection(kernel, Variants.AS_NAMED, shape))
     if len(found) > 1 and device is not None:
         found = [s for s in found if s.device_key == device] or found
     if not found:
@@ -211,7 +161,7 @@ def best_config(
         names = "; ".join(s.name for s in found)
         raise ConfigError(f"--config best: several studies match ({names}); pass --study NAME")
     chosen = found[0]
-    best = store.best(chosen)
+    best = study_best(store, chosen)
     if best is None:
         raise ConfigError(f"--config best: study {chosen.name!r} has no correct evaluation")
     return dict(best.config), chosen

@@ -32,7 +32,8 @@ from workbench.runners.base import Runner
 from workbench.runners.timing import Noise, StoppingRule, TimingOptions
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
 from workbench.spaces.model import Config, config_label
-from workbench.store import Store, StoredEvaluation
+from workbench.store import Store
+from workbench.store.best import StudySelection, Variants, best_selected
 
 #: Regression timing: at least 50 samples and 0.2 s of kernel time, until the median's 95 %
 #: interval is within +-0.25 % (blind to rare outliers), capped at 2000 samples or 10 s. The
@@ -75,21 +76,15 @@ class Recorded:
 def best_from_studies(
     store: Store, kernel: str, shape_label: str, device_key: str
 ) -> Config | None:
-    """The fastest OK config in the tune studies of (kernel, shape, device), or None.
+    """The best config (:mod:`workbench.store.best`) of the tune studies of exactly this
+    kernel (its pinned variant, if any), shape and device, or None.
 
     Raises:
         StoreError: the store is damaged.
     """
-    best: StoredEvaluation | None = None
-    for study in store.studies():
-        if (study.kernel, study.shape_label, study.device_key) != (kernel, shape_label, device_key):
-            continue
-        found = store.best(study)
-        if found is None:
-            continue
-        if best is None or found.measurement.value < best.measurement.value:  # type: ignore[operator]
-            best = found
-    return dict(best.config) if best else None
+    selection = StudySelection(kernel, Variants.EXACT, shape_label, device_key)
+    found = best_selected(store, selection)
+    return dict(found[1].config) if found else None
 
 
 def choose_targets(

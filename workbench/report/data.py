@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from workbench.runners.base import TrialOutcome
 from workbench.search.drift import DriftCheck
 from workbench.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.best import ranked
 from workbench.store.environments import EnvironmentInfo, environment_info
 from workbench.store.models import Environment, Evaluation, Run
 from workbench.store.study_space import study_space
@@ -55,9 +55,8 @@ class StudyData:
 
     @property
     def ok(self) -> list[StoredEvaluation]:
-        """Correct evaluations, fastest first."""
-        good = [e for e in self.evaluations if e.measurement.outcome is TrialOutcome.OK]
-        return sorted(good, key=lambda e: e.measurement.value or 0.0)
+        """Correct evaluations, best first (:mod:`workbench.store.best`)."""
+        return ranked(self.evaluations)
 
     @property
     def best(self) -> StoredEvaluation | None:

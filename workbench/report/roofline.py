@@ -14,7 +14,6 @@ between them (:func:`launch_labels`).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -38,6 +37,7 @@ from workbench.roofline import (
     raise_to_reached,
     roofline_points,
 )
+from workbench.roofline.timed import median_clock_mhz
 from workbench.spaces.model import config_label
 from workbench.store.store import StoredEvaluation
 from workbench.units import si
@@ -266,10 +266,8 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
 
 
 def timed_clock_mhz(evaluations: list[StoredEvaluation]) -> float | None:
-    """The median SM clock of these evaluations' timed samples (NVML, per sample), or None
-    when none was recorded (a replay of a recording without clocks)."""
-    clocks = [c for e in evaluations for c in e.measurement.sm_clock_mhz if c and c == c]
-    return float(statistics.median(clocks)) if clocks else None
+    """The median SM clock of these evaluations' timed samples (None: none recorded)."""
+    return median_clock_mhz(c for e in evaluations for c in e.measurement.sm_clock_mhz)
 
 
 def _shown(ceilings: Ceilings, sets: list[PointSet]) -> tuple[Ceiling, ...]:

@@ -92,7 +92,7 @@ def resource_rows(records: tuple[StaticRecord, ...]) -> list[list[object]]:
                 r.limiting_factor,
                 r.sass_instructions,
                 " ".join(r.global_memory_ops) or None,
-                "; ".join(r.lints) or None,
+                "; ".join(x.text for x in r.lints) or None,
             ]
         )
     return rows

@@ -1,5 +1,7 @@
 """Roofline math in one place: ceilings (measured, Nsight Compute, datasheet), achieved work
-and bandwidth per memory level, arithmetic intensity, ridge points and bounds."""
+and bandwidth per memory level, arithmetic intensity, ridge points and bounds, and the
+timing-only roofline of ``tune`` and ``compare`` (throughput in the space's unit, the share of
+the bound at the SM clock the samples ran at: :mod:`workbench.roofline.timed`)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,23 @@ from workbench.roofline.model import (
     roofline_points,
     sparse_by_rate,
 )
+from workbench.roofline.timed import (
+    BANDWIDTH_UNITS,
+    Bound,
+    clocked_bound,
+    median_clock_mhz,
+    rate_in_unit,
+    timed_bound,
+    timed_reached,
+    timed_roofs,
+)
 
 __all__ = [
+    "BANDWIDTH_UNITS",
     "SPARSE",
     "SPARSE_COUNTERS",
     "Achieved",
+    "Bound",
     "Ceiling",
     "CeilingFileError",
     "CeilingKind",
@@ -52,15 +66,21 @@ __all__ = [
     "attainable",
     "bandwidth_fractions",
     "checked_share",
+    "clocked_bound",
     "datasheet_ceilings",
     "measured_ceilings",
+    "median_clock_mhz",
     "ncu_ceilings",
     "raise_to_reached",
+    "rate_in_unit",
     "ridge_point",
     "roofline_points",
     "sector_ceilings",
     "share",
     "sparse_by_rate",
     "tensor_ceilings",
+    "timed_bound",
+    "timed_reached",
+    "timed_roofs",
     "unit_clock",
 ]

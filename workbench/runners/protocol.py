@@ -45,6 +45,11 @@ class InputsLoaded:
     seconds: float
 
 
+#: NVTX domain of every range the CUDA worker opens around a config's launches, and the one the
+#: profiler's ``--nvtx-include`` selects (the two must be one: else ncu profiles nothing).
+NVTX_DOMAIN = "workbench"
+
+
 def nvtx_range(kernel: str, config_label: str) -> str:
     """The NVTX range name of a config's launches (``KernelJob.label``): ``kernel:config``,
     with no ``/``, which ncu's ``--nvtx-include`` reads as the step into a nested range."""

@@ -29,6 +29,7 @@ from workbench.analysis.signature import require_matching_arguments
 from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
 from workbench.devices import DeviceSpec
 from workbench.errors import ArchError, CompileError, ConfigError, ToolchainError, WorkbenchError
+from workbench.roofline.timed import rate_in_unit
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.buffers import (
     draw_named_input,
@@ -61,7 +62,7 @@ from workbench.runners.supervisor import (
 )
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
-from workbench.spaces.launch import launch_geometry, work_rates
+from workbench.spaces.launch import launch_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version
@@ -500,11 +501,19 @@ def fault_measurement(fault: WorkerFault, label: str, **extra: Any) -> Measureme
 
 
 def throughput(space: Space, config: Config, median_ms: float) -> dict[str, float]:
-    """Achieved rates at the median time, from the space's work model ({} when it fails)."""
-    rates = work_rates(space, config, median_ms)
-    if rates is None:
+    """Achieved rates at the median time, from the space's work model, in GB/s and TOPS
+    whatever the space's unit ({} when the model fails or the time is not positive)."""
+    try:
+        ops, nbytes = work_counts(space, config)
+    except ConfigError:
         return {}
-    return {"gb_per_s": rates[0] / 1e9, "tera_ops_per_s": rates[1] / 1e12}
+    if not median_ms > 0:
+        return {}
+    seconds = median_ms * 1e-3
+    return {
+        "gb_per_s": rate_in_unit(ops, nbytes, seconds, "GB/s"),
+        "tera_ops_per_s": rate_in_unit(ops, nbytes, seconds, "TOPS"),
+    }
 
 
 def timing_note(summary: TimingSummary, timing: Timing, notes: tuple[str, ...]) -> str:

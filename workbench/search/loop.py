@@ -40,6 +40,7 @@ from workbench.search.proposers import Proposer
 from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, StoredEvaluation, StudyInfo
+from workbench.store.best import best_of, ranked
 
 #: Random draws of the cartesian product that look for an open valid config in a space too
 #: large to enumerate, before the draw gives up.
@@ -105,17 +106,10 @@ class TuneResult:
         return [c for c in self.drift if c.drifted]
 
     def top(self, n: int = 10) -> list[StoredEvaluation]:
-        ok = [e for e in self.history if e.measurement.outcome is TrialOutcome.OK]
-        return sorted(ok, key=lambda e: e.measurement.value)[:n]  # type: ignore[arg-type,return-value]
+        return ranked(self.history)[:n]
 
 
 OnEvaluation = Callable[[StoredEvaluation, StoredEvaluation | None], None]
-
-
-def best_of(history: Sequence[StoredEvaluation]) -> StoredEvaluation | None:
-    """The fastest correct evaluation (a failed one never wins)."""
-    ok = [e for e in history if e.measurement.outcome is TrialOutcome.OK]
-    return min(ok, key=lambda e: e.measurement.value) if ok else None  # type: ignore[arg-type,return-value]
 
 
 def since_best(values: Sequence[float]) -> int:

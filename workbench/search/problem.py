@@ -24,10 +24,10 @@ from workbench.runners.recordings import Recording
 from workbench.spaces.model import Config, Value, config_label, shape_label
 from workbench.spaces.space import Space, WalkTimeout
 
-#: Spaces up to this many valid points are enumerated (for the default, random and brute-force
+#: Spaces up to this many valid points are listed (for the default, random and brute-force
 #: samplers, and for escaping duplicate proposals); of a larger one, a uniform sample of this
-#: many is kept.
-ENUMERATE_LIMIT = 500_000
+#: many is kept (not ``Space.sample``'s limit on the product: ``spaces.space.SAMPLE_LIST_LIMIT``).
+VALID_LIST_LIMIT = 500_000
 #: ... provided the enumeration (a pruned walk of the product) ends within this time.
 ENUMERATE_SECONDS = 60.0
 #: Configs drawn to say what rules out every config of an empty space.
@@ -177,7 +177,7 @@ class SpaceProblem(Problem):
         return out + [v.message for v in self.space.explain(config)]
 
     def valid_configs(self) -> list[Config] | None:
-        """Every valid config, or, past ENUMERATE_LIMIT of them, a uniform sample of that
+        """Every valid config, or, past VALID_LIST_LIMIT of them, a uniform sample of that
         many (the same one each time: a resumed search sees the same set; see
         ``valid_total``); None when listing takes longer than ENUMERATE_SECONDS."""
         if self._valid is None and not self._too_large:
@@ -186,7 +186,7 @@ class SpaceProblem(Problem):
             # sparse space are almost all invalid
             try:
                 walked = self.space.reservoir(
-                    ENUMERATE_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
+                    VALID_LIST_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
                 )
             except WalkTimeout:
                 self._too_large = True
@@ -233,7 +233,7 @@ class RecordedSpaceProblem(SpaceProblem):
     def unanswerable(self) -> int | None:
         """The space's valid configs the recording lacks, when the space is small enough to
         count (its product within the enumeration limit)."""
-        if self.cartesian_size > ENUMERATE_LIMIT:
+        if self.cartesian_size > VALID_LIST_LIMIT:
             return None
         try:
             counted = self.space.reservoir(

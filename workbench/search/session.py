@@ -13,25 +13,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.compare.table import TUNED, Bound, Entry, Status, reached, roofline_bound
 from workbench.devices import preset_named
 from workbench.errors import ConfigError
-from workbench.roofline import Ceilings, datasheet_ceilings, raise_to_reached
-from workbench.runners.base import DeviceInfo, Runner
+from workbench.roofline.timed import Bound, clocked_bound, rate_in_unit
+from workbench.runners.base import DeviceInfo, Measurement, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordedSpaceProblem, RecordingProblem
 from workbench.search.tuner import Budget
-from workbench.spaces.launch import work_counts, work_precision, work_rates
+from workbench.spaces.launch import work_counts, work_precision
 from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, space_sha256
 from workbench.spaces.space import Space
 from workbench.store import RunSummary, Store, StudyInfo
 from workbench.store.exchange import recording_study
 
 Throughput = Callable[[Config, float], float | None]
-#: Where a config's time (ms) sits under the roofline of the GPU that measured it (None: its
-#: work is unknown for that config)
-RooflineBound = Callable[[Config, float], Bound | None]
+#: Where a config's measurement sits under the roofline of the GPU that measured it, at the SM
+#: clock its samples ran at (None: its work is unknown for that config)
+RooflineBound = Callable[[Config, Measurement], Bound | None]
 
 
 @dataclass
@@ -206,40 +205,45 @@ def space_study(
 
 
 def throughput_of(space: Space) -> tuple[str, Throughput]:
+    """The space's unit, and a config's throughput in it at a time (ms) from the work model
+    (:func:`~workbench.roofline.timed.rate_in_unit`; None: the model fails for the config)."""
     unit = space.spec.work.unit
 
     def per_second(config: Config, ms: float) -> float | None:
-        rates = work_rates(space, config, ms)
-        if rates is None:
+        try:
+            ops, nbytes = work_counts(space, config)
+        except ConfigError:
             return None
-        return rates[0] / 1e9 if unit == "GB/s" else rates[1] / 1e12
+        return rate_in_unit(ops, nbytes, ms * 1e-3, unit) if ms and ms > 0 else None
 
     return unit, per_second
 
 
 def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
-    """A config's share of the roofline bound on the GPU that measured it (``device``): the
-    space's work model (operations, minimum bytes) over the time, against the datasheet
-    ceilings of that GPU's preset (compute at the work's precision, DRAM), as ``workbench
-    compare`` computes it. None when no preset is that exact GPU: another part's roofline
-    (an H200 NVL's, a PCIe A100's) would give a wrong share. Asked of the study's best, it
-    raises a roof the best beats to the best's rate (the fastest measured), which the
-    bound's ceiling labels then say."""
+    """A config's share of the roofline bound on the GPU that measured it (``device``), at the
+    SM clock its samples ran at: the space's work model (operations, minimum bytes) over the
+    time, against the datasheet ceilings of that GPU's preset (compute at the work's precision,
+    scaled to the samples' median clock; DRAM), as ``workbench compare`` computes it
+    (:func:`~workbench.roofline.timed.clocked_bound`). None when no preset is that exact GPU:
+    another part's roofline (an H200 NVL's, a PCIe A100's) would give a wrong share. Asked of
+    the study's best, it raises a roof the best beats to the best's rate (the fastest
+    measured), which the bound's ceiling labels then say."""
 
     preset = preset_named(device.name)
     if preset is None:
         return None
-    ceilings = Ceilings(datasheet_ceilings(preset))
     precision = work_precision(space)
 
-    def bound(config: Config, ms: float) -> Bound | None:
+    def bound(config: Config, m: Measurement) -> Bound | None:
         try:
             ops, nbytes = work_counts(space, config)
         except ConfigError:
             return None
-        entry = Entry(TUNED, "", Status.OK, median_ms=ms, ops=ops, nbytes=nbytes)
-        roofs, _ = raise_to_reached(ceilings, reached(entry, precision, "the best config"))
-        return roofline_bound(entry, precision, roofs)
+        if m.value is None or not m.value > 0:
+            return None
+        seconds, who = m.value * 1e-3, "the best config"
+        clocks = m.sm_clock_mhz
+        return clocked_bound(ops, nbytes, seconds, precision, preset, clocks, who)[0]
 
     return bound
 

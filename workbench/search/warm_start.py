@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from workbench.errors import ConfigError
 from workbench.search.problem import Problem
-from workbench.spaces.model import Config, Value, base_kernel, config_label
+from workbench.spaces.model import Config, Value, config_label
 from workbench.store import Store, StudyInfo
+from workbench.store.best import StudySelection, Variants, select_studies, study_best
 
 #: ``--enqueue best`` evaluates the best of this many other studies at most (the nearest
 #: first: same GPU, then by age): each costs an evaluation, and misleading ones add up (on the
@@ -73,19 +74,18 @@ def fit_config(problem: Problem, config: Mapping[str, Value]) -> tuple[Config | 
 def best_elsewhere(
     store: Store, problem: Problem, study: StudyInfo, source: str | None = None
 ) -> list[WarmStart]:
-    """The fastest correct config of each other study of the same kernel (studies on the same
-    device first, then in the order they were created), or of the study ``source`` names (by
-    name, id or a unique part of the name; any kernel), each fitted to ``problem``.
+    """The best config (:mod:`workbench.store.best`) of each other measured study of the same
+    kernel, any problem variant (studies on the same device first, then in the order they were
+    created), or of the study ``source`` names (by name, id or a unique part of the name; any
+    kernel), each fitted to ``problem``.
 
     Raises:
         ConfigError: ``source`` names no study in the store, several, or this one.
         StoreError: the database failed.
     """
     if source is None:
-        kernel = base_kernel(study.kernel)
-        chosen = [
-            s for s in store.studies() if s.id != study.id and base_kernel(s.kernel) == kernel
-        ]
+        family = select_studies(store, StudySelection(study.kernel, Variants.FAMILY))
+        chosen = [s for s in family if s.id != study.id]
         chosen.sort(key=lambda s: (s.device_key != study.device_key, s.id))
     else:
         try:
@@ -99,7 +99,7 @@ def best_elsewhere(
             )
     found = []
     for other in chosen:
-        best = store.best(other)
+        best = study_best(store, other)
         if best is None:
             found.append(WarmStart(other, None, None, "it has no correct evaluation"))
             continue

@@ -78,19 +78,6 @@ def _int(value: object, what: str, minimum: int = 1) -> int:
     return value
 
 
-def work_rates(space: Space, config: Mapping[str, Value], ms: float) -> tuple[float, float] | None:
-    """Bytes and operations per second at ``ms`` per launch, from the space's work model; None
-    when the model fails for the config or the time is not positive."""
-    if not ms or ms <= 0:
-        return None
-    try:
-        ops, nbytes = work_counts(space, config)
-    except ConfigError:
-        return None
-    seconds = ms * 1e-3
-    return nbytes / seconds, ops / seconds
-
-
 def work_precision(space: Space) -> str:
     """Which compute ceiling a kernel's throughput is compared with (the roofline of tune,
     compare, the report and the event-timing profile), from its inputs' dtypes."""

@@ -8,7 +8,6 @@ the project, defaults lie in their domains, roles fit the language. Every error 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from workbench.expressions import Expression
 from workbench.spaces import schema
 from workbench.spaces.model import (
     MAX_SOURCE_BYTES,
+    PLACEHOLDER,
     ArgSpec,
     Constraint,
     ExpectSass,
@@ -44,7 +44,6 @@ from workbench.toolchain import Arch
 PROJECT_MARKERS = (".git", "pyproject.toml", "workbench.toml")
 #: A cartesian domain this large is almost surely a typo in a range.
 MAX_DOMAIN_VALUES = 10_000
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def load_space(path: str | Path) -> SpaceSpec:

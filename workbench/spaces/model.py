@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,10 @@ from workbench.spaces.schema import Baseline, Distribution, DType, Role
 Value = bool | int | float | str
 Config = dict[str, Value]
 Shape = dict[str, int]
+
+#: A parameter's place in an entry template (``gemm<{BM}, {BN}>``): the loader checks each names
+#: a parameter, the compiler fills them in.
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: The most bytes a kernel source (or a header it includes) may hold: 50x the largest header of
 #: the CUDA toolkit (cuda.h, 1.3 MB); a source is read whole, hashed and handed to NVRTC.

@@ -21,8 +21,9 @@ from workbench.expressions import Expression
 from workbench.spaces.model import Config, Constraint, Shape, SpaceSpec, Value
 from workbench.toolchain import Arch
 
-#: Below this many cartesian points, sampling enumerates the valid set; above, it rejects.
-ENUMERATE_LIMIT = 200_000
+#: Up to this many cartesian points, ``sample`` lists the valid set to draw from; above, it
+#: rejects (not the search's limit on valid configs listed: ``search.problem.VALID_LIST_LIMIT``).
+SAMPLE_LIST_LIMIT = 200_000
 #: Rejection sampling draws for this long before it walks the valid set instead (a sparse
 #: space: the int8 GEMM's 498,692 valid configs are 0.08% of its product).
 REJECTION_SECONDS = 5.0
@@ -351,7 +352,7 @@ class Space:
         """
         rng = random.Random(seed)
         fixed = dict(fixed or {})
-        if self.cartesian_size <= ENUMERATE_LIMIT:
+        if self.cartesian_size <= SAMPLE_LIST_LIMIT:
             if self._valid_cache is None:
                 self._valid_cache = list(self._walk())
             valid = self._valid_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.store.mapping import record_from_row
 from workbench.store.models import Environment
 
 #: Environment fields a change point or a check reports, with their display names.
@@ -74,19 +75,7 @@ class EnvironmentInfo:
 
 def environment_info(env: Environment) -> EnvironmentInfo:
     """The facts of a stored environment row."""
-    return EnvironmentInfo(
-        id=env.id,
-        gpu_name=env.gpu_name,
-        cc=env.cc,
-        driver=env.driver,
-        cuda=env.cuda,
-        toolkit=env.toolkit,
-        sm_clock_max_mhz=env.sm_clock_max_mhz,
-        git_commit=env.git_commit,
-        git_dirty=env.git_dirty,
-        hostname=env.hostname,
-        replay_source=env.replay_source,
-    )
+    return record_from_row(EnvironmentInfo, env)
 
 
 def _short(value: object) -> str:

@@ -49,6 +49,7 @@ from workbench.errors import ConfigError, WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.spaces.model import Config, Value, config_label
 from workbench.store import models
+from workbench.store.mapping import record_from_row
 from workbench.store.models import (
     SCHEMA_VERSION,
     Comparison,
@@ -484,17 +485,6 @@ class Store:
                 )
             return len(gone)
 
-    def run_statuses(self, study: StudyInfo) -> dict[str, int]:
-        """How many runs of the study are in each status (running, finished, abandoned...)."""
-        with self.session() as s:
-            rows = s.execute(
-                select(Run.status, func.count(Run.id))
-                .where(Run.study_id == study.id)
-                .group_by(Run.status)
-                .order_by(func.min(Run.id))
-            ).all()
-            return {status: n for status, n in rows}
-
     def record_drift(self, run_id: int, checks: Sequence[Mapping[str, object]]) -> None:
         """Store the run's drift checks so far (every one, replacing the previous list)."""
         with self.session() as s:
@@ -590,23 +580,15 @@ class Store:
             rows = s.scalars(
                 select(Evaluation).where(Evaluation.study_id == study.id).order_by(Evaluation.id)
             ).all()
-            return [_stored(i, ev, with_samples) for i, ev in enumerate(rows)]
+            return [stored_evaluation(i, ev, with_samples) for i, ev in enumerate(rows)]
 
     def best(self, study: StudyInfo) -> StoredEvaluation | None:
-        """The fastest correct evaluation of a study (the first committed among equals, with
-        its samples), or None when it has none: one indexed query, not a read of the study."""
-        with self.reading("evaluations"), self.session() as s:
-            ev = s.scalars(
-                select(Evaluation)
-                .where(
-                    Evaluation.study_id == study.id,
-                    Evaluation.outcome == TrialOutcome.OK.value,
-                    Evaluation.value.is_not(None),
-                )
-                .order_by(Evaluation.value, Evaluation.id)
-                .limit(1)
-            ).first()
-            return None if ev is None else _stored(-1, ev, True)
+        """The study's best evaluation under the store's one rule (:mod:`workbench.store.best`:
+        measured before replayed, lowest median, tightest interval, earliest), with its
+        samples; None when it has no correct one."""
+        from workbench.store.best import study_best
+
+        return study_best(self, study)
 
     def lookup(self, study: StudyInfo, config: Config) -> StoredEvaluation | None:
         """The evaluation of ``config`` in ``study``, if there is one (with its samples)."""
@@ -617,7 +599,7 @@ class Store:
                     Evaluation.study_id == study.id, Evaluation.config_key == key
                 )
             )
-            return None if ev is None else _stored(-1, ev, True)
+            return None if ev is None else stored_evaluation(-1, ev, True)
 
     @contextmanager
     def exclusive(self, study: StudyInfo) -> Iterator[None]:
@@ -777,7 +759,7 @@ def study_name(kernel: str, shape_label: str, device_key: str) -> str:
     return f"{kernel} | {shape_label} | {device_key}"
 
 
-def _stored(sequence: int, ev: Evaluation, with_samples: bool) -> StoredEvaluation:
+def stored_evaluation(sequence: int, ev: Evaluation, with_samples: bool) -> StoredEvaluation:
     m = Measurement(
         outcome=TrialOutcome(ev.outcome),
         value=ev.value,
@@ -803,23 +785,8 @@ def _aware(when: dt.datetime | None) -> dt.datetime | None:
 
 
 def _study_info(row: Study) -> StudyInfo:
-    return StudyInfo(
-        id=row.id,
-        name=row.name,
-        kernel=row.kernel,
-        shape_label=row.shape_label,
-        device_key=row.device_key,
-        arch=row.arch,
-        parameters=tuple((n, tuple(v)) for n, v in row.parameters),
-        objective=row.objective,
-        unit=row.unit,
-        replay_source=row.replay_source,
-        recorded_optimum=row.recorded_optimum,
-        work=row.work,
-        replay_note=row.replay_note,
-        space_path=row.space_path,
-        space_sha256=row.space_sha256,
-    )
+    parameters = tuple((n, tuple(v)) for n, v in row.parameters)
+    return record_from_row(StudyInfo, row, parameters=parameters)
 
 
 #: Run statuses the store itself sets (the others: finished, interrupted, failed).

@@ -33,6 +33,7 @@ from workbench.runners.cuda.driver import (
 )
 from workbench.runners.cuda.nvml import ClockReader
 from workbench.runners.protocol import (
+    NVTX_DOMAIN,
     InputsLoaded,
     KernelJob,
     LoadInputs,
@@ -49,8 +50,6 @@ from workbench.runners.timing import TimingOptions, is_throttled
 MODULE_CACHE = 32
 #: Longest gap between progress reports while warming up or timing (s).
 HEARTBEAT_S = 0.25
-#: NVTX domain of every range the worker opens.
-NVTX_DOMAIN = "workbench"
 
 
 class NvtxRanges:
