@@ -19,6 +19,7 @@ from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.report.parallel import draw_parallel
+from workbench.report.phases import draw_phases, gather_phases, phases_note, phases_table
 from workbench.report.roofline import (
     Roofline,
     draw_roofline,
@@ -84,6 +85,12 @@ def study_page(
             )
     else:
         hist.text("The study has no evaluation yet.", "missing")
+    runs = gather_phases(data)
+    if runs:
+        sec = page.section("Where the time went", "phases")
+        sec.figure(draw_phases(runs))
+        sec.html(phases_table(runs))
+        sec.note(phases_note(runs))
     imp = page.section("Parameter importance", "importance")
     importance = gather_importance(data)
     imp.note(f"Method: {importance.method}.")

@@ -76,6 +76,7 @@ class RunOnce:
 class OutputFiles:
     paths: Mapping[str, str]
     seconds: float  #: wall time of the launch and its synchronisation
+    load_seconds: float = 0.0  #: loading the module and setting its launch attributes
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class Timing:
     warmup_launches: int
     seconds: float  #: wall time of warm-up and sampling
     clock_note: str = ""  #: why no clock was read ("" when it was)
+    warmup_seconds: float = 0.0  #: ... of which warm-up
+    load_seconds: float = 0.0  #: loading the module and setting its launch attributes
 
 
 def write_raw(path: Path | str, array: np.ndarray) -> int:

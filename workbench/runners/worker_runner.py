@@ -39,6 +39,7 @@ from workbench.runners.buffers import (
     named_scalars,
     output_buffers,
 )
+from workbench.runners.phases import Phase, PhaseTimes
 from workbench.runners.protocol import (
     InputFile,
     KernelJob,
@@ -123,6 +124,8 @@ class WorkerRunner(Runner):
         self.launch_timeout_s = launch_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.verdicts: dict[str, Verdict] = {}
+        #: where this runner's time went, summed over its evaluations
+        self.phases = PhaseTimes()
         #: called with each config and its compile result (failures included), before it runs
         self.on_compiled: Callable[[Config, CompileResult], None] | None = None
         self._supervisor = Supervisor(
@@ -167,8 +170,15 @@ class WorkerRunner(Runner):
         """
         return self._inputs.get(config).arrays
 
+    def phase_times(self) -> PhaseTimes:
+        return self.phases
+
     def evaluate(self, config: Config) -> Measurement:
-        config = dict(config)
+        # what no other phase accounts for is the worker's: round trips, job setup
+        with self.phases.timed(Phase.WORKER):
+            return self._evaluate(dict(config))
+
+    def _evaluate(self, config: Config) -> Measurement:
         problems = self.space.explain(config)
         if problems:
             return Measurement.failure(
@@ -180,7 +190,8 @@ class WorkerRunner(Runner):
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds}
         try:
             job = kernel_job(self.space, config, compiled)
-            inputs = self._inputs.get(config)
+            with self.phases.timed(Phase.INPUTS):
+                inputs = self._inputs.get(config)
         except ConfigError as exc:
             return Measurement.failure(TrialOutcome.INFEASIBLE, str(exc), **extra)
         label = config_label(config)
@@ -198,6 +209,9 @@ class WorkerRunner(Runner):
             raise
         except WorkerFault as fault:
             return fault_measurement(fault, job.label, **extra)
+        self.phases.add(Phase.MODULE_LOAD, timing.load_seconds)
+        self.phases.add(Phase.WARMUP, timing.warmup_seconds)
+        self.phases.add(Phase.TIMING, timing.seconds - timing.warmup_seconds)
         return self._measurement(config, timing, extra)
 
     def close(self) -> None:
@@ -207,13 +221,15 @@ class WorkerRunner(Runner):
     # -- stages --------------------------------------------------------------------------
     def _compile(self, config: Config) -> CompileResult | Measurement:
         try:
-            result = compile_job(make_job(self.space, config), self.cache)
+            with self.phases.timed(Phase.COMPILE):
+                result = self.compiled(config)
         except ToolchainError:
             raise
         except CompileError as exc:
             return Measurement.failure(TrialOutcome.COMPILE_FAILED, str(exc))
         if self.on_compiled is not None:
-            self.on_compiled(config, result)
+            with self.phases.timed(Phase.STORE):
+                self.on_compiled(config, result)
         if not result.ok or result.cubin is None or not result.entry:
             log = result.log.strip() or "no binary or no entry symbol"
             return Measurement.failure(
@@ -223,14 +239,28 @@ class WorkerRunner(Runner):
         require_matching_arguments(self.space.spec, result.cubin, result.entry, result.ptx)
         return result
 
+    def compiled(self, config: Config) -> CompileResult:
+        """``config``'s compile result, from the cache or NVRTC.
+
+        Raises:
+            CompileError, ToolchainError: as :func:`~workbench.compiler.compile_job`.
+        """
+        return compile_job(make_job(self.space, config), self.cache)
+
     def _verify(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
         out_dir = self._tmp / "outputs"
         out_dir.mkdir(exist_ok=True)
-        reply: OutputFiles = self._request(
-            RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch", inputs
-        )
+        if inputs.expected is not None:  # the reference's outputs: once per input set
+            with self.phases.timed(Phase.INPUTS):
+                inputs.expected.get(config, named_scalars(job.args), job.outputs)
+        with self.phases.timed(Phase.VERIFICATION):
+            reply: OutputFiles = self._request(
+                RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch", inputs
+            )
+            self.phases.add(Phase.MODULE_LOAD, reply.load_seconds)
         try:
-            return output_verdict(self.space, config, job, inputs, reply)
+            with self.phases.timed(Phase.VERIFICATION):
+                return output_verdict(self.space, config, job, inputs, reply)
         finally:  # the arrays are memory-mapped: unlinking keeps them readable until dropped
             for path in reply.paths.values():
                 Path(path).unlink(missing_ok=True)
@@ -241,9 +271,12 @@ class WorkerRunner(Runner):
             self._supervisor.start()
             generation = self._supervisor.generation
             try:
-                self._supervisor.call(
-                    LoadInputs(inputs.key, inputs.files), self.startup_timeout_s, "loading inputs"
-                )
+                with self.phases.timed(Phase.INPUTS):
+                    self._supervisor.call(
+                        LoadInputs(inputs.key, inputs.files),
+                        self.startup_timeout_s,
+                        "loading inputs",
+                    )
             except WorkerFault as fault:
                 raise WorkbenchError(f"cannot load the inputs into the worker: {fault}") from fault
             self._loaded = (generation, inputs.key)

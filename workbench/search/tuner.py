@@ -126,6 +126,9 @@ class StoreLedger(Ledger):
     def record_drift(self, checks: list[dict[str, object]]) -> None:
         self.store.record_drift(self.run_id, checks)
 
+    def record_phases(self, phases: Mapping[str, float]) -> None:
+        self.store.record_phases(self.run_id, phases)
+
 
 class Tuner:
     """Search one study: ``problem`` for validity, ``runner`` for measurements."""

@@ -15,6 +15,7 @@ kills the worker when it hears nothing for its per-launch timeout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -118,6 +119,7 @@ def measure(
         launch()
         warmups += 1
         beat("warm-up", f"{unit} {warmups}")
+    warmed = time.perf_counter()
     rule = opts.rule.clone()
     rule.reset()
     max_clock = clocks.max_sm_clock_mhz if clocks else None
@@ -143,6 +145,7 @@ def measure(
         warmup_launches=warmups,
         seconds=time.perf_counter() - start,
         clock_note=clock_note,
+        warmup_seconds=warmed - start,
     )
 
 
@@ -237,9 +240,11 @@ class CudaExecutor:
             buf = self.outputs[out.name] = self.gpu.alloc(out.nbytes)
         return DeviceBuffer(buf.ptr, out.nbytes)
 
-    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list]:
+    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list, float]:
         progress("loading module")
+        start = time.perf_counter()
         kernel = self._kernel(job)
+        loaded = time.perf_counter() - start
         outputs = [(o, self._output(o)) for o in job.outputs]
         buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
         for arg in job.args:
@@ -248,11 +253,11 @@ class CudaExecutor:
                 raise _NotLoaded(f"buffer {name} is not loaded (inputs: {self.inputs_key})")
         addresses = {name: buf.ptr for name, buf in buffers.items()}
         args = launch_arguments(job.args, addresses, self.gpu.encode_tensor_map)
-        return kernel, args, outputs
+        return kernel, args, outputs, loaded
 
     def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
         job = request.job
-        kernel, args, outputs = self._prepare(job, progress)
+        kernel, args, outputs, loaded = self._prepare(job, progress)
         with self.ranges.range(job.label):
             progress("filling outputs")
             for out, buf in outputs:
@@ -270,11 +275,11 @@ class CudaExecutor:
             path = Path(request.out_dir) / f"{out.name}.npy"
             write_raw(path, host)
             paths[out.name] = str(path)
-        return OutputFiles(paths, seconds)
+        return OutputFiles(paths, seconds, load_seconds=loaded)
 
     def _time(self, request: TimeKernel, progress: Progress) -> Timing:
         job, opts = request.job, request.options
-        kernel, args, outputs = self._prepare(job, progress)
+        kernel, args, outputs, loaded = self._prepare(job, progress)
         resets = [(o, b) for o, b in outputs if o.reset_each_launch]
 
         def reset() -> None:
@@ -286,7 +291,7 @@ class CudaExecutor:
             self.gpu.synchronize()
 
         with self.ranges.range(job.label):
-            return measure(
+            timing = measure(
                 opts,
                 launch=launch,
                 timed_launch=lambda: self.gpu.timed_launch(kernel, job.launch, args),
@@ -296,6 +301,7 @@ class CudaExecutor:
                 beat=Heartbeat(progress),
                 before_launch=reset,
             )
+        return dataclasses.replace(timing, load_seconds=loaded)
 
     def close(self) -> None:
         for kernel in self.kernels.values():
