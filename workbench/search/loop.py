@@ -30,6 +30,7 @@ import math
 import random
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -292,6 +293,7 @@ class Search:
         command: str | None = None,
         drift_every: int | None = None,
         on_drift: Callable[[DriftCheck], None] | None = None,
+        ahead: int = 1,
     ) -> None:
         self.ledger = ledger
         self.problem = ledger.problem
@@ -307,6 +309,10 @@ class Search:
         self.proposals = 0  #: proposer answers and random draws (repeats and infeasible too)
         self.stalled = 0  #: proposals in a row that brought nothing to measure
         self.started = 0.0
+        #: proposals reserved before their turn (more than one: the runner prepares them, e.g.
+        #: compiles them in the background, while the one before is measured)
+        self.ahead = max(1, ahead)
+        self.queue: deque[Slot] = deque()
 
     def run(self, budget: Budget) -> TuneResult:
         """Search until the budget is used, the space is exhausted, or Ctrl-C.
@@ -390,24 +396,50 @@ class Search:
                 if standing.busy:
                     ledger.wait()
                     continue
-                with phases.timed(Phase.SEARCH):
-                    config = self._pick(proposer)
-                if config is None:  # nothing open: others hold the rest, or the space is done
+                self._fill(proposer, budget, standing)
+                if not self.queue:  # nothing open: others hold the rest, or the space is done
                     if ledger.wait():
                         continue
                     return StopReason.EXHAUSTED
-                key = self.problem.key(config)
-                with phases.timed(Phase.STORE):
-                    slot = ledger.reserve(config, key, budget)
-                if slot is None:  # taken meanwhile: the next round reads by whom
-                    proposer.observe(config, ledger.known(key) or IN_FLIGHT)
-                    self.stalled += 1
-                    continue
+                slot = self.queue.popleft()
             self._measure(proposer, slot)
+
+    def _fill(self, proposer: Proposer, budget: Budget, standing: Standing) -> None:
+        """Reserve proposals up to ``ahead`` of them (within the evaluation budget), the runner
+        preparing each when there are several; stops early when a reservation fails (taken
+        meanwhile: the next round reads by whom)."""
+        phases = self.ledger.stats.phases
+        room = self.ahead - len(self.queue)
+        if budget.evaluations is not None:
+            room = min(room, budget.evaluations - standing.complete - len(self.queue))
+        while room > 0 or not self.queue:
+            with phases.timed(Phase.SEARCH):
+                config = self._pick(proposer)
+            if config is None:
+                return
+            key = self.problem.key(config)
+            with phases.timed(Phase.STORE):
+                slot = self.ledger.reserve(config, key, budget)
+            if slot is None:
+                with phases.timed(Phase.SEARCH):
+                    proposer.observe(config, self.ledger.known(key) or IN_FLIGHT)
+                self.stalled += 1
+                return
+            self.queue.append(slot)
+            room -= 1
+            if self.ahead > 1:
+                self.runner.prepare(config)
+
+    def _open(self, key: str) -> bool:
+        """Nothing is known of ``key`` and it is not waiting for its turn."""
+        return self.ledger.known(key) is None and all(s.key != key for s in self.queue)
 
     def _answer(self, config: Config) -> Measurement | None:
         """What a proposal is answered with instead of a measurement; None: measure it."""
-        known = self.ledger.known(self.problem.key(config))
+        key = self.problem.key(config)
+        if any(s.key == key for s in self.queue):
+            return IN_FLIGHT
+        known = self.ledger.known(key)
         if known is None and self.problem.violations(config):
             return INFEASIBLE
         return known
@@ -425,7 +457,7 @@ class Search:
                 return config
             proposer.observe(config, answer)
             self.stalled += 1
-        config = draw_open(self.problem, self.rng, lambda key: self.ledger.known(key) is None)
+        config = draw_open(self.problem, self.rng, self._open)
         if config is not None:
             self.proposals += 1
             self.stalled = 0

@@ -148,6 +148,7 @@ class Tuner:
         command: str | None = None,
         drift_every: int | None = None,
         on_drift: Callable[[DriftCheck], None] | None = None,
+        ahead: int = 1,
     ) -> None:
         self.ledger = StoreLedger(problem, store, study, environment_id)
         self.search = Search(
@@ -160,6 +161,7 @@ class Tuner:
             command=command,
             drift_every=drift_every,
             on_drift=on_drift,
+            ahead=ahead,
         )
 
     @property
