@@ -25,7 +25,7 @@ def best_text(plan: TunePlan, best: object) -> str:
     if best is None:
         return "best: -"
     m = best.measurement  # type: ignore[attr-defined]
-    text = f"best {m.value:.4g} ms"
+    text = f"best {m.value:.4g} {plan.runner.objective.unit}"
     if plan.throughput is not None:
         rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
         if rate is not None:

@@ -13,6 +13,7 @@ from workbench.report.accuracy import draw_accuracy, gather_accuracy
 from workbench.report.baselines import Baselines
 from workbench.report.compiled import draw_compiled, gather_compiled
 from workbench.report.data import StudyData
+from workbench.report.energy import draw_time_energy, gather_time_energy
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
@@ -129,6 +130,15 @@ def study_page(
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
     _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
     add_counter_sections(page, profiles, NO_PROFILE, measured)
+    te = gather_time_energy(data)
+    if te is not None:
+        sec = page.section("Time and energy", "energy")
+        sec.figure(draw_time_energy(te))
+        sec.note(
+            f"{len(te.front)} of {len(te.labels)} configs are on the Pareto front: none is both "
+            "faster and leaner (energy per launch from the GPU's energy counter over the timed "
+            "samples, L2 flushes included, or from the recording)."
+        )
     acc = gather_accuracy(data)
     if acc is not None:
         sec = page.section("Error next to speed", "accuracy")

@@ -128,6 +128,10 @@ class Runner(ABC):
     def evaluate(self, config: Config) -> Measurement:
         """Measure one configuration (valid in its space)."""
 
+    def prepare(self, config: Config) -> None:  # noqa: B027 - optional hook
+        """Start what can be done for ``config`` before it is evaluated (compile it in the
+        background while other configs are measured); evaluating it later is the same."""
+
     def phase_times(self) -> PhaseTimes | None:
         """Where this runner's evaluations spent their time so far, summed (None: not kept;
         the search then counts the runner's time as :attr:`Phase.WORKER`)."""
