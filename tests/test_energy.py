@@ -16,7 +16,7 @@ from workbench.report.data import gather_study
 from workbench.report.energy import gather_time_energy, pareto_front
 from workbench.runners.cuda.worker import measure
 from workbench.runners.protocol import Timing
-from workbench.runners.timing import StopReason, StoppingRule, TimingOptions
+from workbench.runners.timing import StoppingRule, StopReason, TimingOptions
 from workbench.runners.worker_runner import energy_metrics
 from workbench.store import Store
 
