@@ -470,6 +470,11 @@ def gpu_verification_agrees(configs: int = 4) -> dict[str, object]:
 def report(results: list[PipelineResult], simulated: bool) -> str:
     what = "SIMULATED from the H200 run's costs (not measured)" if simulated else "measured"
     lines = [f"evaluations per minute, old vs new pipeline ({what}):"]
+    if simulated:
+        lines.append(
+            "  ('verification' holds the H200 run's rest of each evaluation: the host "
+            "verification, worker round trips, store and search there)"
+        )
     for label in dict.fromkeys(r.label for r in results):
         old, new = [r for r in results if r.label == label]
         t = new.seconds if simulated else min(old.seconds, new.seconds)
