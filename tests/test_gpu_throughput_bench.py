@@ -52,3 +52,12 @@ def test_the_simulation_runs_both_pipelines_and_says_it_is_simulated(tmp_path: P
     # the old pipeline's simulated wall is the H200 run's, within its first evaluation's extra
     assert 30 < big_old["seconds"] < 41
     assert results["gemm_int8 8192^3", "new"]["gpu_busy"] > big_old["gpu_busy"]
+
+
+def test_the_racing_rule_is_estimated_on_every_recorded_sample() -> None:
+    bench = load_bench()
+    (path,) = bench.RECORDINGS.glob("gemm_int8/*M8192_N8192_K8192.json.gz")
+    r = bench.racing_estimate(path, orders=5)
+    assert r.evaluated == 5 * 13  # every config after the first, in each order
+    assert 0 < r.abandoned < r.evaluated and r.false_abandons == 0
+    assert 0.3 < r.samples_saved < 0.9
