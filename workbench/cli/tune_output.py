@@ -205,7 +205,7 @@ def phases_line(result: TuneResult, *, live: bool) -> str:
     """Where the run's wall time went; measured live: the evaluations per minute and the share
     of the time the GPU ran candidate kernels."""
     phases = result.phases
-    line = f"Time: {phases.total:.1f} s: {phases.describe()}"
+    line = f"Time: {phases.total:.3g} s: {phases.describe()}"
     busy = phases.gpu_busy
     if live and busy is not None and result.new_evaluations:
         rate = 60 * result.new_evaluations / phases.total
