@@ -431,6 +431,23 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             on_request=True,  # (recorded on 2026-12-04: reduce beat CUB 1.27x)
         ),
         Step(
+            "gpu_throughput",
+            "old vs new tune pipeline: evaluations/min, GPU busy, phases (gemm_int8 4096^3 and "
+            "8192^3, reduce; 20 s each) and the GPU's verification against the host's",
+            [
+                *(py, "benchmarks/gpu_throughput.py", "--gpu", "--seconds", "20"),
+                *("--json", str(lay.results / "gpu_throughput.json")),
+            ],
+            420,
+            *walls.derived(
+                "tune_gemm_int8_4096",
+                242.5,
+                "6 tunes of 20 s, each with run1's 23.5 s around its 25 s search, and ~30 s of "
+                "verification checks",
+            ),
+            on_request=True,  # (no room in a plain run; DEVICE_CHECK_ONLY=gpu_throughput)
+        ),
+        Step(
             "recordings_main",
             "tune studies of gemm_int8/reduce -> recordings",
             [

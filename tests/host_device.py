@@ -124,11 +124,17 @@ class HostDevice:
         arch: the compute capability it claims (its limits are that arch's preset's).
         record: a file to append each launch to as a JSON line (a worker process's launches,
             read by the test in the parent).
+        sample_ms: what a timed launch reports (None: a timed launch raises, since nothing
+            runs; a number lets the worker's timing protocol run through, for tests of what
+            surrounds the samples, never of their values).
     """
 
-    def __init__(self, arch: str = "sm_90", record: Path | str | None = None) -> None:
+    def __init__(
+        self, arch: str = "sm_90", record: Path | str | None = None, sample_ms: float | None = None
+    ) -> None:
         self.arch = Arch.parse(arch)
         self.record = Path(record) if record is not None else None
+        self.sample_ms = sample_ms
         self.allocations: dict[int, np.ndarray] = {}
         self.launches: list[Launched] = []
         #: (tensor map, address) of every map encoded, in order
@@ -214,7 +220,10 @@ class HostDevice:
         pass
 
     def timed_launch(self, kernel: Kernel, launch: Launch, args: ArgPack) -> float:
-        raise NotImplementedError("nothing runs on host memory: there is no time to measure")
+        if self.sample_ms is None:
+            raise NotImplementedError("nothing runs on host memory: there is no time to measure")
+        self.launch(kernel, launch, args)
+        return self.sample_ms
 
     def close(self) -> None:
         self.allocations.clear()
@@ -229,7 +238,7 @@ def launch_record(launched: Launched) -> Mapping[str, object]:
     }
 
 
-def host_executor(record: str) -> CudaExecutor:
+def host_executor(record: str, sample_ms: float | None = None) -> CudaExecutor:
     """The CUDA worker's executor on host memory, its launches appended to ``record``
     (picklable through ``functools.partial``: a worker's ``executor_factory``)."""
-    return CudaExecutor(gpu=HostDevice(record=record))  # type: ignore[arg-type]
+    return CudaExecutor(gpu=HostDevice(record=record, sample_ms=sample_ms))  # type: ignore[arg-type]

@@ -379,7 +379,9 @@ def test_measure_follows_the_protocol_for_configs_and_baselines() -> None:
 
     events: list[str] = []
     speeds = iter([1400.0, 600.0] * 50)  # every other sample at 600 of 1500 MHz: throttled
-    clocks = SimpleNamespace(max_sm_clock_mhz=1500.0, sm_clock_mhz=lambda: next(speeds))
+    clocks = SimpleNamespace(
+        max_sm_clock_mhz=1500.0, sm_clock_mhz=lambda: next(speeds), energy_mj=lambda: None
+    )
     opts = TimingOptions(
         rule=StoppingRule(min_samples=4, max_noise=1.0, min_time_s=0.0, max_samples=50),
         warmup_s=0.0,

@@ -549,7 +549,7 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
     with psycopg.connect(url) as db:
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")
         db.execute("ALTER TABLE runs DROP COLUMN drift")
-        for column in ("host", "pid", "pid_scope"):
+        for column in ("host", "pid", "pid_scope", "phases"):
             db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     store = Store(url)

@@ -127,7 +127,7 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
 
 def as_version_1(path: Path) -> None:
     """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``,
-    no ``runs.host``, ``pid``, ``pid_scope``)."""
+    no ``runs.host``, ``pid``, ``pid_scope``, no ``runs.phases``)."""
     edit(
         path,
         "ALTER TABLE studies DROP COLUMN replay_note",
@@ -135,6 +135,7 @@ def as_version_1(path: Path) -> None:
         "ALTER TABLE runs DROP COLUMN host",
         "ALTER TABLE runs DROP COLUMN pid",
         "ALTER TABLE runs DROP COLUMN pid_scope",
+        "ALTER TABLE runs DROP COLUMN phases",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
 

@@ -44,6 +44,7 @@ from workbench.cli.tune_output import (
     summary,
 )
 from workbench.compiler import CompileCache
+from workbench.runners.objectives import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY, DriftCheck
 from workbench.search.planning import Source, TuneSetup, compile_batches, first_configs, plan_tune
 from workbench.search.request import (
@@ -51,6 +52,7 @@ from workbench.search.request import (
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_S,
     NO_GPU_SAMPLE,
+    Pipeline,
     TuneRequest,
 )
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
@@ -186,6 +188,26 @@ SampleOpt = Annotated[
         show_default=False,
     ),
 ]
+PipelineOpt = Annotated[
+    Pipeline,
+    typer.Option(
+        help="On a GPU: 'old' compiles, verifies on the host and times one config at a time; "
+        "'new' compiles the next proposals on every core while one is timed and compares "
+        "outputs on the GPU (experimental until measured on a GPU: "
+        "benchmarks/gpu_throughput.py).",
+        case_sensitive=False,
+    ),
+]
+
+ObjectiveOpt = Annotated[
+    ObjectiveKind,
+    typer.Option(
+        help="What the search minimises: 'time' per launch; 'energy' per launch (joules from "
+        "NVML's energy counter, or a recording's energy); 'edp' energy x time. Energy and edp "
+        "tune a study of their own (NAME | energy).",
+        case_sensitive=False,
+    ),
+]
 
 
 def tune(
@@ -216,6 +238,8 @@ def tune(
     sample: SampleOpt = None,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
+    pipeline: PipelineOpt = Pipeline.OLD,
+    objective: ObjectiveOpt = ObjectiveKind.TIME,
 ) -> None:
     """Tune a kernel: search its space for the fastest correct config.
 
@@ -252,6 +276,8 @@ def tune(
             sample=sample,
             jobs=jobs,
             cache_dir=cache_dir,
+            pipeline=pipeline,
+            objective=objective,
         )
         if shared:
             from workbench.cli.scale_cmds import tune_shared
@@ -401,6 +427,7 @@ def _run(
             command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
             drift_every=request.drift_every,
             on_drift=on_drift,
+            ahead=request.pipeline.ahead if plan.runner.replay_source is None else 1,
         )
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
         best = best_text(plan, store.best(plan.study))

@@ -27,7 +27,7 @@ def best_text(plan: TunePlan, best: object) -> str:
     if best is None:
         return "best: -"
     m = best.measurement  # type: ignore[attr-defined]
-    text = f"best {m.value:.4g} ms"
+    text = f"best {m.value:.4g} {plan.runner.objective.unit}"
     if plan.throughput is not None:
         rate = plan.throughput(best.config, m.value)  # type: ignore[attr-defined]
         if rate is not None:
@@ -111,6 +111,8 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
         "stop": result.stop.value,
         "unanswered": result.unanswered,
         "store": url,
+        "phases": result.phases.to_json(),
+        "gpu_busy": result.phases.gpu_busy if plan.runner.replay_source is None else None,
     }
     if plan.recorded_optimum is not None:
         doc["recorded_optimum"] = plan.recorded_optimum
@@ -183,6 +185,9 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
             f"{move} {s['proposed']}/{s['improved']}" for move, s in result.moves.items()
         )
         out.print(f"Search moves (proposed/improved the best): {used}")  # type: ignore[attr-defined]
+    if result.phases.total > 0:
+        live = plan.runner.replay_source is None
+        out.print(escape(phases_line(result, live=live)))  # type: ignore[attr-defined]
     if result.drift:
         drifted = result.drifted
         what = (
@@ -202,6 +207,18 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         out.print(escape(f"For your build: {command}{where}"))  # type: ignore[attr-defined]
         if command := diff_command(plan, where):
             out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
+
+
+def phases_line(result: TuneResult, *, live: bool) -> str:
+    """Where the run's wall time went; measured live: the evaluations per minute and the share
+    of the time the GPU ran candidate kernels."""
+    phases = result.phases
+    line = f"Time: {phases.total:.3g} s: {phases.describe()}"
+    busy = phases.gpu_busy
+    if live and busy is not None and result.new_evaluations:
+        rate = 60 * result.new_evaluations / phases.total
+        line += f"; {rate:.1f} evaluations/min, GPU busy with candidates {busy:.0%}"
+    return line + "."
 
 
 def print_top(plan: TunePlan, result: TuneResult, out: Console) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from workbench.compiler.cache import CompileCache
-from workbench.compiler.driver import compile_job, compile_jobs
+from workbench.compiler.driver import CompileAhead, compile_job, compile_jobs
 from workbench.compiler.jobs import CompileJob, make_job
 from workbench.compiler.options import CompileOptions
 from workbench.compiler.result import CompileResult
 
 __all__ = [
+    "CompileAhead",
     "CompileCache",
     "CompileJob",
     "CompileOptions",

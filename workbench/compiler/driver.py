@@ -12,7 +12,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
 from workbench.compiler.cache import CompileCache
@@ -182,3 +182,57 @@ def _compile_in_pool(
         if on_result:
             on_result(result)
     return out
+
+
+class CompileAhead:
+    """Compiles jobs in background processes while the caller does something else (a search
+    times one config on the GPU while the next proposals compile on every core).
+
+    Args:
+        cache: the compile cache the processes write to (and the caller reads hits from).
+        workers: processes (default: one per available core).
+    """
+
+    def __init__(self, cache: CompileCache | None, workers: int | None = None) -> None:
+        self.cache = cache
+        self.workers = workers or default_workers()
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: dict[str, Future[CompileResult]] = {}
+
+    def submit(self, job: CompileJob) -> None:
+        """Start compiling ``job`` (nothing when it is cached or already started)."""
+        key = job.key()
+        if key in self._futures or (self.cache is not None and self.cache.get(key) is not None):
+            return
+        if self._pool is None:  # spawn: NVRTC must not inherit the parent's locks
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        cache_root = str(self.cache.root) if self.cache is not None else None
+        self._futures[key] = self._pool.submit(_worker, job, cache_root)
+
+    def pending(self) -> int:
+        """Jobs started and not yet collected."""
+        return len(self._futures)
+
+    def result(self, job: CompileJob) -> CompileResult:
+        """``job``'s result: waited for when it was started, else compiled here.
+
+        Raises:
+            ToolchainError: the toolchain is missing.
+        """
+        key = job.key()
+        future = self._futures.pop(key, None)
+        if future is None:
+            return compile_job(job, self.cache)
+        try:
+            return future.result()
+        except BrokenProcessPool:  # a job crashed the pool: this one is retried alone
+            self.close()
+            return _compile_in_pool({key: job}, self.cache, 1, None)[key]
+
+    def close(self) -> None:
+        """Stop the processes (jobs not collected are dropped)."""
+        pool, self._pool = self._pool, None
+        self._futures.clear()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -43,6 +43,7 @@ class RunFacts:
     environment: EnvironmentInfo | None
     evaluations: int
     drift: tuple[DriftCheck, ...] = ()  #: re-timings of the run's reference config
+    phases: Mapping[str, float] | None = None  #: seconds per phase of its wall time
 
 
 @dataclass(frozen=True)
@@ -150,4 +151,5 @@ def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:
         environment=environment_info(env) if env is not None else None,
         evaluations=evaluations,
         drift=tuple(DriftCheck.from_json(c) for c in run.drift or ()),
+        phases=run.phases,
     )

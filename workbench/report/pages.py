@@ -13,12 +13,14 @@ from workbench.report.accuracy import draw_accuracy, gather_accuracy
 from workbench.report.baselines import Baselines
 from workbench.report.compiled import draw_compiled, gather_compiled
 from workbench.report.data import StudyData
+from workbench.report.energy import draw_time_energy, gather_time_energy
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.report.parallel import draw_parallel
+from workbench.report.phases import draw_phases, gather_phases, phases_note, phases_table
 from workbench.report.roofline import (
     Roofline,
     draw_roofline,
@@ -84,6 +86,12 @@ def study_page(
             )
     else:
         hist.text("The study has no evaluation yet.", "missing")
+    runs = gather_phases(data)
+    if runs:
+        sec = page.section("Where the time went", "phases")
+        sec.figure(draw_phases(runs))
+        sec.html(phases_table(runs))
+        sec.note(phases_note(runs))
     imp = page.section("Parameter importance", "importance")
     importance = gather_importance(data)
     imp.note(f"Method: {importance.method}.")
@@ -122,6 +130,15 @@ def study_page(
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
     _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
     add_counter_sections(page, profiles, NO_PROFILE, measured)
+    te = gather_time_energy(data)
+    if te is not None:
+        sec = page.section("Time and energy", "energy")
+        sec.figure(draw_time_energy(te))
+        sec.note(
+            f"{len(te.front)} of {len(te.labels)} configs are on the Pareto front: none is both "
+            "faster and leaner (energy per launch from the GPU's energy counter over the timed "
+            "samples, L2 flushes included, or from the recording)."
+        )
     acc = gather_accuracy(data)
     if acc is not None:
         sec = page.section("Error next to speed", "accuracy")

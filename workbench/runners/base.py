@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from workbench.runners.phases import PhaseTimes
 from workbench.spaces.model import Config
 
 
@@ -126,6 +127,15 @@ class Runner(ABC):
     @abstractmethod
     def evaluate(self, config: Config) -> Measurement:
         """Measure one configuration (valid in its space)."""
+
+    def prepare(self, config: Config) -> None:  # noqa: B027 - optional hook
+        """Start what can be done for ``config`` before it is evaluated (compile it in the
+        background while other configs are measured); evaluating it later is the same."""
+
+    def phase_times(self) -> PhaseTimes | None:
+        """Where this runner's evaluations spent their time so far, summed (None: not kept;
+        the search then counts the runner's time as :attr:`Phase.WORKER`)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release devices and worker processes."""

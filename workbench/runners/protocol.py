@@ -81,6 +81,34 @@ class RunOnce:
 class OutputFiles:
     paths: Mapping[str, str]
     seconds: float  #: wall time of the launch and its synchronisation
+    load_seconds: float = 0.0  #: loading the module and setting its launch attributes
+
+
+@dataclass(frozen=True)
+class DeviceCompare:
+    """One output compared on the GPU: the reference's output (a file, uploaded once per
+    ``VerifyOnDevice.key``) and the compare kernel, whose buffer arguments name the output,
+    ``expected`` and ``result``."""
+
+    output: str
+    expected: InputFile
+    kernel: KernelJob
+
+
+@dataclass(frozen=True)
+class VerifyOnDevice:
+    """Fill the outputs, launch once, and compare each output with the reference on the GPU."""
+
+    job: KernelJob
+    key: str  #: the reference outputs' set (input set and reference entry)
+    compares: tuple[DeviceCompare, ...]
+
+
+@dataclass(frozen=True)
+class DeviceVerdicts:
+    results: Mapping[str, bytes]  #: per output: the compare kernel's result struct
+    seconds: float  #: wall time of the launch and the comparisons
+    load_seconds: float = 0.0  #: loading the modules and uploading the reference's outputs
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,11 @@ class Timing:
     warmup_launches: int
     seconds: float  #: wall time of warm-up and sampling
     clock_note: str = ""  #: why no clock was read ("" when it was)
+    warmup_seconds: float = 0.0  #: ... of which warm-up
+    load_seconds: float = 0.0  #: loading the module and setting its launch attributes
+    #: the GPU's energy counter's increase over the samples (mJ; None: no counter)
+    energy_mj: float | None = None
+    sampling_seconds: float = 0.0  #: wall time of the samples (the energy's window)
 
 
 def write_raw(path: Path | str, array: np.ndarray) -> int:

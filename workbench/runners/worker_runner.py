@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.signature import require_matching_arguments
-from workbench.compiler import CompileCache, CompileResult, compile_job, make_job
+from workbench.compiler import CompileAhead, CompileCache, CompileResult, compile_job, make_job
 from workbench.devices import DeviceSpec
 from workbench.errors import ArchError, CompileError, ConfigError, ToolchainError, WorkbenchError
 from workbench.roofline.timed import rate_in_unit
@@ -40,7 +40,10 @@ from workbench.runners.buffers import (
     named_scalars,
     output_buffers,
 )
+from workbench.runners.device_verify import DeviceVerifier
+from workbench.runners.phases import Phase, PhaseTimes
 from workbench.runners.protocol import (
+    DeviceVerdicts,
     InputFile,
     KernelJob,
     LoadInputs,
@@ -89,6 +92,10 @@ class WorkerRunner(Runner):
         startup_timeout_s: the longest the worker may take to start or load inputs.
         verify: compare each new config with the reference (needs one in the space).
         workdir: where the temporary directory for input/output files goes.
+        compile_ahead: compile configs handed to :meth:`prepare` in background processes (one
+            per core) while others are measured (None: compile each when it is evaluated).
+        device_verify: compare outputs with the reference on the GPU; the host compares only
+            what the GPU finds wrong, and the first config the GPU finds right, to check it.
 
     Raises:
         WorkbenchError: no reference while ``verify``; the worker cannot start; the space's
@@ -109,6 +116,8 @@ class WorkerRunner(Runner):
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         verify: bool = True,
         workdir: Path | str | None = None,
+        compile_ahead: CompileAhead | None = None,
+        device_verify: bool = False,
     ) -> None:
         if shape is not None and dict(shape) != space.shape:
             space = Space(space.spec, shape=shape, arch=space.arch, device=space.device)
@@ -124,6 +133,11 @@ class WorkerRunner(Runner):
         self.launch_timeout_s = launch_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.verdicts: dict[str, Verdict] = {}
+        #: where this runner's time went, summed over its evaluations
+        self.phases = PhaseTimes()
+        self.ahead = compile_ahead
+        self.on_device: DeviceVerifier | None = None
+        self._cross_checked = False
         #: called with each config and its compile result (failures included), before it runs
         self.on_compiled: Callable[[Config, CompileResult], None] | None = None
         self._supervisor = Supervisor(
@@ -146,6 +160,9 @@ class WorkerRunner(Runner):
                 reference.target if verify and reference is not None else None,
             )
             self._inputs.prepare()
+            if device_verify and verify:
+                sms = self.space.device.sm_count
+                self.on_device = DeviceVerifier(self.space.arch, sms, cache, self._tmp)
         except BaseException:
             self.close()
             raise
@@ -168,8 +185,23 @@ class WorkerRunner(Runner):
         """
         return self._inputs.get(config).arrays
 
+    def phase_times(self) -> PhaseTimes:
+        return self.phases
+
+    def prepare(self, config: Config) -> None:
+        if self.ahead is None or self.space.explain(config):
+            return
+        try:
+            self.ahead.submit(make_job(self.space, config))
+        except (CompileError, ConfigError):  # evaluate() says what is wrong with it
+            return
+
     def evaluate(self, config: Config) -> Measurement:
-        config = dict(config)
+        # what no other phase accounts for is the worker's: round trips, job setup
+        with self.phases.timed(Phase.WORKER):
+            return self._evaluate(dict(config))
+
+    def _evaluate(self, config: Config) -> Measurement:
         problems = self.space.explain(config)
         if problems:
             return Measurement.failure(
@@ -181,7 +213,8 @@ class WorkerRunner(Runner):
         extra: dict[str, Any] = {"compile_seconds": compiled.seconds}
         try:
             job = kernel_job(self.space, config, compiled)
-            inputs = self._inputs.get(config)
+            with self.phases.timed(Phase.INPUTS):
+                inputs = self._inputs.get(config)
         except ConfigError as exc:
             return Measurement.failure(TrialOutcome.INFEASIBLE, str(exc), **extra)
         label = config_label(config)
@@ -199,22 +232,29 @@ class WorkerRunner(Runner):
             raise
         except WorkerFault as fault:
             return fault_measurement(fault, job.label, **extra)
+        self.phases.add(Phase.MODULE_LOAD, timing.load_seconds)
+        self.phases.add(Phase.WARMUP, timing.warmup_seconds)
+        self.phases.add(Phase.TIMING, timing.seconds - timing.warmup_seconds)
         return self._measurement(config, timing, extra)
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
         self._supervisor.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     # -- stages --------------------------------------------------------------------------
     def _compile(self, config: Config) -> CompileResult | Measurement:
         try:
-            result = compile_job(make_job(self.space, config), self.cache)
+            with self.phases.timed(Phase.COMPILE):
+                result = self.compiled(config)
         except ToolchainError:
             raise
         except CompileError as exc:
             return Measurement.failure(TrialOutcome.COMPILE_FAILED, str(exc))
         if self.on_compiled is not None:
-            self.on_compiled(config, result)
+            with self.phases.timed(Phase.STORE):
+                self.on_compiled(config, result)
         if not result.ok or result.cubin is None or not result.entry:
             log = result.log.strip() or "no binary or no entry symbol"
             return Measurement.failure(
@@ -224,14 +264,65 @@ class WorkerRunner(Runner):
         require_matching_arguments(self.space.spec, result.cubin, result.entry, result.ptx)
         return result
 
+    def compiled(self, config: Config) -> CompileResult:
+        """``config``'s compile result, from the cache or NVRTC.
+
+        Raises:
+            CompileError, ToolchainError: as :func:`~workbench.compiler.compile_job`.
+        """
+        job = make_job(self.space, config)
+        return self.ahead.result(job) if self.ahead is not None else compile_job(job, self.cache)
+
     def _verify(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
+        """On the GPU when it can, else (and when the GPU finds it wrong) on the host."""
+        if inputs.expected is None:
+            return self._verify_on_host(config, job, inputs)
+        with self.phases.timed(Phase.INPUTS):  # the reference's outputs: once per input set
+            expected = inputs.expected.get(config, named_scalars(job.args), job.outputs)
+        verdict = self._verify_on_device(config, job, inputs, expected)
+        if verdict is None or not verdict.ok:
+            return self._verify_on_host(config, job, inputs)
+        if not self._cross_checked:  # the first "right" of the GPU is checked by the host
+            self._cross_checked = True
+            host = self._verify_on_host(config, job, inputs)
+            if not host.ok:
+                self.on_device = None
+                self.notes += (
+                    "the GPU's verification disagreed with the host's: verified on "
+                    "the host from then on",
+                )
+                return host
+        return verdict
+
+    def _verify_on_device(
+        self, config: Config, job: KernelJob, inputs: InputSet, expected: Mapping[str, np.ndarray]
+    ) -> Verdict | None:
+        if self.on_device is None or self.space.spec.reference is None:
+            return None
+        tolerance = tolerance_for(self.space.spec.reference, self.space.env(config))
+        set_key = f"{inputs.key}#{id(expected)}"  # (one dict per cached reference result)
+        with self.phases.timed(Phase.COMPILE):
+            request = self.on_device.request(job, set_key, expected, tolerance)
+        if request is None:
+            return None
+        with self.phases.timed(Phase.VERIFICATION):
+            reply: DeviceVerdicts = self._request(
+                request, self.launch_timeout_s, "verification on the GPU", inputs
+            )
+            self.phases.add(Phase.MODULE_LOAD, reply.load_seconds)
+        return self.on_device.verdict(job, reply, tolerance)
+
+    def _verify_on_host(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
         out_dir = self._tmp / "outputs"
         out_dir.mkdir(exist_ok=True)
-        reply: OutputFiles = self._request(
-            RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch", inputs
-        )
+        with self.phases.timed(Phase.VERIFICATION):
+            reply: OutputFiles = self._request(
+                RunOnce(job, str(out_dir)), self.launch_timeout_s, "verification launch", inputs
+            )
+            self.phases.add(Phase.MODULE_LOAD, reply.load_seconds)
         try:
-            return output_verdict(self.space, config, job, inputs, reply)
+            with self.phases.timed(Phase.VERIFICATION):
+                return output_verdict(self.space, config, job, inputs, reply)
         finally:  # the arrays are memory-mapped: unlinking keeps them readable until dropped
             for path in reply.paths.values():
                 Path(path).unlink(missing_ok=True)
@@ -242,9 +333,12 @@ class WorkerRunner(Runner):
             self._supervisor.start()
             generation = self._supervisor.generation
             try:
-                self._supervisor.call(
-                    LoadInputs(inputs.key, inputs.files), self.startup_timeout_s, "loading inputs"
-                )
+                with self.phases.timed(Phase.INPUTS):
+                    self._supervisor.call(
+                        LoadInputs(inputs.key, inputs.files),
+                        self.startup_timeout_s,
+                        "loading inputs",
+                    )
             except WorkerFault as fault:
                 raise WorkbenchError(f"cannot load the inputs into the worker: {fault}") from fault
             self._loaded = (generation, inputs.key)
@@ -263,6 +357,7 @@ class WorkerRunner(Runner):
             "timing_seconds": timing.seconds,
         }
         metrics.update(throughput(self.space, config, summary.median))
+        metrics.update(energy_metrics(timing))
         clocks = tuple(float("nan") if c is None else float(c) for c in timing.sm_clock_mhz)
         return Measurement(
             outcome=TrialOutcome.OK,
@@ -514,6 +609,19 @@ def throughput(space: Space, config: Config, median_ms: float) -> dict[str, floa
         "gb_per_s": rate_in_unit(ops, nbytes, seconds, "GB/s"),
         "tera_ops_per_s": rate_in_unit(ops, nbytes, seconds, "TOPS"),
     }
+
+
+def energy_metrics(timing: Timing) -> dict[str, float]:
+    """Joules per sample (the L2 flush before it included) and the mean power over the
+    samples, from the GPU's energy counter ({} without one, or when it did not move: a
+    window shorter than the counter's update period)."""
+    if not timing.energy_mj or timing.energy_mj <= 0 or not timing.samples_ms:
+        return {}
+    joules = timing.energy_mj / 1e3
+    out = {"energy_j": joules / len(timing.samples_ms)}
+    if timing.sampling_seconds > 0:
+        out["power_w"] = joules / timing.sampling_seconds
+    return out
 
 
 def timing_note(summary: TimingSummary, timing: Timing, notes: tuple[str, ...]) -> str:

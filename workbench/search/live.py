@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from workbench.compiler import CompileCache, CompileResult
+from workbench.compiler import CompileAhead, CompileCache, CompileResult
 from workbench.gitinfo import repo_state
 from workbench.runners.cuda.runner import CudaRunner
 from workbench.search.problem import SpaceProblem
+from workbench.search.request import Pipeline
 from workbench.search.session import TunePlan, roofline_of, space_study, throughput_of
 from workbench.spaces.model import Config, Value
 from workbench.spaces.space import Space
@@ -21,18 +22,27 @@ def plan_live(
     space: Space,
     cache: CompileCache,
     *,
+    pipeline: Pipeline = Pipeline.OLD,
     seed: int = 0,
     pinned: Mapping[str, Value] | None = None,
     study_name: str | None = None,
     fresh: bool = False,
 ) -> TunePlan:
     """A plan whose evaluations compile, verify and time on GPU 0 (``study_name``, ``fresh``:
-    as for :func:`~workbench.search.session.plan_replay_file`).
+    as for :func:`~workbench.search.session.plan_replay_file`; ``pipeline``: how configs move
+    through the GPU).
 
     Raises:
         NoGpuError, WorkbenchError: no GPU, or the runner cannot start.
     """
-    runner = CudaRunner(space, cache, seed=seed)
+    new = pipeline is Pipeline.NEW
+    runner = CudaRunner(
+        space,
+        cache,
+        seed=seed,
+        compile_ahead=CompileAhead(cache) if new else None,
+        device_verify=new,
+    )
     git = repo_state(space.spec.source)
     env = store.environment(runner.device, git_commit=git.commit, git_dirty=git.dirty)
     problem = SpaceProblem(space, pinned)

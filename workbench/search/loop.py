@@ -23,17 +23,20 @@ many correct evaluations (:mod:`workbench.search.drift`); the checks are stored 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import math
 import random
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
+from workbench.runners.phases import Phase, PhaseTimes
 from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import Problem
 from workbench.search.proposers import Proposer
@@ -100,6 +103,8 @@ class TuneResult:
     unanswered: int | None = 0
     #: re-timings of the run's reference config (none unless drift checks were asked for)
     drift: tuple[DriftCheck, ...] = ()
+    #: where this run's wall time went (runner, search, store, idle)
+    phases: PhaseTimes = field(default_factory=PhaseTimes)
 
     @property
     def drifted(self) -> list[DriftCheck]:
@@ -154,6 +159,8 @@ class RunStats:
     runner_seconds: float = 0.0  #: ... of which measuring (the rest is search and bookkeeping)
     cpu_seconds: float = 0.0  #: this process's CPU time in the loop (all threads)
     runner_cpu_seconds: float = 0.0  #: ... of which measuring
+    #: the loop's own phases (search, store); the runner's are added when the run ends
+    phases: PhaseTimes = field(default_factory=PhaseTimes)
 
 
 class Ledger(ABC):
@@ -244,6 +251,10 @@ class Ledger(ABC):
     def record_drift(self, checks: list[dict[str, object]]) -> None:
         """Store the run's drift checks so far."""
 
+    @abstractmethod
+    def record_phases(self, phases: Mapping[str, float]) -> None:
+        """Store where the run's time went (``{phase: seconds}``)."""
+
 
 def draw_open(
     problem: Problem, rng: random.Random, is_open: Callable[[str], bool]
@@ -276,6 +287,7 @@ class Search:
         command: str | None = None,
         drift_every: int | None = None,
         on_drift: Callable[[DriftCheck], None] | None = None,
+        ahead: int = 1,
     ) -> None:
         self.ledger = ledger
         self.problem = ledger.problem
@@ -291,6 +303,10 @@ class Search:
         self.proposals = 0  #: proposer answers and random draws (repeats and infeasible too)
         self.stalled = 0  #: proposals in a row that brought nothing to measure
         self.started = 0.0
+        #: proposals reserved before their turn (more than one: the runner prepares them, e.g.
+        #: compiles them in the background, while the one before is measured)
+        self.ahead = max(1, ahead)
+        self.queue: deque[Slot] = deque()
 
     def run(self, budget: Budget) -> TuneResult:
         """Search until the budget is used, the space is exhausted, or Ctrl-C.
@@ -309,15 +325,21 @@ class Search:
             if self._answer(config) is None:
                 proposer.enqueue(config)
         self.started, cpu_started = time.perf_counter(), time.process_time()
+        runner_before = self._runner_phases().copy()
         stop, status = StopReason.EXHAUSTED, RunStatus.FAILED  # unless the loop ends or Ctrl-C
+        phases = PhaseTimes()
         try:
             stop = self._loop(proposer, budget)
             status = RunStatus.FINISHED
         except KeyboardInterrupt:
             stop, status = StopReason.INTERRUPTED, RunStatus.INTERRUPTED
         finally:
-            self.ledger.stats.seconds = time.perf_counter() - self.started
-            self.ledger.stats.cpu_seconds = time.process_time() - cpu_started
+            stats = self.ledger.stats
+            stats.seconds = time.perf_counter() - self.started
+            stats.cpu_seconds = time.process_time() - cpu_started
+            phases = self._run_phases(runner_before, stats.seconds)
+            with contextlib.suppress(WorkbenchError):  # the store may be what failed
+                self.ledger.record_phases(phases.to_json())
             self.ledger.close(status)
         history = self.ledger.evaluations()
         return TuneResult(
@@ -332,12 +354,26 @@ class Search:
             moves=proposer.moves(),
             unanswered=self.problem.unanswered(len(self.ledger.unanswered)),
             drift=tuple(self.watch.checks) if self.watch is not None else (),
+            phases=phases,
         )
 
+    def _runner_phases(self) -> PhaseTimes:
+        return self.runner.phase_times() or PhaseTimes()
+
+    def _run_phases(self, runner_before: PhaseTimes, wall_s: float) -> PhaseTimes:
+        """The run's phases: the loop's, the runner's since the run began (its whole time as
+        the worker's when it keeps none), and the rest of the wall time as idle."""
+        stats = self.ledger.stats
+        ran = self._runner_phases().since(runner_before)
+        if self.runner.phase_times() is None:
+            ran.add(Phase.WORKER, stats.runner_seconds)
+        return stats.phases.merged(ran).with_idle(wall_s)
+
     def _loop(self, proposer: Proposer, budget: Budget) -> StopReason:
-        ledger = self.ledger
+        ledger, phases = self.ledger, self.ledger.stats.phases
         while True:
-            standing = ledger.refresh(proposer, budget)
+            with phases.timed(Phase.STORE):  # the ledger reads what changed
+                standing = ledger.refresh(proposer, budget)
             if budget.evaluations is not None and standing.complete >= budget.evaluations:
                 if ledger.settled():
                     return StopReason.BUDGET
@@ -354,22 +390,50 @@ class Search:
                 if standing.busy:
                     ledger.wait()
                     continue
-                config = self._pick(proposer)
-                if config is None:  # nothing open: others hold the rest, or the space is done
+                self._fill(proposer, budget, standing)
+                if not self.queue:  # nothing open: others hold the rest, or the space is done
                     if ledger.wait():
                         continue
                     return StopReason.EXHAUSTED
-                key = self.problem.key(config)
-                slot = ledger.reserve(config, key, budget)
-                if slot is None:  # taken meanwhile: the next round reads by whom
-                    proposer.observe(config, ledger.known(key) or IN_FLIGHT)
-                    self.stalled += 1
-                    continue
+                slot = self.queue.popleft()
             self._measure(proposer, slot)
+
+    def _fill(self, proposer: Proposer, budget: Budget, standing: Standing) -> None:
+        """Reserve proposals up to ``ahead`` of them (within the evaluation budget), the runner
+        preparing each when there are several; stops early when a reservation fails (taken
+        meanwhile: the next round reads by whom)."""
+        phases = self.ledger.stats.phases
+        room = self.ahead - len(self.queue)
+        if budget.evaluations is not None:
+            room = min(room, budget.evaluations - standing.complete - len(self.queue))
+        while room > 0 or not self.queue:
+            with phases.timed(Phase.SEARCH):
+                config = self._pick(proposer)
+            if config is None:
+                return
+            key = self.problem.key(config)
+            with phases.timed(Phase.STORE):
+                slot = self.ledger.reserve(config, key, budget)
+            if slot is None:
+                with phases.timed(Phase.SEARCH):
+                    proposer.observe(config, self.ledger.known(key) or IN_FLIGHT)
+                self.stalled += 1
+                return
+            self.queue.append(slot)
+            room -= 1
+            if self.ahead > 1:
+                self.runner.prepare(config)
+
+    def _open(self, key: str) -> bool:
+        """Nothing is known of ``key`` and it is not waiting for its turn."""
+        return self.ledger.known(key) is None and all(s.key != key for s in self.queue)
 
     def _answer(self, config: Config) -> Measurement | None:
         """What a proposal is answered with instead of a measurement; None: measure it."""
-        known = self.ledger.known(self.problem.key(config))
+        key = self.problem.key(config)
+        if any(s.key == key for s in self.queue):
+            return IN_FLIGHT
+        known = self.ledger.known(key)
         if known is None and self.problem.violations(config):
             return INFEASIBLE
         return known
@@ -387,7 +451,7 @@ class Search:
                 return config
             proposer.observe(config, answer)
             self.stalled += 1
-        config = draw_open(self.problem, self.rng, lambda key: self.ledger.known(key) is None)
+        config = draw_open(self.problem, self.rng, self._open)
         if config is not None:
             self.proposals += 1
             self.stalled = 0
@@ -395,22 +459,28 @@ class Search:
 
     def _measure(self, proposer: Proposer, slot: Slot) -> None:
         """The slot's measurement (a stored one, else the runner's), kept, then learnt."""
-        m = self.ledger.stored(slot)
+        phases = self.ledger.stats.phases
+        with phases.timed(Phase.STORE):
+            m = self.ledger.stored(slot)
         fresh = m is None
         if m is None:
             m = self._evaluate(slot.config)
             if m.outcome is TrialOutcome.INFEASIBLE:  # e.g. missing from a recording
-                self.ledger.reject(slot)
+                with phases.timed(Phase.STORE):
+                    self.ledger.reject(slot)
                 if slot.proposed:
-                    proposer.observe(slot.config, m)
+                    with phases.timed(Phase.SEARCH):
+                        proposer.observe(slot.config, m)
                 self.stalled += 1
                 return
         elapsed = time.perf_counter() - self.started
-        stored = self.ledger.record(slot, m, elapsed, fresh)
-        if slot.proposed:
-            proposer.observe(slot.config, stored.measurement)
-        else:
-            proposer.start([stored])
+        with phases.timed(Phase.STORE):
+            stored = self.ledger.record(slot, m, elapsed, fresh)
+        with phases.timed(Phase.SEARCH):
+            if slot.proposed:
+                proposer.observe(slot.config, stored.measurement)
+            else:
+                proposer.start([stored])
         self.stalled = 0
         if fresh and self.watch is not None:
             self._drift(slot.config, m)
@@ -431,6 +501,7 @@ class Search:
         check = self.watch.observe(config, m)
         if check is None:
             return
-        self.ledger.record_drift([c.to_json() for c in self.watch.checks])
+        with self.ledger.stats.phases.timed(Phase.STORE):
+            self.ledger.record_drift([c.to_json() for c in self.watch.checks])
         if self.on_drift is not None:
             self.on_drift(check)

@@ -10,6 +10,7 @@ never compile-only.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
+from workbench.runners.objectives import ObjectiveKind, ObjectiveRunner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.search.enqueue import (
     Say,
@@ -83,7 +85,7 @@ def plan_tune(
     if request.kernel is None:
         assert recording is not None  # (checked by the request)
         plan = plan_replay_file(store, recording, study_name=request.study, fresh=request.fresh)
-        return _delayed(TuneSetup(Source.RECORDED_SPACE, store, [plan]), request)
+        return _finish(TuneSetup(Source.RECORDED_SPACE, store, [plan]), request)
     spec = load_kernel(request.kernel, list(request.spaces))
     if shared:
         one_arch(spec, request.arch)  # every worker measures one
@@ -96,12 +98,12 @@ def plan_tune(
         one_arch(spec, request.arch)  # a recording is of one GPU
         setup.source = Source.REPLAY
         setup.plans = [_replayed(setup, request, sp, recording) for sp in setup.spaces]
-        return _delayed(setup, request)
+        return _finish(setup, request)
     gpu = probe_gpu()
     if gpu.available:
         one_arch(spec, request.arch)  # the GPU runs one
         setup.plans = [_live(setup, request, sp) for sp in setup.spaces]
-        return setup
+        return _finish(setup, request)
     if shared:
         raise WorkbenchError(
             f"no CUDA GPU here ({gpu.reason}): a worker of a live study needs one (or rehearse "
@@ -110,7 +112,7 @@ def plan_tune(
     setup.no_gpu = gpu.reason
     setup.plans = _shipped(setup, request)
     setup.source = Source.SHIPPED if setup.plans else Source.COMPILE
-    return _delayed(setup, request)
+    return _finish(setup, request)
 
 
 def first_configs(setup: TuneSetup, plan: TunePlan, request: TuneRequest, say: Say) -> list[Config]:
@@ -153,6 +155,7 @@ def _live(setup: TuneSetup, request: TuneRequest, sp: Space) -> TunePlan:
         setup.store,
         sp,
         CompileCache(request.cache_dir),
+        pipeline=request.pipeline,
         pinned=setup.pinned,
         study_name=request.study,
         fresh=request.fresh,
@@ -172,6 +175,52 @@ def _shipped(setup: TuneSetup, request: TuneRequest) -> list[TunePlan]:
             plan = plan_space_replay(setup.store, sp, recording, setup.pinned, fresh=request.fresh)
             plans.append(plan)
     return plans
+
+
+def _finish(setup: TuneSetup, request: TuneRequest) -> TuneSetup:
+    return _on_objective(_delayed(setup, request), request)
+
+
+def _on_objective(setup: TuneSetup, request: TuneRequest) -> TuneSetup:
+    """``--objective energy|edp``: each plan searches its own study of that objective (named
+    after the time study, `` | energy``), its runner giving the objective's value; no
+    throughput or roofline share (they are of a time)."""
+    kind = request.objective
+    if kind is ObjectiveKind.TIME:
+        return setup
+    plans = []
+    for plan in setup.plans:
+        old = plan.study
+        study = setup.store.study(
+            kernel=old.kernel,
+            shape_label=old.shape_label,
+            device_key=old.device_key,
+            parameters=old.parameters,
+            arch=old.arch,
+            space_path=old.space_path,
+            space_sha256=old.space_sha256,
+            objective=kind.objective.name,
+            unit=kind.objective.unit,
+            replay_source=old.replay_source,
+            work=old.work,
+            name=f"{old.name} | {kind.value}",
+            replay_note=old.replay_note,
+        )
+        setup.store.discard_if_unused(old)
+        runner = ObjectiveRunner(plan.runner, kind)
+        plans.append(
+            dataclasses.replace(
+                plan,
+                study=study,
+                runner=runner,
+                unit=None,
+                throughput=None,
+                roofline=None,
+                recorded_optimum=None,
+            )
+        )
+    setup.plans = plans
+    return setup
 
 
 def _delayed(setup: TuneSetup, request: TuneRequest) -> TuneSetup:

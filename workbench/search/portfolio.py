@@ -152,7 +152,8 @@ class PortfolioProposer(Proposer):
         self._improved_at = 0  # n_visited when the best value last improved
         # the escape's bases (see _around_incumbent), until the ESCAPE_POOL fastest change
         self._escape_bases: np.ndarray | None = None
-        self._last_move: str | None = None
+        #: proposals in flight (not observed yet): row -> the move that proposed it
+        self._pending: dict[int, str] = {}
         # the last proposal, as returned and as a row: observe finds its row without encoding
         self._last_config: Config | None = None
         self._last_row = -1
@@ -217,6 +218,9 @@ class PortfolioProposer(Proposer):
 
     def _record(self, config: Config, m: Measurement, move: str | None) -> None:
         row = self._last_row if config is self._last_config else self._row(config)
+        self._record_row(row, m, move)
+
+    def _record_row(self, row: int | None, m: Measurement, move: str | None) -> None:
         if row is None or self.visited[row]:
             return
         ok = m.outcome is TrialOutcome.OK and m.value is not None
@@ -268,6 +272,7 @@ class PortfolioProposer(Proposer):
             if row is not None:
                 self.held[row] = True
         self._open_rows = ~(self.visited | self.held)
+        self._open_rows[list(self._pending)] = False
 
     def _open(self) -> np.ndarray:
         """Rows a move may propose: not visited, not held elsewhere (kept up to date by
@@ -275,9 +280,12 @@ class PortfolioProposer(Proposer):
         return self._open_rows
 
     def observe(self, config: Config, m: Measurement) -> None:
-        move, self._last_move = self._last_move, None
+        row = self._last_row if config is self._last_config else self._row(config)
+        move = self._pending.pop(row, None) if row is not None else None
+        if row is not None and not (self.visited[row] or self.held[row]):
+            self._open_rows[row] = True  # proposable again, unless recorded below
         if m.outcome is not TrialOutcome.INFEASIBLE:
-            self._record(config, m, move)
+            self._record_row(row, m, move)
         self._last_config = None
 
     # -- moves -----------------------------------------------------------------------------
@@ -511,7 +519,9 @@ class PortfolioProposer(Proposer):
                     break
         if row is None:
             return None  # every valid config visited
-        self._last_move, self._last_row = move, row
+        self._pending[row] = move
+        self._open_rows[row] = False  # in flight: not proposed again before it is observed
+        self._last_row = row
         self._last_config = self.config_at(row)
         return self._last_config
 

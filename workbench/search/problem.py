@@ -21,6 +21,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from workbench.errors import ConfigError
 from workbench.runners.recordings import Recording
+from workbench.search.valid_sets import ValidSetCache
 from workbench.spaces.model import Config, Value, config_label, shape_label
 from workbench.spaces.space import Space, WalkTimeout
 
@@ -148,8 +149,16 @@ class SpaceProblem(Problem):
     when given, else to their default; the kernel label names the pinned values.
     """
 
-    def __init__(self, space: Space, pinned: Mapping[str, Value] | None = None) -> None:
+    def __init__(
+        self,
+        space: Space,
+        pinned: Mapping[str, Value] | None = None,
+        *,
+        valid_sets: ValidSetCache | None = None,
+    ) -> None:
         self.space = space
+        #: where the valid set is kept between tunes (None: the default cache directory)
+        self.valid_sets = valid_sets or ValidSetCache()
         pinned = dict(pinned or {})
         unknown = [n for n in pinned if n not in space.spec.parameter_names]
         if unknown:
@@ -181,17 +190,26 @@ class SpaceProblem(Problem):
         many (the same one each time: a resumed search sees the same set; see
         ``valid_total``); None when listing takes longer than ENUMERATE_SECONDS."""
         if self._valid is None and not self._too_large:
-            # a reservoir: a space a little past the limit is searched on a uniform subset by
-            # the samplers that need the valid set, not handed to TPE, whose proposals in a
-            # sparse space are almost all invalid
-            try:
-                walked = self.space.reservoir(
-                    VALID_LIST_LIMIT, random.Random(0), fixed=self.pinned, seconds=ENUMERATE_SECONDS
-                )
-            except WalkTimeout:
-                self._too_large = True
-                return None
-            self._valid, self.valid_total = walked
+            key = self.valid_sets.key(self.space, self.pinned, VALID_LIST_LIMIT, 0)
+            names, domains = self.names, [p.values for p in self.params]
+            kept = self.valid_sets.get(key, names, domains) if key else None
+            if kept is None:
+                # a reservoir: a space a little past the limit is searched on a uniform subset
+                # by the samplers that need the valid set, not handed to TPE, whose proposals
+                # in a sparse space are almost all invalid
+                try:
+                    kept = self.space.reservoir(
+                        VALID_LIST_LIMIT,
+                        random.Random(0),
+                        fixed=self.pinned,
+                        seconds=ENUMERATE_SECONDS,
+                    )
+                except WalkTimeout:
+                    self._too_large = True
+                    return None
+                if key:
+                    self.valid_sets.put(key, names, domains, *kept)
+            self._valid, self.valid_total = kept
         return self._valid
 
     def defaults(self) -> list[Config]:

@@ -32,8 +32,10 @@ VIOLATION = 1.0
 class Proposer(ABC):
     """Proposes configs of ``problem`` and learns from what they gave.
 
-    The tuner calls :meth:`start` once with the study's history, then alternates
-    :meth:`next` and :meth:`observe` (for every proposal: new, repeated or infeasible).
+    The tuner calls :meth:`start` once with the study's history, then :meth:`next` and
+    :meth:`observe` (for every proposal: new, repeated or infeasible). Several proposals may be
+    in flight (a search that compiles the next ones while one is timed): each is observed once,
+    by its config, in any order.
     """
 
     def __init__(self, problem: Problem) -> None:
@@ -73,7 +75,7 @@ class Proposer(ABC):
 
     @abstractmethod
     def observe(self, config: Config, m: Measurement) -> None:
-        """The outcome of the config last returned by :meth:`next`."""
+        """The outcome of ``config``, returned by :meth:`next` and not observed yet."""
 
 
 class OptunaProposer(Proposer):
@@ -83,7 +85,8 @@ class OptunaProposer(Proposer):
         super().__init__(problem)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self.dists = problem.distributions()
-        self._pending: optuna.Trial | None = None
+        #: trials asked and not told, by config key (a sampler may propose a config in flight)
+        self._pending: dict[str, list[optuna.Trial]] = {}
         self._worst_ok = 0.0
 
     def _penalty(self) -> float:
@@ -122,13 +125,19 @@ class OptunaProposer(Proposer):
         return self.propose()
 
     def propose(self) -> Config | None:
-        self._pending = self.study.ask(self.dists)
-        return self.problem.decode(self._pending.params)
+        trial = self.study.ask(self.dists)
+        config = self.problem.decode(trial.params)
+        self._pending.setdefault(self.problem.key(config), []).append(trial)
+        return config
 
     def observe(self, config: Config, m: Measurement) -> None:
-        trial, self._pending = self._pending, None
-        if trial is None:
+        key = self.problem.key(config)
+        trials = self._pending.get(key)
+        if not trials:
             return
+        trial = trials.pop()  # the latest: an earlier one of the same config is still out
+        if not trials:
+            del self._pending[key]
         self._note(m)
         if m.outcome is TrialOutcome.OK:
             trial.set_constraint("feasible", 0.0)

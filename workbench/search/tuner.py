@@ -126,6 +126,9 @@ class StoreLedger(Ledger):
     def record_drift(self, checks: list[dict[str, object]]) -> None:
         self.store.record_drift(self.run_id, checks)
 
+    def record_phases(self, phases: Mapping[str, float]) -> None:
+        self.store.record_phases(self.run_id, phases)
+
 
 class Tuner:
     """Search one study: ``problem`` for validity, ``runner`` for measurements."""
@@ -145,6 +148,7 @@ class Tuner:
         command: str | None = None,
         drift_every: int | None = None,
         on_drift: Callable[[DriftCheck], None] | None = None,
+        ahead: int = 1,
     ) -> None:
         self.ledger = StoreLedger(problem, store, study, environment_id)
         self.search = Search(
@@ -157,6 +161,7 @@ class Tuner:
             command=command,
             drift_every=drift_every,
             on_drift=on_drift,
+            ahead=ahead,
         )
 
     @property

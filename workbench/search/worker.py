@@ -255,6 +255,9 @@ class ClaimsLedger(Ledger):
     def record_drift(self, checks: list[dict[str, object]]) -> None:
         self.call(self.store.record_drift, self.run_id, checks)
 
+    def record_phases(self, phases: Mapping[str, float]) -> None:
+        self.call(self.store.record_phases, self.run_id, phases)
+
     # -- helpers ------------------------------------------------------------------------------
     def _learn(self, proposer: Proposer, done: Sequence[Completion]) -> None:
         """Tell the proposer every trial completed (elsewhere) since the last round."""

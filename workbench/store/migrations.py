@@ -31,11 +31,17 @@ def _add_run_process(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column}"))
 
 
+def _add_run_phases(conn: Connection) -> None:
+    """4 -> 5: ``runs.phases`` (unknown for the runs already there)."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN phases JSON"))
+
+
 #: version -> function migrating a connection from that version to the next one
 STEPS: dict[int, Callable[[Connection], None]] = {
     1: _add_replay_note,
     2: _add_run_drift,
     3: _add_run_process,
+    4: _add_run_phases,
 }
 
 

@@ -29,7 +29,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: 3: ``runs.drift`` (the re-timings of a run's reference config, :mod:`workbench.search.drift`)
 #: 4: ``runs.host``, ``runs.pid``, ``runs.pid_scope`` (the process a run is in, so that one killed
 #: is found abandoned)
-SCHEMA_VERSION = 4
+#: 5: ``runs.phases`` (where a run's wall time went: compile, verification, timing, idle...)
+SCHEMA_VERSION = 5
 
 
 class RunStatus(enum.Enum):
@@ -130,6 +131,9 @@ class Run(Base):
     host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     pid_scope: Mapped[str | None] = mapped_column(String(100))
+    #: seconds per phase of the run's wall time ({"compile": 1.2, "timing": 0.4, ...}),
+    #: :class:`workbench.runners.phases.PhaseTimes`
+    phases: Mapped[dict | None] = mapped_column(JSON)
     study: Mapped[Study] = relationship(back_populates="runs")
 
 

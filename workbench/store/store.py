@@ -134,6 +134,8 @@ class RunSummary:
     seed: int | None
     status: str
     evaluations: int
+    #: seconds per phase of its wall time (None: not recorded, e.g. a run before schema 5)
+    phases: dict[str, float] | None = None
 
 
 class Store:
@@ -492,6 +494,13 @@ class Store:
             if run is not None:
                 run.drift = [dict(c) for c in checks]
 
+    def record_phases(self, run_id: int, phases: Mapping[str, float]) -> None:
+        """Store where the run's wall time went (``{phase: seconds}``, replacing any before)."""
+        with self.session() as s:
+            run = s.get(Run, run_id)
+            if run is not None:
+                run.phases = {str(k): float(v) for k, v in phases.items()}
+
     def finish_run(self, run_id: int, status: RunStatus) -> None:
         with self.session() as s:
             run = s.get(Run, run_id)
@@ -660,7 +669,7 @@ class Store:
             )
             rows = s.scalars(select(Run).where(Run.study_id == study.id).order_by(Run.id))
             return [
-                RunSummary(r.id, r.kind, r.sampler, r.seed, r.status, stored.get(r.id, 0))
+                RunSummary(r.id, r.kind, r.sampler, r.seed, r.status, stored.get(r.id, 0), r.phases)
                 for r in rows
             ]
 

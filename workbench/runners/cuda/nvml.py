@@ -45,6 +45,14 @@ class ClockReader:
         """The SM clock now, or None when NVML does not answer."""
         return self._read(self._nvml.nvmlDeviceGetClockInfo, self._nvml.NVML_CLOCK_SM)
 
+    def energy_mj(self) -> float | None:
+        """The GPU's total energy counter in millijoules (since the driver loaded), or None
+        where the GPU has none (before Volta) or NVML does not answer."""
+        try:
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+        except self._nvml.NVMLError:
+            return None
+
     def _read(self, fn: Any, clock: Any) -> float | None:
         try:
             return float(fn(self._handle, clock))

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-from workbench.compiler import CompileCache
+from workbench.compiler import CompileAhead, CompileCache
 from workbench.errors import WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.timing import TimingOptions
@@ -39,6 +39,9 @@ class CudaRunner(WorkerRunner):
         device: CUDA device ordinal.
         verify: compare each new config with the reference.
         workdir: parent directory of the temporary input/output files.
+        compile_ahead: compile configs handed to ``prepare`` in background processes.
+        device_verify: compare outputs with the reference on the GPU (the host compares only
+            what the GPU finds wrong).
 
     Raises:
         NoGpuError: no driver or no GPU ("no CUDA GPU: ...").
@@ -59,6 +62,8 @@ class CudaRunner(WorkerRunner):
         device: int = 0,
         verify: bool = True,
         workdir: Path | str | None = None,
+        compile_ahead: CompileAhead | None = None,
+        device_verify: bool = False,
     ) -> None:
         probe = probe_gpu()
         if not probe.available:
@@ -78,4 +83,6 @@ class CudaRunner(WorkerRunner):
             startup_timeout_s=startup_timeout_s,
             verify=verify,
             workdir=workdir,
+            compile_ahead=compile_ahead,
+            device_verify=device_verify,
         )

@@ -15,6 +15,7 @@ kills the worker when it hears nothing for its per-launch timeout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ from workbench.runners.cuda.driver import (
 from workbench.runners.cuda.nvml import ClockReader
 from workbench.runners.protocol import (
     NVTX_DOMAIN,
+    DeviceVerdicts,
     InputsLoaded,
     KernelJob,
     LoadInputs,
@@ -41,6 +43,7 @@ from workbench.runners.protocol import (
     RunOnce,
     TimeKernel,
     Timing,
+    VerifyOnDevice,
     write_raw,
 )
 from workbench.runners.supervisor import Progress
@@ -50,6 +53,10 @@ from workbench.runners.timing import TimingOptions, is_throttled
 MODULE_CACHE = 32
 #: Longest gap between progress reports while warming up or timing (s).
 HEARTBEAT_S = 0.25
+#: The compare kernel's result struct (:mod:`workbench.runners.device_verify`): seven u64,
+#: and its state before a comparison (no element checked, no wrong index).
+RESULT_BYTES = 56
+INITIAL_RESULT = bytes(32) + b"\xff" * 8 + bytes(16)
 
 
 class NvtxRanges:
@@ -117,6 +124,8 @@ def measure(
         launch()
         warmups += 1
         beat("warm-up", f"{unit} {warmups}")
+    warmed = time.perf_counter()
+    energy_before = clocks.energy_mj() if clocks else None
     rule = opts.rule.clone()
     rule.reset()
     max_clock = clocks.max_sm_clock_mhz if clocks else None
@@ -133,6 +142,9 @@ def measure(
         rule.add(samples[-1], throttled=flags[-1])
         beat("timing", f"sample {len(samples)}")
     assert rule.stop_reason is not None
+    sampled = time.perf_counter()
+    energy_after = clocks.energy_mj() if energy_before is not None and clocks else None
+    energy = None if energy_after is None else energy_after - energy_before  # type: ignore[operator]
     return Timing(
         samples_ms=tuple(samples),
         sm_clock_mhz=tuple(readings) if clocks else (),
@@ -142,6 +154,9 @@ def measure(
         warmup_launches=warmups,
         seconds=time.perf_counter() - start,
         clock_note=clock_note,
+        warmup_seconds=warmed - start,
+        energy_mj=energy,
+        sampling_seconds=sampled - warmed,
     )
 
 
@@ -168,6 +183,10 @@ class CudaExecutor:
         self.inputs_key: str | None = None
         self.outputs: dict[str, DeviceBuffer] = {}
         self.kernels: OrderedDict[str, Kernel] = OrderedDict()
+        #: the reference's outputs on the GPU (device verification), and whose they are
+        self.expected: dict[str, DeviceBuffer] = {}
+        self.expected_key: str | None = None
+        self.result: DeviceBuffer | None = None
 
     def info(self) -> Mapping[str, Any]:
         p, clocks = self.props, self.clocks
@@ -195,6 +214,8 @@ class CudaExecutor:
             return self._run_once(request, progress)
         if isinstance(request, TimeKernel):
             return self._time(request, progress)
+        if isinstance(request, VerifyOnDevice):
+            return self._verify_on_device(request, progress)
         raise TypeError(f"the CUDA worker does not handle {type(request).__name__}")
 
     # -- inputs --------------------------------------------------------------------------
@@ -236,9 +257,11 @@ class CudaExecutor:
             buf = self.outputs[out.name] = self.gpu.alloc(out.nbytes)
         return DeviceBuffer(buf.ptr, out.nbytes)
 
-    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list]:
+    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list, float]:
         progress("loading module")
+        start = time.perf_counter()
         kernel = self._kernel(job)
+        loaded = time.perf_counter() - start
         outputs = [(o, self._output(o)) for o in job.outputs]
         buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
         for arg in job.args:
@@ -247,11 +270,11 @@ class CudaExecutor:
                 raise _NotLoaded(f"buffer {name} is not loaded (inputs: {self.inputs_key})")
         addresses = {name: buf.ptr for name, buf in buffers.items()}
         args = launch_arguments(job.args, addresses, self.gpu.encode_tensor_map)
-        return kernel, args, outputs
+        return kernel, args, outputs, loaded
 
     def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
         job = request.job
-        kernel, args, outputs = self._prepare(job, progress)
+        kernel, args, outputs, loaded = self._prepare(job, progress)
         with self.ranges.range(job.label):
             progress("filling outputs")
             for out, buf in outputs:
@@ -269,11 +292,61 @@ class CudaExecutor:
             path = Path(request.out_dir) / f"{out.name}.npy"
             write_raw(path, host)
             paths[out.name] = str(path)
-        return OutputFiles(paths, seconds)
+        return OutputFiles(paths, seconds, load_seconds=loaded)
+
+    def _verify_on_device(self, request: VerifyOnDevice, progress: Progress) -> DeviceVerdicts:
+        job = request.job
+        kernel, args, outputs, loaded = self._prepare(job, progress)
+        start = time.perf_counter()
+        self._load_expected(request, progress)
+        compares = [(c, self._kernel(c.kernel)) for c in request.compares]
+        loaded += time.perf_counter() - start
+        if self.result is None:
+            self.result = self.gpu.alloc(RESULT_BYTES)
+        start = time.perf_counter()
+        with self.ranges.range(job.label):
+            progress("filling outputs")
+            for out, buf in outputs:
+                self.gpu.fill(buf, out.fill)
+            progress("launch")
+            self.gpu.launch(kernel, job.launch, args)
+            self.gpu.synchronize()
+        by_name = {o.name: b for o, b in outputs}
+        results = {}
+        for compare, compare_kernel in compares:
+            progress(f"comparing {compare.output}")
+            addresses = {
+                compare.output: by_name[compare.output].ptr,
+                "expected": self.expected[compare.output].ptr,
+                "result": self.result.ptr,
+            }
+            self.gpu.upload(self.result, np.frombuffer(INITIAL_RESULT, dtype=np.uint8))
+            packed = launch_arguments(compare.kernel.args, addresses)
+            self.gpu.launch(compare_kernel, compare.kernel.launch, packed)
+            self.gpu.synchronize()
+            raw = np.empty(RESULT_BYTES, dtype=np.uint8)
+            self.gpu.download(self.result, raw)
+            results[compare.output] = raw.tobytes()
+        return DeviceVerdicts(results, time.perf_counter() - start, load_seconds=loaded)
+
+    def _load_expected(self, request: VerifyOnDevice, progress: Progress) -> None:
+        """The reference's outputs of ``request.key`` on the GPU (uploaded once per key)."""
+        if self.expected_key == request.key:
+            return
+        for buf in self.expected.values():
+            self.gpu.free(buf)
+        self.expected, self.expected_key = {}, None
+        for compare in request.compares:
+            progress(f"loading the reference's {compare.output}")
+            host = np.load(compare.expected.path, mmap_mode="r", allow_pickle=False)
+            buf = self.gpu.alloc(compare.expected.nbytes)
+            self.expected[compare.output] = buf
+            self.gpu.upload(buf, host)
+        self.expected_key = request.key
 
     def _time(self, request: TimeKernel, progress: Progress) -> Timing:
         job, opts = request.job, request.options
-        kernel, args, outputs = self._prepare(job, progress)
+        kernel, args, outputs, loaded = self._prepare(job, progress)
         resets = [(o, b) for o, b in outputs if o.reset_each_launch]
 
         def reset() -> None:
@@ -285,7 +358,7 @@ class CudaExecutor:
             self.gpu.synchronize()
 
         with self.ranges.range(job.label):
-            return measure(
+            timing = measure(
                 opts,
                 launch=launch,
                 timed_launch=lambda: self.gpu.timed_launch(kernel, job.launch, args),
@@ -295,12 +368,15 @@ class CudaExecutor:
                 beat=Heartbeat(progress),
                 before_launch=reset,
             )
+        return dataclasses.replace(timing, load_seconds=loaded)
 
     def close(self) -> None:
         for kernel in self.kernels.values():
             self.gpu.unload(kernel)
-        for buf in (*self.inputs.values(), *self.outputs.values()):
+        for buf in (*self.inputs.values(), *self.outputs.values(), *self.expected.values()):
             self.gpu.free(buf)
+        if self.result is not None:
+            self.gpu.free(self.result)
         self.flusher.close()
         if self.clocks:
             self.clocks.close()
