@@ -16,7 +16,7 @@ import pytest
 
 from workbench.errors import ConfigError
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.store import Store, StoreError, StudyInfo
+from workbench.store import RunStatus, Store, StoreError, StudyInfo
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
@@ -123,11 +123,11 @@ def test_runs_count_what_each_stored_and_end_with_their_status(store: Store) -> 
     study = study_of(store)
     env, first = run_of(store, study)
     store.record(study, first, env, {"A": 1}, Measurement(TrialOutcome.OK, value=1.0))
-    store.finish_run(first, "interrupted")
+    store.finish_run(first, RunStatus.INTERRUPTED)
     second = store.start_run(study, env, sampler="portfolio", seed=3)
     store.record(study, second, env, {"A": 2}, Measurement(TrialOutcome.OK, value=2.0))
     store.record(study, second, env, {"A": 3}, Measurement(TrialOutcome.OK, value=3.0))
-    store.finish_run(second, "finished")
+    store.finish_run(second, RunStatus.FINISHED)
     runs = store.runs(study)
     assert [(r.id, r.sampler, r.seed, r.status, r.evaluations) for r in runs] == [
         (first, "tpe", 0, "interrupted", 1),
