@@ -154,6 +154,27 @@ def test_without_a_gpu_the_row_says_which_of_the_two_is_missing(
     assert row["missing"][-1] == "a GPU" and "workbench[cutlass]" in row["reason"]
 
 
+@no_gpu
+def test_without_a_gpu_the_worker_cannot_list_operators_and_the_row_says_so() -> None:
+    """compare's path to the operators goes through the baseline worker, which holds the GPU:
+    here it cannot start, and the CUTLASS row is a failure with that reason, no variants."""
+    from workbench.compare.baselines import Selection
+    from workbench.compare.run import CompareOptions, _BaselineWorker
+    from workbench.runners.buffers import make_inputs
+
+    space = _space("gemm_int8", M=64, N=64, K=64)
+    config = space.spec.default_config()
+    problem = classify(space, config)
+    sel = Selection("cutlass", "cutlass", CUTLASS.title, Choice.RUN)
+    lines: list[str] = []
+    with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
+        inputs = make_inputs(space, seed=0)
+        e = worker.run(sel, problem, inputs, space, config, lambda: None, lines.append)
+    assert e.status is Status.FAILED and "did not start" in e.reason
+    assert e.variants == () and e.median_ms is None and lines == []
+    assert e.ops == problem.ops and e.nbytes == problem.min_bytes
+
+
 # -- the fastest operator, the store and the report (no extra needed) ------------------------
 def _variants() -> list[tuple[Variant, Entry]]:
     p = _problem("gemm_int8")
