@@ -32,6 +32,7 @@ import contextlib
 import datetime as dt
 import gzip
 import importlib
+import importlib.metadata
 import json
 import math
 import os
@@ -253,6 +254,53 @@ def _run_steps(wb: list[str], walls: Walls) -> list[Step]:
     return steps
 
 
+#: What one operator of the CUTLASS Operator API costs at each compare shape (verified and timed
+#: in the baseline worker): a tune evaluation at that shape on 2026-12-04 (run1: 40 s of search
+#: over its evaluations; the tunes' NVRTC compile included, so an upper estimate), the
+#: 2048x4096x11008 shape taken as 4096^3 (no tune there; 92 vs 69 GMAC)
+CUTLASS_S_PER_OPERATOR = {
+    "M=4096,N=4096,K=4096": 40 / 26,
+    "M=8192,N=8192,K=8192": 40 / 14,
+    "M=16,N=4096,K=4096": 40 / 44,
+    "M=128,N=11008,K=4096": 40 / 51,
+    "M=2048,N=4096,K=11008": 40 / 26,
+}
+#: Operators the API lists for 8-bit GEMMs on sm_90a (tile 64/128 x 64/128/256, cluster 1/2 x
+#: 1/2), and the CuTe DSL's JIT compile of one (measured on the 2-core CPU VM: 1.0 to 1.4 s)
+CUTLASS_OPERATORS = 24
+CUTLASS_COMPILE_S = 1.4
+
+
+def _cutlass_steps(wb: list[str], ceil: list[str], walls: Walls) -> list[Step]:
+    """The CUTLASS baseline (issue 45) at the compare shapes, next to cuBLAS/cuBLASLt and the
+    tuned config: every operator compiled, verified and timed, the fastest reported. Its wheels
+    must be staged first (device_check.sh --stage-cutlass); on request, as the plain run has
+    no room for ~265 s each."""
+    per_op = sum(CUTLASS_S_PER_OPERATOR.values())
+    plus = round(CUTLASS_OPERATORS * (per_op + CUTLASS_COMPILE_S), 1)
+    cost = (
+        f"{CUTLASS_OPERATORS} CUTLASS operators, each {per_op:.2f} s over the 5 shapes (a tune "
+        f"evaluation there) and {CUTLASS_COMPILE_S} s of JIT compile"
+    )
+    steps = []
+    for kernel, others, why in (
+        ("gemm_int8", "cuBLAS/cuBLASLt", f"plus {cost}"),
+        ("gemm_fp8", "cuBLASLt", f"the same 5 shapes, cuBLASLt for cuBLAS/cuBLASLt; plus {cost}"),
+    ):
+        steps.append(
+            Step(
+                f"compare_{kernel}_cutlass",
+                f"tuned {kernel} vs {others} and the fastest CUTLASS operator, shape set 'compare'",
+                [*wb, "compare", kernel, "--shapes", "compare", *ceil, "--json"],
+                400,
+                *walls.derived("compare_gemm_int8", plus, why),
+                stdout=f"compare/{kernel}_cutlass.json",
+                on_request=True,
+            )
+        )
+    return steps
+
+
 def _gemm_tune_steps(wb: list[str], walls: Walls) -> list[Step]:
     """Short re-validations of gemm_int8 at the compare shapes with an H200 recording: the
     recorded best first, then the seeds and the default, for a few seconds of search (the
@@ -371,6 +419,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
     walls = Walls.load()
     wb = [py, "-m", "workbench.cli.main"]
     ceil = ["--ceilings", str(lay.results / "ceilings.json")]
+    libs = ["--baseline", "cublas", "--baseline", "cublaslt"]
     spaces_root = lay.recordings_root / "tuning_spaces"
     reduce_best = recorded_best("reduce", {"n": 16777216})
     reduce_first = ["--enqueue", reduce_best, "--enqueue", "default"] if reduce_best else []
@@ -460,12 +509,15 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
         ),
         Step(
             "compare_gemm_int8",
-            "tuned vs cuBLAS/cuBLASLt/CUTLASS, shape set 'compare' (5)",
-            [*wb, "compare", "gemm_int8", "--shapes", "compare", *ceil, "--json"],
+            "tuned vs cuBLAS/cuBLASLt, shape set 'compare' (5)",
+            # CUTLASS has steps of its own: with its wheels staged it would time 24 operators
+            # per shape here, several times what this step measured (CUTLASS not installed)
+            [*wb, "compare", "gemm_int8", "--shapes", "compare", *libs, *ceil, "--json"],
             150,
             *walls.measured("compare_gemm_int8"),
             stdout="compare/gemm_int8.json",
         ),
+        *_cutlass_steps(wb, ceil, walls),
         Step(
             "compare_reduce",
             "tuned reduce vs CUB and a device copy",
@@ -695,6 +747,13 @@ def collect_env() -> dict[str, object]:
         }
     except Exception as exc:
         env["toolchain_error"] = str(exc)
+    cutlass = {}
+    for dist in ("nvidia-cutlass-operators", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu12"):
+        try:  # (the versions only: importing the DSL takes seconds)
+            cutlass[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            cutlass[dist] = "MISSING"
+    env["cutlass"] = cutlass
     try:
         import torch
 

@@ -33,16 +33,69 @@
 #      tar -xzf $FILES/ncu.tar.gz -C tests/data  # -> tests/data/ncu/*.ncu-rep (where tests read them)
 #      .venv/bin/workbench tune gemm_int8      # no GPU here: must replay the H200 recording, with a banner
 #      git add tuning_spaces/recordings benchmarks/results/<file> tests/data/ncu/<files>
+#
+# CUTLASS (issue 45): its wheels (~100 MB) exceed one carry. scripts/cutlass_wheels.sh splits
+# them in .whl-cutlass/1 and .whl-cutlass/2; two calls, each within 30 s of the last, stage them
+# under /tmp (kept while the machine is warm); the second joins, checks and installs them into
+# /tmp/site-cutlass and lists the sm_90a operators (seconds each):
+#      run  command="bash scripts/device_check.sh --stage-cutlass 1"  carry=[".whl-cutlass/1"]
+#      run  command="bash scripts/device_check.sh --stage-cutlass 2"  carry=[".whl-cutlass/2"]
+#    then, at once, the CUTLASS comparisons (on request: ~265 s each, estimated; together over
+#    the plain run's 430 s, so with the deadlines raised, in one call of up to 10 minutes):
+#      run  command="DEVICE_CHECK_ONLY=env,compare_gemm_int8_cutlass,compare_gemm_fp8_cutlass \
+#            DEVICE_CHECK_SOFT_S=560 DEVICE_CHECK_HARD_S=570 bash scripts/device_check.sh" \
+#           carry=[".whl"]  timeout_s=600
+#    (one of the two alone fits the plain deadlines.) Every later call of this script puts
+#    /tmp/site-cutlass on the path when it is there.
 set -uo pipefail
 DRY=0
-for a in "$@"; do [ "$a" = "--dry-run" ] && DRY=1; done
+STAGE=""
+prev=""
+for a in "$@"; do
+  [ "$a" = "--dry-run" ] && DRY=1
+  [ "$prev" = "--stage-cutlass" ] && STAGE=$a
+  prev=$a
+done
 [ "${DEVICE_CHECK_DRY_RUN:-0}" = 1 ] && DRY=1
+PY=${PYTHON:-python3}
+CUTLASS_PARTS=${CUTLASS_PARTS:-/tmp/wb-cutlass-parts}
+CUTLASS_SITE=${CUTLASS_SITE:-/tmp/site-cutlass}
+# the DSL's packages first: its .pth (which --target installs do not run) puts them first too
+CUTLASS_PATH="$CUTLASS_SITE/nvidia_cutlass_dsl/dsl_packages:$CUTLASS_SITE"
+if [ -n "$STAGE" ]; then
+  # one carry of CUTLASS's wheels: keep it; with both halves here, join, check and install
+  [ -d ".whl-cutlass/$STAGE" ] || { echo "ERROR: .whl-cutlass/$STAGE was not carried"; exit 2; }
+  mkdir -p "$CUTLASS_PARTS" && cp .whl-cutlass/"$STAGE"/* "$CUTLASS_PARTS"/ || exit 2
+  echo "staged .whl-cutlass/$STAGE: $(ls "$CUTLASS_PARTS" | tr '\n' ' ')"
+  cd "$CUTLASS_PARTS" || exit 2
+  parts=(*.part-*)
+  if [ ! -f SHA256SUMS ] || [ "${#parts[@]}" -lt 2 ] || [ ! -f "${parts[0]}" ]; then
+    echo "waiting for the other half (the next call, within 30 s)"
+    exit 0
+  fi
+  libs=${parts[0]%.part-*}
+  cat "${parts[@]}" >"$libs" && sha256sum -c SHA256SUMS || { echo "ERROR: join failed"; exit 3; }
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$CUTLASS_SITE" ./*.whl || { echo "ERROR: CUTLASS wheel install failed"; exit 3; }
+  cd - >/dev/null || exit 2
+  # (torch and the API only: the base wheels may not be installed yet on a fresh machine)
+  PYTHONPATH=$CUTLASS_PATH${PYTHONPATH:+:$PYTHONPATH} $PY -c '
+import importlib.metadata as md, torch, cutlass, cutlass.operators as ops
+def meta(*shape, dtype):
+    return torch.empty(shape, dtype=dtype, device="meta")
+a, b, c = meta(64, 64, dtype=torch.int8), meta(64, 64, dtype=torch.int8), meta(64, 64, dtype=torch.int32)
+args = ops.GemmArguments(a, b.t(), c, accumulator_type=cutlass.Int32)
+print("nvidia-cutlass-operators", md.version("nvidia-cutlass-operators"), "| nvidia-cutlass-dsl",
+      md.version("nvidia-cutlass-dsl"), "|", len(ops.get_operators(args, target_sm="90a")),
+      "int8 operators for sm_90a")
+' || { echo "ERROR: the CUTLASS Operator API does not import from $CUTLASS_SITE"; exit 3; }
+  exit 0
+fi
 export DEVICE_CHECK_T0=${DEVICE_CHECK_T0:-$(date +%s)}
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 export OUT
 exec > >(tee "$OUT/device_check.log") 2>&1
-PY=${PYTHON:-python3}
 echo "device_check.sh: $(date -u +%FT%TZ) dry_run=$DRY out=$OUT"
 
 if [ "$DRY" = 0 ]; then
@@ -57,8 +110,11 @@ if [ "$DRY" = 0 ]; then
   fi
   echo "wheel install: ${#WHEELS[@]} wheels in $((SECONDS - t)) s"
 fi
-# the repo first (its source is what is checked), then the carried packages, then the image's
-export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# the repo first (its source is what is checked), then the carried packages (CUTLASS's when
+# staged), then the image's
+EXTRA_PATH=""
+[ -d "$CUTLASS_SITE" ] && EXTRA_PATH=":$CUTLASS_PATH"
+export PYTHONPATH=$PWD:/tmp/site$EXTRA_PATH${PYTHONPATH:+:$PYTHONPATH}
 # the image's CUDA (nvdisasm, cuobjdump, ptxas, headers) where cuda-pathfinder looks for it
 if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda ]; then export CUDA_HOME=/usr/local/cuda; fi
 export PYTHON=$PY PYTHONUNBUFFERED=1

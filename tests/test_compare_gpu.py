@@ -87,3 +87,38 @@ def test_fp8_gemm_against_scaled_mm(tmp_path: Path) -> None:
     r = _run(tmp_path, "gemm_fp8", ("cublaslt_fp8",), M=1024, N=1024, K=1024)
     e = _entry(r, "cublaslt_fp8")
     assert e.status is Status.OK, e.reason  # within the space's stated tolerance
+
+
+def _cutlass_missing() -> list[str]:
+    from workbench.compare.baselines import missing_here
+
+    return missing_here("cutlass")
+
+
+def test_cutlass_times_every_operator_and_reports_the_fastest_correct_one(tmp_path: Path) -> None:
+    if GPU.cc < 90 or _cutlass_missing():
+        pytest.skip(f"needs sm_90+ and the CUTLASS extra (missing: {_cutlass_missing()})")
+    r = _run(tmp_path, "gemm_int8", ("cutlass",), M=512, N=1024, K=2048)
+    e = _entry(r, "cutlass")
+    assert e.status is Status.OK, e.reason
+    assert e.verify_max_error == 0.0 and e.library and "CUTLASS Operator API" in e.library
+    assert len(e.variants) == 24 and sum(v.chosen for v in e.variants) == 1
+    chosen = next(v for v in e.variants if v.chosen)
+    assert chosen.label in e.title and chosen.median_ms == e.median_ms
+    timed = [v.median_ms for v in e.variants if v.status is Status.OK]
+    assert e.median_ms == min(timed)  # every correct one timed, the fastest reported
+    assert e.compile_s is not None and e.compile_s > 0
+    assert {v.compile_note for v in e.variants} == {"JIT"}
+    again = _entry(_run(tmp_path, "gemm_int8", ("cutlass",), M=512, N=1024, K=2048), "cutlass")
+    assert {v.compile_note for v in again.variants} == {"loaded from the cache"}
+
+
+def test_cutlass_fp8_is_within_the_spaces_tolerance(tmp_path: Path) -> None:
+    if GPU.cc < 90 or _cutlass_missing():
+        pytest.skip(f"needs sm_90+ and the CUTLASS extra (missing: {_cutlass_missing()})")
+    r = _run(tmp_path, "gemm_fp8", ("cutlass",), M=1024, N=1024, K=1024)
+    e = _entry(r, "cutlass")
+    assert e.status is Status.OK, e.reason  # fp32 out, scaled into bf16 by torch.mul
+    assert len(e.variants) == 24
+    wrong = [v.label for v in e.variants if v.status is not Status.OK]
+    assert not wrong, [(v.label, v.reason) for v in e.variants if v.status is not Status.OK]

@@ -5,6 +5,7 @@ workbench command line it would run parses with the real CLI."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -261,3 +263,102 @@ def test_every_workbench_command_line_parses(tmp_path: Path) -> None:
     """Options, types and choices of every ``workbench ...`` step, against the real CLI."""
     layout = device_check.Layout(tmp_path / "out", tmp_path / "work")
     assert device_check.check_cli(device_check.build_steps(sys.executable, layout)) == []
+
+
+def _wheel(folder: Path, name: str) -> Path:
+    """A minimal pure-Python wheel: one module, METADATA, WHEEL and RECORD."""
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}.py": "VALUE = 1\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for member, text in files.items():
+            z.writestr(member, text)
+        z.writestr(f"{info}/RECORD", "".join(f"{m},,\n" for m in files) + f"{info}/RECORD,,\n")
+    return path
+
+
+def _stage(cwd: Path, half: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "CUTLASS_PARTS": str(cwd / "parts"),
+        "CUTLASS_SITE": str(cwd / "site"),
+    }
+    script = str(ROOT / "scripts" / "device_check.sh")
+    return subprocess.run(
+        ["bash", script, "--stage-cutlass", half],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _halves(tmp_path: Path) -> Path:
+    """.whl-cutlass/1 and 2 as scripts/cutlass_wheels.sh lays them out: a small wheel, the
+    checksum and the first half of the large one; the second half."""
+    for half in ("1", "2"):
+        (tmp_path / ".whl-cutlass" / half).mkdir(parents=True)
+    one, two = tmp_path / ".whl-cutlass" / "1", tmp_path / ".whl-cutlass" / "2"
+    _wheel(one, "wbstage_small")
+    big = _wheel(tmp_path, "wbstage_big")
+    data = big.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    (one / "SHA256SUMS").write_text(f"{digest}  {big.name}\n")
+    (one / f"{big.name}.part-00").write_bytes(data[: len(data) // 2])
+    (two / f"{big.name}.part-01").write_bytes(data[len(data) // 2 :])
+    return tmp_path
+
+
+def test_cutlass_wheels_travel_in_two_halves_and_are_installed_after_the_second(
+    tmp_path: Path,
+) -> None:
+    """The two staging calls: the first keeps its half and waits; the second joins the halves,
+    checks the checksum, installs every wheel and checks that the CUTLASS API imports."""
+    from workbench.compare.baselines import missing_here
+
+    cwd = _halves(tmp_path)
+    first = _stage(cwd, "1")
+    assert first.returncode == 0 and "waiting for the other half" in first.stdout
+    assert not (cwd / "site").exists()
+    second = _stage(cwd, "2")
+    assert ": OK" in second.stdout  # sha256sum -c of the joined wheel
+    assert (cwd / "site" / "wbstage_small.py").is_file()
+    assert (cwd / "site" / "wbstage_big.py").is_file()
+    if missing_here("cutlass"):  # the API is not here: said so, as on a device without it
+        assert second.returncode == 3 and "does not import" in second.stdout
+    else:
+        assert second.returncode == 0 and "24 int8 operators for sm_90a" in second.stdout
+    assert _stage(cwd, "3").returncode == 2  # a half that was not carried
+
+
+def test_a_damaged_half_is_refused(tmp_path: Path) -> None:
+    cwd = _halves(tmp_path)
+    (part,) = (cwd / ".whl-cutlass" / "2").iterdir()
+    part.write_bytes(part.read_bytes()[:-1] + b"x")
+    assert _stage(cwd, "1").returncode == 0
+    second = _stage(cwd, "2")
+    assert second.returncode == 3 and "join failed" in second.stdout
+    assert not (cwd / "site").exists()
+
+
+def test_the_cutlass_comparisons_are_asked_for_and_estimated(tmp_path: Path) -> None:
+    """Not in a plain run (no room in its budget), each derived from the int8 compare's H200
+    wall time plus 24 operators' compile and a tune evaluation per compare shape; the plain
+    int8 compare keeps to cuBLAS and cuBLASLt, what its measured estimate timed."""
+    layout = device_check.Layout(tmp_path / "out", tmp_path / "work")
+    steps = {s.name: s for s in device_check.build_steps(sys.executable, layout)}
+    for kernel in ("gemm_int8", "gemm_fp8"):
+        step = steps[f"compare_{kernel}_cutlass"]
+        assert step.on_request and "--baseline" not in step.argv
+        assert step.argv[step.argv.index("compare") + 1 :][:3] == [kernel, "--shapes", "compare"]
+        per_operator = sum(40 / n for n in (26, 14, 44, 51, 26))  # run1: evaluations in 40 s
+        assert step.estimate_s == math.ceil(47.5 + round(24 * (1.4 + per_operator), 1))
+        assert step.estimate_s <= step.timeout_s
+    plain = steps["compare_gemm_int8"].argv
+    assert [plain[i + 1] for i, a in enumerate(plain) if a == "--baseline"] == [
+        "cublas",
+        "cublaslt",
+    ]

@@ -28,7 +28,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.compile_cmd import CacheOpt
 from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.compare.baselines import Choice
+from workbench.compare.baselines import Choice, missing_here
 from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
 from workbench.compare.table import ShapeComparison, Status, format_rows
 from workbench.config_request import (
@@ -170,6 +170,8 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
                         "title": s.title,
                         "would_run": s.choice is Choice.RUN,
                         "reason": s.reason,
+                        # what it lacks here, the GPU last (a refusal, e.g. of a shape, aside)
+                        "missing": [*missing_here(s.name), "a GPU"],
                     }
                     for s in selections
                 ],
@@ -185,7 +187,11 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
     for s in shapes:
         console.print(f"  {escape(s['label'])}: config {escape(s['config_origin'])}")
         for b in s["baselines"]:
-            what = "run" if b["would_run"] else f"skip ({b['reason']})"
+            if b["would_run"]:
+                what = "run; missing here: a GPU (the library is installed)"
+            else:  # a library not installed is missing beside the GPU, a shape refused is not
+                either = "; no GPU here either" if len(b["missing"]) > 1 else ""
+                what = f"skip ({b['reason']}){either}"
             console.print(f"    {escape(b['name'])}: {escape(b['title'])}: {escape(what)}")
 
 

@@ -11,11 +11,12 @@ there raises :class:`BaselineUnsupported`, which is reported the same way.
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -31,7 +32,9 @@ class BaselineUnsupported(WorkbenchError):
 
 
 class Prepared(Protocol):
-    """A baseline ready to run on one problem: inputs on the device, outputs allocated."""
+    """A baseline ready to run on one problem: inputs on the device, outputs allocated. One
+    that compiled something first says so in attributes ``compile_s`` (seconds) and
+    ``compile_note`` (how: JIT, loaded from a cache), which the worker passes on."""
 
     def poison(self) -> None:
         """Fill the outputs with a pattern no correct result has (before the checked run)."""
@@ -41,6 +44,17 @@ class Prepared(Protocol):
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The outputs of the last call, on the host (after a synchronisation)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of a library call that offers several (a CUTLASS operator: tile,
+    cluster): compare verifies and times each, and the fastest correct one is the baseline's
+    row."""
+
+    name: str  #: unique among the baseline's variants (the library's own name for it)
+    label: str  #: short, for tables (``tile 128x256x64, cluster 2x1x1``)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Baseline(ABC):
@@ -54,6 +68,10 @@ class Baseline(ABC):
         dtypes: accepted input dtypes (space dtype names); empty: any.
         min_cc: the lowest compute capability it runs on (0: any).
         modules: Python modules it imports in the worker.
+        distributions: pip packages it needs, found by their metadata (a module name can be
+            ambiguous, and finding a submodule imports its parents).
+        extra: the workbench extra that installs what it needs (for the skip message).
+        has_variants: it offers several configurations per problem (:meth:`variants`).
     """
 
     name: ClassVar[str]
@@ -64,6 +82,9 @@ class Baseline(ABC):
     dtypes: ClassVar[frozenset[str]] = frozenset()
     min_cc: ClassVar[int] = 0
     modules: ClassVar[tuple[str, ...]] = ()
+    distributions: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
+    has_variants: ClassVar[bool] = False
 
     def limits(self, problem: Problem) -> str | None:
         """Why the library's documented limits exclude ``problem`` (None: they do not)."""
@@ -80,6 +101,20 @@ class Baseline(ABC):
                 return module
         return None
 
+    def missing(self) -> list[str]:
+        """What this baseline needs that is not installed here, in the words of the skip
+        message: each absent module, then each absent pip package."""
+        out = []
+        module = self.missing_module()
+        if module is not None:
+            out.append(f"no Python module {module!r}")
+        for dist in self.distributions:
+            try:
+                importlib.metadata.distribution(dist)
+            except importlib.metadata.PackageNotFoundError:
+                out.append(dist)
+        return out
+
     def check(self, problem: Problem, cc: int | None) -> str | None:
         """Why this baseline cannot run ``problem`` on a GPU of compute capability ``cc``
         (None: it can, as far as can be told before running it)."""
@@ -92,9 +127,10 @@ class Baseline(ABC):
             return f"takes {', '.join(sorted(self.dtypes))} inputs, not {given}"
         if cc is not None and cc < self.min_cc:
             return f"needs compute capability {self.min_cc / 10:.1f}+, the GPU has {cc / 10:.1f}"
-        missing = self.missing_module()
-        if missing is not None:
-            return f"not installed: no Python module {missing!r}"
+        missing = self.missing()
+        if missing:
+            hint = f" (pip install 'workbench[{self.extra}]')" if self.extra else ""
+            return f"not installed: {', '.join(missing)}{hint}"
         return self.limits(problem)
 
     @abstractmethod
@@ -105,6 +141,33 @@ class Baseline(ABC):
         Raises:
             BaselineUnsupported: the library is absent or refuses the problem.
         """
+
+    def variants(self, problem: Problem, cc: int) -> tuple[Variant, ...]:
+        """The configurations to time for ``problem`` on a GPU of compute capability ``cc``
+        (worker side, for a baseline that :attr:`has_variants`).
+
+        Raises:
+            BaselineUnsupported: the library is absent or has none for the problem.
+        """
+        raise BaselineUnsupported(f"{self.name} offers no variants")
+
+    def prepare_variant(
+        self,
+        problem: Problem,
+        inputs: Mapping[str, np.ndarray],
+        stream: int,
+        *,
+        variant: str,
+        cc: int,
+        cache_dir: str | None,
+    ) -> Prepared:
+        """:meth:`prepare` for one of :meth:`variants` (by name); ``cache_dir``: where the
+        library may keep what it compiles between runs (None: nowhere).
+
+        Raises:
+            BaselineUnsupported: the library is absent or refuses the problem.
+        """
+        raise BaselineUnsupported(f"{self.name} offers no variants")
 
     def version(self) -> str:
         """The library and version that runs (asked in the worker)."""
@@ -129,9 +192,21 @@ def contender_label(name: str) -> str:
     return (baseline.label or name) if baseline is not None else name
 
 
+def missing_here(name: str) -> list[str]:
+    """What the registered baseline ``name`` needs that is not installed here (none for a name
+    no baseline has)."""
+    _load_all()
+    baseline = REGISTRY.get(name)
+    return baseline.missing() if baseline is not None else []
+
+
 def _load_all() -> None:
     # the implementations register themselves on import
-    from workbench.compare import gemm_baselines, memory_baselines  # noqa: F401
+    from workbench.compare import (  # noqa: F401
+        cutlass_baseline,
+        gemm_baselines,
+        memory_baselines,
+    )
 
 
 class Choice(enum.Enum):

@@ -1,6 +1,5 @@
 """GEMM baselines: cuBLAS ``cublasGemmEx`` through CuPy, cuBLASLt through ``torch._int_mm``
-(int8) and ``torch._scaled_mm`` (FP8), and what CUTLASS offers from Python (nothing runnable
-here, and it says why).
+(int8) and ``torch._scaled_mm`` (FP8); CUTLASS is :mod:`workbench.compare.cutlass_baseline`.
 
 Layouts: the kernels compute ``C[M, N] = A[M, K] . B[N, K]^T`` with both operands K-major and C
 row-major. cuBLAS is column-major, so it computes ``C^T = B . A^T``: ``op(B) = T`` on B read as
@@ -115,8 +114,8 @@ class TorchIntMM(Baseline):
 
     def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
         torch = torch_on_stream(stream)
-        a = _to_torch(torch, inputs["A"], "int8")
-        b = _to_torch(torch, inputs["B"], "int8")
+        a = to_torch(torch, inputs["A"], "int8")
+        b = to_torch(torch, inputs["B"], "int8")
         bt = b.t()  # the column-major [K, N] view of B's bytes
         out = torch.empty((problem.dim("M"), problem.dim("N")), dtype=torch.int32, device=a.device)
 
@@ -154,8 +153,8 @@ class TorchScaledMM(Baseline):
 
     def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
         torch = torch_on_stream(stream)
-        a = _to_torch(torch, inputs["A"], problem.inputs["A"])
-        b = _to_torch(torch, inputs["B"], problem.inputs["B"])
+        a = to_torch(torch, inputs["A"], problem.inputs["A"])
+        b = to_torch(torch, inputs["B"], problem.inputs["B"])
         scales = [
             torch.tensor(float(np.asarray(inputs[s]).reshape(-1)[0]), device=a.device)
             for s in ("scale_a", "scale_b")
@@ -175,52 +174,6 @@ class TorchScaledMM(Baseline):
 
     def version(self) -> str:
         return _torch_version()
-
-
-@register
-class CutlassGemm(Baseline):
-    """CUTLASS from Python. What is installable today offers no int8/FP8 Hopper GEMM to call:
-
-    - the ``nvidia-cutlass`` 4.2 wheel's Python interface (``cutlass.op.Gemm``) imports
-      ``cuda.cuda``, which cuda-python 13 removed, and plans kernels through a CUDA toolkit
-      install (FACTS.md);
-    - the CuTe DSL (``nvidia-cutlass-dsl``) compiles kernels written in it, but ships no GEMM:
-      CUTLASS's Hopper GEMMs in the DSL are example scripts of the CUTLASS repository, and
-      copying them in is not ours to do.
-
-    So this baseline is always reported as skipped, with the import that fails named.
-    """
-
-    name = "cutlass"
-    kind = BaselineKind.CUTLASS
-    title = "CUTLASS (Python)"
-    label = "CUTLASS"
-    families = frozenset({Family.GEMM_INT8, Family.GEMM_FP8})
-    modules = ()
-
-    def limits(self, problem: Problem) -> str | None:
-        return cutlass_status()
-
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
-        raise BaselineUnsupported(cutlass_status())
-
-
-def cutlass_status() -> str:
-    """Why no CUTLASS GEMM runs here, naming what is (not) installed."""
-    have = []
-    for module, wheel in (("cutlass", "nvidia-cutlass or nvidia-cutlass-dsl"),):
-        try:
-            import importlib.util
-
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        have.append(f"{wheel}: {'installed' if found else 'not installed'}")
-    return (
-        "no ready-made CUTLASS int8/FP8 Hopper GEMM is callable from Python here (the "
-        "nvidia-cutlass 4.2 Python interface needs cuda-python < 13 and a CUDA toolkit; the "
-        "CuTe DSL ships no GEMM, only the means to write one); " + "; ".join(have)
-    )
 
 
 # -- torch and CuPy plumbing (worker side) ---------------------------------------------------
@@ -264,10 +217,15 @@ def _torch_version() -> str:
     return f"PyTorch {torch.__version__} (CUDA {torch.version.cuda})"
 
 
-def _to_torch(torch: Any, array: np.ndarray, dtype: str) -> Any:
+def torch_dtype(torch: Any, dtype: str) -> Any:
+    """The torch dtype of the space dtype ``dtype`` (``float8_e4m3`` -> ``torch.float8_e4m3fn``)."""
+    return getattr(torch, _TORCH_DTYPES[dtype])
+
+
+def to_torch(torch: Any, array: np.ndarray, dtype: str) -> Any:
     """A device tensor of ``array``'s bytes as ``dtype`` (torch has no ml_dtypes arrays)."""
     raw = torch.from_numpy(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-    flat = raw.to("cuda").view(getattr(torch, _TORCH_DTYPES[dtype]))
+    flat = raw.to("cuda").view(torch_dtype(torch, dtype))
     return flat.reshape(array.shape)
 
 

@@ -22,11 +22,24 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import Choice, Selection, select
+from workbench.compare.baselines import REGISTRY, Choice, Selection, Variant, select
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
 from workbench.compare.problems import Problem, classify
-from workbench.compare.table import TUNED, Entry, ShapeComparison, Status, fit_ceilings
-from workbench.compare.worker import ArrayFile, BaselineExecutor, BaselineJob, BaselineReply
+from workbench.compare.table import (
+    TUNED,
+    Entry,
+    ShapeComparison,
+    Status,
+    VariantResult,
+    fit_ceilings,
+)
+from workbench.compare.worker import (
+    ArrayFile,
+    BaselineExecutor,
+    BaselineJob,
+    BaselineReply,
+    VariantsJob,
+)
 from workbench.compiler import CompileCache
 from workbench.devices import preset_named
 from workbench.roofline import Ceilings
@@ -66,6 +79,13 @@ class CompareOptions:
     ceilings: Ceilings = field(default_factory=Ceilings)
     device: int = 0
     call_timeout_s: float = STARTUP_TIMEOUT_S  #: silence allowed while a library loads/runs
+
+    @property
+    def cache_dir(self) -> str:
+        """Where baselines keep what they compile between runs: beside the compile cache."""
+        from workbench.compiler.cache import default_cache_dir
+
+        return str(self.cache.root if self.cache is not None else default_cache_dir())
 
 
 def plan_baselines(plan: ShapePlan, cc: int | None, only: Sequence[str] = ()) -> list[Selection]:
@@ -126,7 +146,10 @@ def _one_shape(
             entries.append(Entry(sel.name, sel.title, Status.SKIPPED, sel.reason))
             continue
         log(f"  {sel.name}: {sel.title}")
-        entries.append(worker.run(sel, problem, inputs, live, plan.config, expected))
+        entry = worker.run(sel, problem, inputs, live, plan.config, expected, log)
+        entries.append(entry)
+        if entry.variants:
+            notes.append(variants_note(entry))
     return ShapeComparison(
         problem=problem,
         precision=work_precision(live),
@@ -137,6 +160,53 @@ def _one_shape(
         notes=tuple(notes),
         ceilings=Ceilings(options.ceilings),
     )
+
+
+def fastest_variant(base: Entry, results: Sequence[tuple[Variant, Entry]]) -> Entry:
+    """A baseline's row from its variants' rows: the fastest correct one, titled with its
+    configuration; else why none is (wrong before failed before skipped). Either way it carries
+    every variant's result and the compile time of them all."""
+    compiled = [e.compile_s for _, e in results if e.compile_s is not None]
+    compile_s = sum(compiled) if compiled else None
+    timed = [(v, e) for v, e in results if e.timed]
+    best = min(timed, key=lambda ve: ve[1].median_ms or 0.0) if timed else None
+    variants = tuple(
+        VariantResult(
+            name=v.name, label=v.label, config=dict(v.config), status=e.status, reason=e.reason,
+            median_ms=e.median_ms, ci_low_ms=e.ci_low_ms, ci_high_ms=e.ci_high_ms,
+            samples=e.samples, compile_s=e.compile_s, compile_note=e.compile_note,
+            chosen=best is not None and v.name == best[0].name,
+        )
+        for v, e in results
+    )  # fmt: skip
+    if not results:
+        return replace(base, reason="the library listed no variant for this problem")
+    if best is None:
+        statuses = [e.status for _, e in results]
+        status = next((s for s in (Status.WRONG, Status.FAILED) if s in statuses), Status.SKIPPED)
+        first = next(e.reason for _, e in results if e.status is status)
+        counts = ", ".join(f"{statuses.count(s)} {s.value}" for s in Status if s in statuses)
+        reason = f"none of its {len(results)} variants ran correctly ({counts}); first: {first}"
+        return replace(base, status=status, reason=reason, compile_s=compile_s, variants=variants)
+    v, e = best
+    title = f"{base.title}: {v.label}, the fastest of {len(results)} ({len(timed)} correct)"
+    return replace(e, title=title, compile_s=compile_s, variants=variants)
+
+
+def variants_note(entry: Entry) -> str:
+    """One line on a baseline's variants at a shape: how many ran correctly, which won, and
+    what compiling them cost."""
+    vs = entry.variants
+    ok = sum(v.status is Status.OK for v in vs)
+    chosen = next((v.label for v in vs if v.chosen), None)
+    won = f"the fastest is {chosen}" if chosen else "none is timed"
+    hows: dict[str, int] = {}
+    for v in vs:
+        if v.compile_note:
+            hows[v.compile_note] = hows.get(v.compile_note, 0) + 1
+    how = ", ".join(f"{n} {note}" for note, n in hows.items())
+    spent = f"; compiling: {entry.compile_s:.1f} s ({how})" if entry.compile_s is not None else ""
+    return f"{entry.contender}: {ok} of {len(vs)} variants correct, {won}{spent}"
 
 
 def tuned_entry(m: Measurement, space: Space, config: Config, problem: Problem) -> Entry:
@@ -228,29 +298,64 @@ class _BaselineWorker:
         space: Space,
         config: Config,
         expected: Callable[[], Any],
+        log: Log | None = None,
     ) -> Entry:
+        """``sel`` verified and timed on ``inputs``; a baseline with variants runs each, and
+        its row is the fastest correct one (:func:`fastest_variant`)."""
+        base = Entry(sel.name, sel.title, Status.SKIPPED, ops=_ops(sel.name, problem))
+        base = replace(
+            base, nbytes=2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
+        )
+        if not REGISTRY[sel.name].has_variants:
+            return self._run_one(base, problem, inputs, space, expected)
+        try:
+            variants = self.supervisor.call(
+                VariantsJob(sel.name, problem), self.options.call_timeout_s, f"baseline {sel.name}"
+            )
+        except (WorkerError, WorkerFault) as exc:
+            return _not_run(base, exc)
+        results = []
+        for v in variants:
+            entry = self._run_one(base, problem, inputs, space, expected, v)
+            results.append((v, entry))
+            if log is not None:
+                log(f"    {v.label}: {_outcome(entry)}")
+        return fastest_variant(base, results)
+
+    def _run_one(
+        self,
+        base: Entry,
+        problem: Problem,
+        inputs: Mapping[str, np.ndarray],
+        space: Space,
+        expected: Callable[[], Any],
+        variant: Variant | None = None,
+    ) -> Entry:
+        name = base.contender
         files = self._inputs(inputs, space)
-        job = BaselineJob(sel.name, problem, files, str(self._tmp), self.options.timing)
-        base = {"contender": sel.name, "title": sel.title, "ops": _ops(sel.name, problem)}
-        base["nbytes"] = 2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
+        job = BaselineJob(
+            name, problem, files, str(self._tmp), self.options.timing,
+            variant=variant.name if variant else None, cache_dir=self.options.cache_dir,
+        )  # fmt: skip
+        if variant is not None:
+            base = replace(base, title=f"{base.title}: {variant.label}")
         try:
             reply: BaselineReply = self.supervisor.call(
-                job, self.options.call_timeout_s, f"baseline {sel.name}"
+                job, self.options.call_timeout_s, f"baseline {name}"
             )
-        except WorkerError as exc:
-            status = Status.SKIPPED if exc.type_name == "BaselineUnsupported" else Status.FAILED
-            return Entry(status=status, reason=str(exc).partition(": ")[2] or str(exc), **base)
-        except WorkerFault as exc:
-            return Entry(status=Status.FAILED, reason=str(exc), **base)
+        except (WorkerError, WorkerFault) as exc:
+            return _not_run(base, exc)
         with _unlinked(reply.outputs):
             got = {f.name: np.array(f.load()) for f in reply.outputs}
+        compiled = {"compile_s": reply.compile_s, "compile_note": reply.compile_note}
         try:
-            verdict = check_outputs(sel.name, got, problem, inputs, expected)
+            verdict = check_outputs(name, got, problem, inputs, expected)
         except ValueError as exc:  # an output missing or of another shape: wrong, said why
-            return Entry(status=Status.WRONG, reason=str(exc), **base)
+            return replace(base, status=Status.WRONG, reason=str(exc), **compiled)
         summary = summarize(reply.timing.samples_ms, reply.timing.throttled)
         clocks = tuple(float("nan") if c is None else float(c) for c in reply.timing.sm_clock_mhz)
-        return Entry(
+        return replace(
+            base,
             status=Status.OK if verdict.ok else Status.WRONG,
             reason=verdict.reason,
             median_ms=summary.median,
@@ -261,7 +366,7 @@ class _BaselineWorker:
             throttled=summary.throttled,
             verify_max_error=verdict.max_abs_error,
             library=reply.library,
-            **base,
+            **compiled,
         )
 
     @property
@@ -291,6 +396,22 @@ class _BaselineWorker:
 
 def _ops(name: str, problem: Problem) -> float:
     return 0.0 if name == "copy" else problem.ops
+
+
+def _not_run(base: Entry, exc: WorkerError | WorkerFault) -> Entry:
+    """``base`` skipped (the library refused) or failed (it raised, crashed or hung)."""
+    if isinstance(exc, WorkerError):
+        status = Status.SKIPPED if exc.type_name == "BaselineUnsupported" else Status.FAILED
+        return replace(base, status=status, reason=str(exc).partition(": ")[2] or str(exc))
+    return replace(base, status=Status.FAILED, reason=str(exc))
+
+
+def _outcome(e: Entry) -> str:
+    """A variant's result in a log line."""
+    done = f"{e.median_ms:.4g} ms" if e.timed else f"{e.status.value}: {e.reason}"
+    if e.compile_s:
+        done += f" ({e.compile_note} {e.compile_s:.2f} s)"
+    return done
 
 
 @contextlib.contextmanager

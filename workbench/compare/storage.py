@@ -1,7 +1,9 @@
-"""Comparisons in the store: one ``comparisons`` row per contender per shape per command.
+"""Comparisons in the store: one ``comparisons`` row per contender per shape per command, and
+one ``comparison_variants`` row per configuration of a baseline that offers several (the
+CUTLASS operators it timed).
 
-Reading them back (:func:`load_comparisons`) is what the report uses: the latest batch of a
-kernel gives one table per shape, the tuned row first.
+Reading them back (:func:`load_comparisons`, :func:`load_variants`) is what the report uses:
+the latest batch of a kernel gives one table per shape, the tuned row first.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from workbench.compare.table import ShapeComparison
+from workbench.compare.table import Entry, ShapeComparison
 from workbench.spaces.model import config_label
 from workbench.store import Store
 from workbench.store.mapping import record_from_row
-from workbench.store.models import Comparison
+from workbench.store.models import Comparison, ComparisonVariant
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,29 @@ class ComparisonRecord:
     verify_max_error: float | None
     study_id: int | None
     created_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class VariantRecord:
+    """One stored variant (see :class:`~workbench.store.models.ComparisonVariant`)."""
+
+    batch: str
+    kernel: str
+    device: str | None
+    shape_label: str
+    contender: str
+    variant: str
+    label: str
+    config: dict[str, Any]
+    status: str
+    reason: str
+    median_ms: float | None
+    ci_low_ms: float | None
+    ci_high_ms: float | None
+    samples: tuple[float, ...]
+    compile_s: float | None
+    compile_note: str
+    chosen: bool
 
 
 def _finite(value: float | None) -> float | None:
@@ -112,9 +137,37 @@ def save_comparisons(
                     command=command,
                 )
             )
+            rows += _variant_rows(batch, c, entry, device)
     with store.session() as s:
         s.add_all(rows)
     return batch
+
+
+def _variant_rows(
+    batch: str, c: ShapeComparison, entry: Entry, device: str | None
+) -> list[ComparisonVariant]:
+    return [
+        ComparisonVariant(
+            batch=batch,
+            kernel=c.problem.kernel,
+            device=device,
+            shape_label=c.shape_label,
+            contender=entry.contender,
+            variant=v.name,
+            label=v.label,
+            config=dict(v.config),
+            status=v.status.value,
+            reason=v.reason,
+            median_ms=_finite(v.median_ms),
+            ci_low_ms=_finite(v.ci_low_ms),
+            ci_high_ms=_finite(v.ci_high_ms),
+            samples=[float(x) for x in v.samples] or None,
+            compile_s=_finite(v.compile_s),
+            compile_note=v.compile_note,
+            chosen=v.chosen,
+        )
+        for v in entry.variants
+    ]
 
 
 def _bound_labels(c: ShapeComparison, entry: Any) -> list[str]:
@@ -141,6 +194,44 @@ def load_comparisons(
         newest = rows[-1].batch
         rows = [r for r in rows if r.batch == newest]
     return rows
+
+
+def load_variants(store: Store, batches: Sequence[str]) -> list[VariantRecord]:
+    """The stored variants of the comparison batches ``batches``, in the order stored.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    if not batches:
+        return []
+    query = (
+        select(ComparisonVariant)
+        .where(ComparisonVariant.batch.in_(list(batches)))
+        .order_by(ComparisonVariant.id)
+    )
+    with store.session() as s:
+        return [
+            VariantRecord(
+                batch=r.batch,
+                kernel=r.kernel,
+                device=r.device,
+                shape_label=r.shape_label,
+                contender=r.contender,
+                variant=r.variant,
+                label=r.label,
+                config=dict(r.config or {}),
+                status=r.status,
+                reason=r.reason or "",
+                median_ms=r.median_ms,
+                ci_low_ms=r.ci_low_ms,
+                ci_high_ms=r.ci_high_ms,
+                samples=tuple(r.samples or ()),
+                compile_s=r.compile_s,
+                compile_note=r.compile_note or "",
+                chosen=bool(r.chosen),
+            )
+            for r in s.scalars(query)
+        ]
 
 
 def _record(row: Comparison) -> ComparisonRecord:

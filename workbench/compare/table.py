@@ -46,6 +46,40 @@ class Status(enum.Enum):
 
 
 @dataclass(frozen=True)
+class VariantResult:
+    """One configuration of a baseline that offers several (a CUTLASS operator) on one shape:
+    its time, or why it has none; ``chosen``: the fastest correct one, the baseline's row."""
+
+    name: str
+    label: str
+    config: Mapping[str, Any]
+    status: Status
+    reason: str = ""
+    median_ms: float | None = None
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    samples: tuple[float, ...] = ()
+    compile_s: float | None = None
+    compile_note: str = ""
+    chosen: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "config": dict(self.config),
+            "status": self.status.value,
+            "reason": self.reason,
+            "median_ms": self.median_ms,
+            "ci_ms": [self.ci_low_ms, self.ci_high_ms] if self.median_ms is not None else None,
+            "samples": len(self.samples),
+            "compile_s": self.compile_s,
+            "compile_note": self.compile_note,
+            "chosen": self.chosen,
+        }
+
+
+@dataclass(frozen=True)
 class Entry:
     """One contender (the tuned config or a baseline) on one shape."""
 
@@ -63,6 +97,11 @@ class Entry:
     library: str | None = None
     ops: float = 0.0  #: operations of one call
     nbytes: float = 0.0  #: minimum bytes one call moves
+    #: seconds the library compiled before it ran at this shape (all its variants), if at all
+    compile_s: float | None = None
+    compile_note: str = ""  #: how it had its compiled code (JIT, loaded from a cache)
+    #: every configuration timed, for a baseline that offers several (the row is the fastest)
+    variants: tuple[VariantResult, ...] = ()
 
     @property
     def timed(self) -> bool:
@@ -191,6 +230,8 @@ class ShapeComparison:
             "speedup": None if is_tuned else speedup(self.tuned, entry),
             "verify_max_error": entry.verify_max_error,
             "library": entry.library,
+            "compile_s": entry.compile_s,
+            "variants": [v.to_json() for v in entry.variants],
         }
 
     def unit_of(self, entry: Entry) -> str:

@@ -43,13 +43,25 @@ class ArrayFile:
 
 @dataclass(frozen=True)
 class BaselineJob:
-    """Run one baseline on one problem: once on poisoned outputs, then timed."""
+    """Run one baseline (one of its variants) on one problem: once on poisoned outputs, then
+    timed. ``cache_dir``: where a library may keep what it compiles between runs."""
 
     baseline: str
     problem: Problem
     inputs: tuple[ArrayFile, ...]
     out_dir: str
     options: TimingOptions
+    variant: str | None = None
+    cache_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class VariantsJob:
+    """List the variants of a baseline that :attr:`~Baseline.has_variants` for a problem on
+    this GPU; the reply is a tuple of :class:`~workbench.compare.baselines.Variant`."""
+
+    baseline: str
+    problem: Problem
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,8 @@ class BaselineReply:
     outputs: tuple[ArrayFile, ...]
     timing: Timing
     library: str
+    compile_s: float | None = None  #: what the library compiled before it ran, if anything
+    compile_note: str = ""  #: how (JIT, loaded from a cache)
 
 
 class BaselineExecutor:
@@ -88,21 +102,34 @@ class BaselineExecutor:
         }
 
     def handle(self, request: Any, progress: Progress) -> Any:
+        if isinstance(request, VariantsJob):
+            progress(f"{request.baseline}: listing variants")
+            return REGISTRY[request.baseline].variants(request.problem, self.props.cc)
         if not isinstance(request, BaselineJob):
             raise TypeError(f"the baseline worker does not handle {type(request).__name__}")
         baseline = REGISTRY[request.baseline]
         progress(f"{request.baseline}: preparing")
         inputs = {f.name: f.load() for f in request.inputs}
-        prepared = baseline.prepare(request.problem, inputs, int(self.gpu.stream))
+        stream = int(self.gpu.stream)
+        if request.variant is None:
+            prepared = baseline.prepare(request.problem, inputs, stream)
+        else:
+            prepared = baseline.prepare_variant(
+                request.problem, inputs, stream, variant=request.variant, cc=self.props.cc,
+                cache_dir=request.cache_dir,
+            )  # fmt: skip
         try:
-            with self.ranges.range(f"compare/{request.baseline}"):
+            where = "/".join(filter(None, ("compare", request.baseline, request.variant)))
+            with self.ranges.range(where):
                 prepared.poison()
                 progress(f"{request.baseline}: checked run")
                 prepared.launch()
                 self.gpu.synchronize()
                 outputs = self._write(prepared, Path(request.out_dir), request.baseline)
                 timing = self._time(prepared, request.options, progress)
-            return BaselineReply(outputs, timing, _version(baseline))
+            compile_s = getattr(prepared, "compile_s", None)
+            note = str(getattr(prepared, "compile_note", ""))
+            return BaselineReply(outputs, timing, _version(baseline), compile_s, note)
         finally:
             close = getattr(prepared, "close", None)
             if close is not None:

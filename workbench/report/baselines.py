@@ -5,7 +5,9 @@ of a kernel and its variants.
 :func:`gather_baselines` turns them into one short row per (shape, contender), with every
 reason a contender was skipped or failed written once as a footnote and each contender's
 library named once in a legend; :func:`draw_speedups` draws the speedup chart the section leads
-with; :meth:`Baselines.headline` is a study's line on the index page.
+with; :meth:`Baselines.headline` is a study's line on the index page. A baseline that timed
+several configurations (the CUTLASS operators) brings them as :class:`VariantRow`, which the
+section shows as a small table of its own: one row per configuration, one column per shape.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from workbench.compare.baselines import contender_label
-from workbench.compare.storage import ComparisonRecord, load_comparisons
+from workbench.compare.storage import (
+    ComparisonRecord,
+    VariantRecord,
+    load_comparisons,
+    load_variants,
+)
 from workbench.compare.table import TUNED
 from workbench.report.data import kernel_matches
 from workbench.report.page import esc
@@ -44,10 +51,27 @@ class ContenderRow:
 
 
 @dataclass(frozen=True)
+class VariantRow:
+    """One configuration of a baseline (a CUTLASS operator) on one shape."""
+
+    shape: str
+    device: str | None
+    contender: str  #: short name: ``CUTLASS``
+    label: str  #: the configuration: ``tile 128x256x64, cluster 2x1x1``
+    status: str
+    reason: str
+    median_ms: float | None
+    compile_s: float | None
+    compile_note: str
+    chosen: bool  #: the fastest correct one: the contender's row at this shape
+
+
+@dataclass(frozen=True)
 class Baselines:
     """The latest stored comparison of a kernel per (shape, device)."""
 
     rows: tuple[ContenderRow, ...] = ()
+    variants: tuple[VariantRow, ...] = ()  #: of the baselines that timed several configs
     footnotes: tuple[str, ...] = ()  #: every distinct reason, once
     legend: tuple[tuple[str, str], ...] = ()  #: (contender, what ran: title and library)
     devices: tuple[str, ...] = ()
@@ -77,12 +101,22 @@ def gather_baselines(store: Store, kernel: str) -> Baselines:
     latest: dict[tuple[str, str | None], str] = {}
     for r in rows:  # oldest first: the last batch seen wins
         latest[(r.shape_label, r.device)] = r.batch
-    return baselines_of([r for r in rows if latest[(r.shape_label, r.device)] == r.batch])
+    chosen = [r for r in rows if latest[(r.shape_label, r.device)] == r.batch]
+    kept = set(latest.items())
+    variants = [
+        v
+        for v in load_variants(store, sorted(set(latest.values())))
+        if ((v.shape_label, v.device), v.batch) in kept
+    ]
+    return baselines_of(chosen, variants)
 
 
-def baselines_of(records: Iterable[ComparisonRecord]) -> Baselines:
-    """Table rows of stored comparison rows; a batch holding a share above 100 % (stored
-    before roofs were raised to the fastest contender) has its shares refused, and said so."""
+def baselines_of(
+    records: Iterable[ComparisonRecord], variants: Iterable[VariantRecord] = ()
+) -> Baselines:
+    """Table rows of stored comparison rows (and of their baselines' variants); a batch holding
+    a share above 100 % (stored before roofs were raised to the fastest contender) has its
+    shares refused, and said so."""
     records = list(records)
     refused_batches = {r.batch for r in records if not _share_ok(r)}
     footnotes: dict[str, int] = {}
@@ -118,10 +152,26 @@ def baselines_of(records: Iterable[ComparisonRecord]) -> Baselines:
     )
     return Baselines(
         rows=tuple(rows),
+        variants=tuple(_variant_row(v) for v in variants),
         footnotes=tuple(footnotes),
         legend=_legend(records),
         devices=tuple(sorted({r.device for r in records if r.device})),
         refused=refused,
+    )
+
+
+def _variant_row(v: VariantRecord) -> VariantRow:
+    return VariantRow(
+        shape=v.shape_label,
+        device=v.device,
+        contender=contender_label(v.contender),
+        label=v.label,
+        status=v.status,
+        reason=v.reason,
+        median_ms=v.median_ms,
+        compile_s=v.compile_s,
+        compile_note=v.compile_note,
+        chosen=v.chosen,
     )
 
 

@@ -4,7 +4,7 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
-from workbench.report.baselines import Baselines, ContenderRow, draw_speedups
+from workbench.report.baselines import Baselines, ContenderRow, VariantRow, draw_speedups
 from workbench.report.data import StudyData
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
@@ -252,6 +252,51 @@ def _baselines(sec: Section, b: Baselines) -> None:
     sec.html(f"<ul class='note'>{items}</ul>")
     for n in b.refused:
         sec.note(n)
+    for contender in dict.fromkeys(v.contender for v in b.variants):
+        _variant_table(sec, [v for v in b.variants if v.contender == contender])
+
+
+def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
+    """Every configuration a baseline timed (one row each) at every shape (one column each):
+    its median, or its status (the reason on hover); the one its row reports marked."""
+    several = len({v.device for v in variants}) > 1
+    columns = list(dict.fromkeys((v.shape, v.device) for v in variants))
+    labels = list(dict.fromkeys(v.label for v in variants))
+    cell = {(v.label, v.shape, v.device): v for v in variants}
+    name = variants[0].contender
+    sec.html(f"<h4>{esc(name)}: every configuration timed (median, ms)</h4>")
+    head = ["configuration"] + [f"{s} ({d})" if several else s for s, d in columns]
+    head.append("compile (s)")
+    body = []
+    for label in labels:
+        tds = [f"<td>{esc(label)}</td>"]
+        for shape, device in columns:
+            v = cell.get((label, shape, device))
+            tds.append(_variant_cell(v))
+        mine = [v for v in variants if v.label == label and v.compile_s]
+        spent = max(mine, key=lambda v: v.compile_s or 0.0) if mine else None
+        text = f"{spent.compile_s:.2f} ({spent.compile_note})" if spent else ""
+        tds.append(f"<td class='num'>{esc(text)}</td>")
+        body.append(f"<tr>{''.join(tds)}</tr>")
+    heads = "".join(f"<th>{esc(h)}</th>" for h in head)
+    sec.html(f"<table class='compare variants'><tr>{heads}</tr>{''.join(body)}</table>")
+    ok = sum(v.status == "ok" for v in variants)
+    sec.note(
+        f"{name} at each shape is the fastest correct configuration (marked *): {ok} of "
+        f"{len(variants)} timings correct. Compile: the longest it took a configuration (JIT "
+        "at the first shape it ran; later shapes reuse the code, and later runs load it from "
+        "the compile cache)."
+    )
+
+
+def _variant_cell(v: VariantRow | None) -> str:
+    if v is None:
+        return "<td></td>"
+    if v.status != "ok" or v.median_ms is None:
+        return f"<td title='{esc(v.reason)}'>{esc(v.status)}</td>"
+    text = num(v.median_ms) + (" *" if v.chosen else "")
+    bold = " style='font-weight:bold'" if v.chosen else ""
+    return f"<td class='num'{bold}>{esc(text)}</td>"
 
 
 def _baseline_row(r: ContenderRow, with_device: bool) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from workbench.store.models import SCHEMA_VERSION
+from workbench.store.models import SCHEMA_VERSION, ComparisonVariant
 
 
 def _add_replay_note(conn: Connection) -> None:
@@ -36,12 +36,19 @@ def _add_run_phases(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs ADD COLUMN phases JSON"))
 
 
+def _add_comparison_variants(conn: Connection) -> None:
+    """5 -> 6: the ``comparison_variants`` table (each configuration a baseline timed, such as
+    CUTLASS's operators; none for the comparisons already there)."""
+    ComparisonVariant.__table__.create(conn, checkfirst=True)
+
+
 #: version -> function migrating a connection from that version to the next one
 STEPS: dict[int, Callable[[Connection], None]] = {
     1: _add_replay_note,
     2: _add_run_drift,
     3: _add_run_process,
     4: _add_run_phases,
+    5: _add_comparison_variants,
 }
 
 

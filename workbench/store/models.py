@@ -30,7 +30,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: 4: ``runs.host``, ``runs.pid``, ``runs.pid_scope`` (the process a run is in, so that one killed
 #: is found abandoned)
 #: 5: ``runs.phases`` (where a run's wall time went: compile, verification, timing, idle...)
-SCHEMA_VERSION = 5
+#: 6: ``comparison_variants`` (every configuration a baseline timed: CUTLASS operators)
+SCHEMA_VERSION = 6
 
 
 class RunStatus(enum.Enum):
@@ -316,4 +317,38 @@ class Comparison(Base):
     speedup: Mapped[float | None] = mapped_column(Float)
     verify_max_error: Mapped[float | None] = mapped_column(Float)
     command: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ComparisonVariant(Base):
+    """One configuration of a baseline that offers several (a CUTLASS operator: tile, cluster)
+    on one shape in one ``workbench compare``; the baseline's ``comparisons`` row (same
+    ``batch``, ``shape_label``, ``device`` and ``contender``) is the fastest correct one
+    (``chosen``).
+
+    Owned by :mod:`workbench.compare`. ``compile_s`` is what the library spent compiling it
+    before it ran (``compile_note``: JIT, loaded from the cache, compiled earlier in this run).
+    Added without a schema-version bump: a new table needs no migration.
+    """
+
+    __tablename__ = "comparison_variants"
+    __table_args__ = (Index("ix_comparison_variants_batch", "batch", "shape_label"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch: Mapped[str] = mapped_column(String(40))
+    kernel: Mapped[str] = mapped_column(String(200))
+    device: Mapped[str | None] = mapped_column(String(200))
+    shape_label: Mapped[str] = mapped_column(String(200))
+    contender: Mapped[str] = mapped_column(String(50))
+    variant: Mapped[str] = mapped_column(Text)  #: the library's name of the configuration
+    label: Mapped[str] = mapped_column(Text)  #: short: ``tile 128x256x64, cluster 2x1x1``
+    config: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    median_ms: Mapped[float | None] = mapped_column(Float)
+    ci_low_ms: Mapped[float | None] = mapped_column(Float)
+    ci_high_ms: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[list | None] = mapped_column(JSON)  #: every timing sample (ms)
+    compile_s: Mapped[float | None] = mapped_column(Float)
+    compile_note: Mapped[str] = mapped_column(Text, default="")
+    chosen: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
