@@ -43,13 +43,13 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, Variant, register
 from workbench.compare.gemm_baselines import (
-    POISON_BYTE,
     to_torch,
     torch_dtype,
     torch_on_stream,
     torch_to_numpy,
 )
 from workbench.compare.problems import Family, Problem
+from workbench.runners.buffers import INT_POISON_BYTE
 from workbench.spaces.schema import Baseline as BaselineKind
 
 #: The pip packages of the extra (``pip install 'workbench[cutlass]'``).
@@ -391,8 +391,8 @@ class _CutlassRun:
 
     def poison(self) -> None:
         # both: a kernel that writes nothing must not pass on a previous operator's result
-        self.raw.view(self.torch.uint8).fill_(POISON_BYTE)
-        self.out.view(self.torch.uint8).fill_(POISON_BYTE)
+        self.raw.view(self.torch.uint8).fill_(INT_POISON_BYTE)
+        self.out.view(self.torch.uint8).fill_(INT_POISON_BYTE)
 
     def launch(self) -> None:
         self.op.run(self.args, self.artifact, stream=self.stream, assume_supported_args=True)
