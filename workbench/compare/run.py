@@ -126,7 +126,7 @@ def _one_shape(
     ceilings = Ceilings(options.ceilings).add(datasheet_ceilings(live.device))
     return ShapeComparison(
         problem=problem,
-        precision=work_precision(live),
+        precision=work_precision(live, plan.config),
         config=dict(plan.config),
         config_origin=plan.origin,
         tuned=tuned,
@@ -226,7 +226,7 @@ class _BaselineWorker:
         config: Config,
         expected: Callable[[], Any],
     ) -> Entry:
-        files = self._inputs(inputs, space)
+        files = self._inputs(inputs, problem.inputs)
         job = BaselineJob(sel.name, problem, files, str(self._tmp), self.options.timing)
         base = {"contender": sel.name, "title": sel.title, "ops": _ops(sel.name, problem)}
         base["nbytes"] = 2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
@@ -270,8 +270,10 @@ class _BaselineWorker:
             )
         return self._supervisor
 
-    def _inputs(self, inputs: Mapping[str, np.ndarray], space: Space) -> tuple[ArrayFile, ...]:
-        dtypes = {i.name: i.dtype.value for i in space.spec.inputs}
+    def _inputs(
+        self, inputs: Mapping[str, np.ndarray], dtypes: Mapping[str, str]
+    ) -> tuple[ArrayFile, ...]:
+        """The input files of a baseline, ``dtypes`` the inputs' space dtypes (the problem's)."""
         files = []
         for name, array in inputs.items():
             path = self._tmp / f"input-{name}.npy"
