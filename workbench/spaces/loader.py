@@ -36,11 +36,11 @@ from workbench.spaces.model import (
     SpaceSpec,
     TensorMapArg,
     Value,
-    Variant,
     WorkModel,
     source_too_large,
 )
 from workbench.spaces.space import Space
+from workbench.spaces.variants import check_variant_defaults, read_variants
 from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
 from workbench.toolchain import Arch
 
@@ -241,11 +241,11 @@ class _Builder:
             baselines=tuple(m.baselines),
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
-            variants=self._variants(arches, params),
+            variants=read_variants(self.doc, self.m.variants, arches, params),
             key_lines={p[0]: n for p, n in self.doc.lines.items() if len(p) == 1},
         )
         self._check_arch_defaults_valid(spec)
-        self._check_variant_defaults_valid(spec)
+        check_variant_defaults(self.doc, spec)
         return spec
 
     def _inside_project(
@@ -586,92 +586,6 @@ class _Builder:
                 ),
             )
         return draws
-
-    def _variants(self, arches: Sequence[Arch], params: Sequence[Parameter]) -> tuple[Variant, ...]:
-        """``variants:`` checked: each sets problem variants to values of their domains, no
-        two can hold for one config, and their defaults lie in the domains."""
-        declared = {a.sm for a in arches}
-        by_name = {p.name: p for p in params}
-        out: list[Variant] = []
-        for name, v in self.m.variants.items():
-            key = ("variants", name)
-            for param, value in v.set.items():
-                self._check_value((*key, "set", param), by_name, param, value)
-                if by_name[param].tunable:
-                    raise self.err(
-                        (*key, "set", param),
-                        f"{param} is tunable: a variant sets problem variants, the parameters "
-                        "marked `tunable: false`",
-                    )
-            plain: dict[str, Value] = {}
-            per_arch: dict[str, dict[str, Value]] = {}
-            for item, value in v.defaults.items():
-                where = (*key, "defaults", item)
-                if item in by_name:
-                    if isinstance(value, dict):
-                        raise self.err(where, f"a default of {item} is one value, not a mapping")
-                    if item in v.set:
-                        raise self.err(where, f"{item} is set by the variant; its default is that")
-                    self._check_value(where, by_name, item, value)
-                    plain[item] = value
-                    continue
-                arch = self._variant_arch(where, item, declared, by_name)
-                if not isinstance(value, dict):
-                    raise self.err(where, f"{item} is an arch: give a mapping of its defaults")
-                for param, x in value.items():
-                    self._check_value((*where, param), by_name, param, x)
-                per_arch[arch] = dict(value)
-            variant = Variant(name, dict(v.set), plain, per_arch, v.description)
-            for other in out:
-                shared = set(other.values) & set(variant.values)
-                if all(_same(other.values[k], variant.values[k]) for k in shared):
-                    raise self.err(
-                        key,
-                        f"variants {other.name} and {name} can both hold for one config: set a "
-                        "parameter they share to different values",
-                    )
-            out.append(variant)
-        return tuple(out)
-
-    def _variant_arch(
-        self, key: tuple[str, ...], text: str, declared: set[str], by_name: dict[str, Parameter]
-    ) -> str:
-        try:
-            arch = Arch.parse(text).sm
-        except ArchError:
-            names = ", ".join(by_name)
-            raise self.err(key, f"{text!r} is neither a parameter ({names}) nor an arch") from None
-        if arch not in declared:
-            raise self.err(key, f"{arch} is not among the space's arches ({', '.join(declared)})")
-        return arch
-
-    def _check_value(
-        self, key: tuple[str, ...], by_name: dict[str, Parameter], name: str, value: object
-    ) -> None:
-        if name not in by_name:
-            raise self.err(key, f"unknown parameter {name!r}; parameters: {', '.join(by_name)}")
-        domain = by_name[name].values
-        if not any(_same(value, x) for x in domain):  # type: ignore[arg-type]
-            raise self.err(key, f"{value!r} is not one of {name}'s values {list(domain)}")
-
-    def _check_variant_defaults_valid(self, spec: SpaceSpec) -> None:
-        """A variant's default config is valid at the default shape on the arch commands take
-        by default (the last) and on each arch it gives defaults for (on the arch's device
-        preset; an arch without one is not checked)."""
-        for variant in spec.variants:
-            for arch in dict.fromkeys((spec.arches[-1], *variant.arch_defaults)):
-                target = Arch.parse(arch)
-                try:
-                    device = device_for(target)
-                except ArchError:
-                    continue
-                config = spec.default_config(arch, variant.values)
-                if problems := Space(spec, arch=target, device=device).explain(config):
-                    raise self.err(
-                        ("variants", variant.name),
-                        f"the default of {variant.name} is invalid on {arch} ({device.name}) at "
-                        f"the default shape: {problems[0].message}",
-                    )
 
     def _args(self, known: set[str], ranks: dict[str, int]) -> tuple[ArgSpec, ...]:
         """``args`` checked: buffer names exist, expressions use known names, a tensor map's box

@@ -9,12 +9,17 @@ problem, stored and replayed as ``reduce_f16[OP=sum]``, as before the two files 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from workbench.errors import ExpressionError
+from workbench.devices import device_for
+from workbench.errors import ArchError, ExpressionError
 from workbench.expressions import Expression
-from workbench.spaces.model import Config, SpaceSpec, Value, Variant
+from workbench.spaces import schema
+from workbench.spaces.model import Config, Parameter, SpaceSpec, Value, Variant
+from workbench.spaces.space import Space
+from workbench.spaces.yamlmarks import MarkedDocument
+from workbench.toolchain import Arch
 
 
 def variant_named(spec: SpaceSpec, name: str) -> Variant | None:
@@ -115,3 +120,132 @@ def _text(value: Value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+# ---- reading ``variants:`` (the loader's) ------------------------------------------------------
+
+
+def read_variants(
+    doc: MarkedDocument,
+    variants: Mapping[str, schema.VariantModel],
+    arches: Sequence[Arch],
+    params: Sequence[Parameter],
+) -> tuple[Variant, ...]:
+    """``variants:`` checked: each sets problem variants to values of their domains, no two can
+    hold for one config, and their defaults lie in the domains.
+
+    Raises:
+        SpaceFileError: located at the key that is wrong.
+    """
+    declared = {a.sm for a in arches}
+    by_name = {p.name: p for p in params}
+    out: list[Variant] = []
+    for name, v in variants.items():
+        key = ("variants", name)
+        for param, value in v.set.items():
+            _check_value(doc, (*key, "set", param), by_name, param, value)
+            if by_name[param].tunable:
+                raise doc.error(
+                    (*key, "set", param),
+                    f"{param} is tunable: a variant sets problem variants, the parameters marked "
+                    "`tunable: false`",
+                )
+        plain: dict[str, Value] = {}
+        per_arch: dict[str, dict[str, Value]] = {}
+        for item, value in v.defaults.items():
+            where = (*key, "defaults", item)
+            if item in by_name:
+                if isinstance(value, dict):
+                    raise doc.error(where, f"a default of {item} is one value, not a mapping")
+                if item in v.set:
+                    raise doc.error(where, f"{item} is set by the variant; its default is that")
+                _check_value(doc, where, by_name, item, value)
+                plain[item] = value
+                continue
+            arch = _variant_arch(doc, where, item, declared, by_name)
+            if not isinstance(value, dict):
+                raise doc.error(where, f"{item} is an arch: give a mapping of its defaults")
+            for param, x in value.items():
+                _check_value(doc, (*where, param), by_name, param, x)
+            per_arch[arch] = dict(value)
+        variant = Variant(name, dict(v.set), plain, per_arch, v.description)
+        for other in out:
+            shared = set(other.values) & set(variant.values)
+            if all(_same(other.values[k], variant.values[k]) for k in shared):
+                raise doc.error(
+                    key,
+                    f"variants {other.name} and {name} can both hold for one config: set a "
+                    "parameter they share to different values",
+                )
+        out.append(variant)
+    return tuple(out)
+
+
+def check_variant_defaults(doc: MarkedDocument, spec: SpaceSpec) -> None:
+    """A variant's default config is valid at the default shape on the arch commands take by
+    default (the last) and on each arch it gives defaults for (on the arch's device preset; an
+    arch without one is not checked).
+
+    Raises:
+        SpaceFileError: located at the variant.
+    """
+    for variant in spec.variants:
+        for arch in dict.fromkeys((spec.arches[-1], *variant.arch_defaults)):
+            target = Arch.parse(arch)
+            try:
+                device = device_for(target)
+            except ArchError:
+                continue
+            config = spec.default_config(arch, variant.values)
+            if problems := Space(spec, arch=target, device=device).explain(config):
+                raise doc.error(
+                    ("variants", variant.name),
+                    f"the default of {variant.name} is invalid on {arch} ({device.name}) at the "
+                    f"default shape: {problems[0].message}",
+                )
+
+
+def _variant_arch(
+    doc: MarkedDocument,
+    key: tuple[str, ...],
+    text: str,
+    declared: set[str],
+    by_name: Mapping[str, Parameter],
+) -> str:
+    try:
+        arch = Arch.parse(text).sm
+    except ArchError:
+        names = ", ".join(by_name)
+        raise doc.error(key, f"{text!r} is neither a parameter ({names}) nor an arch") from None
+    if arch not in declared:
+        raise doc.error(key, f"{arch} is not among the space's arches ({', '.join(declared)})")
+    return arch
+
+
+def _check_value(
+    doc: MarkedDocument,
+    key: tuple[str, ...],
+    by_name: Mapping[str, Parameter],
+    name: str,
+    value: object,
+) -> None:
+    if name not in by_name:
+        raise doc.error(key, f"unknown parameter {name!r}; parameters: {', '.join(by_name)}")
+    domain = by_name[name].values
+    if not any(_same(value, x) for x in domain):
+        raise doc.error(key, f"{value!r} is not one of {name}'s values {list(domain)}")
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+__all__ = [
+    "check_variant_defaults",
+    "label_values",
+    "problem_label",
+    "read_variants",
+    "variant_command",
+    "variant_named",
+    "variant_spec",
+]
