@@ -276,7 +276,7 @@ def test_a_gemm_baseline_is_checked_against_the_reference() -> None:
 
     space = _space("gemm_int8", M=64, N=96, K=128)
     config = space.spec.default_config()
-    inputs = make_inputs(space, seed=0)
+    inputs = make_inputs(space, seed=0, config=config)
     p = classify(space, config)
     expected = lambda: _expected(space, config, inputs)  # noqa: E731
     right = int8_gemm_exact(inputs["A"], inputs["B"])
@@ -357,7 +357,7 @@ def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
     space = _space("reduce", n=1000)
     config = space.spec.default_config()
     problem = classify(space, config)
-    inputs = make_inputs(space, seed=0)
+    inputs = make_inputs(space, seed=0, config=config)
     copy = Selection("copy", "copy", "copy", Choice.RUN)
     with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
         entries = [worker.run(copy, problem, inputs, space, config, lambda: None) for _ in range(2)]

@@ -338,10 +338,10 @@ def test_dequantize_reference_inverts_the_quantize_reference() -> None:
     config = q_space.parse_config(["GRANULARITY=group", "G=64", "SYMMETRIC=false"])
     x = sample_rows(6, 256, np.float16, seed=4)
     qcall = ReferenceCall({"x": x}, {}, q_space.shape, config)
-    q = ref.int8_rows(qcall)
+    q = ref.quantize_rows(qcall)
     dconfig = d_space.parse_config(["GRANULARITY=group", "G=64", "SYMMETRIC=false", "OUT=float32"])
     inputs = {"q": q["q"], "scale": q["scale"], "zero_point": q["zero_point"], "e8m0": np.ones(1)}
-    x_hat = ref.dequantize_int8(ReferenceCall(inputs, {}, d_space.shape, dconfig))["out"]
+    x_hat = ref.dequantize(ReferenceCall(inputs, {}, d_space.shape, dconfig))["out"]
     err = ref.quantization_error(x.astype(np.float32), x_hat)
     assert err.sqnr_db > 40 and err.sqnr_db == ref.roundtrip_error(x, 64, "int8", False).sqnr_db
 

@@ -55,6 +55,7 @@ from workbench.runners.buffers import (
     KernelArg,
     OutputRole,
     ScalarValue,
+    input_specs,
     launch_arguments,
     named_scalars,
     numpy_dtype,
@@ -107,9 +108,10 @@ def compiled_default(space: Space, cache: CompileCache) -> tuple[Config, Compile
 def buffer_bytes(space: Space, config: Config) -> int:
     """Bytes of every input and output of ``config`` at the space's shape (nothing drawn)."""
     shapes = InputSets(space, 0, Path("unused"), None).shapes(config)
+    specs = input_specs(space, config)  # (a problem variant's dtype: the config's)
     inputs = sum(
-        math.prod(shape) * numpy_dtype(spec.dtype).itemsize
-        for spec, shape in zip(space.spec.inputs, shapes.values(), strict=True)
+        math.prod(shape) * numpy_dtype(specs[name].dtype).itemsize  # type: ignore[arg-type]
+        for name, shape in shapes.items()
     )
     return inputs + sum(o.nbytes for o in output_buffers(space, config))
 
@@ -188,9 +190,10 @@ def whole_way(space: Space, config: Config, compiled: CompileResult, tmp: Path) 
     sets = InputSets(space, 0, tmp, space.spec.reference.target)
     inputs = sets.get(config)
     assert sets.get(config) is inputs  # drawn once
-    for spec, shape in zip(space.spec.inputs, sets.shapes(config).values(), strict=True):
+    specs = input_specs(space, config)  # (a problem variant's dtype: the config's)
+    for spec, shape in zip(specs.values(), sets.shapes(config).values(), strict=True):
         array = inputs.arrays[spec.name]
-        assert array.shape == shape and array.dtype == numpy_dtype(spec.dtype), spec.name
+        assert array.shape == shape and array.dtype == numpy_dtype(spec.dtype), spec.name  # type: ignore[arg-type]
         assert np.count_nonzero(array.astype(np.float64)) > 0, spec.name
     job = kernel_job(space, config, compiled)
     device = HostDevice(space.arch.sm)

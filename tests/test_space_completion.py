@@ -84,8 +84,9 @@ def test_a_shape_no_config_fits_is_said() -> None:
 def _nearest_by_listing(space: Space, valid: list[Config], given: Config) -> Config | None:
     """The rule, applied to every valid config: fewest parameters off the default, then the
     fewest steps along their domains, then the earliest-declared parameters kept (then nearer
-    values) in declaration order."""
-    start = {**space.default_config(), **given}
+    values) in declaration order; the default is that of the problem variant given (its named
+    variant's: reduce_f16's ITEMS and VEC for DTYPE=float16)."""
+    start = {**space.default_config(space.variant_values(given)), **given}
 
     def key(config: Config) -> tuple:
         moved, steps, order = 0, 0, []
@@ -113,7 +114,7 @@ def test_the_nearest_valid_config_is_the_one_the_rule_picks_from_all(
     for a, b in itertools.combinations(params, 2):
         for va, vb in itertools.product(a.values, b.values):
             given: dict[str, Value] = {a.name: va, b.name: vb}
-            start = {**space.default_config(), **given}
+            start = {**space.default_config(space.variant_values(given)), **given}
             try:
                 got = complete_config(space, given).config
             except ConfigError:

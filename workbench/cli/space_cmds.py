@@ -22,9 +22,11 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.model import ArgSpec, TensorMapArg
+from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
+from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
+from workbench.spaces.variants import variant_command, variant_spec
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
@@ -37,7 +39,9 @@ def kernels(
     """List the kernels: the built-in library and your --spaces directories."""
     with cli_errors(json_errors=as_json):
         rows = []
-        for entry in list_spaces(spaces or []):
+        entries = list_spaces(spaces or [])
+        named = variant_names(entries)  # (those a file of their own name does not shadow)
+        for entry in entries:
             try:
                 spec = load_space(entry.path)
                 space = Space(spec)  # (an arch without a device preset fails here)
@@ -64,6 +68,7 @@ def kernels(
                     "warning": mismatch.rstrip("; ") or None,
                 }
             )
+            rows += [_variant_row(spec, v, entry) for v in spec.variants if v.name in named]
         if as_json:
             console.print_json(json.dumps(rows))
             return
@@ -186,6 +191,27 @@ def space(
                 for v in problems:
                     console.print(f"  - {escape(v.message)}")
                 raise typer.Exit(1)
+
+
+def _variant_row(spec: SpaceSpec, variant: Variant, entry: SpaceEntry) -> dict[str, object]:
+    """A named variant's row: its space, and what its name stands for (``= reduce --set
+    DTYPE=float16``)."""
+    view = variant_spec(spec, variant.name)
+    return {
+        "name": variant.name,
+        "name_in_file": spec.name,
+        "variant_of": entry.name,
+        "set": dict(variant.values),
+        "language": spec.language,
+        "arches": list(spec.arches),
+        "parameters": len(view.parameters),
+        "points": Space(view).cartesian_size,
+        "builtin": entry.builtin,
+        "path": str(entry.path),
+        "description": f"= {variant_command(spec, variant)}"
+        + (f": {variant.description.strip()}" if variant.description.strip() else ""),
+        "warning": None,
+    }
 
 
 def _arg_label(arg: ArgSpec) -> str:

@@ -102,6 +102,8 @@ def classify(space: Space, config: Config) -> Problem:
     target = spec.reference.target if spec.reference is not None else ""
     if target in REFERENCE_FAMILIES:
         family = REFERENCE_FAMILIES[target]
+        if family is Family.GEMM_INT8 and config.get("EPI") == "w8a8":
+            family = Family.GEMM_W8A8  # (its reference applies the epilogue the config names)
     elif spec.work.unit in BANDWIDTH_UNITS:
         family = Family.STREAM
     elif spec.reference is None:
@@ -117,7 +119,7 @@ def classify(space: Space, config: Config) -> Problem:
         kernel=spec.name,
         family=family,
         shape=dict(space.shape),
-        inputs={i.name: i.dtype.value for i in spec.inputs},
+        inputs={i.name: i.dtype_for(env).value for i in spec.inputs},
         outputs=outputs,
         ops=ops,
         min_bytes=min_bytes,

@@ -152,7 +152,7 @@ def _one_shape(
             notes.append(variants_note(entry))
     return ShapeComparison(
         problem=problem,
-        precision=work_precision(live),
+        precision=work_precision(live, plan.config),
         config=dict(plan.config),
         config_origin=plan.origin,
         tuned=tuned,
@@ -332,7 +332,7 @@ class _BaselineWorker:
         variant: Variant | None = None,
     ) -> Entry:
         name = base.contender
-        files = self._inputs(inputs, space)
+        files = self._inputs(inputs, problem.inputs)
         job = BaselineJob(
             name, problem, files, str(self._tmp), self.options.timing,
             variant=variant.name if variant else None, cache_dir=self.options.cache_dir,
@@ -378,8 +378,10 @@ class _BaselineWorker:
             )
         return self._supervisor
 
-    def _inputs(self, inputs: Mapping[str, np.ndarray], space: Space) -> tuple[ArrayFile, ...]:
-        dtypes = {i.name: i.dtype.value for i in space.spec.inputs}
+    def _inputs(
+        self, inputs: Mapping[str, np.ndarray], dtypes: Mapping[str, str]
+    ) -> tuple[ArrayFile, ...]:
+        """The input files of a baseline, ``dtypes`` the inputs' space dtypes (the problem's)."""
         files = []
         for name, array in inputs.items():
             path = self._tmp / f"input-{name}.npy"

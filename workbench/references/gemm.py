@@ -106,12 +106,16 @@ def w8a8_dequantize(
 
 
 def gemm_int8(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """``C = A . B^T`` in int32 (space ``gemm_int8``, EPI=raw): exact."""
+    """The space ``gemm_int8``: for the config's epilogue ``EPI`` (raw when not given),
+    ``C = A . B^T`` in int32 (exact), or the W8A8 result of :func:`gemm_w8a8`."""
+    if call.config.get("EPI", "raw") == "w8a8":
+        return gemm_w8a8(call)
     return {"C": int8_gemm_exact(call.inputs["A"], call.inputs["B"])}
 
 
 def gemm_w8a8(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """``C = (A . B^T) * row_scale[:, None] * col_scale[None, :]`` (space ``gemm_w8a8``).
+    """``C = (A . B^T) * row_scale[:, None] * col_scale[None, :]`` (``gemm_int8`` with
+    EPI=w8a8, the name ``gemm_w8a8``).
 
     The output type is the config's ``OUT`` (float16, bfloat16 or float32).
     """

@@ -259,21 +259,11 @@ def _rows(call: ReferenceCall, fmt: str) -> dict[str, np.ndarray]:
     return {"q": q.codes, "scale": q.scales.reshape(-1), "zero_point": zp}
 
 
-def int8_rows(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """quantize_int8: dynamic per-token / per-group int8 (codes, scales, zero points)."""
-    return _rows(call, "int8")
-
-
-def fp8_rows(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """quantize_fp8: dynamic per-token / per-group E4M3 (codes, scales)."""
-    out = _rows(call, "fp8")
-    del out["zero_point"]
-    return out
-
-
-def f32_rows(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """quantize_f32: fp32 input to int8 or E4M3 (``OUT``), dynamic per-token / per-group."""
-    return _rows(call, str(call.config["OUT"]))  # zero points: zeros(1) when symmetric
+def quantize_rows(call: ReferenceCall) -> dict[str, np.ndarray]:
+    """quantize (quantize_int8, quantize_fp8, quantize_f32): fp16 or fp32 input to int8 or E4M3
+    codes (``OUT``), dynamic per-token / per-group (codes, scales, zero points: zeros(1) when
+    symmetric)."""
+    return _rows(call, str(call.config["OUT"]))
 
 
 def mx_rows(call: ReferenceCall) -> dict[str, np.ndarray]:
@@ -321,11 +311,10 @@ def _dequantize(call: ReferenceCall, codes: np.ndarray) -> dict[str, np.ndarray]
     return {"out": dequantize_codes(codes, scale, zp).astype(out_dtype)}
 
 
-def dequantize_int8(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """dequantize_int8: int8 codes (or MXINT8 elements) to fp16 / fp32."""
-    return _dequantize(call, np.asarray(call.inputs["q"], np.int8))
-
-
-def dequantize_fp8(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """dequantize_fp8: E4M3 codes (or MXFP8 elements) to fp16 / fp32."""
-    return _dequantize(call, np.asarray(call.inputs["q"]).astype(E4M3))
+def dequantize(call: ReferenceCall) -> dict[str, np.ndarray]:
+    """dequantize (dequantize_int8, dequantize_fp8): int8 or E4M3 codes (``ELEM``), or MXINT8 /
+    MXFP8 elements, to fp16 / fp32."""
+    q = np.asarray(call.inputs["q"])
+    if call.config["ELEM"] == "int8":
+        return _dequantize(call, q.astype(np.int8, copy=False))
+    return _dequantize(call, q.astype(E4M3))

@@ -104,7 +104,7 @@ def plan_space(
     """
     problems: list[Problem] = [SpaceProblem(sp, pinned) for sp in spaces]
     if replay is not None:
-        recording = load_recording(replay)
+        recording = load_recording(replay).for_space(spec)  # (see Recording.for_space)
         problems = _matching(problems, spaces, recording)
         runners: dict[str, Runner] = {p.shape_label: ReplayRunner(recording) for p in problems}
         env = store.environment(recording.device, replay_source=recording.source)
@@ -157,9 +157,8 @@ def _plan_live(
 def _matching(
     problems: list[Problem], spaces: Sequence[Space], recording: Recording
 ) -> list[Problem]:
-    """The problems a recording can answer (its parameters, its shape when it names one)."""
-    spec = spaces[0].spec
-    recording.require_parameters(spec.parameter_names, spec.name)
+    """The problems a recording (of their space) can answer: those of its shape when it names
+    one."""
     if not recording.shape:
         return problems
     kept = [p for p, sp in zip(problems, spaces, strict=True) if sp.shape == dict(recording.shape)]

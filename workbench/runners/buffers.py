@@ -99,15 +99,39 @@ def make_inputs(
             or its distribution gives only zeros in its dtype.
     """
     shapes = input_shapes(space, config)
-    return {s.name: draw_named_input(s, shapes[s.name], seed) for s in space.spec.inputs}
+    specs = input_specs(space, config)
+    return {name: draw_named_input(s, shapes[name], seed) for name, s in specs.items()}
 
 
 def input_config_names(space: Space) -> tuple[str, ...]:
-    """The parameters and derived values that input shapes use, sorted (empty: the problem
-    shape alone gives every input)."""
+    """The parameters and derived values that input shapes and dtypes (a problem variant's:
+    ``dtype: DTYPE``) use, sorted (empty: the problem shape alone gives every input)."""
     config_names = set(space.spec.parameter_names) | {name for name, _ in space.spec.derived}
     used = {name for spec in space.spec.inputs for expr in spec.shape for name in expr.names}
+    used |= {n for spec in space.spec.inputs if not _fixed(spec) for n in spec.dtype.names}  # type: ignore[union-attr]
     return tuple(sorted(used & config_names))
+
+
+def input_specs(space: Space, config: Mapping[str, Value] | None = None) -> dict[str, InputSpec]:
+    """Every input with its dtype (and that dtype's draw) for ``config``, by name.
+
+    Raises:
+        ConfigError: an input's dtype is a problem variant's and no config is given, or the
+            config's names no dtype.
+    """
+    if all(_fixed(spec) for spec in space.spec.inputs):
+        return {spec.name: spec for spec in space.spec.inputs}
+    if config is None:
+        raise ConfigError(
+            f"{space.spec.name}: input dtypes are problem variants' (values of the config): "
+            "the inputs need a config"
+        )
+    env = _config_env(space, config)
+    return {spec.name: spec.of_dtype(spec.dtype_for(env)) for spec in space.spec.inputs}
+
+
+def _fixed(spec: InputSpec) -> bool:
+    return isinstance(spec.dtype, DType)
 
 
 def input_config_values(
@@ -148,8 +172,9 @@ def input_shapes(
 
 
 def draw_named_input(spec: InputSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    """Input ``spec`` at ``shape`` from its own stream: the same (seed, name, shape) always
-    gives the same array, whatever else the space holds."""
+    """Input ``spec`` (its dtype fixed: see :func:`input_specs`) at ``shape`` from its own
+    stream: the same (seed, name, shape) always gives the same array, whatever else the space
+    holds."""
     rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
     return draw_input(spec, shape, rng)
 
@@ -404,7 +429,7 @@ def _buffer_layout(
 ) -> tuple[DType, tuple[int, ...]]:
     for spec in space.spec.inputs:
         if spec.name == name:
-            return spec.dtype, eval_shape(spec.shape, env, f"input {name}")
+            return spec.dtype_for(env), eval_shape(spec.shape, env, f"input {name}")
     for out in space.spec.outputs:
         if out.name == name:
             return out.dtype_for(env), eval_shape(out.shape, env, f"output {name}")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
-from workbench.spaces.model import Config, Value
+from workbench.spaces.model import Config, SpaceSpec, Value
+from workbench.spaces.variants import label_values
 
 FORMAT_NAME = "workbench-recording"
 FORMAT_VERSION = 1
@@ -138,19 +139,40 @@ class Recording:
         when = f", {self.date[:10]}" if self.date else ""
         return f"{self.device.name} ({self.path.name}{when})"
 
-    def require_parameters(self, names: Sequence[str], space: str) -> None:
-        """Check that this records every parameter of a space (``names``, of ``space``).
+    def for_space(self, spec: SpaceSpec) -> Recording:
+        """This recording as one of ``spec``'s space, which may have gained parameters since
+        it was made: a parameter it lacks that is a problem variant (``tunable: false``) or has
+        one value is taken to hold, in every recorded config, the value the recording's kernel
+        label names (``reduce_f16[OP=sum]``: its variant's values, its bracketed ones), else
+        the space's default (the problem the kernel solved before the parameter existed).
 
         Raises:
-            RecordingError: it lacks some: it is not a recording of this space.
+            RecordingError: it lacks a tunable parameter of several values: it is not a
+                recording of this space.
         """
-        missing = [n for n in names if n not in self.parameter_names]
-        if missing:
+        missing = [p for p in spec.parameters if p.name not in self.parameter_names]
+        if not missing:
+            return self
+        tunable = [p.name for p in missing if p.tunable and len(p.values) > 1]
+        if tunable:
             raise RecordingError(
                 self.path,
-                f"does not record parameter(s) {', '.join(missing)} of {space}: it is not a "
+                f"does not record parameter(s) {', '.join(tunable)} of {spec.name}: it is not a "
                 "recording of this space",
             )
+        named = label_values(spec, self.kernel)
+        default = spec.default_config(self.arch, named)
+        return self.with_values({p.name: default[p.name] for p in missing})
+
+    def with_values(self, values: Mapping[str, Value]) -> Recording:
+        """This recording with parameters it lacks added, each holding one value in every
+        recorded config."""
+        entries = {}
+        for key, e in self.entries.items():
+            config = {**e.config, **values}
+            entries[(*key, *values.values())] = dataclasses.replace(e, config=config)
+        added = tuple((name, (value,)) for name, value in values.items())
+        return dataclasses.replace(self, parameters=(*self.parameters, *added), entries=entries)
 
     def key(self, config: Mapping[str, Value]) -> tuple[Value, ...]:
         return tuple(config[name] for name in self.parameter_names)

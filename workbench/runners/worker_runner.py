@@ -36,6 +36,7 @@ from workbench.runners.buffers import (
     input_config_names,
     input_config_values,
     input_shapes,
+    input_specs,
     kernel_arguments,
     named_scalars,
     output_buffers,
@@ -67,6 +68,7 @@ from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
 from workbench.spaces.launch import launch_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
+from workbench.spaces.schema import DType
 from workbench.spaces.space import Space
 from workbench.toolchain import Arch, nvrtc_version
 
@@ -424,8 +426,8 @@ class InputSets:
         self.directory = directory
         self.reference = reference
         self._sets: dict[str, InputSet] = {}
-        #: (input name, shape) -> the array and its file: an array is drawn and written once
-        self._arrays: dict[tuple[str, tuple[int, ...]], tuple[np.ndarray, InputFile]] = {}
+        #: (input name, dtype, shape) -> the array and its file: drawn and written once
+        self._arrays: dict[tuple[str, DType, tuple[int, ...]], tuple[np.ndarray, InputFile]] = {}
 
     def key(self, config: Mapping[str, Value]) -> str:
         """The key of ``config``'s inputs: the problem shape, the values of the config names
@@ -464,7 +466,7 @@ class InputSets:
             return found
         shapes = self.shapes(config)
         arrays, files = {}, []
-        for spec in self.space.spec.inputs:
+        for spec in input_specs(self.space, config).values():
             array, file = self._array(spec, shapes[spec.name])
             arrays[spec.name] = array
             files.append(file)
@@ -475,12 +477,15 @@ class InputSets:
         return made
 
     def _array(self, spec: InputSpec, shape: tuple[int, ...]) -> tuple[np.ndarray, InputFile]:
-        known = self._arrays.get((spec.name, shape))
+        """Input ``spec`` (its dtype fixed) at ``shape``: drawn and written once."""
+        dtype = DType(spec.dtype)
+        known = self._arrays.get((spec.name, dtype, shape))
         if known is None:
             array = draw_named_input(spec, shape, self.seed)
-            path = self.directory / f"input-{spec.name}-{'x'.join(map(str, shape))}.npy"
+            dims = "x".join(map(str, shape))
+            path = self.directory / f"input-{spec.name}-{dtype.value}-{dims}.npy"
             file = InputFile(spec.name, str(path), write_raw(path, array))
-            known = self._arrays[spec.name, shape] = (array, file)
+            known = self._arrays[spec.name, dtype, shape] = (array, file)
         return known
 
 

@@ -24,6 +24,7 @@ from workbench.runners.recordings import Recording
 from workbench.search.valid_sets import ValidSetCache
 from workbench.spaces.model import Config, Value, config_label, shape_label
 from workbench.spaces.space import Space, WalkTimeout
+from workbench.spaces.variants import problem_label
 
 #: Spaces up to this many valid points are listed (for the default, random and brute-force
 #: samplers, and for escaping duplicate proposals); of a larger one, a uniform sample of this
@@ -146,7 +147,8 @@ class SpaceProblem(Problem):
     """A space file's configs for one shape, arch and device.
 
     Parameters marked ``tunable: false`` (problem variants) are pinned: to ``pinned[name]``
-    when given, else to their default; the kernel label names the pinned values.
+    when given, else to their default (the named variant's, where the given ones make one);
+    the kernel label names the pinned values (through the variant's name: ``reduce_f16[OP=sum]``).
     """
 
     def __init__(
@@ -163,13 +165,12 @@ class SpaceProblem(Problem):
         unknown = [n for n in pinned if n not in space.spec.parameter_names]
         if unknown:
             raise ConfigError(f"{space.spec.name} has no parameter(s) {', '.join(unknown)}")
-        default = space.default_config()
+        default = space.default_config(pinned)
         for p in space.spec.parameters:
             if not p.tunable:
                 pinned.setdefault(p.name, default[p.name])
         self.pinned = pinned
-        variant = ",".join(f"{k}={v}" for k, v in pinned.items())
-        self.kernel = space.spec.name + (f"[{variant}]" if variant else "")
+        self.kernel = problem_label(space.spec, pinned)
         self.shape_label = shape_label(space.shape)
         self.params = tuple(
             Param(p.name, (pinned[p.name],) if p.name in pinned else p.values)
@@ -213,7 +214,7 @@ class SpaceProblem(Problem):
         return self._valid
 
     def defaults(self) -> list[Config]:
-        default = {**self.space.default_config(), **self.pinned}
+        default = self.space.default_config(self.pinned)
         return [default] if self.space.is_valid(default) else []
 
 

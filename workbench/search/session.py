@@ -140,7 +140,7 @@ def plan_space_replay(
     Raises:
         WorkbenchError: the recording lacks parameters of the space.
     """
-    recording.require_parameters(space.spec.parameter_names, space.spec.name)
+    recording = recording.for_space(space.spec)  # (a parameter added since: see for_space)
     if recording.shape and dict(recording.shape) != space.shape:
         raise ConfigError(
             f"{recording.path} was recorded for {shape_label(recording.shape)}, "
@@ -257,17 +257,20 @@ def recordings_dir(spec: SpaceSpec) -> Path:
 
 def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
     """Recordings of ``spec``'s kernel (any of its problem variants) kept in
-    :func:`recordings_dir`.
+    :func:`recordings_dir`, and in the folders of its file's named variants (``reduce``:
+    ``recordings/reduce_f16/`` too).
 
     Raises:
         RecordingError: a recording there is damaged (it is not silently skipped).
     """
-    folder = recordings_dir(spec)
+    names = dict.fromkeys([spec.name, *(v.name for v in spec.variants)])
     out = []
-    for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
-        recording = load_recording(path)
-        if base_kernel(recording.kernel) == spec.name:
-            out.append(recording)
+    for name in names:
+        folder = spec.path.parent / "recordings" / name
+        for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
+            recording = load_recording(path)
+            if base_kernel(recording.kernel) in names:
+                out.append(recording)
     return out
 
 

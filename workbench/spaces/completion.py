@@ -66,8 +66,11 @@ def complete_config(space: Space, given: Mapping[str, Value]) -> Completion:
             given values.
     """
     given = dict(given)
-    default = space.default_config()
-    own = space.spec.arch_defaults.get(space.arch.sm)
+    default = space.default_config(space.variant_values(given))
+    variant = space.spec.variant_of(default)
+    own = space.spec.arch_defaults.get(space.arch.sm) or (
+        variant is not None and variant.arch_defaults.get(space.arch.sm)
+    )
     name = f"the {space.arch.sm} default" if own else "the default"
     start = {**default, **given}
     broken = tuple(space.explain(start))

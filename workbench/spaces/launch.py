@@ -78,10 +78,16 @@ def _int(value: object, what: str, minimum: int = 1) -> int:
     return value
 
 
-def work_precision(space: Space) -> str:
+def work_precision(space: Space, config: Mapping[str, Value] | None = None) -> str:
     """Which compute ceiling a kernel's throughput is compared with (the roofline of tune,
-    compare, the report and the event-timing profile), from its inputs' dtypes."""
-    dtypes = {i.dtype.value for i in space.spec.inputs}
+    compare, the report and the event-timing profile), from its inputs' dtypes (for
+    ``config``'s problem variant; the space's default when not given)."""
+    config = config if config is not None else space.default_config()
+    try:
+        env = space.env(config)
+    except ExpressionError:
+        env = dict(config)  # (a variant's dtype reads parameters alone)
+    dtypes = {i.dtype_for(env).value for i in space.spec.inputs}
     if space.spec.work.unit == "GB/s":
         return "fp32"
     for dtype, precision in (

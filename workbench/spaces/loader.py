@@ -8,6 +8,8 @@ the project, defaults lie in their domains, roles fit the language. Every error 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from workbench.spaces.model import (
     PLACEHOLDER,
     ArgSpec,
     Constraint,
+    Draw,
     ExpectSass,
     Geometry,
     InputSpec,
@@ -37,6 +40,7 @@ from workbench.spaces.model import (
     source_too_large,
 )
 from workbench.spaces.space import Space
+from workbench.spaces.variants import check_variant_defaults, read_variants
 from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
 from workbench.toolchain import Arch
 
@@ -200,6 +204,8 @@ class _Builder:
         constraints = tuple(self._constraint(i, c, base) for i, c in enumerate(m.constraints))
         geometry = self._geometry(base)
         shape_sets = self._shape_sets(shape_names)
+        self._params = {p.name: p for p in params}
+        self._derived = dict(derived)
         buffers = self._buffers(base)
         inputs, outputs = buffers
         ranks = {b.name: len(b.shape) for b in (*inputs, *outputs)}
@@ -234,9 +240,11 @@ class _Builder:
             baselines=tuple(m.baselines),
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
+            variants=read_variants(self.doc, self.m.variants, arches, params),
             key_lines={p[0]: n for p, n in self.doc.lines.items() if len(p) == 1},
         )
         self._check_arch_defaults_valid(spec)
+        check_variant_defaults(self.doc, spec)
         return spec
 
     def _inside_project(
@@ -443,25 +451,29 @@ class _Builder:
         inputs = []
         for name, b in self.m.inputs.items():
             key = ("inputs", name)
-            if _all_zeros(b):
-                raise self.err(
-                    key, "inputs must not be all zeros: a zero input hides wrong kernels"
-                )
-            if b.distribution is schema.Distribution.UNIFORM and b.high <= b.low:
-                raise self.err(key, "uniform needs low < high")
+            self._check_draw(key, b)
             shape = tuple(self._expr((*key, "shape", i), s, known) for i, s in enumerate(b.shape))
-            inputs.append(
-                InputSpec(
-                    name,
-                    b.dtype,
-                    shape,
-                    b.distribution,
-                    float(b.low),
-                    float(b.high),
-                    float(b.mean),
-                    float(b.std),
+            dtype, dtypes = self._input_dtype(key, b.dtype, known)
+            if b.per_dtype and isinstance(dtype, schema.DType):
+                raise self.err(
+                    (*key, "per_dtype"),
+                    f"the input's dtype is always {dtype.value}: per_dtype is for a dtype that "
+                    "a problem variant chooses",
                 )
+            spec = InputSpec(
+                name,
+                dtype,
+                shape,
+                b.distribution,
+                float(b.low),
+                float(b.high),
+                float(b.mean),
+                float(b.std),
+                self._per_dtype(key, b, dtypes),
             )
+            for d in spec.per_dtype:
+                self._check_draw((*key, "per_dtype", d.value), spec.of_dtype(d))
+            inputs.append(spec)
         outputs = []
         for name, o in self.m.outputs.items():
             if name in self.m.inputs:
@@ -478,6 +490,101 @@ class _Builder:
                     dtype = self._expr(("outputs", name, "dtype"), dtype, known)
             outputs.append(OutputSpec(name, dtype, shape, init, o.scratch))
         return tuple(inputs), tuple(outputs)
+
+    def _check_draw(self, key: tuple[str, ...], spec: schema.InputModel | InputSpec) -> None:
+        """The draw of an input (or of one of its dtypes) gives values, not zeros alone."""
+        if _all_zeros(spec):
+            raise self.err(key, "inputs must not be all zeros: a zero input hides wrong kernels")
+        if spec.distribution is schema.Distribution.UNIFORM and spec.high <= spec.low:
+            raise self.err(key, "uniform needs low < high")
+
+    def _input_dtype(
+        self, key: tuple[str, ...], text: object, known: set[str]
+    ) -> tuple[schema.DType | Expression, tuple[schema.DType, ...]]:
+        """An input's dtype: a dtype, or an expression of problem variants (``tunable: false``
+        parameters, directly or through derived values: the inputs are drawn once per
+        problem), with the dtypes it can give."""
+        if isinstance(text, schema.DType):
+            return text, (text,)
+        try:
+            fixed = schema.DType(text)
+        except ValueError:
+            pass
+        else:
+            return fixed, (fixed,)
+        key = (*key, "dtype")
+        try:
+            expr = Expression.parse(text)  # type: ignore[arg-type]
+            unknown = expr.unknown_names(known)
+        except ExpressionError:
+            expr, unknown = None, [str(text)]
+        if expr is None or unknown:
+            names = ", ".join(d.value for d in schema.DType)
+            raise self.err(
+                key,
+                f"{text!r} is not a dtype ({names}) nor names a problem variant (a "
+                "`tunable: false` parameter whose values are dtypes)",
+            )
+        reads = self._variant_reads(key, expr)
+        dtypes: list[schema.DType] = []
+        for combo in itertools.product(*(self._params[n].values for n in reads)):
+            env: dict[str, object] = dict(zip(reads, combo, strict=True))
+            for name, derived in self._derived.items():
+                with contextlib.suppress(ExpressionError):
+                    env[name] = derived.evaluate(env)
+            try:
+                value = expr.evaluate(env)
+                dtype = schema.DType(value)
+            except (ExpressionError, ValueError):
+                at = ", ".join(f"{k}={v}" for k, v in env.items() if k in reads)
+                names = ", ".join(d.value for d in schema.DType)
+                raise self.err(
+                    key, f"`{expr.text}` names no dtype for {at}; expected one of {names}"
+                ) from None
+            if dtype not in dtypes:
+                dtypes.append(dtype)
+        return expr, tuple(dtypes)
+
+    def _variant_reads(self, key: tuple[str, ...], expr: Expression) -> tuple[str, ...]:
+        """The parameters an input's dtype reads, in declaration order; each must be a problem
+        variant (``tunable: false``)."""
+        found: set[str] = set()
+        todo = list(expr.names)
+        while todo:
+            name = todo.pop()
+            if name in self._derived:
+                todo.extend(self._derived[name].names)
+            elif name in self._params and not self._params[name].tunable:
+                found.add(name)
+            else:
+                what = "a tunable parameter" if name in self._params else "not a parameter"
+                raise self.err(
+                    key,
+                    f"`{expr.text}` reads {name}, {what}: an input's dtype is a dtype or names a "
+                    "problem variant (a `tunable: false` parameter whose values are dtypes, or a "
+                    "derived value of such parameters), so that a problem's inputs are fixed",
+                )
+        return tuple(n for n in self._params if n in found)
+
+    def _per_dtype(
+        self, key: tuple[str, ...], b: schema.InputModel, dtypes: Sequence[schema.DType]
+    ) -> dict[schema.DType, Draw]:
+        """``per_dtype``: the draw of each of the dtypes a variant's input can take."""
+        draws = {}
+        for dtype, d in b.per_dtype.items():
+            where = (*key, "per_dtype", dtype.value)
+            if dtype not in dtypes:
+                can = ", ".join(x.value for x in dtypes)
+                raise self.err(where, f"the input's dtype is never {dtype.value} (it is: {can})")
+            distribution = b.distribution if d.distribution is None else d.distribution
+            draws[dtype] = Draw(
+                distribution,
+                *(
+                    float(getattr(b, f) if getattr(d, f) is None else getattr(d, f))
+                    for f in ("low", "high", "mean", "std")
+                ),
+            )
+        return draws
 
     def _args(self, known: set[str], ranks: dict[str, int]) -> tuple[ArgSpec, ...]:
         """``args`` checked: buffer names exist, expressions use known names, a tensor map's box
@@ -566,7 +673,7 @@ def _same(a: Value, b: Value) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _all_zeros(b: schema.InputModel) -> bool:
+def _all_zeros(b: schema.InputModel | InputSpec) -> bool:
     if b.distribution is schema.Distribution.UNIFORM:
         return b.low == 0 and b.high == 0
     if b.distribution is schema.Distribution.NORMAL:

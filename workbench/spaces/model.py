@@ -6,7 +6,7 @@ import errno
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.errors import SpaceFileError
@@ -63,17 +63,60 @@ class Geometry:
 
 
 @dataclass(frozen=True)
+class Draw:
+    """How an input's values are drawn: a distribution and its bounds."""
+
+    distribution: Distribution
+    low: float
+    high: float
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
 class InputSpec:
-    """A random input buffer (never zeros) of ``dtype`` and ``shape``."""
+    """A random input buffer (never zeros) of ``dtype`` and ``shape``.
+
+    ``dtype`` is fixed, or an expression of problem variants (``tunable: false`` parameters)
+    naming a dtype (see :meth:`dtype_for`); ``per_dtype`` draws such a dtype its own way.
+    """
 
     name: str
-    dtype: DType
+    dtype: DType | Expression
     shape: tuple[Expression, ...]
     distribution: Distribution
     low: float
     high: float
     mean: float
     std: float
+    per_dtype: Mapping[DType, Draw] = field(default_factory=dict)
+
+    def dtype_for(self, env: Mapping[str, object]) -> DType:
+        """The dtype for one config (or problem variant).
+
+        Raises:
+            ConfigError: the expression fails or names no dtype.
+        """
+        return _dtype_for("input", self.name, self.dtype, env)
+
+    def draw(self, dtype: DType) -> Draw:
+        """How the values of this input are drawn when its dtype is ``dtype``."""
+        own = Draw(self.distribution, self.low, self.high, self.mean, self.std)
+        return self.per_dtype.get(dtype, own)
+
+    def of_dtype(self, dtype: DType) -> InputSpec:
+        """This input with its dtype (and that dtype's draw) fixed."""
+        d = self.draw(dtype)
+        return replace(
+            self,
+            dtype=dtype,
+            distribution=d.distribution,
+            low=d.low,
+            high=d.high,
+            mean=d.mean,
+            std=d.std,
+            per_dtype={},
+        )
 
 
 @dataclass(frozen=True)
@@ -96,18 +139,21 @@ class OutputSpec:
         Raises:
             ConfigError: the expression fails or names no dtype.
         """
-        if isinstance(self.dtype, DType):
-            return self.dtype
-        from workbench.errors import ConfigError, ExpressionError
+        return _dtype_for("output", self.name, self.dtype, env)
 
-        try:
-            value = self.dtype.evaluate(env)
-            return DType(value)
-        except (ExpressionError, ValueError) as exc:
-            names = ", ".join(d.value for d in DType)
-            raise ConfigError(
-                f"output {self.name}: dtype `{self.dtype.text}` gave {exc}; expected one of {names}"
-            ) from exc
+
+def _dtype_for(kind: str, name: str, dtype: DType | Expression, env: Mapping[str, object]) -> DType:
+    if isinstance(dtype, DType):
+        return dtype
+    from workbench.errors import ConfigError, ExpressionError
+
+    try:
+        return DType(dtype.evaluate(env))
+    except (ExpressionError, ValueError) as exc:
+        names = ", ".join(d.value for d in DType)
+        raise ConfigError(
+            f"{kind} {name}: dtype `{dtype.text}` gave {exc}; expected one of {names}"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -170,6 +216,25 @@ class ExpectSass:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A named problem variant of a space file (``variants:``): the kernel name ``name`` is
+    the file with the ``tunable: false`` parameters of ``values`` at those values, and its
+    other defaults (``defaults``; per arch, ``arch_defaults``) over the file's."""
+
+    name: str
+    values: Mapping[str, Value]
+    defaults: Mapping[str, Value] = field(default_factory=dict)
+    arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)
+    description: str = ""
+
+    def matches(self, config: Mapping[str, Value]) -> bool:
+        """Whether ``config`` (or a problem variant's pins) takes this variant's values."""
+        return all(
+            name in config and _same_value(config[name], v) for name, v in self.values.items()
+        )
+
+
+@dataclass(frozen=True)
 class SpaceSpec:
     """Everything one space file says, resolved and checked."""
 
@@ -197,6 +262,8 @@ class SpaceSpec:
     expect_sass: tuple[ExpectSass, ...] = field(default=())
     #: per arch (``sm_90a``), the values that replace the parameters' defaults there
     arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)
+    #: the named problem variants (``variants:``), in the file's order
+    variants: tuple[Variant, ...] = ()
     #: 1-based line of each top-level key of the file, for errors found after loading
     key_lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
@@ -226,13 +293,29 @@ class SpaceSpec:
             return (dict(self.default_shape),)
         return self.shape_sets[set_name]
 
-    def default_config(self, arch: str | None = None) -> Config:
+    def default_config(
+        self, arch: str | None = None, pins: Mapping[str, Value] | None = None
+    ) -> Config:
         """The parameters' defaults, with ``arch``'s values (``defaults:`` in the file) over
         them: the config a command takes when none is named, and completes a partial one from.
+
+        With ``pins`` (problem variants' values, ``--set``), the default of that problem: the
+        pins over the defaults and, where they make a named variant, that variant's defaults
+        (then its ``arch``'s) in between.
         """
         config: Config = {p.name: p.default for p in self.parameters}
         config.update(self.arch_defaults.get(arch or "", {}))
+        config.update(pins or {})
+        variant = self.variant_of(config)
+        if variant is not None:
+            config.update(variant.defaults)
+            config.update(variant.arch_defaults.get(arch or "", {}))
+            config.update(pins or {})
         return config
+
+    def variant_of(self, config: Mapping[str, Value]) -> Variant | None:
+        """The named variant whose values ``config`` takes (the loader makes it unique)."""
+        return next((v for v in self.variants if v.matches(config)), None)
 
 
 def space_sha256(spec: SpaceSpec) -> str:
@@ -306,6 +389,10 @@ def parse_config_label(label: str) -> Config | None:
         else:
             config[name] = text
     return config
+
+
+def _same_value(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _fmt(value: Value) -> str:

@@ -8,16 +8,23 @@ before the built-in library, and any command that takes a kernel also takes a sp
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from workbench.errors import SpaceFileError, UnknownKernelError
 from workbench.spaces.loader import load_space
 from workbench.spaces.model import SpaceSpec
+from workbench.spaces.variants import variant_named, variant_spec
 
 SPACES_ENV = "WORKBENCH_SPACES"
 SPACE_SUFFIXES = (".yaml", ".yml")
+#: A top-level ``variants:`` key: only such files are parsed for their variants' names.
+VARIANTS_KEY = re.compile(r"^variants\s*:", re.MULTILINE)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def library_root() -> Path:
@@ -75,7 +82,7 @@ def _space_files(d: Path) -> Iterable[Path]:
 
 
 def resolve_space(kernel: str, extra: Sequence[str | Path] = ()) -> Path:
-    """The space file for a kernel name or path.
+    """The space file for a kernel name (a file's, or a named variant's in a file) or path.
 
     Raises:
         UnknownKernelError: no such name on the search path and no such file.
@@ -85,20 +92,58 @@ def resolve_space(kernel: str, extra: Sequence[str | Path] = ()) -> Path:
         if not as_path.is_file():
             raise UnknownKernelError(f"space file {kernel} does not exist")
         return as_path
-    for entry in list_spaces(extra):
+    entries = list_spaces(extra)
+    for entry in entries:
         if entry.name == kernel:
             return entry.path
-    known = ", ".join(e.name for e in list_spaces(extra)) or "none"
+    variants = variant_names(entries)
+    if kernel in variants:
+        return variants[kernel].path
+    known = ", ".join(sorted([e.name for e in entries] + list(variants))) or "none"
     raise UnknownKernelError(f"unknown kernel {kernel!r}; known kernels: {known}")
 
 
 def load_kernel(kernel: str, extra: Sequence[str | Path] = ()) -> SpaceSpec:
-    """Resolve and load a kernel's space.
+    """Resolve and load a kernel's space: a named variant's (``reduce_f16``) is its file's
+    space with the variant's values (see :func:`~workbench.spaces.variants.variant_spec`).
 
     Raises:
         UnknownKernelError, SpaceFileError.
     """
-    return load_space(resolve_space(kernel, extra))
+    path = resolve_space(kernel, extra)
+    spec = load_space(path)
+    if path.stem != kernel and variant_named(spec, kernel) is not None:
+        return variant_spec(spec, kernel)
+    return spec
+
+
+def variant_names(entries: Sequence[SpaceEntry]) -> dict[str, SpaceEntry]:
+    """Each named variant (``variants:``) of the space files ``entries``, with its file; a
+    file's own name, or an earlier file's variant, shadows a variant of the same name. A file
+    is read only for the names under its ``variants:`` (a damaged one gives none here; its
+    error comes when it is loaded)."""
+    found: dict[str, SpaceEntry] = {}
+    files = {e.name for e in entries}
+    for entry in entries:
+        for name in _declared_variants(entry.path):
+            if name not in files and name not in found:
+                found[name] = entry
+    return found
+
+
+def _declared_variants(path: Path) -> list[str]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not VARIANTS_KEY.search(text):
+        return []  # (most files: no YAML parse)
+    try:
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        return []
+    variants = data.get("variants") if isinstance(data, dict) else None
+    return [str(n) for n in variants] if isinstance(variants, dict) else []
 
 
 __all__ = [
@@ -109,4 +154,5 @@ __all__ = [
     "list_spaces",
     "load_kernel",
     "resolve_space",
+    "variant_names",
 ]

@@ -99,14 +99,28 @@ class Distribution(str, Enum):
     RANDINT = "randint"
 
 
+class DrawModel(_Strict):
+    """How an input of one dtype is drawn, over the input's own ``distribution`` and bounds."""
+
+    distribution: Distribution | None = None
+    low: StrictInt | StrictFloat | None = None
+    high: StrictInt | StrictFloat | None = None
+    mean: StrictInt | StrictFloat | None = None
+    std: StrictInt | StrictFloat | None = None
+
+
 class InputModel(_Strict):
-    dtype: DType
+    #: a dtype name, or a problem variant's: the name of a ``tunable: false`` parameter whose
+    #: values are dtypes (``dtype: DTYPE``), or an expression of such parameters
+    dtype: DType | StrictStr
     shape: list[ExprText] = Field(..., min_length=1, max_length=8)
     distribution: Distribution = Distribution.UNIFORM
     low: StrictInt | StrictFloat = -1
     high: StrictInt | StrictFloat = 1
     mean: StrictInt | StrictFloat = 0
     std: StrictInt | StrictFloat = 1
+    #: for a variant's dtype, a draw of its own (int8 codes: randint; E4M3 codes: uniform)
+    per_dtype: dict[DType, DrawModel] = Field(default_factory=dict)
     description: StrictStr = ""
 
 
@@ -206,6 +220,18 @@ class ExpectSassModel(_Strict):
     when: ExprText = True
 
 
+class VariantModel(_Strict):
+    """A named problem variant: ``workbench tune NAME`` is ``tune FILE --set`` its ``set``."""
+
+    #: the values of ``tunable: false`` parameters that make the variant (its name stands for
+    #: them in a study's kernel label)
+    set: dict[Identifier, Scalar] = Field(..., min_length=1)
+    #: the variant's defaults of other parameters (``ITEMS: 16``), and per arch (``sm_90a:
+    #: {PATH: wgmma}``), over the file's
+    defaults: dict[Identifier, Scalar | dict[Identifier, Scalar]] = Field(default_factory=dict)
+    description: StrictStr = ""
+
+
 class SpaceModel(_Strict):
     name: Identifier | None = None
     description: StrictStr = ""
@@ -218,6 +244,8 @@ class SpaceModel(_Strict):
     #: per arch, parameter values that replace the parameters' defaults there
     #: (``sm_90a: {PATH: wgmma, BN: 256}``): the default config where another one is faster
     defaults: dict[StrictStr, dict[Identifier, Scalar]] = Field(default_factory=dict)
+    #: named problem variants: old kernel names kept as views of this file (see VariantModel)
+    variants: dict[Identifier, VariantModel] = Field(default_factory=dict)
     derived: dict[Identifier, ExprText] = Field(default_factory=dict)
     constraints: list[ExprText | ConstraintModel] = Field(default_factory=list)
     geometry: GeometryModel

@@ -263,9 +263,19 @@ class Space:
         return value
 
     # -- single configs ------------------------------------------------------------------
-    def default_config(self) -> Config:
-        """The space's default config: the parameters' defaults, with its arch's ``defaults:``."""
-        return self.spec.default_config(self.arch.sm)
+    def default_config(self, pins: Mapping[str, Value] | None = None) -> Config:
+        """The space's default config: the parameters' defaults, with its arch's ``defaults:``;
+        with ``pins`` (problem variants' values), that problem's (see
+        :meth:`SpaceSpec.default_config`)."""
+        return self.spec.default_config(self.arch.sm, pins)
+
+    def variant_values(self, config: Mapping[str, Value]) -> Config:
+        """The values ``config`` gives problem variants (``tunable: false`` parameters)."""
+        return {
+            p.name: config[p.name]
+            for p in self.spec.parameters
+            if not p.tunable and p.name in config
+        }
 
     def env(self, config: Mapping[str, Value]) -> dict[str, object]:
         """Names an expression sees for ``config``: parameters, shape, derived, device, arch.
@@ -318,15 +328,20 @@ class Space:
         return out
 
     def parse_config(self, assignments: Sequence[str], base: Config | None = None) -> Config:
-        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (the space's default config when
-        not given), with typed values.
+        """``["BLOCK=256", "fast_math=true"]`` over ``base`` (when not given, the default
+        config of the problem variant the assignments name), with typed values.
 
         Raises:
             ConfigError: unknown parameter, malformed assignment, a name given twice, or a
                 value outside the domain.
         """
         domains = {p.name: p.values for p in self.spec.parameters}
-        return parse_assignments(domains, assignments, base or self.default_config())
+        if base is not None:
+            return parse_assignments(domains, assignments, base)
+        given = parse_assignments(domains, assignments, {})
+        return parse_assignments(
+            domains, assignments, self.default_config(self.variant_values(given))
+        )
 
     def parse_pins(self, assignments: Sequence[str] | None) -> Config:
         """Only the named values of ``["OP=max", ...]`` (``--set``), typed by their domains.
@@ -336,8 +351,8 @@ class Space:
         """
         if not assignments:
             return {}
-        full = self.parse_config(assignments)
-        return {n: full[n] for n in (a.partition("=")[0].strip() for a in assignments)}
+        domains = {p.name: p.values for p in self.spec.parameters}
+        return parse_assignments(domains, assignments, {})
 
     # -- sampling ------------------------------------------------------------------------
     def sample(
