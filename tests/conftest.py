@@ -146,6 +146,18 @@ def pg_cluster():
         yield cluster
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_store_in_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Commands a test runs without naming a store or cache write to the session's temporary
+    folder, never to the checkout's .workbench/ (where a store left by an older version would
+    make the suite depend on what ran here before)."""
+    root = tmp_path_factory.mktemp("default-dirs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_STORE", str(root / "store.sqlite"))
+        mp.setenv("WORKBENCH_CACHE_DIR", str(root / "cache"))
+        yield
+
+
 @pytest.fixture
 def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A compile cache and a default store of the test's own (``WORKBENCH_CACHE_DIR``,

@@ -168,7 +168,7 @@ def test_without_a_gpu_the_worker_cannot_list_operators_and_the_row_says_so() ->
     sel = Selection("cutlass", "cutlass", CUTLASS.title, Choice.RUN)
     lines: list[str] = []
     with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
-        inputs = make_inputs(space, seed=0)
+        inputs = make_inputs(space, seed=0, config=config)
         e = worker.run(sel, problem, inputs, space, config, lambda: None, lines.append)
     assert e.status is Status.FAILED and "did not start" in e.reason
     assert e.variants == () and e.median_ms is None and lines == []
