@@ -266,3 +266,22 @@ def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:
         space = Space(load_kernel(kernel), shape=dict(recording.shape or {}))
         valid = plan_space_replay(store, space, recording).problem.valid_configs()
         assert valid and all(c[k] == v for c in valid for k, v in filled.items()), kernel
+
+
+def test_the_no_gpu_compile_stage_starts_from_the_variants_own_default(
+    private_dirs: Path,
+) -> None:
+    """`tune reduce --set DTYPE=float16` compiles reduce_f16's default (ITEMS=16, VEC=8), as
+    `tune reduce_f16` does, not the float32 variant's (ITEMS=8, VEC=4)."""
+    from workbench.gpu import probe_gpu
+
+    if probe_gpu().available:
+        pytest.skip("a GPU is present: tune measures")
+    firsts = []
+    for args in (["reduce", "--set", "DTYPE=float16"], ["reduce_f16"]):
+        code, out, err = invoke("tune", *args, "--shape", "n=4096", "--sample", "0", "--json")
+        assert code == 0, err
+        (record,) = json.loads(out)["records"]
+        firsts.append(record["config"])
+    assert firsts[0] == firsts[1]
+    assert (firsts[0]["ITEMS"], firsts[0]["VEC"], firsts[0]["DTYPE"]) == (16, 8, "float16")

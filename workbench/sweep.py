@@ -128,7 +128,7 @@ def select_configs(
         if not configs_:
             SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
         return configs_
-    default = {**space.default_config(), **fixed}
+    default = {**space.default_config(fixed), **fixed}  # (the variant's own defaults)
     picked: list[Config] = []
     if space.is_valid(default):
         picked.append(default)

@@ -263,7 +263,7 @@ def compile_batches(setup: TuneSetup, request: TuneRequest, say: Say) -> Iterato
             sp = Space(setup.spec, shape=shape, arch=target, device=device)
             problem = SpaceProblem(sp, sp.parse_pins(pin))
             fixed = problem.pinned
-            base = {**sp.default_config(), **fixed}
+            base = {**sp.default_config(fixed), **fixed}
             named = [sp.parse_config(i.split(","), base) for i in given]
             configs = select_configs(sp, given=named, fixed=fixed) if given else []
             if warm:
