@@ -96,7 +96,8 @@ def test_diff_shows_what_two_more_pipeline_stages_cost() -> None:
     text = squeezed(out)
     assert "A: STAGES=2 -> B: STAGES=4 (sm_90)" in text
     # twice the stages: twice the pipeline's shared memory and twice the async copies
-    assert "shared memory 0 + 32768 dynamic 0 + 65536 dynamic" in text
+    # every changed row says by how much (the change cell was empty on resource rows)
+    assert "shared memory 0 + 32768 dynamic 0 + 65536 dynamic +32768 B" in text
     assert "LDGSTS 16 32 +16" in text
     assert "LDGDEPBAR 2 4 +2" in text
 

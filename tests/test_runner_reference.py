@@ -72,7 +72,7 @@ def test_a_file_that_fails_to_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("returned", "error", "words"),
     [
-        ("[1.0]", ReferenceOutputError, "returned list; expected a dict"),
+        ("[1.0]", ReferenceOutputError, "returned list; expected the output array or a dict"),
         ("{}", ReferenceOutputError, "returned no total"),
         ("{'total': np.zeros(2)}", ReferenceOutputError, "has shape (2,); expected (1,)"),
         ("{'total': np.zeros(1), 'extra': 1}", ReferenceOutputError, "returned extra"),

@@ -20,14 +20,14 @@ from workbench.sweep import StaticRecord
 
 @dataclass(frozen=True)
 class StaticDiff:
-    """``a`` against ``b``: rows of (what, value in a, value in b)."""
+    """``a`` against ``b``: rows of (what, value in a, value in b, change)."""
 
     a: StaticRecord
     b: StaticRecord
     #: the parameters that differ, as NAME=VALUE of each
     a_label: str
     b_label: str
-    resources: tuple[tuple[str, str, str], ...]
+    resources: tuple[tuple[str, str, str, str], ...]
     #: (opcode, count in a, count in b), the largest change first
     opcodes: tuple[tuple[str, int, int], ...]
     memory_only_a: tuple[str, ...]
@@ -45,7 +45,9 @@ def static_diff(a: StaticRecord, b: StaticRecord) -> StaticDiff:
     ]
     a_label = config_label({n: a.config.get(n) for n in changed}) or a.label
     b_label = config_label({n: b.config.get(n) for n in changed}) or b.label
-    rows = [(name, _resource(a, name), _resource(b, name)) for name in _RESOURCES]
+    rows = [
+        (name, _resource(a, name), _resource(b, name), _change(a, b, name)) for name in _RESOURCES
+    ]
     opcodes = [
         (op, a.opcodes.get(op, 0), b.opcodes.get(op, 0))
         for op in dict.fromkeys([*a.opcodes, *b.opcodes])
@@ -73,6 +75,34 @@ _RESOURCES = (
     "occupancy",
     "SASS instructions",
 )
+
+
+def _amounts(r: StaticRecord, name: str) -> tuple[float | None, ...]:
+    """The numbers behind one resource row (two for spills: stores and loads)."""
+    if name == "registers":
+        return (r.registers,)
+    if name == "shared memory":
+        return (r.static_smem + (r.dynamic_smem or 0),)
+    if name == "stack frame":
+        return (r.stack_frame,)
+    if name == "spill stores/loads":
+        return (r.spill_stores, r.spill_loads)
+    if name == "threads per block":
+        return (r.threads_per_block,)
+    if name == "occupancy":
+        return (None if r.occupancy is None else round(100 * r.occupancy),)
+    return (r.sass_instructions,)
+
+
+def _change(a: StaticRecord, b: StaticRecord, name: str) -> str:
+    """B minus A, signed (occupancy in percentage points); blank where a side is unknown."""
+    deltas = []
+    for x, y in zip(_amounts(a, name), _amounts(b, name), strict=True):
+        if x is None or y is None:
+            return ""
+        deltas.append(f"{int(y) - int(x):+d}")
+    unit = {"shared memory": " B", "occupancy": " pp"}.get(name, "")
+    return "/".join(deltas) + unit
 
 
 def _resource(r: StaticRecord, name: str) -> str:

@@ -198,7 +198,11 @@ def compile_command(
                 pin=pin,
                 out=out,
             )
-        print_records(records, show_log=show_log, out=out)
+        defaults = {}
+        for target in arches:
+            sp = Space(spec, arch=target)
+            defaults[target.sm] = sp.default_config(sp.parse_pins(pin))
+        print_records(records, show_log=show_log, out=out, defaults=defaults)
         if diff:
             print_diffs(records, out=out)
         write_records(records, json_out, csv_out, out=out)
@@ -252,10 +256,10 @@ def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> Non
     if bad is not None:
         raise spec.error("args", args_error(bad.args_problems))
     if spec.reference is not None:
-        from workbench.runners.reference import ReferenceNotFoundError, resolve_reference
+        from workbench.runners.reference import ReferenceNotFoundError, check_reference
 
         try:
-            resolve_reference(spec.reference.target)
+            check_reference(spec)
         except ReferenceNotFoundError as exc:
             raise spec.error("reference", str(exc)) from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -37,7 +37,11 @@ RESOURCE_COLUMNS = (
 
 
 def print_records(
-    records: Sequence[StaticRecord], *, show_log: bool = False, out: Console = console
+    records: Sequence[StaticRecord],
+    *,
+    show_log: bool = False,
+    out: Console = console,
+    defaults: Mapping[str, Mapping[str, object]] | None = None,
 ) -> None:
     """A resource table, one row per config and arch. Parameters that differ between rows get
     a column each (one ``config`` column of NAME=VALUE tokens when there are many); those equal
@@ -52,13 +56,18 @@ def print_records(
     columns += [Column("shape")] if len(shapes) > 1 else []
     columns += [*configs.columns, *RESOURCE_COLUMNS]
     rows = []
+    marked = 0
     for i, (r, config) in enumerate(zip(shown, configs.rows, strict=True), 1):
-        cells = [str(i)]
+        is_default = defaults is not None and dict(defaults.get(r.arch, {})) == dict(r.config)
+        marked += is_default
+        cells = [f"{i}*" if is_default else str(i)]
         cells += [r.arch] if len(arches) > 1 else []
         cells += [escape(shape_label(r.shape))] if len(shapes) > 1 else []
         rows.append(cells + config + _resource_cells(r))
     title = "static resources (no GPU needed)"
     print_table(out, columns, rows, title=title, caption=configs.caption)
+    if marked:
+        out.print("* the space's default config")
     failed = sum(1 for r in records if not r.ok)
     more = f"; first {MAX_TABLE_ROWS} shown" if len(records) > MAX_TABLE_ROWS else ""
     hint = "; `workbench compile ... --log` shows why" if failed and not show_log else ""
@@ -116,8 +125,8 @@ def print_diff(arch: str, d: StaticDiff, *, out: Console = console) -> None:
         table = Table(title=f"A: {escape(d.a_label)} -> B: {escape(d.b_label)} ({arch})")
         for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("change", "right")):
             table.add_column(col, justify=justify)  # type: ignore[arg-type]
-        for name, a, b in d.resources:
-            table.add_row(name, escape(a), escape(b), "")
+        for name, a, b, delta in d.resources:
+            table.add_row(name, escape(a), escape(b), delta)
         if d.resources and d.opcodes:
             table.add_section()
         for op, a_count, b_count in d.opcodes[:MAX_TABLE_ROWS]:

@@ -20,3 +20,7 @@ def main() -> None:
     except KeyboardInterrupt:  # (in a command, cli_errors answers it first)
         sys.stderr.write("interrupted\n")
         raise SystemExit(_EXIT_INTERRUPTED) from None
+
+
+if __name__ == "__main__":  # python -m workbench.cli.entry (tests run the CLI this way)
+    main()

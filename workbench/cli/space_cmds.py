@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -20,6 +22,12 @@ from workbench.cli.common import (
 )
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
+from workbench.runners.reference import (
+    BadReferenceError,
+    ReferenceNotFoundError,
+    try_reference,
+)
+from workbench.runners.reference import check_reference as check_space_reference
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
@@ -27,9 +35,22 @@ from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 from workbench.spaces.variants import variant_command, variant_spec
+from workbench.toolchain import Arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
+
+
+def clip_words(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters at a word boundary, with an ellipsis if cut."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    if text[width - 1] != " ":  # the last word is cut: drop it
+        cut = cut.rsplit(" ", 1)[0]
+    cut = cut.rstrip(" ,;:(")
+    return cut + "…"
 
 
 def kernels(
@@ -88,7 +109,7 @@ def kernels(
                 "library" if r["builtin"] else escape(r["path"]),
                 f"[yellow]{escape(r['warning'])}[/]"
                 if r["warning"]
-                else escape(r["description"][:90]),
+                else escape(clip_words(r["description"], 90)),
             )
         console.print(table)
 
@@ -110,6 +131,15 @@ def space(
             show_default=False,
         ),
     ] = None,
+    check_reference: Annotated[
+        bool,
+        typer.Option(
+            "--check-reference",
+            help="Run the reference once on the CPU (on --shape, else the space's smallest "
+            "shape; the default config) and show what it returns: a wrong reference shows "
+            "without a GPU.",
+        ),
+    ] = False,
     count: Annotated[
         bool | None,
         typer.Option(
@@ -123,6 +153,11 @@ def space(
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
+        if spec.reference is not None:
+            try:
+                check_space_reference(spec)
+            except ReferenceNotFoundError as exc:
+                raise spec.error("reference", str(exc)) from None
         target = one_arch(spec, arch)
         sp = Space(
             spec,
@@ -141,6 +176,8 @@ def space(
         console.print(f"args ({', '.join(escape(a) for a in args)})")
         if spec.reference is not None:
             console.print(f"reference {escape(spec.reference.target)}")
+            if check_reference:
+                _show_reference_run(spec, sp, shape, target, device)
         params = Table(title="parameters")
         for col in ("name", "role", "values", "default", "description"):
             params.add_column(col, overflow="fold")
@@ -221,3 +258,25 @@ def _arg_label(arg: ArgSpec) -> str:
     if isinstance(arg, TensorMapArg):
         return f"tensor_map({arg.label})"
     return f"{arg.name or arg.value.text}:{arg.dtype}"
+
+
+def _show_reference_run(
+    spec: SpaceSpec, sp: Space, shape: str | None, target: Arch, device: str | None
+) -> None:
+    """Run the reference on the CPU (the smallest shape unless one is given) and say what came
+    back against the outputs the space declares."""
+    small = sp
+    if shape is None:
+        shapes = [s for name in spec.shape_sets for s in spec.shapes(name)] or [spec.default_shape]
+        smallest = min(shapes, key=lambda s: math.prod(s.values()))
+        small = Space(spec, shape=smallest, arch=target, device=device_for(target, device))
+    config = small.default_config()
+    try:
+        got = try_reference(small, config)
+    except BadReferenceError as exc:
+        raise spec.error("reference", f"on shape {small.shape}: {exc}") from None
+    for name, arr in got.items():
+        console.print(
+            f"  reference ok on shape {small.shape}: {escape(name)} {arr.dtype} "
+            f"{tuple(arr.shape)}, finite {bool(np.isfinite(arr.astype(np.float64)).all())}"
+        )

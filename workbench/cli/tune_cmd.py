@@ -367,7 +367,10 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
     )
     cache = CompileCache(request.cache_dir)
     records = []
+    defaults: dict[str, dict[str, object]] = {}
     for batch in compile_batches(setup, request, lambda line: out.print(escape(line))):
+        pins = batch.space.variant_values(batch.configs[0]) if batch.configs else None
+        defaults[batch.space.arch.sm] = dict(batch.space.default_config(pins))
         records += compile_space(
             batch.space,
             batch.configs,
@@ -377,7 +380,7 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
             kernel=batch.kernel,
             out=out,
         )
-    print_records(records, out=out)
+    print_records(records, out=out, defaults=defaults)
     refuse_broken_space(spec, records)
     out.print(
         "To tune: run on a machine with a CUDA GPU, or replay measurements with "

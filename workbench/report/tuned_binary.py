@@ -90,7 +90,7 @@ def add_tuned_binary(sec: Section, tuned: TunedBinary) -> None:
         )
         if d.same_code:
             sec.text("The same resources, SASS opcode counts and memory instructions.")
-        rows: list[list[object]] = [[name, a, b, ""] for name, a, b in d.resources]
+        rows: list[list[object]] = [[name, a, b, delta] for name, a, b, delta in d.resources]
         rows += [[op, a, b, f"{b - a:+d}"] for op, a, b in d.opcodes[:MAX_OPCODES]]
         if rows:
             sec.html(table(("", "default", "tuned best", "change"), rows, numeric=(1, 2, 3)))

@@ -1,7 +1,14 @@
 """The CPU reference of a space: find it, call it, check what it returns, and cache the result.
 
-A reference is ``f(call: ReferenceCall) -> dict[str, numpy.ndarray]`` named by
-``Reference.target``: ``package.module:function`` (importable) or ``/abs/path/file.py:function``.
+A reference is named by ``Reference.target``: ``package.module:function`` (importable) or
+``/abs/path/file.py:function``, and comes in two forms:
+
+- plain: ``f(x, w, ...)`` takes what it needs by name (input arrays as NumPy arrays, scalar
+  arguments, shape dimensions, parameters of the config) and returns the output array (when
+  one output is compared) or a dict of output arrays by name;
+- call: ``f(call: ReferenceCall)`` (one parameter named ``call`` or annotated ``ReferenceCall``)
+  gets everything in one object and returns the dict.
+
 It must return every output that is not ``scratch``, with the output's shape.
 
 Expected outputs are cached per (shape, seed) and, because a reference may read the config
@@ -15,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -23,8 +31,15 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.references import ReferenceCall
-from workbench.runners.buffers import OutputBuffer
-from workbench.spaces.model import Value
+from workbench.runners.buffers import (
+    OutputBuffer,
+    kernel_arguments,
+    make_inputs,
+    named_scalars,
+    output_buffers,
+)
+from workbench.spaces.model import ScalarArg, SpaceSpec, Value
+from workbench.spaces.space import Space
 
 ReferenceFn = Callable[[ReferenceCall], Mapping[str, np.ndarray]]
 
@@ -67,7 +82,68 @@ def resolve_reference(target: str) -> ReferenceFn:
         )
     if not callable(fn):
         raise ReferenceNotFoundError(f"reference {target!r}: {name} is not a function")
-    return fn  # type: ignore[no-any-return]
+    return fn if takes_call(fn) else _PlainReference(fn, target)
+
+
+#: how a reference is called, for the errors that need to say it
+CALLING_CONVENTION = (
+    "a reference takes the inputs (NumPy arrays), scalar arguments, shape dimensions or "
+    "parameters it needs by name and returns the output array or a dict of outputs by name; "
+    "or takes one `call: ReferenceCall` and returns the dict"
+)
+
+
+def takes_call(fn: Callable[..., object]) -> bool:
+    """Whether ``fn`` is the call form: one parameter named ``call`` or typed ``ReferenceCall``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: call it the rich way
+        return True
+    if len(params) != 1:
+        return False
+    p = params[0]
+    return p.name == "call" or "ReferenceCall" in str(p.annotation)
+
+
+def reference_parameters(fn: Callable[..., object]) -> list[str]:
+    """The names a plain reference needs (its parameters without defaults)."""
+    return [
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+
+
+class _PlainReference:
+    """A plain reference seen as the call form: its parameters filled by name from the call."""
+
+    def __init__(self, fn: Callable[..., object], target: str) -> None:
+        self.fn = fn
+        self.target = target
+        self.signature = inspect.signature(fn)
+
+    def __call__(self, call: ReferenceCall) -> Mapping[str, np.ndarray]:
+        kwargs: dict[str, object] = {}
+        for p in self.signature.parameters.values():
+            if p.name in call.inputs:
+                kwargs[p.name] = call.inputs[p.name]
+            elif p.name in call.scalars:
+                kwargs[p.name] = call.scalars[p.name]
+            elif p.name in call.shape:
+                kwargs[p.name] = call.shape[p.name]
+            elif p.name in call.config:  # a RecordingConfig notes the read: the cache keys on it
+                kwargs[p.name] = call.config[p.name]
+            elif p.default is inspect.Parameter.empty and p.kind not in (
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
+                known = [*call.inputs, *call.scalars, *call.shape, *call.config]
+                raise ReferenceNotFoundError(
+                    f"reference {self.target!r}: parameter {p.name!r} is none of the names it "
+                    f"can take ({', '.join(known)}); {CALLING_CONVENTION}"
+                )
+        return self.fn(**kwargs)  # type: ignore[return-value]  # an array is checked after
 
 
 def _import(module_name: str, target: str) -> object:
@@ -152,14 +228,20 @@ def run_reference(
             non-numeric array.
     """
     try:
-        result = fn(call)
+        result: object = fn(call)
+    except ReferenceNotFoundError:
+        raise
     except Exception as exc:
         raise ReferenceFailedError(f"{target} raised {type(exc).__name__}: {exc}") from exc
+    compared = {o.name: o for o in outputs if o.compared}
+    if isinstance(result, np.ndarray) and len(compared) == 1:
+        result = {next(iter(compared)): result}  # the plain form's one output
     if not isinstance(result, Mapping):
         raise ReferenceOutputError(
-            f"{target} returned {type(result).__name__}; expected a dict of output arrays"
+            f"{target} returned {type(result).__name__}; expected "
+            + ("the output array or " if len(compared) == 1 else "")
+            + f"a dict of output arrays by name ({', '.join(compared)})"
         )
-    compared = {o.name: o for o in outputs if o.compared}
     missing = [name for name in compared if name not in result]
     if missing:
         raise ReferenceOutputError(f"{target} returned no {', '.join(missing)}")
@@ -235,4 +317,50 @@ def _fits(expected: Mapping[str, np.ndarray], outputs: tuple[OutputBuffer, ...])
     compared = {o.name: o.shape for o in outputs if o.compared}
     return compared.keys() == expected.keys() and all(
         expected[k].shape == s for k, s in compared.items()
+    )
+
+
+def check_reference(spec: SpaceSpec) -> None:
+    """Find the space's reference and, for the plain form, check every parameter it needs is
+    a name it can be given: before anything compiles.
+
+    Raises:
+        ReferenceNotFoundError: missing module, file or function, or a parameter that no input,
+            scalar argument, shape dimension or space parameter provides.
+    """
+    if spec.reference is None:
+        return
+    fn = resolve_reference(spec.reference.target)
+    if not isinstance(fn, _PlainReference):
+        return
+    known = [
+        *(i.name for i in spec.inputs),
+        *(a.name for a in spec.args if isinstance(a, ScalarArg) and a.name),
+        *spec.shape_names,
+        *spec.parameter_names,
+    ]
+    unknown = [n for n in reference_parameters(fn.fn) if n not in known]
+    if unknown:
+        raise ReferenceNotFoundError(
+            f"reference {spec.reference.target!r}: parameter {unknown[0]!r} is none of the "
+            f"names it can take ({', '.join(known)}); {CALLING_CONVENTION}"
+        )
+
+
+def try_reference(
+    space: Space, config: Mapping[str, Value], seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Run the space's reference once on the CPU, on ``space``'s shape and ``config``: what
+    ``workbench space --check-reference`` shows, so a wrong reference shows without a GPU.
+
+    Raises:
+        BadReferenceError: as :func:`run_reference`; ConfigError: inputs cannot be drawn.
+    """
+    reference = space.spec.reference
+    if reference is None:
+        raise ReferenceNotFoundError(f"{space.spec.name} has no reference")
+    inputs = make_inputs(space, seed, config)
+    expected = ExpectedOutputs(reference.target, inputs, space.shape)
+    return expected.get(
+        config, named_scalars(kernel_arguments(space, config)), output_buffers(space, config)
     )

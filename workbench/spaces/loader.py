@@ -46,6 +46,8 @@ from workbench.toolchain import Arch
 
 #: Files whose presence marks a project root: sources must lie inside it.
 PROJECT_MARKERS = (".git", "pyproject.toml", "workbench.toml")
+#: dtypes compared exactly whatever the tolerance (a name, not an expression of the config)
+_INTEGER_DTYPES = frozenset(d.value for d in schema.DType if d.value.startswith(("int", "uint")))
 #: A cartesian domain this large is almost surely a typo in a range.
 MAX_DOMAIN_VALUES = 10_000
 
@@ -258,7 +260,14 @@ class _Builder:
     ) -> Path:
         target = (self.path.parent / rel).resolve()
         if not target.is_relative_to(self.root):
-            raise self.err(key, f"{rel!r} lies outside the project root {self.root}")
+            # (kept: a shared space file cannot read ~/.ssh into a compile log or a report)
+            raise self.err(
+                key,
+                f"{rel!r} lies outside the project root {self.root} (the nearest folder above "
+                f"the space file holding {' or '.join(PROJECT_MARKERS)}, else its folder's "
+                "parent): move the file inside, or put an empty workbench.toml in a folder "
+                "that holds both",
+            )
         if must_be_file and target.is_dir():
             raise self.err(key, f"{what} {rel!r} is a directory ({target})")
         if must_be_file and target.exists() and not target.is_file():
@@ -640,26 +649,51 @@ class _Builder:
         if r is None:
             return None
         key = ("reference",)
+        if isinstance(r, str):  # the short form: just where the function is
+            r = schema.ReferenceModel(python=r)
+            if not self._integer_outputs():
+                raise self.err(
+                    key,
+                    "outputs that are not integers compare within a tolerance: write "
+                    f"reference: {{python: {self.m.reference}, rtol: ..., atol: ...}} "
+                    "(or exact: true)",
+                )
         if (r.python is None) == (r.file is None):
             raise self.err(key, "give exactly one of reference.python or reference.file")
         if r.file is not None:
             if not r.function:
                 raise self.err(key, "reference.file needs reference.function")
-            path = self._inside_project(
-                (*key, "file"), r.file, must_be_file=True, what="reference file"
-            )
-            if path.suffix != ".py":
-                raise self.err((*key, "file"), f"reference file {r.file!r} is not a .py file")
-            target = f"{path}:{r.function}"
+            target = self._reference_file((*key, "file"), r.file, r.function)
         else:
             if r.function is not None:
                 raise self.err((*key, "function"), "reference.python already names the function")
-            target = r.python  # type: ignore[assignment]
-        if not r.exact and r.rtol in (0, "0") and r.atol in (0, "0"):
+            assert r.python is not None
+            where, _, function = r.python.rpartition(":")
+            # a path (file.py, ./x.py, dir/x.py) is a file beside the space; else a module
+            is_file = where.endswith(".py") or "/" in where
+            key_py = (
+                (*key, "python") if isinstance(self.m.reference, schema.ReferenceModel) else key
+            )
+            target = self._reference_file(key_py, where, function) if is_file else r.python
+        exact = r.exact or (r.rtol in (0, "0") and r.atol in (0, "0") and self._integer_outputs())
+        if not exact and r.rtol in (0, "0") and r.atol in (0, "0"):
             raise self.err(key, "say how outputs compare: exact: true, or rtol/atol > 0")
         rtol = self._expr((*key, "rtol"), r.rtol, known)
         atol = self._expr((*key, "atol"), r.atol, known)
-        return Reference(target, r.exact, rtol, atol)
+        return Reference(target, exact, rtol, atol)
+
+    def _reference_file(self, key: tuple[str | int, ...], rel: str, function: str) -> str:
+        path = self._inside_project(key, rel, must_be_file=True, what="reference file")
+        if path.suffix != ".py":
+            raise self.err(key, f"reference file {rel!r} is not a .py file")
+        return f"{path}:{function}"
+
+    def _integer_outputs(self) -> bool:
+        """Every compared output has a fixed integer dtype (compared exactly anyway)."""
+        compared = [o for o in self.m.outputs.values() if not o.scratch]
+        return bool(compared) and all(
+            str(getattr(o.dtype, "value", o.dtype)) in _INTEGER_DTYPES for o in compared
+        )
 
     def _expect(self, i: int, e: object, known: set[str]) -> ExpectSass:
         if isinstance(e, str):

@@ -180,8 +180,9 @@ ArgEntry = Annotated[
 
 
 class ReferenceModel(_Strict):
-    #: ``package.module:function`` importable from the environment...
-    python: StrictStr | None = Field(default=None, pattern=r"^[\w.]+:\w+$")
+    #: ``package.module:function`` importable from the environment, or
+    #: ``path/to/file.py:function`` relative to the space file...
+    python: StrictStr | None = Field(default=None, pattern=r"^\S.*:\w+$")
     #: ...or a Python file relative to the space file, with the function's name.
     file: StrictStr | None = None
     function: StrictStr | None = None
@@ -199,8 +200,12 @@ class WorkModel(_Strict):
 
 
 class Baseline(str, Enum):
+    """A library a space is compared with: a kind (every member that fits the problem) or one
+    member by name (``cublaslt_fp8``: cuBLASLt's FP8 GEMM only)."""
+
     CUBLAS = "cublas"
     CUBLASLT = "cublaslt"
+    CUBLASLT_FP8 = "cublaslt_fp8"
     CUTLASS = "cutlass"
     CUB = "cub"
     COPY = "copy"
@@ -253,7 +258,9 @@ class SpaceModel(_Strict):
     inputs: dict[Identifier, InputModel] = Field(default_factory=dict)
     outputs: dict[Identifier, OutputModel] = Field(..., min_length=1)
     args: list[ArgEntry] = Field(..., min_length=1)
-    reference: ReferenceModel | None = None
+    #: a mapping, or just ``file.py:function`` / ``module:function`` (integer outputs only:
+    #: floats need a tolerance)
+    reference: ReferenceModel | StrictStr | None = None
     work: WorkModel
     baselines: list[Baseline] = Field(default_factory=list)
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
