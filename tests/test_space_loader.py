@@ -483,13 +483,13 @@ def test_output_dtype_may_depend_on_the_config(write_space: WriteSpace) -> None:
         )
 
 
-def test_the_readme_example_space_loads(tmp_path: Path) -> None:
-    """The README's space file, as written there (its source copied beside it)."""
+def test_the_documented_example_space_loads(tmp_path: Path) -> None:
+    """The space-file reference's example, as written there (its source copied beside it)."""
     import shutil
 
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
-    block = readme.split("## Tuning-space files", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+    page = (root / "docs" / "space-files.md").read_text()
+    block = page.split("# Tuning-space files", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
     (tmp_path / "kernels_cu").mkdir()
     shutil.copy(root / "kernels_cu" / "reduce.cu", tmp_path / "kernels_cu" / "reduce.cu")

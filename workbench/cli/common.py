@@ -20,7 +20,7 @@ from rich.segment import Segment
 from workbench.errors import CompileError, WorkbenchError
 from workbench.printable import printable
 
-#: Exit statuses, documented in the README.
+#: Exit statuses, documented in docs/tuning.md.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
 EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
 EXIT_INTERRUPTED = 130

@@ -200,7 +200,7 @@ def check_command(
     storage: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Compare two runs config by config and shape by shape (decision rule: README).
+    """Compare two runs config by config and shape by shape (decision rule: docs/regressions.md).
 
     Exit status: 0 no regression; 1 a config got slower (or broke); 2 error (no such run, no
     baseline, damaged store).

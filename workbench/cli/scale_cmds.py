@@ -80,7 +80,7 @@ def _open(storage: str, settings: Coordination) -> tuple[Database, Store]:
     if not is_postgresql(storage):
         raise ConfigError(
             f"{storage}: shared studies need PostgreSQL (--storage postgresql://USER@HOST/DB); "
-            "a SQLite store serves one process per study (README, Scale-out)"
+            "a SQLite store serves one process per study (docs/scale-out.md)"
         )
     db = Database(storage, settings)
     return db, db.outage.call(open_store, storage)

@@ -643,8 +643,8 @@ class Store:
                     f"study {study.name!r} in {path} is being tuned by another process; a SQLite "
                     "store serves one process per study. To tune one study from several "
                     "processes, GPUs or hosts, use PostgreSQL: workbench tune ... --storage "
-                    "postgresql://USER@HOST/DB --study NAME, then workbench worker (README, "
-                    "Scale-out)"
+                    "postgresql://USER@HOST/DB --study NAME, then workbench worker "
+                    "(docs/scale-out.md)"
                 ) from None
             self.abandon_gone_runs(study, none_alive=True)
             yield
