@@ -10,6 +10,7 @@ SM counts, L2 sizes and peaks from NVIDIA's datasheets, and each preset says so.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 from workbench.analysis.occupancy import ARCH_LIMITS
 from workbench.errors import ArchError
@@ -57,10 +58,21 @@ class DeviceSpec:
         return {f"device.{k}": v for k, v in fields.items() if k != "source"}
 
 
-def _limits(cc: int) -> dict[str, int]:
+class _ArchFields(TypedDict):
+    cc: int
+    smem_per_sm: int
+    max_smem_per_block: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    max_threads_per_block: int
+    regs_per_sm: int
+    max_regs_per_thread: int
+
+
+def _limits(cc: int) -> _ArchFields:
     """Per-architecture limits, from the one table in :mod:`workbench.analysis.occupancy`."""
     a = ARCH_LIMITS[cc]
-    return dict(
+    return _ArchFields(
         cc=cc,
         smem_per_sm=a.max_shared_per_sm,
         max_smem_per_block=a.max_shared_per_block,

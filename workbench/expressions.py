@@ -17,6 +17,7 @@ import numbers
 import operator
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from workbench.errors import ExpressionError
 
@@ -107,17 +108,17 @@ of two, else a float), ``is_pow2(x)`` and ``clamp(x, lo, hi)``. The workbench he
 """
 
 # fmt: off
-_BINOPS: dict[type[ast.operator], Callable[[object, object], object]] = {
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
     ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
     ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[object], object]] = {
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
     ast.Not: operator.not_,
 }
-_COMPARE: dict[type[ast.cmpop], Callable[[object, object], object]] = {
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
     ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
@@ -262,8 +263,10 @@ class _Compiler:
             self._check_constant_count(node, right, MAX_EXPONENT, what)
 
             def bounded(env: _Env) -> object:
-                a, b = left(env), right(env)
-                if isinstance(b, numbers.Real) and abs(b) > MAX_EXPONENT:
+                a: Any = left(env)
+                b: Any = right(env)
+                # (typeshed types abs() of a numbers.Real loosely)
+                if isinstance(b, numbers.Real) and abs(b) > MAX_EXPONENT:  # type: ignore[operator]
                     raise _Fail(f"{what} {b} in `{where}` is larger than the limit {MAX_EXPONENT}")
                 r = op(a, b)
                 if isinstance(r, complex):
@@ -274,15 +277,16 @@ class _Compiler:
         if kind in (ast.Add, ast.Sub, ast.Mult):
 
             def grow(env: _Env) -> object:
-                a, b = left(env), right(env)
+                a: Any = left(env)
+                b: Any = right(env)
                 if a.__class__ is int and b.__class__ is int:  # the fast, common case
                     r = op(a, b)
                     if -MAX_INT <= r <= MAX_INT:
                         return r
                 elif kind is ast.Mult and (isinstance(a, _SEQ) or isinstance(b, _SEQ)):
                     seq, n = (a, b) if isinstance(a, _SEQ) else (b, a)
-                    if isinstance(n, numbers.Integral) and len(seq) * n > MAX_LEN:
-                        size = len(seq) * n
+                    if isinstance(n, numbers.Integral) and len(seq) * int(n) > MAX_LEN:
+                        size = len(seq) * int(n)
                         raise _Fail(f"`{where}` would have length {size}, over the limit 256")
                 return _check_int(op(a, b), where)
 

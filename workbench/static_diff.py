@@ -43,8 +43,9 @@ def static_diff(a: StaticRecord, b: StaticRecord) -> StaticDiff:
     changed = [
         n for n in dict.fromkeys([*a.config, *b.config]) if a.config.get(n) != b.config.get(n)
     ]
-    a_label = config_label({n: a.config.get(n) for n in changed}) or a.label
-    b_label = config_label({n: b.config.get(n) for n in changed}) or b.label
+    # (a parameter only one config has shows as None on the other)
+    a_label = config_label({n: a.config.get(n) for n in changed}) or a.label  # type: ignore[misc]
+    b_label = config_label({n: b.config.get(n) for n in changed}) or b.label  # type: ignore[misc]
     rows = [
         (name, _resource(a, name), _resource(b, name), _change(a, b, name)) for name in _RESOURCES
     ]
@@ -82,7 +83,7 @@ def _amounts(r: StaticRecord, name: str) -> tuple[float | None, ...]:
     if name == "registers":
         return (r.registers,)
     if name == "shared memory":
-        return (r.static_smem + (r.dynamic_smem or 0),)
+        return (None if r.static_smem is None else r.static_smem + (r.dynamic_smem or 0),)
     if name == "stack frame":
         return (r.stack_frame,)
     if name == "spill stores/loads":

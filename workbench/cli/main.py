@@ -23,7 +23,7 @@ from workbench.cli.report_cmd import report
 
 # typer prints --help through a rich console of its own: a reader gone away (`| head`) ends
 # that with the documented 141 too, not rich's 1
-rich.console.Console.on_broken_pipe = PipeAwareConsole.on_broken_pipe  # type: ignore[method-assign]
+rich.console.Console.on_broken_pipe = PipeAwareConsole.on_broken_pipe  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="workbench",

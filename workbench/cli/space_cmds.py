@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -59,7 +59,7 @@ def kernels(
 ) -> None:
     """List the kernels: the built-in library and your --spaces directories."""
     with cli_errors(json_errors=as_json):
-        rows = []
+        rows: list[dict[str, Any]] = []
         entries = list_spaces(spaces or [])
         named = variant_names(entries)  # (those a file of their own name does not shadow)
         for entry in entries:
@@ -261,7 +261,7 @@ def _arg_label(arg: ArgSpec) -> str:
 
 
 def _show_reference_run(
-    spec: SpaceSpec, sp: Space, shape: str | None, target: Arch, device: str | None
+    spec: SpaceSpec, sp: Space, shape: list[str] | None, target: Arch, device: str | None
 ) -> None:
     """Run the reference on the CPU (the smallest shape unless one is given) and say what came
     back against the outputs the space declares."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -78,7 +78,7 @@ def list_studies(
     """Every study: kernel, shape, device, evaluations, best value, source, runs by status."""
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for s in store.studies():
             evs = store.evaluations(s, with_samples=False)
             best = best_of(evs)
@@ -108,7 +108,7 @@ def list_studies(
         for col in columns:
             table.add_column(col, overflow="fold")
         for r in rows:
-            best = f"{r['best_value']:.5g} {r['unit']}" if r["best_value"] is not None else "-"
+            best_text = f"{r['best_value']:.5g} {r['unit']}" if r["best_value"] is not None else "-"
             table.add_row(
                 str(r["id"]),
                 shown(r["kernel"]),
@@ -116,7 +116,7 @@ def list_studies(
                 shown(r["device"]),
                 str(r["evaluations"]),
                 str(r["failed"]),
-                shown(best),
+                shown(best_text),
                 shown(r["source"]),
                 ", ".join(f"{n} {status}" for status, n in r["runs"].items()) or "-",
             )

@@ -282,6 +282,7 @@ def tune(
         if shared:
             from workbench.cli.scale_cmds import tune_shared
 
+            assert storage is not None  # (shared: a postgresql:// storage was given)
             tune_shared(storage, request, db_wait, as_json)
             return
         _tune_here(request, storage, as_json)

@@ -5,6 +5,7 @@ the compile stage's)."""
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -96,7 +97,7 @@ def resumed_json(resumed: Resumption | None, budget: Budget, seed: int) -> dict 
 
 def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
     best = result.best
-    doc = {
+    doc: dict[str, Any] = {
         "kernel": plan.problem.kernel,
         "shape": plan.problem.shape_label,
         "study": result.study.name,
@@ -120,7 +121,7 @@ def summary(plan: TunePlan, result: TuneResult, url: str) -> dict:
         doc["moves"] = result.moves
     if result.drift:
         doc["drift"] = [c.to_json() for c in result.drift]
-    if best and plan.throughput is not None:
+    if best and plan.throughput is not None and best.measurement.value is not None:
         doc["throughput"] = {
             "value": plan.throughput(best.config, best.measurement.value),
             "unit": plan.unit,
@@ -205,8 +206,8 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
         where = storage_option(url)
         command = shlex.join(["workbench", "store", "header", kernel, "-o", f"{kernel}_tuned.h"])
         out.print(escape(f"For your build: {command}{where}"))  # type: ignore[attr-defined]
-        if command := diff_command(plan, where):
-            out.print(escape(f"What tuning changed in the binary: {command}"))  # type: ignore[attr-defined]
+        if diff := diff_command(plan, where):
+            out.print(escape(f"What tuning changed in the binary: {diff}"))  # type: ignore[attr-defined]
 
 
 def phases_line(result: TuneResult, *, live: bool) -> str:

@@ -347,7 +347,10 @@ class _BaselineWorker:
             return _not_run(base, exc)
         with _unlinked(reply.outputs):
             got = {f.name: np.array(f.load()) for f in reply.outputs}
-        compiled = {"compile_s": reply.compile_s, "compile_note": reply.compile_note}
+        compiled: dict[str, Any] = {
+            "compile_s": reply.compile_s,
+            "compile_note": reply.compile_note,
+        }
         try:
             verdict = check_outputs(name, got, problem, inputs, expected)
         except ValueError as exc:  # an output missing or of another shape: wrong, said why

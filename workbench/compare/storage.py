@@ -99,7 +99,7 @@ def save_comparisons(
         StoreError: the database failed.
     """
     batch = uuid.uuid4().hex
-    rows = []
+    rows: list[Comparison | ComparisonVariant] = []
     for i, c in enumerate(comparisons):
         study_id = study_ids[i] if i < len(study_ids) else None
         for entry in c.entries:

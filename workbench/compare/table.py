@@ -131,7 +131,7 @@ def roofline_bound(
         ShareAboveRoofError: ``entry`` beats a roof (``ceilings`` were not raised to it:
             :func:`fit_ceilings`).
     """
-    if not entry.timed:
+    if not entry.timed or entry.seconds is None:
         return None
     return timed_bound(
         entry.ops,
@@ -140,7 +140,7 @@ def roofline_bound(
         precision,
         ceilings,
         entry.contender,
-        at_mhz,  # type: ignore[arg-type]
+        at_mhz,
     )
 
 

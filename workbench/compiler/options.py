@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from workbench.toolchain import Arch
 
@@ -77,7 +78,7 @@ class CompileOptions:
     ) -> CompileOptions:
         """Options from macro values and option-knob values (names in :data:`OPTION_KNOBS`)."""
         norm_defines = tuple(sorted((k, macro_value(v)) for k, v in (defines or {}).items()))
-        knob_values: dict[str, object] = {}
+        knob_values: dict[str, Any] = {}
         for name, value in (knobs or {}).items():
             if name not in OPTION_KNOBS:
                 raise ValueError(f"unknown compiler option knob {name!r}")

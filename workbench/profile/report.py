@@ -190,7 +190,7 @@ def load_report(path: Path | str) -> Report:
         context = ncu_report.load_report(str(path))
     except Exception as exc:  # ncu_report raises plain exceptions for unreadable files
         raise ReportError(path, f"ncu_report cannot load it: {exc}") from exc
-    kernels = []
+    kernels: list[Any] = []
     for r in range(context.num_ranges()):
         launches = context.range_by_idx(r)
         for a in range(launches.num_actions()):
@@ -247,7 +247,7 @@ def _nvtx(action: Any) -> tuple[str, ...]:
     state = action.nvtx_state()
     if state is None:
         return ()
-    ranges = []
+    ranges: list[Any] = []
     for domain_id in state.domains():
         domain = state.domain_by_id(domain_id)
         ranges.extend(f"{domain.name()}@{r}" for r in domain.push_pop_ranges())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,4 +20,4 @@ class ReferenceCall:
     inputs: Mapping[str, np.ndarray]
     scalars: Mapping[str, float | int]
     shape: Mapping[str, int]
-    config: Mapping[str, object]
+    config: Mapping[str, Any]  #: bool, int, float or str values

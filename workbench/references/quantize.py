@@ -304,7 +304,7 @@ def _dequantize(call: ReferenceCall, codes: np.ndarray) -> dict[str, np.ndarray]
     if gran == "mx":
         x = dequantize_mx(codes, np.asarray(call.inputs["e8m0"]).reshape(codes.shape[0], -1))
         return {"out": x.astype(out_dtype)}
-    group = int(call.config.get("G", 1))  # type: ignore[call-overload]
+    group = int(call.config.get("G", 1))
     scale = _broadcast(call.inputs["scale"], gran, codes.shape, group)
     symmetric = bool(call.config.get("SYMMETRIC", True))
     zp = None if symmetric else _broadcast(call.inputs["zero_point"], gran, codes.shape, group)

@@ -121,7 +121,9 @@ class Series:
     def environments(self) -> list[EnvironmentInfo]:
         """The distinct environments of the series, in order of first use."""
         seen: dict[object, EnvironmentInfo] = {}
-        runs = sorted([*self.points, *self.broken], key=lambda p: (p.run.created_at, p.run.id))
+        runs: list[Point | Broken] = sorted(
+            [*self.points, *self.broken], key=lambda p: (p.run.created_at, p.run.id)
+        )
         for p in runs:
             seen.setdefault(p.run.environment.id, p.run.environment)
         return list(seen.values())
@@ -200,7 +202,7 @@ def change_points(points: Sequence[Point], rule: DecisionRule | None = None) -> 
     return out
 
 
-def candidate_breaks(medians: Sequence[float]) -> list[int]:
+def candidate_breaks(medians: Sequence[float] | np.ndarray) -> list[int]:
     """PELT's breakpoints on the noise-scaled log medians (indices of first runs after a step).
 
     Args:

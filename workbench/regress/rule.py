@@ -238,8 +238,8 @@ def _trimmed_mean_square(n: int) -> float:
 
 
 def compare_samples(
-    baseline: Sequence[float],
-    candidate: Sequence[float],
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
     *,
     baseline_clock: Sequence[float] | None = None,
     candidate_clock: Sequence[float] | None = None,
@@ -368,7 +368,7 @@ def _resampled_medians(sorted_x: np.ndarray, k: int, rng: np.random.Generator) -
     return 0.5 * (sorted_x[idx[:, (n - 1) // 2]] + sorted_x[idx[:, n // 2]])
 
 
-def _positive(samples: Sequence[float], side: str) -> np.ndarray:
+def _positive(samples: Sequence[float] | np.ndarray, side: str) -> np.ndarray:
     values = np.asarray(samples, dtype=float)
     if values.ndim != 1 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"{side} samples must be positive finite times")

@@ -31,8 +31,8 @@ def gather_accuracy(data: StudyData) -> Accuracy | None:
         return None
     return Accuracy(
         tuple(p[0] for p in pairs),
-        tuple(float(p[1]) for p in pairs),  # type: ignore[arg-type]
-        tuple(float(p[2]) for p in pairs),  # type: ignore[arg-type]
+        tuple(float(p[1]) for p in pairs),
+        tuple(float(p[2]) for p in pairs),
     )
 
 

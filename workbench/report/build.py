@@ -156,9 +156,9 @@ def _write(
     links = [link for _, _, link in pages]
     for k, name in regress_files.items():
         say(f"regression timeline {k}")
-        path = _write_timeline(store, k, out / name, plotlyjs)
-        if path is not None:
-            result.pages.append(path)
+        timeline = _write_timeline(store, k, out / name, plotlyjs)
+        if timeline is not None:
+            result.pages.append(timeline)
             links.append(
                 Link(name, "regression timeline", k, "runs of workbench regress record", (k,))
             )

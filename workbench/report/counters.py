@@ -212,7 +212,9 @@ def draw_stalls(variants: list[Variant]) -> go.Figure:
     for reason in top:
         values = [dict(v.divergence.stalls).get(reason) for v in variants]
         _bars(fig, esc(reason), labels, values)
-    others = [sum(x for r, x in v.divergence.stalls if r not in top) for v in variants]
+    others: list[float | None] = [
+        sum(x for r, x in v.divergence.stalls if r not in top) for v in variants
+    ]
     if any(others):
         _bars(fig, "other", labels, others)
     fig.update_layout(

@@ -181,9 +181,9 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
             x=at, line_dash="dot", line_color="#888", annotation_text="resumed", opacity=0.7
         )
     for trial, seconds, text in h.drifts:
-        at = seconds if by_time else trial
-        if at is not None:
-            fig.add_vline(x=at, line_dash="dash", line_color="#e67e22", annotation_text=text)
+        drift_at = seconds if by_time else trial
+        if drift_at is not None:
+            fig.add_vline(x=drift_at, line_dash="dash", line_color="#e67e22", annotation_text=text)
     fig.update_layout(
         title=f"{'time' if by_time else 'evaluation'}: best so far",
         xaxis_title=xtitle,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import optuna
 import plotly.graph_objects as go
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import create_trial
 
 from workbench.report.data import StudyData
@@ -54,7 +54,7 @@ def gather_importance(data: StudyData) -> Importance:
     if len({e.measurement.value for e in ok}) < 2:  # nothing to explain: equal shares would say
         return Importance(METHOD, (), len(ok), "every correct evaluation has the same value")
     declared = dict(data.study.parameters)
-    distributions = {}
+    distributions: dict[str, BaseDistribution] = {}
     for n in names:
         seen = {e.config[n] for e in ok}
         choices = [v for v in declared.get(n, ()) if v in seen] or sorted(seen, key=str)

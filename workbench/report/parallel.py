@@ -4,6 +4,7 @@ the objective as the last axis and the line colour."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -28,7 +29,7 @@ def draw_parallel(data: StudyData) -> go.Figure | None:
             dims.append({"label": esc(n), "values": values})
             continue
         # categorical axis: declared order, ticks named by value
-        order = [v for v in declared.get(n, ()) if v in values]
+        order: list[Any] = [v for v in declared.get(n, ()) if v in values]
         order += sorted({v for v in values if v not in order}, key=str)
         index = {str(v): i for i, v in enumerate(order)}
         dims.append(

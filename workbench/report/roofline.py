@@ -216,11 +216,11 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     gpu = data.devices[0]
     mhz = timed_clock_mhz(data.ok[: RUNNERS_UP + 1])
     ceilings, notes = device_ceilings(gpu, measured, mhz)
-    precision = work_precision(space)  # type: ignore[arg-type]
+    precision = work_precision(space)
     launches = []
     for rank, e in enumerate(data.ok[: RUNNERS_UP + 1]):
         try:
-            ops, nbytes = work_counts(space, e.config)  # type: ignore[arg-type]
+            ops, nbytes = work_counts(space, e.config)
         except ConfigError as exc:
             notes.append(str(exc))
             continue
@@ -246,7 +246,7 @@ def from_timing(data: StudyData, measured: Ceilings | None) -> Roofline | None:
     return Roofline(
         _shown(ceilings, sets),
         tuple(sets),
-        f"event timing: the stored median time and the work model of {space.spec.name} "  # type: ignore[attr-defined]
+        f"event timing: the stored median time and the work model of {space.spec.name} "
         f"({precision} work; bytes are the minimum the algorithm moves, a lower bound on DRAM "
         "traffic)",
         tuple(notes),

@@ -75,7 +75,7 @@ RESOURCE_HEADER = (
 
 
 def resource_rows(records: tuple[StaticRecord, ...]) -> list[list[object]]:
-    rows = []
+    rows: list[list[object]] = []
     for i, r in enumerate(records, 1):
         rows.append(
             [

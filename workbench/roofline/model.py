@@ -167,7 +167,7 @@ def achieved_from_metrics(metrics: Metrics) -> Achieved:
         if sm_hz is None or any(v is None for v in values):
             continue  # tensor paths differ per chip: absence is not an error
         key = "tensor_fp16" if precision == "tensor_fp16_ampere" else precision
-        ops[key] = ops.get(key, 0.0) + sum(float(v) for v in values) * sm_hz  # type: ignore[arg-type]
+        ops[key] = ops.get(key, 0.0) + sum(float(v) for v in values if v is not None) * sm_hz
     sparse = frozenset(
         p for p, names in SPARSE_COUNTERS.items() if any((metrics.get(n) or 0) > 0 for n in names)
     )
@@ -232,9 +232,9 @@ def _bandwidths(
     if l1 is None and duration and metrics.get("l1tex__t_bytes.sum") is not None:
         l1 = metrics["l1tex__t_bytes.sum"] / duration  # type: ignore[operator]
     if l1 is None and duration:
-        sectors = [metrics.get(n) for n in _L1_SECTORS]
-        if any(s is not None for s in sectors):
-            l1 = sum(s for s in sectors if s is not None) * SECTOR_BYTES / duration
+        l1_sectors = [metrics.get(n) for n in _L1_SECTORS]
+        if any(s is not None for s in l1_sectors):
+            l1 = sum(s for s in l1_sectors if s is not None) * SECTOR_BYTES / duration
             notes.append("l1: LSU global+local sectors x 32 bytes (no l1tex__t_bytes)")
     if l1 is None:
         missing.append("l1tex__t_bytes.sum.per_second")

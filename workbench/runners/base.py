@@ -12,6 +12,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from workbench.runners.phases import PhaseTimes
 from workbench.spaces.model import Config
@@ -103,6 +104,9 @@ class Objective:
     unit: str = "ms"
 
 
+_R = TypeVar("_R", bound="Runner")
+
+
 class Runner(ABC):
     """Evaluates configurations of one problem (kernel, shape) on one device.
 
@@ -140,7 +144,7 @@ class Runner(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release devices and worker processes."""
 
-    def __enter__(self) -> Runner:
+    def __enter__(self: _R) -> _R:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,6 +17,7 @@ import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -190,6 +191,7 @@ def draw_input(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator
     Raises:
         ConfigError: ``ZERO_REDRAWS`` draws in a row came out all zeros.
     """
+    assert isinstance(spec.dtype, DType), "an input's dtype is resolved before its draw"
     for _ in range(ZERO_REDRAWS):
         arr = _cast(_draw(spec, shape, rng), spec.dtype)
         if (arr != 0).any():
@@ -410,8 +412,9 @@ def tensor_map_value(
     dtype, shape = _buffer_layout(space, arg.buffer, env)
     if not _evaluate(arg.when, env, f"{where} when"):
         return TensorMapValue(arg.buffer, dtype, shape, (), 0, arg.l2_promotion, arg.name, True)
-    box = tuple(_integral(_evaluate(e, env, f"{where} box")) for e in arg.box)
-    swizzle = _integral(_evaluate(arg.swizzle, env, f"{where} swizzle"))
+    # (numbers, or the encoder's checks below say what is wrong with them)
+    box: Any = tuple(_integral(_evaluate(e, env, f"{where} box")) for e in arg.box)
+    swizzle: Any = _integral(_evaluate(arg.swizzle, env, f"{where} swizzle"))
     value = TensorMapValue(
         arg.buffer,
         dtype,
@@ -419,7 +422,7 @@ def tensor_map_value(
         box,
         swizzle,
         arg.l2_promotion,
-        arg.name,  # type: ignore[arg-type]
+        arg.name,
     )
     return check_tensor_map(value, where)
 

@@ -14,6 +14,7 @@ import enum
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Phase(enum.Enum):
@@ -59,7 +60,7 @@ class PhaseTimes:
     @contextlib.contextmanager
     def timed(self, phase: Phase) -> Iterator[None]:
         """Add the wall time of the ``with`` block to ``phase`` (less what is added inside)."""
-        block = [phase, time.perf_counter(), 0.0]
+        block: list[Any] = [phase, time.perf_counter(), 0.0]  # (phase, start, added inside)
         self._open.append(block)
         try:
             yield

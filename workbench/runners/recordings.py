@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
@@ -170,7 +171,8 @@ class Recording:
         entries = {}
         for key, e in self.entries.items():
             config = {**e.config, **values}
-            entries[(*key, *values.values())] = dataclasses.replace(e, config=config)
+            new_key = (*key, *values.values())
+            entries[new_key] = dataclasses.replace(e, config=config)
         added = tuple((name, (value,)) for name, value in values.items())
         return dataclasses.replace(self, parameters=(*self.parameters, *added), entries=entries)
 
@@ -433,7 +435,7 @@ def _unlisted_value(
     name, or the text read as a number), which then joins the parameter's values."""
     if text in known:
         return known[text]
-    own = record.get(key)
+    own: Any = record.get(key)
     value: Value = own if str(own) == text else _number_or_text(text)
     known[text] = value
     added.setdefault(key, []).append(value)
@@ -626,7 +628,7 @@ def _t4_measurement(path: Path, i: int, r: dict, name: str) -> float:
 
 def _sorted_values(values: list[Value]) -> list[Value]:
     try:
-        return sorted(values)  # type: ignore[type-var]
+        return sorted(values)
     except TypeError:
         return values
 

@@ -157,7 +157,7 @@ def tensor_map_problem(
             f"the box's inner extent is {inner} bytes: it must be a multiple of "
             f"{TMA_GRANULE_BYTES} bytes"
         )
-    if swizzle and inner > swizzle:  # type: ignore[operator]
+    if swizzle and inner > swizzle:
         return (
             f"the box's inner extent is {inner} bytes, wider than the {swizzle}-byte swizzle "
             "span (split the box along its inner dimension)"

@@ -108,7 +108,7 @@ class PairModel:
         # The features: one-hot cells of a table per varying parameter and per pair, all
         # tables blocks of one flat array; each config's cell in each table is computed once,
         # offsets included.
-        tables: list[tuple[int, ...]] = [(j,) for j in varying] + pairs
+        tables: list[tuple[int, ...]] = [*((j,) for j in varying), *pairs]
         self._tables = tables
         sizes = [math.prod(int(cards[j]) for j in t) for t in tables]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -151,9 +151,9 @@ class PairModel:
         for g, group in enumerate(groups):
             self.group_cells[g] = joint_cells(X, cards, group) + group_offsets[g]
         into, source = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for t, lo in zip(tables, offsets[:-1], strict=True):
-            g = next(i for i, group in enumerate(groups) if set(t) <= set(group))
-            shape = tuple(int(cards[j]) if j in t else 1 for j in groups[g])
+        for tab, lo in zip(tables, offsets[:-1], strict=True):
+            g = next(i for i, group in enumerate(groups) if set(tab) <= set(group))
+            shape = tuple(int(cards[j]) if j in tab else 1 for j in groups[g])
             table_cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
             into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
             source.append(np.broadcast_to(table_cells, [int(cards[j]) for j in groups[g]]).ravel())

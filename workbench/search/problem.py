@@ -14,7 +14,7 @@ import math
 import random
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
@@ -59,7 +59,7 @@ class Param:
 
     def decode(self, raw: Value) -> Value:
         if self.ordinal and len(self.values) > 1:
-            return self.values[int(raw)]  # type: ignore[arg-type]
+            return self.values[int(raw)]
         return raw
 
 
@@ -127,7 +127,7 @@ class Problem(ABC):
             return
         size = self.cartesian_size
         if size <= EMPTY_SAMPLE:
-            rows = itertools.product(*(p.values for p in self.params))
+            rows: Iterable[tuple[Value, ...]] = itertools.product(*(p.values for p in self.params))
             seen = f"all {size}"
         else:
             rng = random.Random(0)

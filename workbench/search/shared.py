@@ -457,7 +457,7 @@ class Database:
                 },
                 heartbeat_interval=s.heartbeat_s,
                 grace_period=s.grace_s,
-                **{callback_arg: retry},
+                **{callback_arg: retry},  # type: ignore[arg-type]  # (its name varies by optuna)
             )
 
     def configure(self, heartbeat_s: int, grace_s: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from workbench.errors import ConfigError, ExpressionError
 from workbench.spaces.model import Value
@@ -54,9 +55,9 @@ def work_counts(space: Space, config: Mapping[str, Value]) -> tuple[float, float
     """
     try:
         env = space.env(config)
-        return float(space.spec.work.flops.evaluate(env)), float(
-            space.spec.work.bytes.evaluate(env)
-        )
+        flops: Any = space.spec.work.flops.evaluate(env)  # (a number, or float() says why)
+        nbytes: Any = space.spec.work.bytes.evaluate(env)
+        return float(flops), float(nbytes)
     except (ExpressionError, TypeError, ValueError) as exc:
         raise ConfigError(f"{space.spec.name}: work model: {exc}") from exc
 

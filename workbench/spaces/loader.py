@@ -210,7 +210,7 @@ class _Builder:
         self._derived = dict(derived)
         buffers = self._buffers(base)
         inputs, outputs = buffers
-        ranks = {b.name: len(b.shape) for b in (*inputs, *outputs)}
+        ranks = {b.name: len(b.shape) for b in inputs} | {b.name: len(b.shape) for b in outputs}
         args = self._args(base, ranks)
         work = WorkModel(
             flops=self._expr(("work", "flops"), m.work.flops, base),
@@ -243,7 +243,7 @@ class _Builder:
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
             variants=read_variants(self.doc, self.m.variants, arches, params),
-            key_lines={p[0]: n for p, n in self.doc.lines.items() if len(p) == 1},
+            key_lines={str(p[0]): n for p, n in self.doc.lines.items() if len(p) == 1},
         )
         self._check_arch_defaults_valid(spec)
         check_variant_defaults(self.doc, spec)
@@ -376,7 +376,8 @@ class _Builder:
         if r.pow2:
             if r.start <= 0 or r.stop < r.start:
                 raise self.err((*key, "range"), "pow2 range needs 0 < start <= stop")
-            values, v = [], 1
+            values: list[Value] = []
+            v = 1
             while v <= r.stop and len(values) <= MAX_DOMAIN_VALUES:
                 if v >= r.start:
                     values.append(v)
@@ -491,13 +492,12 @@ class _Builder:
                 self._expr(("outputs", name, "shape", i), s, known) for i, s in enumerate(o.shape)
             )
             init = None if o.init is None else float(o.init)
-            dtype = o.dtype
-            if not isinstance(dtype, schema.DType):
-                try:
-                    dtype = schema.DType(dtype)
-                except ValueError:
-                    dtype = self._expr(("outputs", name, "dtype"), dtype, known)
-            outputs.append(OutputSpec(name, dtype, shape, init, o.scratch))
+            out_dtype: schema.DType | Expression
+            try:
+                out_dtype = schema.DType(o.dtype)
+            except ValueError:  # an expression of the config naming one
+                out_dtype = self._expr(("outputs", name, "dtype"), str(o.dtype), known)
+            outputs.append(OutputSpec(name, out_dtype, shape, init, o.scratch))
         return tuple(inputs), tuple(outputs)
 
     def _check_draw(self, key: tuple[str, ...], spec: schema.InputModel | InputSpec) -> None:

@@ -90,7 +90,7 @@ class _TimedValues(Sequence[Value]):
     def __len__(self) -> int:
         return len(self._values)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, i):
         return self._values[i]
 
 

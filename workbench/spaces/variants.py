@@ -152,22 +152,22 @@ def read_variants(
                 )
         plain: dict[str, Value] = {}
         per_arch: dict[str, dict[str, Value]] = {}
-        for item, value in v.defaults.items():
+        for item, given in v.defaults.items():
             where = (*key, "defaults", item)
             if item in by_name:
-                if isinstance(value, dict):
+                if isinstance(given, dict):
                     raise doc.error(where, f"a default of {item} is one value, not a mapping")
                 if item in v.set:
                     raise doc.error(where, f"{item} is set by the variant; its default is that")
-                _check_value(doc, where, by_name, item, value)
-                plain[item] = value
+                _check_value(doc, where, by_name, item, given)
+                plain[item] = given
                 continue
             arch = _variant_arch(doc, where, item, declared, by_name)
-            if not isinstance(value, dict):
+            if not isinstance(given, dict):
                 raise doc.error(where, f"{item} is an arch: give a mapping of its defaults")
-            for param, x in value.items():
+            for param, x in given.items():
                 _check_value(doc, (*where, param), by_name, param, x)
-            per_arch[arch] = dict(value)
+            per_arch[arch] = dict(given)
         variant = Variant(name, dict(v.set), plain, per_arch, v.description)
         for other in out:
             shared = set(other.values) & set(variant.values)

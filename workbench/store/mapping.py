@@ -32,7 +32,8 @@ M = TypeVar("M")
 @functools.cache
 def _columns(model: type) -> dict[str, bool]:
     """Column name -> whether it may be NULL, of an ORM model."""
-    return {c.key: bool(c.nullable) for c in sa_inspect(model).columns}
+    columns: Any = sa_inspect(model).columns
+    return {c.key: bool(c.nullable) for c in columns}
 
 
 @functools.cache
@@ -72,9 +73,9 @@ def record_from_row(cls: type[R], row: object, **given: Any) -> R:
     Raises:
         InternalError: a field of ``cls`` has neither a column nor a given value.
     """
-    columns = _columns(type(row))
+    columns = _columns(type(row))  # type: ignore[arg-type]  # (classes hash; typeshed says no)
     values = {}
-    for name, (kind, optional) in _kinds(cls).items():
+    for name, (kind, optional) in _kinds(cls).items():  # type: ignore[arg-type]
         if name in given:
             values[name] = given[name]
         elif name in columns:
@@ -106,9 +107,9 @@ def row_from_record(model: type[M], record: object, *, skip: Sequence[str] = (),
     Raises:
         InternalError: a field of the record has no column (and is neither given nor skipped).
     """
-    columns = _columns(model)
+    columns = _columns(model)  # type: ignore[arg-type]
     values = dict(given)
-    for name, (_, optional) in _kinds(type(record)).items():
+    for name, (_, optional) in _kinds(type(record)).items():  # type: ignore[arg-type]
         if name in given or name in skip:
             continue
         if name not in columns:

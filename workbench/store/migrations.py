@@ -39,7 +39,7 @@ def _add_run_phases(conn: Connection) -> None:
 def _add_comparison_variants(conn: Connection) -> None:
     """5 -> 6: the ``comparison_variants`` table (each configuration a baseline timed, such as
     CUTLASS's operators; none for the comparisons already there)."""
-    ComparisonVariant.__table__.create(conn, checkfirst=True)
+    ComparisonVariant.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
 
 
 #: version -> function migrating a connection from that version to the next one

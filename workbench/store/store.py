@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from sqlalchemy import (
+    Table,
     create_engine,
     delete,
     event,
@@ -43,6 +44,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Select
 
 from workbench.errors import ConfigError, WorkbenchError
@@ -153,7 +155,8 @@ class Store:
     ) -> None:
         self.url = sqlalchemy_url(url or default_store_url())
         self.read_only = read_only
-        self._raw = None  # DB-API connection for the per-trial insert on SQLite
+        #: DB-API connection for the per-trial insert on SQLite
+        self._raw: PoolProxiedConnection | None = None
         try:
             self.engine = _make_engine(self.url, lock_timeout_s, read_only)
             self._session = sessionmaker(self.engine, expire_on_commit=False)
@@ -231,7 +234,8 @@ class Store:
                     version = int(row[0]) if row else None
                 except (TypeError, ValueError):
                     raise StoreError(
-                        f"{self.shown_url}: its schema version reads {row[0]!r}, not a number: "
+                        f"{self.shown_url}: its schema version reads {row[0] if row else None!r}, "
+                        "not a number: "
                         "the meta table is damaged"
                     ) from None
             if version is not None and version > SCHEMA_VERSION:
@@ -257,10 +261,11 @@ class Store:
             models.Base.metadata.create_all(conn)
             if version is None:
                 conn.execute(
-                    Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                    _table(Meta).insert().values(key="schema_version", value=str(SCHEMA_VERSION))
                 )
             conn.execute(
-                Meta.__table__.update()
+                _table(Meta)
+                .update()
                 .where(Meta.key == "schema_version")
                 .values(value=str(SCHEMA_VERSION))
             )
@@ -533,7 +538,9 @@ class Store:
             return self._record_sqlite(study, row)
         try:
             with self.engine.begin() as conn:
-                return int(conn.execute(_INSERT_EVALUATION, row).inserted_primary_key[0])
+                key = conn.execute(_INSERT_EVALUATION, row).inserted_primary_key
+                assert key is not None  # (a single-row insert has its key)
+                return int(key[0])
         except IntegrityError:
             raise StoreError(f"{study.name}: {row['config_key']} is already evaluated") from None
         except (OperationalError, DatabaseError) as exc:
@@ -578,7 +585,7 @@ class Store:
                     conn.execute(_INSERT_EVALUATION, rows)
             return len(rows)
         except IntegrityError:
-            keys = ", ".join(r["config_key"] for r in rows[:3])
+            keys = ", ".join(str(r["config_key"]) for r in rows[:3])
             raise StoreError(f"{study.name}: already evaluated (among {keys})") from None
         except (OperationalError, DatabaseError) as exc:
             raise StoreError(f"store {self.shown_url}: {_explain(exc)}") from exc
@@ -681,7 +688,12 @@ class Store:
             )
 
 
-_INSERT_EVALUATION = Evaluation.__table__.insert()
+def _table(model: type[object]) -> Table:
+    """A mapped class's table (typed: ``__table__`` is a FromClause to the type checker)."""
+    return cast(Table, model.__table__)  # type: ignore[attr-defined]
+
+
+_INSERT_EVALUATION = _table(Evaluation).insert()
 
 
 _COLUMNS = (
