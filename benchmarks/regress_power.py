@@ -9,7 +9,7 @@ a baseline run and a candidate run of ``--samples`` samples by resampling; the c
 
 Rules compared, on the same draws:
 
-- ``ours``: :mod:`workbench.regress.rule` (Mann-Whitney U p < 0.002, the ratio's whole 95 %
+- ``ours``: :mod:`workbench.stats.rule` (Mann-Whitney U p < 0.002, the ratio's whole 95 %
   bootstrap interval beyond 2 %, the ratio beyond ``exp(3 * history noise)``; no clocks);
 - ``plain 5%``: the median ratio >= 1.05, as many dashboards do; ``plain 2%``: >= 1.02;
 - ``plain X% (=FPR)``: a plain median threshold set, per setting, so that its false-positive
@@ -57,7 +57,7 @@ import numpy as np
 
 from workbench.regress.check import Row, family_step
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
-from workbench.regress.rule import (
+from workbench.stats.rule import (
     ALPHA,
     FAMILY_Q,
     FLOOR,

@@ -40,11 +40,13 @@ WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
 
 def create_study(url: str, name: str, recording: Path, trials: int) -> None:
     """The study, as `workbench tune` creates it, without working on it."""
-    from workbench.cli.store_cmds import open_store
+    from workbench.cli.common import open_store
+    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.sql import SETUP_LOCK
+    from workbench.fleet.study import SharedStudy
     from workbench.search.loop import Budget
     from workbench.search.planning import plan_tune
     from workbench.search.request import TuneRequest
-    from workbench.search.shared import SETUP_LOCK, Coordination, Database, SharedStudy
 
     request = TuneRequest(
         replay=recording,
@@ -65,7 +67,9 @@ def create_study(url: str, name: str, recording: Path, trials: int) -> None:
 def span_s(url: str, name: str) -> float:
     from optuna.trial import TrialState
 
-    from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
+    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.sql import CLAIM
+    from workbench.fleet.study import SharedStudy
 
     study = SharedStudy(Database(url, Coordination()), name)
     done = [t for t in study.trials((TrialState.COMPLETE,)) if CLAIM in t.system_attrs]

@@ -23,10 +23,11 @@ from workbench.analysis.signature import (
 from workbench.cli.main import app
 from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.errors import SpaceFileError
+from workbench.search.configs import select_configs
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.spaces.targets import resolve_arches
-from workbench.sweep import select_configs, static_sweep
+from workbench.static.sweep import static_sweep
 
 LIBRARY = sorted(p.stem for p in builtin_spaces_dir().glob("*.yaml"))
 

@@ -242,7 +242,7 @@ def test_a_records_lints_are_typed_and_export_as_their_text() -> None:
     whose level is parsed back from a prefix; --json and --csv still write each one as
     ``level: message``."""
     from workbench.analysis import Lint, LintCode, Severity
-    from workbench.sweep import StaticRecord
+    from workbench.static.sweep import StaticRecord
 
     r = StaticRecord(kernel="k", arch="sm_90", device="H200", config={}, label="", ok=True)
     r.add_lint(LintCode.CANNOT_LAUNCH, "cannot launch: 512 threads per block")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from dataset_paths import CACHES, missing
 
-from workbench.regress.rule import Verdict
 from workbench.report.baselines import Baselines
 from workbench.report.data import gather_studies
 from workbench.report.history import draw_history, gather_history
@@ -23,6 +22,7 @@ from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import RecordingProblem
 from workbench.search.tuner import Budget, Tuner
 from workbench.spaces.model import Config
+from workbench.stats.rule import Verdict
 from workbench.store import Store, StoreError
 
 CONV = CACHES / "convolution_milo_A100.json.gz"

@@ -16,7 +16,7 @@ from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
 from workbench.references import ReferenceCall
 from workbench.references.aos_soa import FIELDS, pack, step, unpack, update
 from workbench.spaces import Space, load_kernel
-from workbench.sweep import sass_of, static_sweep
+from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90"]

@@ -28,7 +28,7 @@ from workbench.references import ReferenceCall
 from workbench.references.cache_hints import add_periodic
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config
-from workbench.sweep import sass_of, static_sweep
+from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90"]

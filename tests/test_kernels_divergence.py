@@ -14,7 +14,7 @@ from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
 from workbench.references import ReferenceCall
 from workbench.references.divergence import KEYS, ROUNDS, apply_cases, hash_cases
 from workbench.spaces import Space, load_kernel
-from workbench.sweep import StaticRecord, static_sweep
+from workbench.static.sweep import StaticRecord, static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90"]

@@ -17,7 +17,7 @@ from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec
 from workbench.spaces.variants import variant_spec
-from workbench.sweep import static_sweep
+from workbench.static.sweep import static_sweep
 from workbench.toolchain import Arch
 
 #: valid configs of each former file, per arch, at the default shape (see the module docstring)

@@ -18,7 +18,7 @@ from workbench.references import ReferenceCall
 from workbench.references.gemm_fp8 import decode_fp8, gemm_fp8
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config
-from workbench.sweep import StaticRecord, sass_of, static_sweep
+from workbench.static.sweep import StaticRecord, sass_of, static_sweep
 from workbench.toolchain import Arch
 
 #: configs per arch in the compile sample (50 in all): wgmma on sm_90a, mma on sm_89 and sm_90

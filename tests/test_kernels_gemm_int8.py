@@ -33,7 +33,7 @@ from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.launch import launch_geometry, work_counts
 from workbench.spaces.model import Config, SpaceSpec
-from workbench.sweep import sass_of, static_sweep
+from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90", "sm_90a"]
@@ -263,7 +263,7 @@ H200_BEST = {
 def test_the_sm_90a_default_is_the_config_measured_fastest_on_the_h200() -> None:
     """What compile, run, profile and compare take by default, and tune evaluates first, on
     sm_90a (the newest arch, so also with no --arch); the other arches keep the mma default."""
-    from workbench.sweep import select_configs
+    from workbench.search.configs import select_configs
 
     spec = load_kernel("gemm_int8")
     space = Space(spec)

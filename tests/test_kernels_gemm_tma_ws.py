@@ -16,7 +16,7 @@ from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
-from workbench.sweep import sass_of, static_sweep
+from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 SM90A = Arch.parse("sm_90a")

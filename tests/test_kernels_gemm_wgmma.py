@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
+from workbench.search.configs import select_configs
 from workbench.spaces import Space, load_space
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
-from workbench.sweep import sass_of, select_configs, static_sweep
+from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 SPACE_FILE = Path(__file__).parent / "data" / "gemm_int8_wgmma.yaml"

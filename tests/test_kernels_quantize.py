@@ -24,7 +24,7 @@ from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config
 from workbench.spaces.schema import DType
-from workbench.sweep import static_sweep
+from workbench.static.sweep import static_sweep
 from workbench.toolchain import Arch
 
 SPACES = [

@@ -22,7 +22,7 @@ from workbench.runners.verify import tolerance_for
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
-from workbench.sweep import StaticRecord, static_sweep
+from workbench.static.sweep import StaticRecord, static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90"]

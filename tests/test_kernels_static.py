@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from workbench.compiler import CompileCache
+from workbench.search.configs import select_configs
 from workbench.spaces import Space, load_kernel
-from workbench.sweep import select_configs, static_sweep
+from workbench.static.sweep import static_sweep
 from workbench.toolchain import Arch
 
 ARCHES = ["sm_80", "sm_89", "sm_90"]

@@ -13,8 +13,8 @@ import pytest
 from workbench.regress.check import check
 from workbench.regress.noise import SampleSet, draw_run
 from workbench.regress.records import MeasurementRecord, save_run
-from workbench.regress.rule import Verdict
 from workbench.runners.base import DeviceInfo, TrialOutcome
+from workbench.stats.rule import Verdict
 from workbench.store import Store
 
 H200 = DeviceInfo(name="NVIDIA H200", cc=90, driver="550.54.15", cuda="12.4", toolkit="nvrtc 13.0")

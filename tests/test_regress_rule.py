@@ -12,7 +12,7 @@ import pytest
 from dataset_paths import CACHES, missing
 
 from workbench.regress.noise import SampleSet, draw_run, load_sample_sets, relative_spread
-from workbench.regress.rule import (
+from workbench.stats.rule import (
     DecisionRule,
     Verdict,
     compare_samples,
@@ -230,7 +230,7 @@ def test_the_u_test_matches_scipy() -> None:
     """The direct normal approximation equals scipy's, ties included (scipy below 9 samples)."""
     from scipy.stats import mannwhitneyu
 
-    from workbench.regress.rule import _mann_whitney_p
+    from workbench.stats.rule import _mann_whitney_p
 
     rng = np.random.default_rng(9)
     for _ in range(300):

@@ -24,8 +24,10 @@ import pytest
 from cli_helpers import invoke
 from dataset_paths import CACHES, missing
 
+from workbench.fleet.connection import Coordination, Database
+from workbench.fleet.sql import CLAIM
+from workbench.fleet.study import SharedStudy
 from workbench.runners.recordings import load_recording
-from workbench.search.shared import CLAIM, Coordination, Database, SharedStudy
 from workbench.store import Store, StoreError
 from workbench.store.models import SCHEMA_VERSION
 from workbench.store.store import sqlalchemy_url
@@ -571,11 +573,11 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
 
     from test_drift import WarmingGpu
 
+    from workbench.fleet.claims import WorkerId
+    from workbench.fleet.worker import SharedTuner
     from workbench.report.data import gather_studies
     from workbench.search.session import plan_replay_file
-    from workbench.search.shared import WorkerId
     from workbench.search.tuner import Budget
-    from workbench.search.worker import SharedTuner
 
     url = pg_cluster.database()
     db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
@@ -599,14 +601,14 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
     reason (not as a launch failure "on another worker"), and the study's summary says WRONG."""
     import dataclasses
 
+    from workbench.fleet.claims import WorkerId
+    from workbench.fleet.worker import SharedTuner
     from workbench.runners.base import Measurement, Runner, TrialOutcome
     from workbench.runners.replay import ReplayRunner
     from workbench.search.proposers import ValidOrderProposer
     from workbench.search.samplers import SAMPLERS
     from workbench.search.session import plan_replay_file
-    from workbench.search.shared import WorkerId
     from workbench.search.tuner import Budget
-    from workbench.search.worker import SharedTuner
 
     reason = "output differs from the reference at 12 of 4096 elements (max abs error 3)"
 

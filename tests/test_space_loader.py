@@ -499,8 +499,9 @@ def test_the_documented_example_space_loads(tmp_path: Path) -> None:
     assert spec.name == "reduce" and "UNROLL" in spec.parameter_names
     # and its args fit the kernel: the default config compiles with no mismatch
     from workbench.compiler import CompileCache
+    from workbench.search.configs import select_configs
     from workbench.spaces import Space
-    from workbench.sweep import select_configs, static_sweep
+    from workbench.static.sweep import static_sweep
 
     space = Space(spec)
     cache = CompileCache(tmp_path / "cache")

@@ -21,7 +21,7 @@ from workbench.store.best import (
     select_studies,
     study_best,
 )
-from workbench.tuned_header import collect
+from workbench.store.header import collect
 
 PARAMS = [("A", [1, 2, 3, 4, 5, 6])]
 

@@ -10,8 +10,9 @@ from typing import Any
 from workbench.analysis import LintCode
 from workbench.analysis.occupancy import theoretical_occupancy
 from workbench.compiler import CompileCache
+from workbench.search.configs import select_configs
 from workbench.spaces import Space, load_space
-from workbench.sweep import select_configs, static_sweep
+from workbench.static.sweep import static_sweep
 
 BOUNDED_KERNEL = """\
 extern "C" __global__ void __launch_bounds__(256) bounded(const float* x, float* y, int n) {

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import WorkbenchError
+from workbench.fleet.connection import Coordination
 from workbench.gpu import probe_gpu
 from workbench.runners.recordings import RecordingError
 from workbench.search.loop import Budget
@@ -19,7 +20,6 @@ from workbench.search.request import (
     NO_GPU_SAMPLE,
     TuneRequest,
 )
-from workbench.search.shared import Coordination
 from workbench.store import Store
 
 CACHES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "tuning-caches"

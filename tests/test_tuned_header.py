@@ -25,8 +25,8 @@ from workbench.spaces import Space, load_space
 from workbench.spaces.model import Config
 from workbench.spaces.registry import load_kernel
 from workbench.store import Store
+from workbench.store.header import collect, target_lines
 from workbench.toolchain import Arch
-from workbench.tuned_header import collect, target_lines
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TypedDict
 
-from workbench.analysis.occupancy import ARCH_LIMITS
+from workbench.arch_limits import ARCH_LIMITS
 from workbench.errors import ArchError
 from workbench.toolchain import Arch
 

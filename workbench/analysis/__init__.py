@@ -13,13 +13,7 @@ from __future__ import annotations
 from workbench.analysis.cubin import CubinInfo, CubinKernel, parse_nv_info, read_cubin
 from workbench.analysis.errors import AnalysisError, CubinError, SassError
 from workbench.analysis.lints import Lint, LintCode, Severity, lint
-from workbench.analysis.occupancy import (
-    ARCH_LIMITS,
-    ArchLimits,
-    Occupancy,
-    arch_limits,
-    theoretical_occupancy,
-)
+from workbench.analysis.occupancy import Occupancy, theoretical_occupancy
 from workbench.analysis.resources import KernelResources, kernel_resources, parse_ptxas_log
 from workbench.analysis.sass import (
     SassInstruction,
@@ -33,6 +27,7 @@ from workbench.analysis.sass import (
     parse_sass,
     streaming_loads,
 )
+from workbench.arch_limits import ARCH_LIMITS, ArchLimits, arch_limits
 
 __all__ = [
     "ARCH_LIMITS",

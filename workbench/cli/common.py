@@ -17,8 +17,10 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.segment import Segment
 
-from workbench.errors import CompileError, WorkbenchError
+from workbench.errors import CompileError, ConfigError, WorkbenchError
 from workbench.printable import printable
+from workbench.store import Store
+from workbench.store.store import StoreError
 
 #: Exit statuses, documented in docs/tuning.md.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -140,7 +142,7 @@ ShapesOpt = Annotated[
 #: ``--json``: one JSON document on stdout (an error too, with ``cli_errors(json_errors=...)``).
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
-#: What a ``--config`` option may be (workbench.config_request parses it).
+#: What a ``--config`` option may be (workbench.cli.config_request parses it).
 CONFIG_FORMS = (
     "'default' (the space's default for the arch), 'best' (the fastest correct config of the "
     "shape's study in the store) or NAME=VALUE[,NAME=VALUE...] (the other parameters are "
@@ -246,3 +248,74 @@ def _json_error(message: str) -> None:
     with contextlib.suppress(OSError):  # (stdout itself may be what failed)
         sys.stdout.write(json.dumps({"exit_status": EXIT_BAD_INPUT, "error": message}) + "\n")
         sys.stdout.flush()
+
+
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        help="Compile processes (default, or 0: one per core).",
+        show_default=False,
+    ),
+]
+
+
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="Compile cache (default $WORKBENCH_CACHE_DIR or ~/.cache/workbench/compile).",
+        show_default=False,
+    ),
+]
+
+
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite).",
+        show_default=False,
+    ),
+]
+
+
+def open_store(storage: str | None, *, read_only: bool = False) -> Store:
+    """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
+    commands that only read it (they work on a file the user may not write, and never create
+    one)."""
+    if storage is not None and "://" not in storage:
+        if not storage.strip():
+            raise ConfigError("--storage is empty: give a SQLite file's path or a database URL")
+        if Path(storage).is_dir():
+            raise ConfigError(
+                f"--storage {storage} is a directory: give a SQLite file, e.g. "
+                f"{Path(storage) / 'store.sqlite'}"
+            )
+        if odd := [c for c in "?#%" if c in storage]:
+            # a URL reads them as a query, a fragment or an escape: the data would go to
+            # another file than the one named
+            raise ConfigError(
+                f"--storage {storage}: a SQLite path with {' or '.join(odd)} in it is not "
+                "supported (a database URL gives them other meanings); rename the file"
+            )
+        storage = f"sqlite:///{Path(storage).absolute()}"
+    return Store(storage, read_only=read_only)
+
+
+def open_best_store(storage: str | None, kernel: str) -> Store:
+    """The store ``--config best`` reads its config from (read only); one that cannot be
+    opened says to tune first.
+
+    Raises:
+        ConfigError: no store there, or it cannot be read.
+    """
+    try:
+        return open_store(storage, read_only=True)
+    except StoreError as exc:
+        raise ConfigError(
+            f"--config best takes the tuned config from the store, but {exc}: tune {kernel} "
+            "first, or give the store with --storage"
+        ) from None

@@ -18,25 +18,26 @@ from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
     BestStudyOpt,
+    CacheOpt,
     DeviceOpt,
     ShapeOpt,
     ShapesOpt,
     SpacesOpt,
+    StorageOpt,
     cli_errors,
     console,
     err_console,
+    open_store,
 )
-from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.compare.baselines import Choice, missing_here
-from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
-from workbench.compare.table import ShapeComparison, Status, format_rows
-from workbench.config_request import (
+from workbench.cli.config_request import (
     BEST_CONFIG,
     ConfigRequest,
     parse_config_options,
     resolve_config,
 )
+from workbench.compare.baselines import Choice, missing_here
+from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
+from workbench.compare.table import ShapeComparison, Status, format_rows
 from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
 from workbench.spaces import Space, load_kernel

@@ -9,17 +9,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from workbench.analysis.lints import Lint, LintCode, Severity
-from workbench.analysis.signature import args_error
-from workbench.artifacts import ArtifactDir
 from workbench.cli.common import (
     CONFIG_FORMS,
     EXIT_FAILED,
     ArchOpt,
     BestStudyOpt,
+    CacheOpt,
     DeviceOpt,
+    JobsOpt,
     KernelArg,
     PinOpt,
     ShapeOpt,
@@ -27,29 +26,33 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
+    open_best_store,
+    open_store,
 )
-from workbench.cli.compile_output import print_diffs, print_records, write_records
-from workbench.cli.store_cmds import open_best_store, open_store
-from workbench.compiler import CompileCache
-from workbench.config_request import (
+from workbench.cli.compile_output import (
+    compile_space,
+    print_diffs,
+    print_records,
+    refuse_broken_space,
+    write_records,
+)
+from workbench.cli.config_request import (
     ConfigRequest,
     parse_config_options,
     resolve_config,
     wants_best,
 )
+from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.errors import ConfigError
+from workbench.search.configs import select_configs
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import Config, SpaceSpec
+from workbench.spaces.model import SpaceSpec
 from workbench.spaces.targets import parse_shape, resolve_arches
+from workbench.static.artifacts import ArtifactDir
+from workbench.static.sweep import StaticRecord
 from workbench.store import Store
-from workbench.sweep import (
-    StaticRecord,
-    select_configs,
-    static_sweep,
-    store_sweep,
-)
 from workbench.toolchain import Arch
 
 ConfigOpt = Annotated[
@@ -68,24 +71,6 @@ SampleOpt = Annotated[
         "--sample",
         min=0,
         help="The default config plus N sampled valid configs.",
-        show_default=False,
-    ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=0,
-        help="Compile processes (default, or 0: one per core).",
-        show_default=False,
-    ),
-]
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        help="Compile cache (default $WORKBENCH_CACHE_DIR or ~/.cache/workbench/compile).",
         show_default=False,
     ),
 ]
@@ -242,28 +227,6 @@ def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord
     return found
 
 
-def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
-    """What would stop a GPU run before its first measurement, found without one: ``args``
-    that do not fit the kernel (every launch would pass garbage) and a ``reference`` that
-    cannot be found (nothing could be verified). Called after the records are shown and
-    written, so nothing is lost.
-
-    Raises:
-        SpaceFileError: a record found an args mismatch (the first one's findings are named),
-            or the reference's module, file or function does not exist.
-    """
-    bad = next((r for r in records if r.args_problems), None)
-    if bad is not None:
-        raise spec.error("args", args_error(bad.args_problems))
-    if spec.reference is not None:
-        from workbench.runners.reference import ReferenceNotFoundError, check_reference
-
-        try:
-            check_reference(spec)
-        except ReferenceNotFoundError as exc:
-            raise spec.error("reference", str(exc)) from None
-
-
 def run_static_sweep(
     spec: SpaceSpec,
     target: Arch,
@@ -312,40 +275,3 @@ def run_static_sweep(
     return compile_space(
         sp, configs, jobs=jobs, cache=cache, store=store, kernel=variant, emit=emit, out=out
     )
-
-
-def compile_space(
-    sp: Space,
-    configs: Sequence[Config],
-    *,
-    jobs: int | None = None,
-    cache: CompileCache | None = None,
-    store: Store | None = None,
-    kernel: str | None = None,
-    emit: ArtifactDir | None = None,
-    out: Console = console,
-) -> list[StaticRecord]:
-    """Compile ``configs`` of one space with a progress bar (on ``out``); with a ``store``,
-    keep the results in the space's compile-only study there (``kernel`` names a problem
-    variant, as tune's studies do); with ``emit``, write each compile's files there."""
-    columns = (
-        TextColumn("{task.description}"),  # (a name may hold braces: not a format string)
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=out, transient=True) as progress:
-        label = f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"
-        task = progress.add_task(label, total=len(configs))
-        records = static_sweep(
-            sp,
-            configs,
-            cache=cache,
-            workers=jobs,
-            on_compiled=lambda _r: progress.advance(task),
-            emit=emit,
-        )
-    if store is not None:
-        study = store_sweep(store, sp, records, kernel)
-        out.print(f"compile results kept in study {escape(study.name)!r} of {store.shown_url}")
-    return records

@@ -11,13 +11,20 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workbench.analysis.signature import args_error
 from workbench.cli.common import console
 from workbench.cli.tables import Column, config_cells, print_table
-from workbench.spaces.model import shape_label
-from workbench.static_diff import StaticDiff, static_diff
-from workbench.sweep import StaticRecord
+from workbench.compiler import CompileCache
+from workbench.search.configs import store_sweep
+from workbench.spaces import Space
+from workbench.spaces.model import Config, SpaceSpec, shape_label
+from workbench.static.artifacts import ArtifactDir
+from workbench.static.diff import StaticDiff, static_diff
+from workbench.static.sweep import StaticRecord, static_sweep
+from workbench.store import Store
 
 #: Above this many rows the table shows the first ones and says where the rest are.
 MAX_TABLE_ROWS = 40
@@ -176,3 +183,62 @@ def write_records(
             writer.writeheader()
             writer.writerows(rows)
         out.print(f"wrote {csv_out}")
+
+
+def refuse_broken_space(spec: SpaceSpec, records: Sequence[StaticRecord]) -> None:
+    """What would stop a GPU run before its first measurement, found without one: ``args``
+    that do not fit the kernel (every launch would pass garbage) and a ``reference`` that
+    cannot be found (nothing could be verified). Called after the records are shown and
+    written, so nothing is lost.
+
+    Raises:
+        SpaceFileError: a record found an args mismatch (the first one's findings are named),
+            or the reference's module, file or function does not exist.
+    """
+    bad = next((r for r in records if r.args_problems), None)
+    if bad is not None:
+        raise spec.error("args", args_error(bad.args_problems))
+    if spec.reference is not None:
+        from workbench.runners.reference import ReferenceNotFoundError, check_reference
+
+        try:
+            check_reference(spec)
+        except ReferenceNotFoundError as exc:
+            raise spec.error("reference", str(exc)) from None
+
+
+def compile_space(
+    sp: Space,
+    configs: Sequence[Config],
+    *,
+    jobs: int | None = None,
+    cache: CompileCache | None = None,
+    store: Store | None = None,
+    kernel: str | None = None,
+    emit: ArtifactDir | None = None,
+    out: Console = console,
+) -> list[StaticRecord]:
+    """Compile ``configs`` of one space with a progress bar (on ``out``); with a ``store``,
+    keep the results in the space's compile-only study there (``kernel`` names a problem
+    variant, as tune's studies do); with ``emit``, write each compile's files there."""
+    columns = (
+        TextColumn("{task.description}"),  # (a name may hold braces: not a format string)
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=out, transient=True) as progress:
+        label = f"compiling {escape(kernel or sp.spec.name)} for {sp.arch.sm}"
+        task = progress.add_task(label, total=len(configs))
+        records = static_sweep(
+            sp,
+            configs,
+            cache=cache,
+            workers=jobs,
+            on_compiled=lambda _r: progress.advance(task),
+            emit=emit,
+        )
+    if store is not None:
+        study = store_sweep(store, sp, records, kernel)
+        out.print(f"compile results kept in study {escape(study.name)!r} of {store.shown_url}")
+    return records

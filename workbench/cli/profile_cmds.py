@@ -15,17 +15,18 @@ from rich.markup import escape
 from workbench.cli.common import (
     ArchOpt,
     BestStudyOpt,
+    CacheOpt,
     DeviceOpt,
     OneConfigOpt,
     ShapeOpt,
     SpacesOpt,
+    StorageOpt,
     cli_errors,
     console,
     err_console,
+    open_store,
 )
-from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_store
-from workbench.config_request import (
+from workbench.cli.config_request import (
     DEFAULT_CONFIG,
     ConfigRequest,
     ResolvedConfig,

@@ -16,28 +16,29 @@ from rich.table import Table
 
 from workbench.cli.common import (
     ArchOpt,
+    CacheOpt,
     DeviceOpt,
     JsonOpt,
     PinOpt,
     ShapeOpt,
     ShapesOpt,
     SpacesOpt,
+    StorageOpt,
     cli_errors,
     console,
     err_console,
+    open_store,
 )
-from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_store
 from workbench.errors import ConfigError
 from workbench.regress.check import CheckReport, check, run_json
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
 from workbench.regress.recorder import Recorded, choose_targets, record
 from workbench.regress.records import MeasurementRecord, MissingBaselineError, list_runs
-from workbench.regress.rule import Verdict
 from workbench.regress.timeline import write_timeline
 from workbench.spaces import load_kernel
 from workbench.spaces.targets import parse_shape
+from workbench.stats.rule import Verdict
 from workbench.store import Store
 
 app = typer.Typer(

@@ -8,9 +8,16 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from workbench.cli.common import EXIT_FAILED, SpacesOpt, cli_errors, console, err_console
-from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_store
+from workbench.cli.common import (
+    EXIT_FAILED,
+    CacheOpt,
+    SpacesOpt,
+    StorageOpt,
+    cli_errors,
+    console,
+    err_console,
+    open_store,
+)
 from workbench.compiler import CompileCache
 from workbench.report import (
     DEFAULT_OUT,

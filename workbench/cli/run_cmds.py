@@ -15,30 +15,31 @@ from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
     BestStudyOpt,
+    CacheOpt,
     DeviceOpt,
     KernelArg,
     OneConfigOpt,
     ShapeOpt,
     SpacesOpt,
+    StorageOpt,
     cli_errors,
     console,
     err_console,
+    open_best_store,
 )
-from workbench.cli.compile_cmd import CacheOpt
-from workbench.cli.store_cmds import StorageOpt, open_best_store
-from workbench.compiler import CompileCache
-from workbench.config_request import (
+from workbench.cli.config_request import (
     DEFAULT_CONFIG,
     parse_config_options,
     resolve_config,
     wants_best,
 )
+from workbench.compiler import CompileCache
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
+from workbench.search.configs import select_configs
 from workbench.spaces import config_label
 from workbench.spaces.model import space_sha256
 from workbench.spaces.targets import space_from_options
-from workbench.sweep import select_configs
 
 
 def run(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -15,26 +14,22 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import EXIT_FAILED, DbWaitOpt, cli_errors, console, err_console
-from workbench.cli.store_cmds import open_store
+from workbench.cli.common import (
+    DbWaitOpt,
+    cli_errors,
+    console,
+    err_console,
+)
+from workbench.cli.fleet_run import open_shared, work_shared
 from workbench.errors import ConfigError
-from workbench.search.joining import (
-    SharedSetup,
+from workbench.fleet.connection import Coordination
+from workbench.fleet.joining import (
     WorkerOptions,
-    create_or_join,
     join_as_worker,
     wait_for_study,
 )
-from workbench.search.request import TuneRequest
-from workbench.search.shared import (
-    Coordination,
-    Database,
-    StudyStatus,
-    WorkerId,
-    gather_status,
-    is_postgresql,
-)
-from workbench.search.tuner import StopReason, TuneResult
+from workbench.fleet.status import StudyStatus, gather_status
+from workbench.search.tuner import StopReason
 from workbench.store import Store
 
 StorageArg = Annotated[
@@ -76,60 +71,6 @@ WorkerTimeOpt = Annotated[
 WorkerJsonOpt = Annotated[bool, typer.Option("--json", help="Print this worker's summary as JSON.")]
 
 
-def _open(storage: str, settings: Coordination) -> tuple[Database, Store]:
-    if not is_postgresql(storage):
-        raise ConfigError(
-            f"{storage}: shared studies need PostgreSQL (--storage postgresql://USER@HOST/DB); "
-            "a SQLite store serves one process per study (docs/scale-out.md)"
-        )
-    db = Database(storage, settings)
-    return db, db.outage.call(open_store, storage)
-
-
-def _work(
-    db: Database, store: Store, setup: SharedSetup, gpu: int | None
-) -> tuple[TuneResult, dict[str, Any]]:
-    """Work on the study as one worker; its result and this worker's figures."""
-    # (quoted: the page shows a command that reruns)
-    tuner = setup.tuner(store, gpu, command=shlex.join(sys.argv))
-    result = tuner.run(setup.request.budget)
-    stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)
-    return result, stats
-
-
-def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: bool) -> None:
-    """``workbench tune ... --storage postgresql://...``: create or join the shared study, then
-    work on it as one worker. Running the same command on other hosts adds workers."""
-    from workbench.cli.tune_output import print_result, summary
-
-    out = err_console if as_json else console
-    settings = Coordination(
-        heartbeat_s=request.heartbeat_s, grace_s=request.grace_s, db_wait_s=db_wait
-    )
-    db, store = _open(storage, settings)
-    setup = create_or_join(db, store, request, lambda line: out.print(escape(line)))
-    plan = setup.plan
-    if plan.banner:
-        out.print(escape(plan.banner), style="bold yellow")
-    if setup.seeded:
-        out.print(f"{setup.seeded} evaluations already in the store joined the shared study")
-    out.print(
-        f"worker {WorkerId.here(None).key} on shared study {escape(plan.study.name)!r} "
-        f"(budget {setup.request.budget.evaluations}) in {escape(db.outage.where)}"
-    )
-    result, stats = _work(db, store, setup, None)
-    print_result(plan, result, db.outage.where, out)
-    if as_json:
-        doc = summary(plan, result, db.outage.where)
-        doc["worker"] = stats
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
-    db.close()
-    if result.stop is StopReason.INTERRUPTED:
-        raise typer.Exit(130)
-    if result.best is None:
-        raise typer.Exit(EXIT_FAILED)
-
-
 # -- workbench worker ----------------------------------------------------------------------------
 def worker(
     storage: StorageArg,
@@ -153,10 +94,10 @@ def worker(
     with cli_errors(json_errors=as_json):
         if gpu is not None:
             _select_gpu(gpu)
-        db, store = _open(storage, Coordination(db_wait_s=db_wait))
+        db, store = open_shared(storage, Coordination(db_wait_s=db_wait))
         wait_for_study(db, study, seconds, lambda line: err_console.print(escape(line)))
         options = WorkerOptions(study, replay, replay_delay, seconds, cache_dir)
-        result, stats = _work(db, store, join_as_worker(db, store, options), gpu)
+        result, stats = work_shared(db, store, join_as_worker(db, store, options), gpu)
         line = (
             f"worker {stats['worker']}: {stats['completed']} trials completed "
             f"({stats['measured']} measured, {stats['from_store']} from the store, "
@@ -232,7 +173,7 @@ def status(
 ) -> None:
     """A shared study: workers alive, trials running/complete/failed, best so far."""
     with cli_errors():
-        db, store = _open(storage, Coordination(db_wait_s=db_wait))
+        db, store = open_shared(storage, Coordination(db_wait_s=db_wait))
         report = gather_status(db, study, lambda: _best(store, study))
         db.close()
         if as_json:

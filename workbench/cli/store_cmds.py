@@ -11,63 +11,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.common import JsonOpt, cli_errors, console, err_console, shown
+from workbench.cli.common import (
+    JsonOpt,
+    StorageOpt,
+    cli_errors,
+    console,
+    err_console,
+    open_store,
+    shown,
+)
 from workbench.errors import ConfigError
-from workbench.store import Store
 from workbench.store.best import best_of
-from workbench.store.store import StoreError
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
 )
-
-StorageOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--storage",
-        help="Store URL or SQLite path (default $WORKBENCH_STORE or .workbench/store.sqlite).",
-        show_default=False,
-    ),
-]
-
-
-def open_store(storage: str | None, *, read_only: bool = False) -> Store:
-    """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
-    commands that only read it (they work on a file the user may not write, and never create
-    one)."""
-    if storage is not None and "://" not in storage:
-        if not storage.strip():
-            raise ConfigError("--storage is empty: give a SQLite file's path or a database URL")
-        if Path(storage).is_dir():
-            raise ConfigError(
-                f"--storage {storage} is a directory: give a SQLite file, e.g. "
-                f"{Path(storage) / 'store.sqlite'}"
-            )
-        if odd := [c for c in "?#%" if c in storage]:
-            # a URL reads them as a query, a fragment or an escape: the data would go to
-            # another file than the one named
-            raise ConfigError(
-                f"--storage {storage}: a SQLite path with {' or '.join(odd)} in it is not "
-                "supported (a database URL gives them other meanings); rename the file"
-            )
-        storage = f"sqlite:///{Path(storage).absolute()}"
-    return Store(storage, read_only=read_only)
-
-
-def open_best_store(storage: str | None, kernel: str) -> Store:
-    """The store ``--config best`` reads its config from (read only); one that cannot be
-    opened says to tune first.
-
-    Raises:
-        ConfigError: no store there, or it cannot be read.
-    """
-    try:
-        return open_store(storage, read_only=True)
-    except StoreError as exc:
-        raise ConfigError(
-            f"--config best takes the tuned config from the store, but {exc}: tune {kernel} "
-            "first, or give the store with --storage"
-        ) from None
 
 
 @app.command("list")
@@ -221,7 +179,7 @@ def header(
     table of every entry (parameters, shape, value, NVRTC flags, entry, launch geometry)."""
     import sys
 
-    from workbench.tuned_header import collect, render
+    from workbench.store.header import collect, render
 
     with cli_errors():
         store = open_store(storage, read_only=True)

@@ -21,8 +21,10 @@ from rich.panel import Panel
 from workbench.cli.common import (
     EXIT_FAILED,
     ArchOpt,
+    CacheOpt,
     DbWaitOpt,
     DeviceOpt,
+    JobsOpt,
     PinOpt,
     ShapeOpt,
     ShapesOpt,
@@ -30,11 +32,10 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
+    open_store,
     shown,
 )
-from workbench.cli.compile_cmd import CacheOpt, JobsOpt, compile_space, refuse_broken_space
-from workbench.cli.compile_output import print_records
-from workbench.cli.store_cmds import open_store
+from workbench.cli.compile_output import compile_space, print_records, refuse_broken_space
 from workbench.cli.tune_output import (
     best_text,
     compile_summary,
@@ -44,6 +45,7 @@ from workbench.cli.tune_output import (
     summary,
 )
 from workbench.compiler import CompileCache
+from workbench.fleet.connection import is_postgresql
 from workbench.runners.objectives import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY, DriftCheck
 from workbench.search.planning import Source, TuneSetup, compile_batches, first_configs, plan_tune
@@ -57,7 +59,6 @@ from workbench.search.request import (
 )
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
 from workbench.search.session import Resumption, TunePlan, recordings_dir
-from workbench.search.shared import is_postgresql
 from workbench.search.tuner import StopReason, Tuner, TuneResult
 from workbench.search.warm_start import MAX_WARM_STARTS
 
@@ -280,7 +281,7 @@ def tune(
             objective=objective,
         )
         if shared:
-            from workbench.cli.scale_cmds import tune_shared
+            from workbench.cli.fleet_run import tune_shared
 
             assert storage is not None  # (shared: a postgresql:// storage was given)
             tune_shared(storage, request, db_wait, as_json)

@@ -18,10 +18,10 @@ from workbench.search.problem import SpaceProblem
 from workbench.search.session import Resumption, TunePlan
 from workbench.search.tuner import Budget, TuneResult
 from workbench.spaces.model import SpaceSpec, base_kernel
-from workbench.static_diff import diff_command as static_diff_command
+from workbench.static.diff import diff_command as static_diff_command
+from workbench.static.sweep import StaticRecord
 from workbench.store import StoredEvaluation
 from workbench.store.store import storage_option
-from workbench.sweep import StaticRecord
 
 
 def best_text(plan: TunePlan, best: object) -> str:

@@ -6,43 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from workbench.spaces.option_knobs import BOOL_KNOBS, OPTION_KNOBS
 from workbench.toolchain import Arch
-
-#: Tunable compiler knobs a space parameter can drive (``role: option``), with what they mean.
-OPTION_KNOBS = {
-    "fast_math": "--use_fast_math (implies ftz, fast div/sqrt, fmad)",
-    "ftz": "--ftz: flush fp32 denormals to zero",
-    "prec_div": "--prec-div: IEEE-rounded fp32 division (false: approximate)",
-    "prec_sqrt": "--prec-sqrt: IEEE-rounded fp32 sqrt (false: approximate)",
-    "fmad": "--fmad: contract multiply-add into FMA",
-    "maxrregcount": "--maxrregcount=N: cap registers per thread (0: no cap)",
-    "dlcm": "-Xptxas -dlcm=ca|cg: default L1 caching of global loads",
-    "dscm": "-Xptxas -dscm=cs|cg|cv|wb|wt: default caching of global stores",
-    "opt_level": "-Xptxas -O0..3: ptxas optimisation level",
-}
-
-
-_BOOL_KNOBS = ("fast_math", "ftz", "prec_div", "prec_sqrt", "fmad")
-_CHOICES = {"dlcm": ("ca", "cg"), "dscm": ("cs", "cg", "cv", "wb", "wt")}
-_INT_RANGES = {"maxrregcount": (0, 255), "opt_level": (0, 3)}
-
-
-def knob_value_problem(knob: str, value: object) -> str | None:
-    """Why ``value`` cannot drive option ``knob`` (None: it can; None as a value leaves the
-    compiler's default). A space file's values are checked with it when it is loaded, so a
-    quoted "false" never turns fast math on."""
-    if value is None:
-        return None
-    if knob in _BOOL_KNOBS:
-        return None if isinstance(value, bool) else f"{value!r} is not true or false (unquoted)"
-    if knob in _CHOICES:
-        allowed = _CHOICES[knob]
-        return None if value in allowed else f"{value!r} is not one of {', '.join(allowed)}"
-    if knob in _INT_RANGES:
-        lo, hi = _INT_RANGES[knob]
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            return f"{value!r} is not an integer from {lo} to {hi}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -87,7 +52,7 @@ class CompileOptions:
             knob_values["maxrregcount"] = int(knob_values["maxrregcount"] or 0)
         if "opt_level" in knob_values:
             knob_values["opt_level"] = int(knob_values["opt_level"])
-        for name in _BOOL_KNOBS:
+        for name in BOOL_KNOBS:
             if name in knob_values and knob_values[name] is not None:
                 knob_values[name] = bool(knob_values[name])
         return cls(arch=arch, defines=norm_defines, **knob_values, **kwargs)  # type: ignore[arg-type]

@@ -52,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.runners.base import TrialOutcome
     from workbench.runners.cuda.runner import CudaRunner
     from workbench.runners.timing import StoppingRule, TimingOptions
+    from workbench.search.configs import select_configs
     from workbench.spaces.targets import space_from_options
-    from workbench.sweep import select_configs
 
     args = _parser().parse_args(argv)
     try:

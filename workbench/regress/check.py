@@ -1,7 +1,7 @@
 """Compare two regression runs config by config and shape by shape.
 
 :func:`check` picks the runs (``--baseline``/``--candidate``), reads their samples and the
-history of earlier runs, and applies :mod:`workbench.regress.rule` to every (shape, config)
+history of earlier runs, and applies :mod:`workbench.stats.rule` to every (shape, config)
 measured in both. Runs on different GPUs are not comparable (never a regression); a config or
 shape measured on one side only is not comparable; a candidate that failed (wrong result,
 crash) where the baseline ran is BROKEN, one that ran where the baseline failed FIXED. When
@@ -26,7 +26,8 @@ from workbench.regress.records import (
     list_runs,
     run_measurements,
 )
-from workbench.regress.rule import (
+from workbench.runners.base import TrialOutcome
+from workbench.stats.rule import (
     CI_LEVEL,
     DecisionRule,
     Evidence,
@@ -38,7 +39,6 @@ from workbench.regress.rule import (
     history_estimate,
     history_p_value,
 )
-from workbench.runners.base import TrialOutcome
 from workbench.store import Store
 from workbench.store.environments import EnvChange
 

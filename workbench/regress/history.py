@@ -7,7 +7,7 @@ Change points are found in two steps:
    of one run's log median: ``1.4826 * median(|diff(log m)|) / sqrt(2)``, at least
    :data:`SIGMA_MIN`), with the BIC-like penalty ``PENALTY_BETA * log(n)``.
 2. **Confirmation**: a candidate is kept only when the pooled raw samples of the segments on
-   either side pass the check's decision rule (:mod:`workbench.regress.rule`: Mann-Whitney U,
+   either side pass the check's decision rule (:mod:`workbench.stats.rule`: Mann-Whitney U,
    the ratio's whole interval beyond the threshold). The rule's history noise is the noise of
    the *segments'* log ratio, not of two single runs': this series' run-to-run noise (the
    standard deviation ``s`` of a consecutive difference of log medians) times
@@ -38,8 +38,8 @@ from workbench.regress.records import (
     list_runs,
     run_measurements,
 )
-from workbench.regress.rule import MAD_TO_SIGMA, DecisionRule, Verdict, compare_samples
 from workbench.runners.base import TrialOutcome
+from workbench.stats.rule import MAD_TO_SIGMA, DecisionRule, Verdict, compare_samples
 from workbench.store import Store
 from workbench.store.environments import EnvChange, EnvironmentInfo
 

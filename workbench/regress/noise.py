@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workbench.regress.rule import MAD_TO_SIGMA
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import load_recording
+from workbench.stats.rule import MAD_TO_SIGMA
 
 if TYPE_CHECKING:
     from workbench.regress.history import Point

@@ -190,7 +190,7 @@ def _for_your_build(sec: Section, data: StudyData) -> None:
     """The best config as ``workbench store header`` writes it: the macros to define."""
     from workbench.errors import CompileError, ConfigError
     from workbench.spaces.model import base_kernel
-    from workbench.tuned_header import target_lines, tuned_entry
+    from workbench.store.header import target_lines, tuned_entry
 
     best = data.best
     assert best is not None and best.measurement.value is not None

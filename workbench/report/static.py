@@ -16,9 +16,10 @@ import plotly.graph_objects as go
 from workbench.compiler import CompileCache
 from workbench.devices import device_for
 from workbench.report.page import esc
+from workbench.search.configs import select_configs
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec
-from workbench.sweep import StaticRecord, select_configs, static_sweep
+from workbench.static.sweep import StaticRecord, static_sweep
 from workbench.toolchain import Arch
 
 #: Same as ``workbench tune K`` without a GPU: the default and 8 sampled configs, seed 0.

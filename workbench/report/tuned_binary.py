@@ -15,8 +15,9 @@ from workbench.compiler import CompileCache
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.report.data import StudyData
 from workbench.report.page import Section, esc, table
-from workbench.static_diff import StaticDiff, diff_command, static_diff
-from workbench.sweep import select_configs, static_sweep
+from workbench.search.configs import select_configs
+from workbench.static.diff import StaticDiff, diff_command, static_diff
+from workbench.static.sweep import static_sweep
 
 #: Opcode rows shown (the largest changes); the rest are counted.
 MAX_OPCODES = 20

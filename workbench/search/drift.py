@@ -4,7 +4,7 @@ A search compares configs timed minutes apart. When the GPU warms up and its clo
 another process starts using it, the configs timed later look slower than they are, and the
 search's ranking is off by that much. Every ``every`` new correct evaluations the tuner times
 the run's first correct config (the reference) again and compares the new samples with its
-first ones by the regression check's decision rule (:mod:`workbench.regress.rule`: two-sided
+first ones by the regression check's decision rule (:mod:`workbench.stats.rule`: two-sided
 Mann-Whitney U at p < 0.002, the ratio's interval wholly beyond 2 %) on the time scale: a
 slowdown that the SM clock explains is still a drift for the search, so the clocks are only
 quoted. A drift is reported (tune's output, ``--json``, the run's row in the store, the
@@ -21,10 +21,10 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from workbench.regress.rule import Verdict, compare_samples
 from workbench.runners.base import Measurement, Runner, TrialOutcome
 from workbench.runners.timing import used_samples
 from workbench.spaces.model import Config, config_label
+from workbench.stats.rule import Verdict, compare_samples
 
 #: New correct evaluations between two re-timings of the reference.
 DEFAULT_EVERY = 25

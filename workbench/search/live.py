@@ -12,9 +12,9 @@ from workbench.search.request import Pipeline
 from workbench.search.session import TunePlan, roofline_of, space_study, throughput_of
 from workbench.spaces.model import Config, Value
 from workbench.spaces.space import Space
+from workbench.static.sweep import compiled_record
 from workbench.store import Store, StudyInfo
 from workbench.store.compiles import save_compiles
-from workbench.sweep import compiled_record
 
 
 def plan_live(

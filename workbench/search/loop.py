@@ -3,7 +3,7 @@
 A :class:`Ledger` holds what the loop needs to know of a study's trials: what is done, what is
 held elsewhere, where a new result goes, what the budget counts. One process keeps them in its
 store (:class:`~workbench.search.tuner.StoreLedger`); a worker of a shared study in the claims
-table of its database (:class:`~workbench.search.worker.ClaimsLedger`). Each round:
+table of its database (:class:`~workbench.fleet.worker.ClaimsLedger`). Each round:
 
 * the ledger learns what changed (other workers' results, told to the proposer as they were:
   a WRONG config stays WRONG, with its reason) and says where the study stands;

@@ -21,6 +21,7 @@ from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.objectives import ObjectiveKind, ObjectiveRunner
 from workbench.runners.recordings import Recording, load_recording
+from workbench.search.configs import compile_only_study, select_configs
 from workbench.search.enqueue import (
     Say,
     enqueued_configs,
@@ -41,7 +42,6 @@ from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.targets import one_arch, option_spaces, resolve_arches
 from workbench.store import Store
-from workbench.sweep import compile_only_study, select_configs
 from workbench.toolchain import Arch
 
 

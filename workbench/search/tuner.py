@@ -6,7 +6,7 @@
 * The budget counts the study's unique evaluations (failed ones included); patience counts this
   run's evaluations since the best improved.
 * A SQLite store holds one such process per study (:meth:`Store.exclusive`); several processes
-  share a study through PostgreSQL (:mod:`workbench.search.worker`).
+  share a study through PostgreSQL (:mod:`workbench.fleet.worker`).
 """
 
 from __future__ import annotations

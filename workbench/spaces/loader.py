@@ -15,7 +15,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from workbench.compiler.options import OPTION_KNOBS, knob_value_problem
 from workbench.devices import ARCH_NAMES, DEVICE_NAMES, device_for
 from workbench.errors import ArchError, ExpressionError, SpaceFileError
 from workbench.expressions import Expression
@@ -39,6 +38,7 @@ from workbench.spaces.model import (
     WorkModel,
     source_too_large,
 )
+from workbench.spaces.option_knobs import OPTION_KNOBS, knob_value_problem
 from workbench.spaces.space import Space
 from workbench.spaces.variants import check_variant_defaults, read_variants
 from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml

@@ -35,7 +35,7 @@ class Role(str, Enum):
 
     DEFINE = "define"  #: ``-DNAME=value`` (CUDA C++)
     TEMPLATE = "template"  #: only through the entry's name expression (``gemm<{BM}, ...>``)
-    OPTION = "option"  #: a compiler flag (see ``workbench.compiler.options.OPTION_KNOBS``)
+    OPTION = "option"  #: a compiler flag (see ``workbench.spaces.option_knobs.OPTION_KNOBS``)
     TEXT = "text"  #: ``${NAME}`` substituted in a PTX file
     LAUNCH = "launch"  #: used only by launch geometry / arguments: no recompile
 

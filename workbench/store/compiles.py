@@ -18,7 +18,7 @@ from workbench.store.models import CompileRecord
 from workbench.store.store import Store, StudyInfo
 
 if TYPE_CHECKING:
-    from workbench.sweep import StaticRecord
+    from workbench.static.sweep import StaticRecord
 
 #: Longest compile log kept per row (a failing template can print megabytes).
 MAX_LOG_CHARS = 20_000

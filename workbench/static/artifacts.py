@@ -22,7 +22,7 @@ from pathlib import Path
 from workbench.compiler import CompileResult
 from workbench.errors import WorkbenchError
 from workbench.spaces.model import shape_label
-from workbench.sweep import StaticRecord
+from workbench.static.sweep import StaticRecord
 
 INDEX = "index.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")

@@ -3,7 +3,7 @@ it and works on it as one worker; ``workbench worker`` joins it. Either way, und
 set-up lock: plan as the study's request says (:func:`~workbench.search.planning.plan_tune`),
 keep the study's search (a joiner's sampler, seed, coordination and, unless --budget is given,
 budget are the study's), give the store's evaluations of the study complete trials, and put the
-``--enqueue`` configs first. Then :class:`~workbench.search.worker.SharedTuner` works.
+``--enqueue`` configs first. Then :class:`~workbench.fleet.worker.SharedTuner` works.
 """
 
 from __future__ import annotations
@@ -20,19 +20,16 @@ from typing import Any
 from optuna.trial import TrialState
 
 from workbench.errors import ConfigError
+from workbench.fleet.claims import WorkerId
+from workbench.fleet.connection import Database
+from workbench.fleet.sql import CLAIM, SETUP_LOCK
+from workbench.fleet.status import trial_value
+from workbench.fleet.study import SharedStudy
+from workbench.fleet.worker import SharedTuner
 from workbench.search.enqueue import Say, enqueued_configs
 from workbench.search.planning import plan_tune
 from workbench.search.request import TuneRequest, spec_timing
 from workbench.search.session import TunePlan
-from workbench.search.shared import (
-    CLAIM,
-    SETUP_LOCK,
-    Database,
-    SharedStudy,
-    WorkerId,
-    trial_value,
-)
-from workbench.search.worker import SharedTuner
 from workbench.spaces.model import Config
 from workbench.store import Store
 

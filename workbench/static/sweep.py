@@ -1,6 +1,8 @@
-"""The static sweep: pick configs of a space, compile them, and inspect every binary.
+"""The static sweep: compile configs of a space and inspect every binary.
 
-This is what ``workbench compile`` and the no-GPU path of ``workbench tune`` run: each config
+This is what ``workbench compile`` and the no-GPU path of ``workbench tune`` run (which configs:
+:func:`workbench.search.configs.select_configs`; kept in the store by
+:func:`workbench.search.configs.store_sweep`): each config
 becomes a :class:`StaticRecord` with its resources (registers, shared memory, stack, spills),
 theoretical occupancy for its launch on the target device, SASS histogram and lints. A failed
 compile is a record too, with its log.
@@ -32,12 +34,10 @@ from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
 from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
-from workbench.spaces.model import Config, Value
-from workbench.store import Store, StudyInfo
-from workbench.store.store import COMPILE_ONLY
+from workbench.spaces.model import Config
 
 if TYPE_CHECKING:
-    from workbench.artifacts import ArtifactDir
+    from workbench.static.artifacts import ArtifactDir
 
 #: Base opcodes that touch global memory (loads, stores, async copies, atomics, TMA).
 GLOBAL_MEMORY_OPCODES = frozenset(
@@ -91,61 +91,6 @@ class StaticRecord:
         self.lints.append(Lint(self.entry or self.kernel, code, severity, message))
 
 
-def select_configs(
-    space: Space,
-    *,
-    all_configs: bool = False,
-    sample: int | None = None,
-    given: Sequence[Config] = (),
-    seed: int = 0,
-    fixed: Mapping[str, Value] | None = None,
-) -> list[Config]:
-    """Which configs a sweep covers: given ones (each once), all valid ones, or the default
-    (the space's, for its arch) plus a sample; with ``fixed``, those that take its values (a
-    problem variant, ``--set``: the default gets them).
-
-    Raises:
-        ConfigError: a given config is invalid (with the reasons), or no config of the space
-            is valid.
-    """
-    from workbench.search.problem import SpaceProblem
-
-    fixed = dict(fixed or {})
-
-    def violations(cfg: Config) -> list[str]:
-        unset = [f"{n} is set to {v!r}" for n, v in fixed.items() if cfg.get(n) != v]
-        return unset + [v.message for v in space.explain(cfg)]
-
-    if given:
-        configs: dict[str, Config] = {}
-        for cfg in given:
-            if problems := violations(cfg):
-                raise ConfigError(f"{config_label(cfg)} is invalid: {'; '.join(problems)}")
-            configs.setdefault(config_label(cfg), cfg)
-        return list(configs.values())
-    if all_configs:
-        configs_ = [c for c in space.iter_valid() if not fixed or not violations(c)]
-        if not configs_:
-            SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
-        return configs_
-    default = {**space.default_config(fixed), **fixed}  # (the variant's own defaults)
-    picked: list[Config] = []
-    if space.is_valid(default):
-        picked.append(default)
-    for cfg in space.sample(sample or 0, seed=seed, fixed=fixed) if sample else []:
-        if cfg != default:
-            picked.append(cfg)
-    if not picked and sample:  # the sample holds every valid config when there are few
-        SpaceProblem(space, fixed).check_not_empty()
-    if not picked:
-        raise ConfigError(
-            f"{space.spec.name}: the default config is invalid ("
-            + "; ".join(v.message for v in space.explain(default))
-            + "); ask for --sample N or --all"
-        )
-    return picked
-
-
 def static_sweep(
     space: Space,
     configs: Sequence[Config],
@@ -188,35 +133,6 @@ def static_sweep(
 
         list(pool.map(inspect, prepared, results))
     return records
-
-
-def store_sweep(
-    store: Store, space: Space, records: Sequence[StaticRecord], kernel: str | None = None
-) -> StudyInfo:
-    """Keep a sweep's compile results in the store, under the space's compile-only study
-    (``kernel | shape | compile only (sm_XX)``: nothing was run, so no GPU names it);
-    ``kernel`` names a problem variant (``reduce[OP=max]``, as tune's studies do).
-
-    Raises:
-        StoreError: the database failed, or the study exists with other parameters.
-    """
-    from workbench.store.compiles import save_compiles
-
-    study = compile_only_study(store, space, kernel)
-    save_compiles(store, study, records)
-    return study
-
-
-def compile_only_study(store: Store, space: Space, kernel: str | None = None) -> StudyInfo:
-    """The space's compile-only study (created on first use), where compile sweeps are kept.
-
-    Raises:
-        StoreError: the database failed, or the study exists with other parameters.
-    """
-    from workbench.search.session import space_study
-
-    device_key = f"{COMPILE_ONLY} ({space.arch.sm})"
-    return space_study(store, space, kernel or space.spec.name, device_key, None, None)
 
 
 def sass_text(result: CompileResult, cache: CompileCache | None) -> str:

@@ -1,5 +1,5 @@
 """A worker of a shared study: the search loop of :mod:`workbench.search.loop` over the claims
-table of the study's database (see :mod:`workbench.search.shared`).
+table of the study's database (see :mod:`workbench.fleet.study`).
 
 Each round: read what changed (one query: completions since the last read, with each failed
 config's outcome and reason; keys in flight; counts), stop if the global budget is complete,
@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.fleet.claims import Completion, WorkerId
+from workbench.fleet.heartbeat import Pulse
+from workbench.fleet.sql import CLAIM, Skip
+from workbench.fleet.status import trial_value
+from workbench.fleet.study import SharedStudy
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.loop import (
     IN_FLIGHT,
@@ -36,15 +41,6 @@ from workbench.search.loop import (
 )
 from workbench.search.proposers import Proposer
 from workbench.search.session import TunePlan
-from workbench.search.shared import (
-    CLAIM,
-    Completion,
-    Pulse,
-    SharedStudy,
-    Skip,
-    WorkerId,
-    trial_value,
-)
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, Store, StoredEvaluation, StoreError
 

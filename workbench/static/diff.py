@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from workbench.spaces import Space
 from workbench.spaces.model import Value, config_label, shape_label
 from workbench.spaces.registry import builtin_spaces_dir
-from workbench.sweep import StaticRecord
+from workbench.static.sweep import StaticRecord
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Comparison with library baselines: selection, the baseline worker, the table and its storage."""

@@ -1,0 +1,1 @@
+"""The search: problem, samplers and proposers, the tune loop and its planning."""
