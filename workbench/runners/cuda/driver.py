@@ -5,6 +5,13 @@ Every binding returns ``(CUresult, *values)``; :func:`call` checks the result an
 the context unusable (an illegal address, a kernel that trapped) are *sticky*: the worker
 reports them and exits, and the parent starts a fresh one. Only the worker process imports
 this module's :class:`Gpu`; nothing here runs without a driver.
+
+Why not cuda.core (NVIDIA's higher layer): its launch packs arguments itself and refuses a
+struct by value (cuda.core 1.2.2's ParamHolder raises TypeError for a ctypes Structure, a NumPy
+void scalar or a byte array), while the TMA GEMMs take 128-byte ``CUtensorMap`` parameters and
+every kernel here gets the bytes :func:`workbench.runners.buffers.pack_arguments` lays out (the
+compile checks ``args`` against the cubin's parameter sizes); so launches, and the module,
+event and memory calls around them, stay on ``cuda.bindings.driver`` in one place.
 """
 
 from __future__ import annotations
