@@ -22,6 +22,7 @@ import numpy as np
 
 from workbench.compare.problems import Family, Problem
 from workbench.errors import WorkbenchError
+from workbench.spaces.model import UserBaseline
 from workbench.spaces.schema import Baseline as BaselineKind
 
 
@@ -85,6 +86,8 @@ class Baseline(ABC):
     distributions: ClassVar[tuple[str, ...]] = ()
     extra: ClassVar[str] = ""
     has_variants: ClassVar[bool] = False
+    #: it solves whatever the space's reference computes (the user's own baselines)
+    any_problem: ClassVar[bool] = False
 
     def limits(self, problem: Problem) -> str | None:
         """Why the library's documented limits exclude ``problem`` (None: they do not)."""
@@ -118,7 +121,7 @@ class Baseline(ABC):
     def check(self, problem: Problem, cc: int | None) -> str | None:
         """Why this baseline cannot run ``problem`` on a GPU of compute capability ``cc``
         (None: it can, as far as can be told before running it)."""
-        if problem.family not in self.families:
+        if problem.family not in self.families and not self.any_problem:
             fam = problem.family.value if problem.family else "none"
             supported = ", ".join(sorted(f.value for f in self.families))
             return f"solves {supported}, not {fam}"
@@ -200,6 +203,25 @@ def missing_here(name: str) -> list[str]:
     return baseline.missing() if baseline is not None else []
 
 
+def baseline_for(name: str, problem: Problem) -> Baseline:
+    """The registered baseline ``name``, or the space's own baseline of that name.
+
+    Raises:
+        KeyError: no baseline has that name.
+    """
+    _load_all()
+    if name in REGISTRY:
+        return REGISTRY[name]
+    from workbench.compare.user_baselines import user_baseline
+
+    return user_baseline(name, problem.user_baselines[name])
+
+
+def _candidates(problem: Problem) -> list[Baseline]:
+    """Every registered baseline, then the space's own."""
+    return [*REGISTRY.values(), *(baseline_for(n, problem) for n in problem.user_baselines)]
+
+
 def _load_all() -> None:
     # the implementations register themselves on import
     from workbench.compare import (  # noqa: F401
@@ -226,7 +248,7 @@ class Selection:
 
 
 def requested_kinds(
-    declared: Iterable[BaselineKind], problem: Problem, only: Iterable[str] = ()
+    declared: Iterable[BaselineKind | UserBaseline], problem: Problem, only: Iterable[str] = ()
 ) -> tuple[list[str], list[str]]:
     """The baseline kinds to consider for ``problem``, and notes on how they were chosen.
 
@@ -236,7 +258,7 @@ def requested_kinds(
     notes: list[str] = []
     chosen = [str(k) for k in only]
     if not chosen:
-        chosen = [k.value for k in declared]
+        chosen = [k.value if isinstance(k, BaselineKind) else k.name for k in declared]
         if problem.family is Family.STREAM and BaselineKind.COPY.value not in chosen:
             chosen.append(BaselineKind.COPY.value)
             notes.append("copy added: the kernel is judged by its bandwidth")
@@ -244,7 +266,7 @@ def requested_kinds(
 
 
 def select(
-    declared: Iterable[BaselineKind],
+    declared: Iterable[BaselineKind | UserBaseline],
     problem: Problem,
     cc: int | None,
     *,
@@ -270,7 +292,8 @@ def select(
 
     _load_all()
     kinds, notes = requested_kinds(declared, problem, only)
-    known = {b.kind.value for b in REGISTRY.values()} | set(REGISTRY)
+    candidates = _candidates(problem)
+    known = {b.kind.value for b in candidates} | {b.name for b in candidates}
     unknown = [k for k in kinds if k not in known]
     if unknown:
         raise ConfigError(
@@ -279,8 +302,8 @@ def select(
     check = check or (lambda b, p, c: b.check(p, c))
     out: list[Selection] = []
     for kind in kinds:
-        members = [b for b in REGISTRY.values() if kind in (b.kind.value, b.name)]
-        fitting = [b for b in members if problem.family in b.families]
+        members = [b for b in candidates if kind in (b.kind.value, b.name)]
+        fitting = [b for b in members if problem.family in b.families or b.any_problem]
         if not fitting:
             fam = problem.family.value if problem.family else "none"
             why = problem.why_none or f"no {kind} baseline for the {fam} family"

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from workbench.roofline.timed import BANDWIDTH_UNITS
+from workbench.runners.buffers import kernel_arguments, named_scalars
 from workbench.spaces.launch import work_counts
-from workbench.spaces.model import Config, Value
+from workbench.spaces.model import Config, UserBaseline, Value
 from workbench.spaces.space import Space
 
 
@@ -71,6 +72,10 @@ class Problem:
     out_dtype: str | None = None
     why_none: str = ""
     config: Mapping[str, Value] = field(default_factory=dict)
+    #: named scalar arguments (``eps``), which a user baseline may take by name
+    scalars: Mapping[str, float | int] = field(default_factory=dict)
+    #: the space's own baselines: ``python:FUNCTION`` -> where the function is
+    user_baselines: Mapping[str, str] = field(default_factory=dict)
 
     def dim(self, name: str) -> int:
         """A shape variable (``M``), or 0 when the shape has none of that name."""
@@ -128,6 +133,8 @@ def classify(space: Space, config: Config) -> Problem:
         out_dtype=str(out) if out is not None else None,
         why_none=why,
         config=dict(config),
+        scalars=named_scalars(kernel_arguments(space, config)),
+        user_baselines={b.name: b.target for b in spec.baselines if isinstance(b, UserBaseline)},
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import REGISTRY, Choice, Selection, Variant, select
+from workbench.compare.baselines import Choice, Selection, Variant, baseline_for, select
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
 from workbench.compare.problems import Problem, classify
 from workbench.compare.table import (
@@ -306,7 +306,7 @@ class _BaselineWorker:
         base = replace(
             base, nbytes=2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
         )
-        if not REGISTRY[sel.name].has_variants:
+        if not baseline_for(sel.name, problem).has_variants:
             return self._run_one(base, problem, inputs, space, expected)
         try:
             variants = self.supervisor.call(

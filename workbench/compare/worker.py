@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.compare.baselines import REGISTRY, BaselineUnsupported, Prepared, _load_all
+from workbench.compare.baselines import BaselineUnsupported, Prepared, _load_all, baseline_for
 from workbench.compare.problems import Problem
 from workbench.runners.protocol import Timing, read_raw, write_raw
 from workbench.runners.supervisor import Progress
@@ -104,10 +104,12 @@ class BaselineExecutor:
     def handle(self, request: Any, progress: Progress) -> Any:
         if isinstance(request, VariantsJob):
             progress(f"{request.baseline}: listing variants")
-            return REGISTRY[request.baseline].variants(request.problem, self.props.cc)
+            return baseline_for(request.baseline, request.problem).variants(
+                request.problem, self.props.cc
+            )
         if not isinstance(request, BaselineJob):
             raise TypeError(f"the baseline worker does not handle {type(request).__name__}")
-        baseline = REGISTRY[request.baseline]
+        baseline = baseline_for(request.baseline, request.problem)
         progress(f"{request.baseline}: preparing")
         inputs = {f.name: f.load() for f in request.inputs}
         stream = int(self.gpu.stream)

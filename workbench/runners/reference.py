@@ -61,7 +61,19 @@ class ReferenceOutputError(BadReferenceError):
 
 
 def resolve_reference(target: str) -> ReferenceFn:
-    """The function ``target`` names.
+    """The function ``target`` names, as the call form (a plain function is wrapped).
+
+    Raises:
+        ReferenceNotFoundError: malformed target, missing module or file, missing or
+            non-callable function.
+    """
+    fn = load_function(target)
+    return fn if takes_call(fn) else _PlainReference(fn, target)  # type: ignore[return-value]
+
+
+def load_function(target: str, what: str = "reference") -> Callable[..., object]:
+    """The function ``target`` names: ``package.module:function`` or ``/path/file.py:function``
+    (a reference, or a user baseline: ``what`` says which in the errors).
 
     Raises:
         ReferenceNotFoundError: malformed target, missing module or file, missing or
@@ -70,19 +82,19 @@ def resolve_reference(target: str) -> ReferenceFn:
     where, sep, name = target.rpartition(":")
     if not sep or not where or not name:
         raise ReferenceNotFoundError(
-            f"reference {target!r}: expected `package.module:function` or `/path/file.py:function`"
+            f"{what} {target!r}: expected `package.module:function` or `/path/file.py:function`"
         )
     module = _load_file(where, target) if where.endswith(".py") else _import(where, target)
     fn = getattr(module, name, None)
     if fn is None:
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         raise ReferenceNotFoundError(
-            f"reference {target!r}: {where} has no function {name!r}"
+            f"{what} {target!r}: {where} has no function {name!r}"
             + (f" (it has: {', '.join(public)})" if public else "")
         )
     if not callable(fn):
-        raise ReferenceNotFoundError(f"reference {target!r}: {name} is not a function")
-    return fn if takes_call(fn) else _PlainReference(fn, target)
+        raise ReferenceNotFoundError(f"{what} {target!r}: {name} is not a function")
+    return fn
 
 
 #: how a reference is called, for the errors that need to say it
@@ -115,34 +127,43 @@ def reference_parameters(fn: Callable[..., object]) -> list[str]:
     ]
 
 
+def bind_by_name(
+    fn: Callable[..., object], target: str, *named: Mapping[str, object]
+) -> dict[str, object]:
+    """The keyword arguments of a plain function, each parameter taken by its name from the
+    first of ``named`` that has it (a parameter with a default may be left out).
+
+    Raises:
+        ReferenceNotFoundError: a parameter without a default that none of them provides.
+    """
+    kwargs: dict[str, object] = {}
+    for p in inspect.signature(fn).parameters.values():
+        source = next((m for m in named if p.name in m), None)
+        if source is not None:  # (a RecordingConfig notes the read: the cache keys on it)
+            kwargs[p.name] = source[p.name]
+        elif p.default is inspect.Parameter.empty and p.kind not in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+        ):
+            known = [n for m in named for n in m]
+            raise ReferenceNotFoundError(
+                f"{target!r}: parameter {p.name!r} is none of the names it can take "
+                f"({', '.join(known)}); {CALLING_CONVENTION}"
+            )
+    return kwargs
+
+
 class _PlainReference:
     """A plain reference seen as the call form: its parameters filled by name from the call."""
 
     def __init__(self, fn: Callable[..., object], target: str) -> None:
         self.fn = fn
         self.target = target
-        self.signature = inspect.signature(fn)
 
     def __call__(self, call: ReferenceCall) -> Mapping[str, np.ndarray]:
-        kwargs: dict[str, object] = {}
-        for p in self.signature.parameters.values():
-            if p.name in call.inputs:
-                kwargs[p.name] = call.inputs[p.name]
-            elif p.name in call.scalars:
-                kwargs[p.name] = call.scalars[p.name]
-            elif p.name in call.shape:
-                kwargs[p.name] = call.shape[p.name]
-            elif p.name in call.config:  # a RecordingConfig notes the read: the cache keys on it
-                kwargs[p.name] = call.config[p.name]
-            elif p.default is inspect.Parameter.empty and p.kind not in (
-                inspect.Parameter.VAR_POSITIONAL,
-                inspect.Parameter.VAR_KEYWORD,
-            ):
-                known = [*call.inputs, *call.scalars, *call.shape, *call.config]
-                raise ReferenceNotFoundError(
-                    f"reference {self.target!r}: parameter {p.name!r} is none of the names it "
-                    f"can take ({', '.join(known)}); {CALLING_CONVENTION}"
-                )
+        kwargs = bind_by_name(
+            self.fn, f"reference {self.target}", call.inputs, call.scalars, call.shape, call.config
+        )
         return self.fn(**kwargs)  # type: ignore[return-value]  # an array is checked after
 
 

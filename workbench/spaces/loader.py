@@ -34,6 +34,7 @@ from workbench.spaces.model import (
     ScalarArg,
     SpaceSpec,
     TensorMapArg,
+    UserBaseline,
     Value,
     WorkModel,
     source_too_large,
@@ -239,7 +240,7 @@ class _Builder:
             args=args,
             reference=self._reference(base),
             work=work,
-            baselines=tuple(m.baselines),
+            baselines=self._baselines(),
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
             variants=read_variants(self.doc, self.m.variants, arches, params),
@@ -682,10 +683,32 @@ class _Builder:
         atol = self._expr((*key, "atol"), r.atol, known)
         return Reference(target, exact, rtol, atol)
 
-    def _reference_file(self, key: tuple[str | int, ...], rel: str, function: str) -> str:
-        path = self._inside_project(key, rel, must_be_file=True, what="reference file")
+    def _baselines(self) -> tuple[schema.Baseline | UserBaseline, ...]:
+        out: list[schema.Baseline | UserBaseline] = []
+        for i, b in enumerate(self.m.baselines):
+            if isinstance(b, schema.Baseline):
+                out.append(b)
+                continue
+            where, _, function = b.python.rpartition(":")
+            key = ("baselines", i, "python")
+            is_file = where.endswith(".py") or "/" in where
+            target = (
+                self._reference_file(key, where, function, what="baseline file")
+                if is_file
+                else b.python
+            )
+            out.append(UserBaseline(f"python:{function}", target))
+        names = [b.name for b in out if isinstance(b, UserBaseline)]
+        if len(set(names)) != len(names):
+            raise self.err(("baselines",), "two of your baselines have the same function name")
+        return tuple(out)
+
+    def _reference_file(
+        self, key: tuple[str | int, ...], rel: str, function: str, what: str = "reference file"
+    ) -> str:
+        path = self._inside_project(key, rel, must_be_file=True, what=what)
         if path.suffix != ".py":
-            raise self.err(key, f"reference file {rel!r} is not a .py file")
+            raise self.err(key, f"{what} {rel!r} is not a .py file")
         return f"{path}:{function}"
 
     def _integer_outputs(self) -> bool:

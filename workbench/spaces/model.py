@@ -199,6 +199,15 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class UserBaseline:
+    """A baseline of the user's own: a Python function that ``workbench compare`` times and
+    verifies like a library's."""
+
+    name: str  #: ``python:FUNCTION``, its name in tables and the store
+    target: str  #: ``module:function`` or ``/abs/path/file.py:function``
+
+
+@dataclass(frozen=True)
 class WorkModel:
     """FLOPs (or integer ops) and minimum DRAM bytes of one launch, as expressions."""
 
@@ -258,7 +267,7 @@ class SpaceSpec:
     args: tuple[ArgSpec, ...]
     reference: Reference | None
     work: WorkModel
-    baselines: tuple[Baseline, ...]
+    baselines: tuple[Baseline | UserBaseline, ...]
     expect_sass: tuple[ExpectSass, ...] = field(default=())
     #: per arch (``sm_90a``), the values that replace the parameters' defaults there
     arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)

@@ -203,12 +203,19 @@ class Baseline(str, Enum):
     """A library a space is compared with: a kind (every member that fits the problem) or one
     member by name (``cublaslt_fp8``: cuBLASLt's FP8 GEMM only)."""
 
+    PYTHON = "python"  #: the kind of the user's own baselines (``{python: file.py:function}``)
     CUBLAS = "cublas"
     CUBLASLT = "cublaslt"
     CUBLASLT_FP8 = "cublaslt_fp8"
     CUTLASS = "cutlass"
     CUB = "cub"
     COPY = "copy"
+
+
+class UserBaselineModel(_Strict):
+    #: your own baseline: ``file.py:function`` beside the space file, or ``module:function``;
+    #: called with the inputs (CuPy arrays on the GPU) by name, like a plain reference
+    python: StrictStr = Field(pattern=r"^\S.*:\w+$")
 
 
 class EntryModel(_Strict):
@@ -262,5 +269,5 @@ class SpaceModel(_Strict):
     #: floats need a tolerance)
     reference: ReferenceModel | StrictStr | None = None
     work: WorkModel
-    baselines: list[Baseline] = Field(default_factory=list)
+    baselines: list[Baseline | UserBaselineModel] = Field(default_factory=list)
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
