@@ -28,6 +28,7 @@ import numpy as np
 from workbench.analysis.cubin import read_cubin
 from workbench.analysis.errors import AnalysisError
 from workbench.spaces.model import ArgSpec, ScalarArg, SpaceSpec, TensorMapArg
+from workbench.spaces.numba_abi import abi_args
 
 #: A ``CUtensorMap`` by value: 128 bytes on a 64-byte boundary (cuda.h).
 TENSOR_MAP_PARAM_BYTES = 128
@@ -167,7 +168,7 @@ def require_matching_arguments(spec: SpaceSpec, cubin: bytes, entry: str, ptx: s
         SpaceFileError: the space file's ``args`` do not match the kernel's parameters.
     """
     try:
-        problems = mismatched_arguments(spec.args, cubin, entry, ptx)
+        problems = mismatched_arguments(abi_args(spec), cubin, entry, ptx)
     except AnalysisError:
         return  # loading the module will say what is wrong with the binary
     if problems:

@@ -101,6 +101,8 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     options = CompileOptions.build(
         space.arch, defines, knobs, include_dirs=include_dirs if spec.language == "cuda" else ()
     )
+    if spec.language == "numba":
+        return _numba_job(space, config, text, options)
     if spec.language == "ptx":
         return CompileJob(
             "ptx",
@@ -117,6 +119,24 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     return CompileJob(
         "cuda", text, spec.source.name, options, name_expr, spec.entry_kernel, digests
     )
+
+
+def _numba_job(
+    space: Space, config: Mapping[str, Value], text: str, options: CompileOptions
+) -> CompileJob:
+    """A Numba kernel's job: Numba's PTX for this config, assembled like hand-written PTX."""
+    from workbench.compiler.numba_kernels import arg_types, numba_ptx
+
+    spec = space.spec
+    try:
+        env = space.env(config)
+    except ExpressionError as exc:
+        raise CompileError(f"{spec.source.name}: {exc}") from exc
+    knobs = {p.name: config[p.name] for p in spec.parameters if p.role is Role.DEFINE}
+    cc = (space.arch.major, space.arch.minor)
+    ptx = numba_ptx(spec, text, knobs, arg_types(spec, env), cc)
+    name = f"{spec.source.stem}.ptx"
+    return CompileJob("ptx", ptx.text, name, options, None, ptx.entry)
 
 
 def _fill_template(template: str, space: Space, config: Mapping[str, Value]) -> str:

@@ -32,6 +32,7 @@ from workbench.runners.tensor_maps import (
     check_tensor_map,
 )
 from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, TensorMapArg, Value
+from workbench.spaces.numba_abi import NUMBA, array_fields
 from workbench.spaces.schema import Distribution, DType
 from workbench.spaces.space import Space
 
@@ -356,9 +357,12 @@ def _init_pattern(name: str, value: float, dtype: DType) -> bytes:
 # -- scalar arguments and the argument list ------------------------------------------------
 @dataclass(frozen=True)
 class BufferArg:
-    """A kernel argument that is the device address of an input or output buffer."""
+    """A kernel argument that is the device address of an input or output buffer (for a Numba
+    kernel, its array struct: ``numba_shape`` and ``itemsize`` are set)."""
 
     name: str
+    numba_shape: tuple[int, ...] | None = None
+    itemsize: int = 0
 
 
 @dataclass(frozen=True)
@@ -386,6 +390,7 @@ def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelA
         TensorMapError: a tensor map that the driver's encoder would refuse.
     """
     env = _config_env(space, config)
+    arrays = _numba_arrays(space, config) if space.spec.language == NUMBA else {}
     out: list[KernelArg] = []
     for i, arg in enumerate(space.spec.args):
         if isinstance(arg, ScalarArg):
@@ -394,9 +399,26 @@ def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelA
             out.append(ScalarValue(arg.dtype, typed_scalar(value, arg.dtype, where), arg.name))
         elif isinstance(arg, TensorMapArg):
             out.append(tensor_map_value(space, arg, env, f"args[{i}] ({arg.label})"))
+        elif arg in arrays:
+            shape, itemsize = arrays[arg]
+            out.append(BufferArg(arg, shape, itemsize))
         else:
             out.append(BufferArg(arg))
     return tuple(out)
+
+
+def _numba_arrays(
+    space: Space, config: Mapping[str, Value]
+) -> dict[str, tuple[tuple[int, ...], int]]:
+    """Shape and item size of every buffer, which a Numba kernel's array structs carry."""
+    specs = input_specs(space, config)
+    out = {
+        name: (shape, numpy_dtype(specs[name].dtype).itemsize)  # type: ignore[arg-type]
+        for name, shape in input_shapes(space, config).items()
+    }
+    for b in output_buffers(space, config):
+        out[b.name] = (b.shape, b.np_dtype.itemsize)
+    return out
 
 
 def tensor_map_value(
@@ -549,7 +571,10 @@ def launch_arguments(
     """
     values: list[PackItem] = []
     for arg in args:
-        if isinstance(arg, BufferArg):
+        if isinstance(arg, BufferArg) and arg.numba_shape is not None:
+            address = _address(addresses, arg.name)
+            values.extend(array_fields(address, arg.numba_shape, arg.itemsize))
+        elif isinstance(arg, BufferArg):
             values.append((np.dtype(np.uint64), _address(addresses, arg.name)))
         elif isinstance(arg, TensorMapValue):
             values.append(_tensor_map_bytes(arg, addresses, encode))

@@ -175,13 +175,18 @@ class _Builder:
     def build(self) -> SpaceSpec:
         m = self.m
         source = self._inside_project(("source",), m.source, must_be_file=True)
-        language = m.language or ("ptx" if source.suffix == ".ptx" else "cuda")
+        by_suffix = {".ptx": "ptx", ".py": "numba"}  # (a Python source: a Numba CUDA kernel)
+        language = m.language or by_suffix.get(source.suffix, "cuda")
         if m.entry.template is None and m.entry.kernel is None:
             raise self.err(("entry",), "give either entry.template or entry.kernel")
         if m.entry.template is not None and m.entry.kernel is not None:
             raise self.err(("entry",), "give entry.template or entry.kernel, not both")
         if language == "ptx" and m.entry.template is not None:
             raise self.err(("entry", "template"), "PTX kernels have no templates; use entry.kernel")
+        if language == "numba" and m.entry.template is not None:
+            raise self.err(
+                ("entry", "template"), "a Numba kernel is a function: entry: {kernel: NAME}"
+            )
         arches = tuple(self._arch(i, a) for i, a in enumerate(m.arches))
         includes = tuple(
             self._inside_project(("includes", i), inc, must_be_dir=True)
@@ -312,6 +317,10 @@ class _Builder:
             raise self.err((*key, "role"), "role 'text' substitutes ${NAME} in PTX files only")
         if role in (schema.Role.DEFINE, schema.Role.TEMPLATE) and language == "ptx":
             raise self.err((*key, "role"), f"role {role.value!r} needs a CUDA C++ source")
+        if role is schema.Role.TEMPLATE and language == "numba":
+            raise self.err(
+                (*key, "role"), "a Numba kernel reads its knobs as module globals (role: define)"
+            )
         line = self.doc.line_of(key)
         return Parameter(name, values, default, role, p.option, p.description, line, p.tunable)
 

@@ -248,7 +248,7 @@ class SpaceModel(_Strict):
     name: Identifier | None = None
     description: StrictStr = ""
     source: StrictStr
-    language: Literal["cuda", "ptx"] | None = None
+    language: Literal["cuda", "ptx", "numba"] | None = None
     entry: EntryModel
     arches: list[StrictStr] = Field(..., min_length=1)
     includes: list[StrictStr] = Field(default_factory=list)

@@ -35,6 +35,7 @@ from workbench.errors import CompileError, ConfigError, ExpressionError
 from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
+from workbench.spaces.numba_abi import abi_args
 
 if TYPE_CHECKING:
     from workbench.static.artifacts import ArtifactDir
@@ -229,7 +230,7 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         )
         return False
     record.args_problems = mismatched_arguments(
-        space.spec.args, result.cubin, result.entry or "", result.ptx
+        abi_args(space.spec), result.cubin, result.entry or "", result.ptx
     )
     record.ok = True
     record.registers = res.registers
