@@ -518,6 +518,29 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             stdout="compare/gemm_int8.json",
         ),
         *_cutlass_steps(wb, ceil, walls),
+        _pytest_step(
+            py,
+            lay,
+            "pytest_numba",
+            "tests/test_numba_source.py",
+            90,
+            walls.derived(
+                "pytest_kernels",
+                10,
+                "issue 47: the Numba kernels verified beside their CUDA C++ twins at 3 shapes "
+                "(Numba's import and JIT on top)",
+            ),
+            on_request=True,  # never run on a GPU yet
+        ),
+        Step(
+            "compare_rmsnorm",
+            "issue 46: the README's example vs its own torch baseline and a copy",
+            [*wb, "compare", "examples/rmsnorm/rmsnorm.yaml", *ceil, "--json"],
+            90,
+            *walls.derived("compare_reduce", 20, "PyTorch's import in the baseline worker"),
+            stdout="compare/rmsnorm.json",
+            on_request=True,  # never run on a GPU yet
+        ),
         Step(
             "compare_reduce",
             "tuned reduce vs CUB and a device copy",

@@ -25,6 +25,7 @@ from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.errors import SpaceFileError
 from workbench.search.configs import select_configs
 from workbench.spaces import Space, load_kernel, load_space
+from workbench.spaces.numba_abi import abi_args
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.spaces.targets import resolve_arches
 from workbench.static.sweep import static_sweep
@@ -110,9 +111,11 @@ def test_every_library_space_matches_its_kernel(kernel: str, cache_dir: Path) ->
     space = Space(spec, arch=resolve_arches(spec, None)[0])
     result = _compiled(space, CompileCache(cache_dir))
     params = kernel_parameters(result.cubin, result.entry, result.ptx)
-    assert params is not None and len(params) == len(spec.args)
-    assert argument_problems(spec.args, params) == []
-    if result.entry.startswith("_Z"):  # C++ kernels: the demangled name gave every type
+    args = abi_args(spec)  # (a Numba kernel's arrays: one parameter per struct field)
+    assert params is not None and len(params) == len(args)
+    assert argument_problems(args, params) == []
+    if result.entry.startswith("_Z") and spec.language != "numba":
+        # C++ kernels: the demangled name gave every type (Numba's mangled names give none)
         assert all(p.c_type for p in params), params
     else:  # extern "C" and PTX kernels: the PTX declaration did
         assert all(p.ptx_type for p in params), params

@@ -73,6 +73,7 @@ from workbench.runners.worker_runner import (
 )
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, ScalarArg, Shape, shape_label
+from workbench.spaces.numba_abi import HEAD_FIELDS, array_fields
 from workbench.spaces.registry import list_spaces
 from workbench.toolchain import Arch
 
@@ -135,6 +136,29 @@ def expected_param(arg: KernelArg, size: int, addresses: Mapping[str, int]) -> b
     return raw[:size].ljust(size, b"\0")
 
 
+#: the field of a Numba array struct that holds the buffer's address
+DATA_FIELD = HEAD_FIELDS.index("data")
+
+
+def per_parameter(args: tuple[KernelArg, ...]) -> list[tuple[KernelArg, int | None]]:
+    """What each kernel parameter carries: an argument, or field ``i`` of a Numba array's
+    struct (:func:`~workbench.spaces.numba_abi.array_fields`; field 4 is the data pointer)."""
+    out: list[tuple[KernelArg, int | None]] = []
+    for arg in args:
+        if isinstance(arg, BufferArg) and arg.numba_shape is not None:
+            out += [(arg, i) for i in range(len(array_fields(0, arg.numba_shape, 1)))]
+        else:
+            out.append((arg, None))
+    return out
+
+
+def expected_field(arg: BufferArg, field: int, addresses: Mapping[str, int]) -> bytes:
+    """Field ``field`` of a Numba array struct, as the parameter's 8 bytes."""
+    assert arg.numba_shape is not None
+    dtype, value = array_fields(addresses.get(arg.name, 0), arg.numba_shape, arg.itemsize)[field]
+    return np.array(value, dtype=dtype).tobytes()
+
+
 def check_scalars(space: Space, job: KernelJob) -> None:
     """A scalar argument that names a shape dimension carries that dimension."""
     for spec_arg, arg in zip(space.spec.args, job.args, strict=True):
@@ -160,11 +184,16 @@ def check_layout(space: Space, config: Config, compiled: CompileResult, sets: In
     pack = launch_arguments(job.args, addresses, host_encoder)
     assert compiled.cubin is not None and compiled.entry is not None
     params = kernel_parameters(compiled.cubin, compiled.entry, compiled.ptx)
-    assert params is not None and len(params) == len(job.args) == len(pack.sizes)
+    carried = per_parameter(job.args)
+    assert params is not None and len(params) == len(carried) == len(pack.sizes)
     sizes = [p.size for p in params]
     got = read_kernel_params(pack.address, sizes)
-    for i, (arg, size, raw) in enumerate(zip(job.args, sizes, got, strict=True)):
-        assert raw == expected_param(arg, size, addresses), (i, arg, raw.hex())
+    for i, ((arg, field), size, raw) in enumerate(zip(carried, sizes, got, strict=True)):
+        if field is not None:
+            assert isinstance(arg, BufferArg) and size == 8
+            assert raw == expected_field(arg, field, addresses), (i, arg, field, raw.hex())
+        else:
+            assert raw == expected_param(arg, size, addresses), (i, arg, raw.hex())
     check_scalars(space, job)
 
 
@@ -207,8 +236,14 @@ def whole_way(space: Space, config: Config, compiled: CompileResult, tmp: Path) 
         (launched,) = device.launches
         assert launched.entry == compiled.entry and launched.launch == job.launch
         outputs = {o.name: o for o in job.outputs}
-        for arg, raw, pointee in zip(job.args, launched.params, launched.pointees, strict=True):
-            if isinstance(arg, ScalarValue):
+        carried = per_parameter(job.args)
+        for (arg, field), raw, pointee in zip(
+            carried, launched.params, launched.pointees, strict=True
+        ):
+            if field is not None and field != DATA_FIELD:  # a Numba array's size fields
+                assert isinstance(arg, BufferArg)
+                assert raw == expected_field(arg, field, {}), (arg, field)
+            elif isinstance(arg, ScalarValue):
                 assert raw == expected_param(arg, len(raw), {}), arg
             elif isinstance(arg, TensorMapValue):  # zeros, or a map of a buffer of this launch
                 if arg.zeroed:

@@ -99,6 +99,19 @@ def test_aos_and_soa_load_alike_and_differ_in_address_arithmetic(tmp_path: Path)
     assert aos.opcodes != soa.opcodes  # f * n + i against i * 7 + f
 
 
+def test_branchy_diverges_and_masked_does_not(tmp_path: Path) -> None:
+    """Every divergence_numba config compiles; branchy's SASS has the reconvergence regions of
+    divergent branches (BSSY/BSYNC), masked has none and selects its result."""
+    space = Space(load_kernel("divergence_numba"), arch=Arch.parse("sm_90"))
+    cache = CompileCache(tmp_path)
+    records = static_sweep(space, select_configs(space, all_configs=True), cache=cache)
+    assert len(records) == 40 and all(r.ok and r.lints == [] for r in records)
+    configs = [space.parse_config([f"VARIANT={v}", "ITEMS=1"]) for v in ("branchy", "masked")]
+    branchy, masked = static_sweep(space, configs, cache=cache)
+    assert branchy.opcodes.get("BSSY", 0) >= 4 and branchy.opcodes.get("BSYNC", 0) >= 4
+    assert "BSSY" not in masked.opcodes and masked.opcodes["SEL"] > branchy.opcodes["SEL"]
+
+
 def test_a_knob_reaches_the_kernel_as_a_frozen_global(numba_project: Callable[[str], Path]) -> None:
     space = Space(load_space(numba_project(KERNEL)))
     two = make_job(space, space.parse_config(["SCALE=2"]))
@@ -205,3 +218,5 @@ def test_the_numba_kernels_verify_beside_their_cuda_twins(n: int, tmp_path: Path
         "aos_soa_numba", {"n": n}, [f"{lay},ITEMS={i}" for lay in layouts for i in (1, 4)], tmp_path
     )
     verify_on_gpu("aos_soa", {"n": n}, [f"{lay},ITEMS=4" for lay in layouts], tmp_path)
+    variants = [f"VARIANT={v},ITEMS={i}" for v in ("branchy", "masked") for i in (1, 8)]
+    verify_on_gpu("divergence_numba", {"n": n}, variants, tmp_path)
