@@ -7,6 +7,7 @@ the case's constant :data:`KEYS` ``[c]``. All arithmetic is uint32 (modulo 2**32
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from workbench.references import ReferenceCall
 
@@ -23,23 +24,37 @@ def hash_cases(call: ReferenceCall) -> dict[str, np.ndarray]:
 def apply_cases(x: np.ndarray) -> np.ndarray:
     """``f_{x & 3}(x)`` element-wise on a uint32 (or int32, same bits) array."""
     words = np.ascontiguousarray(x).view(np.uint32).reshape(-1)
+    return _apply_cases(words, _ROUNDS, _KEYS).reshape(x.shape)
+
+
+_ROUNDS = np.array(ROUNDS, dtype=np.int64)
+_KEYS = np.array(KEYS, dtype=np.uint32)
+
+
+# Numba, not NumPy: fused per element it is 3.1x faster at n = 2**24 on 2 cores (issue 47).
+@njit(parallel=True, cache=True)
+def _apply_cases(words: np.ndarray, rounds: np.ndarray, keys: np.ndarray) -> np.ndarray:
     out = np.empty_like(words)
-    cases = words & np.uint32(3)
-    for c, (rounds, key) in enumerate(zip(ROUNDS, KEYS, strict=True)):
-        sel = cases == c
-        h = words[sel].copy()
-        for _ in range(rounds):
+    for i in prange(words.size):
+        h = words[i]
+        case = h & np.uint32(3)
+        key = keys[case]
+        for _ in range(rounds[case]):
             h = mix(h, key)
-        out[sel] = h
-    return out.reshape(x.shape)
+        out[i] = h
+    return out
 
 
-def mix(h: np.ndarray, key: int) -> np.ndarray:
-    """One round of the lowbias32 integer hash after adding ``key`` (uint32, wrapping)."""
-    h = h + np.uint32(key)
+@njit(inline="always", cache=True)
+def mix(h: np.uint32, key: np.uint32) -> np.uint32:
+    """One round of the lowbias32 integer hash after adding ``key`` (uint32, wrapping).
+
+    Numba widens uint32 arithmetic to 64 bits, so each step is cut back to uint32.
+    """
+    h = np.uint32(h + key)
     h ^= h >> np.uint32(16)
-    h *= np.uint32(0x7FEB352D)
+    h = np.uint32(h * np.uint32(0x7FEB352D))
     h ^= h >> np.uint32(15)
-    h *= np.uint32(0x846CA68B)
+    h = np.uint32(h * np.uint32(0x846CA68B))
     h ^= h >> np.uint32(16)
     return h
