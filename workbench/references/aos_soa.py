@@ -8,6 +8,7 @@ A particle is ``(x, y, z, vx, vy, vz, mass)``; n particles fill ``7 * n`` floats
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from workbench.references import ReferenceCall
 
@@ -17,12 +18,57 @@ LAYOUTS = ("aos", "soa", "aosoa")
 
 
 def update(call: ReferenceCall) -> dict[str, np.ndarray]:
-    """The ``updated`` buffer for the ``particles`` input, in the config's layout."""
+    """The ``updated`` buffer for the ``particles`` input, in the config's layout.
+
+    Computes :func:`step` fused with :func:`unpack` / :func:`pack` in one Numba pass: 4.5-18x
+    faster than those three in NumPy at n = 2**22 on 2 cores, bit-identical (issue 47).
+
+    Raises:
+        ValueError: unknown layout, or a buffer that does not hold ``7 * n`` values.
+    """
     n = int(call.shape["n"])
     layout, tile = str(call.config["LAYOUT"]), int(call.config["TILE"])
-    state = unpack(call.inputs["particles"], n, layout, tile)
-    new = step(state, np.float32(call.scalars["dt"]), np.float32(call.scalars["k"]))
-    return {"updated": pack(new, layout, tile)}
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    flat = np.ascontiguousarray(call.inputs["particles"], dtype=np.float32).reshape(-1)
+    if flat.size != 7 * n:
+        raise ValueError(f"buffer holds {flat.size} values; expected 7 * {n}")
+    dt, k = np.float32(call.scalars["dt"]), np.float32(call.scalars["k"])
+    return {"updated": _update_in_layout(flat, n, LAYOUTS.index(layout), tile, dt, k)}
+
+
+@njit(inline="always", cache=True)
+def _at(i: int, f: int, n: int, layout: int, tile: int, full: int) -> int:
+    """Where field ``f`` of particle ``i`` lies in the flat buffer (as in :func:`pack`)."""
+    if layout == 0:  # aos
+        return i * 7 + f
+    if layout == 1:  # soa
+        return f * n + i
+    if i < full:  # aosoa, a full tile
+        return (i // tile) * 7 * tile + f * tile + i % tile
+    return 7 * full + f * (n - full) + (i - full)  # aosoa, the narrower last tile
+
+
+@njit(parallel=True, cache=True)
+def _update_in_layout(
+    flat: np.ndarray, n: int, layout: int, tile: int, dt: np.float32, k: np.float32
+) -> np.ndarray:
+    """:func:`step` on a packed buffer, in :func:`step`'s float32 order of operations."""
+    out = np.empty_like(flat)
+    full = n // tile * tile
+    dk = np.float32(dt * k)
+    for i in prange(n):
+        m = flat[_at(i, 6, n, layout, tile, full)]
+        s = dk * (np.float32(1) / m)
+        out[_at(i, 6, n, layout, tile, full)] = m
+        for d in range(3):
+            v = (
+                flat[_at(i, 3 + d, n, layout, tile, full)]
+                - s * flat[_at(i, d, n, layout, tile, full)]
+            )
+            out[_at(i, 3 + d, n, layout, tile, full)] = v
+            out[_at(i, d, n, layout, tile, full)] = flat[_at(i, d, n, layout, tile, full)] + dt * v
+    return out
 
 
 def step(state: np.ndarray, dt: np.float32, k: np.float32) -> np.ndarray:
