@@ -6,11 +6,13 @@ expected value of every output; the runner compares with the space's tolerance (
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -21,3 +23,17 @@ class ReferenceCall:
     scalars: Mapping[str, float | int]
     shape: Mapping[str, int]
     config: Mapping[str, Any]  #: bool, int, float or str values
+
+
+def njit_cached(**options: Any) -> Callable[[F], F]:
+    """``numba.njit`` with its on-disk cache (compiled once per machine), or without it where
+    Numba finds no folder it may write (a read-only install and home): compiled per process."""
+    from numba import njit
+
+    def wrap(fn: F) -> F:
+        try:
+            return njit(cache=True, **options)(fn)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return njit(**options)(fn)
+
+    return wrap

@@ -8,9 +8,9 @@ A particle is ``(x, y, z, vx, vy, vz, mass)``; n particles fill ``7 * n`` floats
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from workbench.references import ReferenceCall
+from workbench.references import ReferenceCall, njit_cached
 
 #: Fields of a particle, in order.
 FIELDS = ("x", "y", "z", "vx", "vy", "vz", "mass")
@@ -37,7 +37,7 @@ def update(call: ReferenceCall) -> dict[str, np.ndarray]:
     return {"updated": _update_in_layout(flat, n, LAYOUTS.index(layout), tile, dt, k)}
 
 
-@njit(inline="always", cache=True)
+@njit_cached(inline="always")
 def _at(i: int, f: int, n: int, layout: int, tile: int, full: int) -> int:
     """Where field ``f`` of particle ``i`` lies in the flat buffer (as in :func:`pack`)."""
     if layout == 0:  # aos
@@ -49,7 +49,7 @@ def _at(i: int, f: int, n: int, layout: int, tile: int, full: int) -> int:
     return 7 * full + f * (n - full) + (i - full)  # aosoa, the narrower last tile
 
 
-@njit(parallel=True, cache=True)
+@njit_cached(parallel=True)
 def _update_in_layout(
     flat: np.ndarray, n: int, layout: int, tile: int, dt: np.float32, k: np.float32
 ) -> np.ndarray:

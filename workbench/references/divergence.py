@@ -7,9 +7,9 @@ the case's constant :data:`KEYS` ``[c]``. All arithmetic is uint32 (modulo 2**32
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from workbench.references import ReferenceCall
+from workbench.references import ReferenceCall, njit_cached
 
 #: Rounds and constants of the four cases, as in divergence.cu.
 ROUNDS = (1, 4, 16, 64)
@@ -32,7 +32,7 @@ _KEYS = np.array(KEYS, dtype=np.uint32)
 
 
 # Numba, not NumPy: fused per element it is 3.1x faster at n = 2**24 on 2 cores (issue 47).
-@njit(parallel=True, cache=True)
+@njit_cached(parallel=True)
 def _apply_cases(words: np.ndarray, rounds: np.ndarray, keys: np.ndarray) -> np.ndarray:
     out = np.empty_like(words)
     for i in prange(words.size):
@@ -45,7 +45,7 @@ def _apply_cases(words: np.ndarray, rounds: np.ndarray, keys: np.ndarray) -> np.
     return out
 
 
-@njit(inline="always", cache=True)
+@njit_cached(inline="always")
 def mix(h: np.uint32, key: np.uint32) -> np.uint32:
     """One round of the lowbias32 integer hash after adding ``key`` (uint32, wrapping).
 
