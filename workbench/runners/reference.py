@@ -117,16 +117,6 @@ def takes_call(fn: Callable[..., object]) -> bool:
     return p.name == "call" or "ReferenceCall" in str(p.annotation)
 
 
-def reference_parameters(fn: Callable[..., object]) -> list[str]:
-    """The names a plain reference needs (its parameters without defaults)."""
-    return [
-        p.name
-        for p in inspect.signature(fn).parameters.values()
-        if p.default is inspect.Parameter.empty
-        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
-
-
 def bind_by_name(
     fn: Callable[..., object], target: str, *named: Mapping[str, object]
 ) -> dict[str, object]:
@@ -354,18 +344,13 @@ def check_reference(spec: SpaceSpec) -> None:
     fn = resolve_reference(spec.reference.target)
     if not isinstance(fn, _PlainReference):
         return
-    known = [
-        *(i.name for i in spec.inputs),
-        *(a.name for a in spec.args if isinstance(a, ScalarArg) and a.name),
-        *spec.shape_names,
-        *spec.parameter_names,
-    ]
-    unknown = [n for n in reference_parameters(fn.fn) if n not in known]
-    if unknown:
-        raise ReferenceNotFoundError(
-            f"reference {spec.reference.target!r}: parameter {unknown[0]!r} is none of the "
-            f"names it can take ({', '.join(known)}); {CALLING_CONVENTION}"
-        )
+    names = (
+        [i.name for i in spec.inputs],
+        [a.name for a in spec.args if isinstance(a, ScalarArg) and a.name],
+        spec.shape_names,
+        spec.parameter_names,
+    )  # what a call will give it, by name (the values do not matter to the check)
+    bind_by_name(fn.fn, f"reference {fn.target}", *(dict.fromkeys(n) for n in names))
 
 
 def try_reference(

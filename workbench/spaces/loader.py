@@ -678,13 +678,10 @@ class _Builder:
             if r.function is not None:
                 raise self.err((*key, "function"), "reference.python already names the function")
             assert r.python is not None
-            where, _, function = r.python.rpartition(":")
-            # a path (file.py, ./x.py, dir/x.py) is a file beside the space; else a module
-            is_file = where.endswith(".py") or "/" in where
             key_py = (
                 (*key, "python") if isinstance(self.m.reference, schema.ReferenceModel) else key
             )
-            target = self._reference_file(key_py, where, function) if is_file else r.python
+            target = self._python_target(key_py, r.python, "reference file")
         exact = r.exact or (r.rtol in (0, "0") and r.atol in (0, "0") and self._integer_outputs())
         if not exact and r.rtol in (0, "0") and r.atol in (0, "0"):
             raise self.err(key, "say how outputs compare: exact: true, or rtol/atol > 0")
@@ -698,19 +695,20 @@ class _Builder:
             if isinstance(b, schema.Baseline):
                 out.append(b)
                 continue
-            where, _, function = b.python.rpartition(":")
-            key = ("baselines", i, "python")
-            is_file = where.endswith(".py") or "/" in where
-            target = (
-                self._reference_file(key, where, function, what="baseline file")
-                if is_file
-                else b.python
-            )
-            out.append(UserBaseline(f"python:{function}", target))
+            target = self._python_target(("baselines", i, "python"), b.python, "baseline file")
+            out.append(UserBaseline(f"python:{b.python.rpartition(':')[2]}", target))
         names = [b.name for b in out if isinstance(b, UserBaseline)]
         if len(set(names)) != len(names):
             raise self.err(("baselines",), "two of your baselines have the same function name")
         return tuple(out)
+
+    def _python_target(self, key: tuple[str | int, ...], text: str, what: str) -> str:
+        """``file.py:function`` as the absolute path's target, or ``module:function`` as it is."""
+        where, _, function = text.rpartition(":")
+        # a path (file.py, ./x.py, dir/x.py) is a file beside the space; else a module
+        if where.endswith(".py") or "/" in where:
+            return self._reference_file(key, where, function, what)
+        return text
 
     def _reference_file(
         self, key: tuple[str | int, ...], rel: str, function: str, what: str = "reference file"

@@ -19,27 +19,22 @@ NUMBA = "numba"
 HEAD_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data")
 
 
-def buffer_ndim(spec: SpaceSpec, name: str) -> int:
-    """The number of dimensions of input or output ``name``."""
-    shapes = {b.name: b.shape for b in spec.inputs} | {b.name: b.shape for b in spec.outputs}
-    if name in shapes:
-        return len(shapes[name])
-    raise KeyError(f"no buffer {name}")
-
-
 def abi_args(spec: SpaceSpec) -> tuple[ArgSpec, ...]:
     """``args`` as the kernel's parameters see them: for a Numba kernel each buffer becomes
     its struct's fields (the data pointer a buffer, the rest 64-bit integers); other kernels'
     ``args`` unchanged."""
     if spec.language != NUMBA:
         return spec.args
+    ndims = {b.name: len(b.shape) for b in spec.inputs} | {
+        b.name: len(b.shape) for b in spec.outputs
+    }
     out: list[ArgSpec] = []
     zero = Expression.parse("0")
     for arg in spec.args:
         if not isinstance(arg, str):
             out.append(arg)
             continue
-        ndim = buffer_ndim(spec, arg)
+        ndim = ndims[arg]
         fields = [*HEAD_FIELDS, *(f"shape[{d}]" for d in range(ndim))]
         fields += [f"strides[{d}]" for d in range(ndim)]
         for field in fields:
