@@ -196,3 +196,13 @@ def test_a_space_may_pin_cublaslt_fp8_by_name(write_space: Callable[..., Path]) 
 
     spec = load_space(write_space(TINY_SPACE + "baselines: [cublaslt_fp8, copy]\n"))
     assert spec.baselines == (Baseline.CUBLASLT_FP8, Baseline.COPY)
+
+
+@pytest.mark.parametrize("short", ['""', "no_colon", '" spaced:f"'])
+def test_a_malformed_short_reference_is_a_located_error(
+    write_space: Callable[..., Path], short: str
+) -> None:
+    """(Hypothesis found `reference: ""` raising pydantic's error instead of the loader's.)"""
+    with pytest.raises(SpaceFileError) as info:
+        load_space(write_space(tiny_with(f"reference: {short}")))
+    assert "[reference]" in str(info.value)

@@ -24,6 +24,8 @@ from pydantic import (
 Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
 ExprText = StrictStr | StrictInt | StrictFloat | StrictBool
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", max_length=64)]
+#: where a Python function is: ``path/file.py:function`` or ``package.module:function``
+PythonTarget = Annotated[StrictStr, Field(pattern=r"^\S.*:\w+$")]
 
 
 class _Strict(BaseModel):
@@ -182,7 +184,7 @@ ArgEntry = Annotated[
 class ReferenceModel(_Strict):
     #: ``package.module:function`` importable from the environment, or
     #: ``path/to/file.py:function`` relative to the space file...
-    python: StrictStr | None = Field(default=None, pattern=r"^\S.*:\w+$")
+    python: PythonTarget | None = None
     #: ...or a Python file relative to the space file, with the function's name.
     file: StrictStr | None = None
     function: StrictStr | None = None
@@ -215,7 +217,7 @@ class Baseline(str, Enum):
 class UserBaselineModel(_Strict):
     #: your own baseline: ``file.py:function`` beside the space file, or ``module:function``;
     #: called with the inputs (CuPy arrays on the GPU) by name, like a plain reference
-    python: StrictStr = Field(pattern=r"^\S.*:\w+$")
+    python: PythonTarget
 
 
 class EntryModel(_Strict):
@@ -267,7 +269,7 @@ class SpaceModel(_Strict):
     args: list[ArgEntry] = Field(..., min_length=1)
     #: a mapping, or just ``file.py:function`` / ``module:function`` (integer outputs only:
     #: floats need a tolerance)
-    reference: ReferenceModel | StrictStr | None = None
+    reference: ReferenceModel | PythonTarget | None = None
     work: WorkModel
     baselines: list[Baseline | UserBaselineModel] = Field(default_factory=list)
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
