@@ -22,7 +22,7 @@ import pytest
 
 # Only light imports at the top: every worker process imports this module to find its
 # executor, and a spawn start pays for each import again.
-from workbench.runners.supervisor import (
+from workbench.supervisor import (
     Progress,
     Supervisor,
     WorkerCrashed,

@@ -47,13 +47,13 @@ from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.buffers import kernel_arguments, named_scalars, output_buffers
 from workbench.runners.protocol import write_raw
 from workbench.runners.reference import ExpectedOutputs
-from workbench.runners.supervisor import Supervisor, WorkerError, WorkerFault
 from workbench.runners.timing import TimingOptions, summarize
 from workbench.runners.verify import Verdict, compare_output, tolerance_for, verify_outputs
 from workbench.runners.worker_runner import STARTUP_TIMEOUT_S
 from workbench.spaces.launch import work_precision
 from workbench.spaces.model import Config, config_label
 from workbench.spaces.space import Space
+from workbench.supervisor import Supervisor, WorkerError, WorkerFault
 
 Log = Callable[[str], None]
 

@@ -1,6 +1,6 @@
 """The baseline worker: runs library baselines under the CUDA runner's timing protocol.
 
-It lives in a supervised worker process (:class:`~workbench.runners.supervisor.Supervisor`),
+It lives in a supervised worker process (:class:`~workbench.supervisor.Supervisor`),
 like the CUDA runner's, so a library that crashes or hangs costs one baseline and a restart,
 and CuPy and PyTorch are imported there, never in the command's process. It holds the
 device's primary context (which CuPy and PyTorch share through the runtime API) and one
@@ -21,8 +21,8 @@ from typing import Any
 from workbench.compare.baselines import BaselineUnsupported, Prepared, _load_all, baseline_for
 from workbench.compare.problems import Problem
 from workbench.runners.protocol import Timing, read_raw, write_raw
-from workbench.runners.supervisor import Progress
 from workbench.runners.timing import TimingOptions
+from workbench.supervisor import Progress
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ are set, by name, in a fresh namespace of the source module before Numba compile
 and Numba freezes a global's value into the code it generates, as a ``#define`` would. A
 source may give each a default (``BLOCK = 128`` at the top) so that it also runs on its own.
 Argument types come from the space: each buffer a C-contiguous array of its dtype and number of
-dimensions, each scalar its type. Numba runs without a GPU (``numba.cuda.compile_ptx``).
+dimensions, each scalar its type. Numba runs without a GPU (``numba.cuda.compile_ptx``), in the
+user-code process (:mod:`workbench.user_code`): running the module runs the user's code, and
+an exit, a crash or an endless loop there costs this config a located error, not the command.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from workbench.errors import CompileError
 from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, SpaceSpec, TensorMapArg, Value
+from workbench.user_code import in_user_process, load_timeout
 
 #: Numba's PTX names its kernel ``.entry <mangled name>(``
 ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\(")
@@ -88,6 +91,29 @@ def _compile(
     types_: tuple[ArgType, ...],
     cc: tuple[int, int],
 ) -> NumbaPtx:
+    return in_user_process(
+        _compile_here,
+        text,
+        filename,
+        function,
+        knobs,
+        types_,
+        cc,
+        what=f"{filename} (a Numba kernel module)",
+        error=CompileError,
+        timeout_s=load_timeout(),
+    )
+
+
+def _compile_here(
+    text: str,
+    filename: str,
+    function: str,
+    knobs: tuple[tuple[str, Value], ...],
+    types_: tuple[ArgType, ...],
+    cc: tuple[int, int],
+) -> NumbaPtx:
+    """In the user-code process: run the module, check the knobs, compile with Numba."""
     namespace = _run_module(text, filename)
     fn = namespace.get(function)
     if fn is None or not callable(fn):
@@ -138,7 +164,7 @@ def _run_module(text: str, filename: str) -> dict[str, object]:
     module.__file__ = filename
     try:
         exec(code, module.__dict__)
-    except Exception as exc:
+    except BaseException as exc:  # an exit at import too: it must not end the command
         line = next(
             (
                 f.lineno
@@ -148,9 +174,12 @@ def _run_module(text: str, filename: str) -> dict[str, object]:
             None,
         )
         where = f"{filename}:{line}" if line else filename
-        raise CompileError(
-            f"{where}: running the module failed: {type(exc).__name__}: {exc}"
-        ) from None
+        did = (
+            f"called sys.exit({exc.code!r})"
+            if isinstance(exc, SystemExit)
+            else f"failed: {type(exc).__name__}: {exc}"
+        )
+        raise CompileError(f"{where}: running the module {did}") from None
     return module.__dict__
 
 

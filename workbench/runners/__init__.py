@@ -4,8 +4,8 @@
 process; the pieces it is made of (stopping rule, buffers, reference, verification, worker
 supervision) are modules of their own and work without a GPU.
 
-The names below load lazily: a worker process that only needs
-:mod:`workbench.runners.supervisor` does not pay for importing the space machinery.
+The names below load lazily: a worker process that only needs the protocol
+(:mod:`workbench.runners.protocol`) does not pay for importing the space machinery.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ A reference is named by ``Reference.target``: ``package.module:function`` (impor
 
 It must return every output that is not ``scratch``, with the output's shape.
 
+The reference runs in the user-code process (:mod:`workbench.user_code`), never in the
+command's own: a module that calls ``sys.exit``, crashes or hangs costs one located error.
+
 Expected outputs are cached per (shape, seed) and, because a reference may read the config
 (an epilogue choice, an output dtype), per the config values it actually read: the config
 handed to the reference records the keys it looks at, and a cached result is reused for any
@@ -24,6 +27,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -40,6 +44,7 @@ from workbench.runners.buffers import (
 )
 from workbench.spaces.model import ScalarArg, SpaceSpec, Value
 from workbench.spaces.space import Space
+from workbench.user_code import call_timeout, guarded, in_user_process, load_timeout
 
 ReferenceFn = Callable[[ReferenceCall], Mapping[str, np.ndarray]]
 
@@ -84,7 +89,10 @@ def load_function(target: str, what: str = "reference") -> Callable[..., object]
         raise ReferenceNotFoundError(
             f"{what} {target!r}: expected `package.module:function` or `/path/file.py:function`"
         )
-    module = _load_file(where, target) if where.endswith(".py") else _import(where, target)
+    if where.endswith(".py"):
+        module = _load_file(where, target, what)
+    else:
+        module = _import(where, target, what)
     fn = getattr(module, name, None)
     if fn is None:
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
@@ -157,45 +165,63 @@ class _PlainReference:
         return self.fn(**kwargs)  # type: ignore[return-value]  # an array is checked after
 
 
-def _import(module_name: str, target: str) -> object:
+def _import(module_name: str, target: str, what: str) -> object:
     try:
-        return importlib.import_module(module_name)
+        return guarded(
+            f"{what} {target!r}: importing {module_name}",
+            ReferenceNotFoundError,
+            importlib.import_module,
+            module_name,
+        )
     except ModuleNotFoundError as exc:
         hint = (
             " (a module of your project is importable only from PYTHONPATH; or name its file: "
-            "reference: {file: path/to/module.py, function: ...})"
+            "{python: path/to/module.py:function})"
             if exc.name and module_name.startswith(exc.name)
             else ""
         )
         raise ReferenceNotFoundError(
-            f"reference {target!r}: no module named {exc.name!r}{hint}"
+            f"{what} {target!r}: no module named {exc.name!r}{hint}"
         ) from exc
+    except ReferenceNotFoundError:
+        raise
     except Exception as exc:  # the module exists but fails to import: say how
         raise ReferenceNotFoundError(
-            f"reference {target!r}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+            f"{what} {target!r}: importing {module_name} failed: {type(exc).__name__}: {exc}"
         ) from exc
 
 
-def _load_file(path_text: str, target: str) -> object:
+def _load_file(path_text: str, target: str, what: str) -> object:
     path = Path(path_text)
     if not path.is_absolute() or not path.is_file():
-        raise ReferenceNotFoundError(f"reference {target!r}: no file {path_text}")
+        raise ReferenceNotFoundError(f"{what} {target!r}: no file {path_text}")
     module_name = "workbench_reference_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ReferenceNotFoundError(f"reference {target!r}: cannot load {path}")
+        raise ReferenceNotFoundError(f"{what} {target!r}: cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:  # an exit at import too: it must not end the command
         del sys.modules[module_name]
-        raise ReferenceNotFoundError(
-            f"reference {target!r}: running {path} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        where = _line_in(exc, path)
+        did = (
+            f"called sys.exit({exc.code!r})"
+            if isinstance(exc, SystemExit)
+            else f"failed: {type(exc).__name__}: {exc}"
+        )
+        raise ReferenceNotFoundError(f"{what} {target!r}: running {where} {did}") from None
     return module
+
+
+def _line_in(exc: BaseException, path: Path) -> str:
+    """``path:line`` of the deepest frame of ``exc``'s traceback in ``path`` (else ``path``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    line = next((f.lineno for f in reversed(frames) if Path(f.filename) == path), None)
+    return f"{path}:{line}" if line else str(path)
 
 
 class RecordingConfig(Mapping[str, Value]):
@@ -239,8 +265,8 @@ def run_reference(
             non-numeric array.
     """
     try:
-        result: object = fn(call)
-    except ReferenceNotFoundError:
+        result: object = guarded(target, ReferenceFailedError, fn, call)
+    except BadReferenceError:
         raise
     except Exception as exc:
         raise ReferenceFailedError(f"{target} raised {type(exc).__name__}: {exc}") from exc
@@ -278,15 +304,27 @@ def run_reference(
 class ExpectedOutputs:
     """Reference results for one problem (inputs fixed by shape and seed), cached.
 
+    The reference runs in the user-code process, where it is loaded here.
+
     Args:
         target: the reference's ``Reference.target``.
         inputs: the input arrays (the same for every config).
         shape: the problem shape.
+
+    Raises:
+        ReferenceNotFoundError: as :func:`resolve_reference`, or loading it exited, crashed
+            or hung.
     """
 
     def __init__(self, target: str, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int]):
         self.target = target
-        self.fn = resolve_reference(target)
+        in_user_process(
+            _resolve_here,
+            target,
+            what=f"reference {target!r}",
+            error=ReferenceNotFoundError,
+            timeout_s=load_timeout(),
+        )
         self.inputs = inputs
         self.shape = dict(shape)
         self._entries: list[
@@ -303,7 +341,8 @@ class ExpectedOutputs:
         """The expected outputs for ``config`` (computed once per distinct relevant config).
 
         Raises:
-            ReferenceFailedError, ReferenceOutputError: as :func:`run_reference`.
+            ReferenceFailedError, ReferenceOutputError: as :func:`run_reference`, or the
+                reference exited, crashed its process or hung.
         """
         for read, known_scalars, expected in self._entries:
             if (
@@ -312,15 +351,42 @@ class ExpectedOutputs:
                 and _fits(expected, outputs)
             ):
                 return expected
-        recording = RecordingConfig(config)
-        call = ReferenceCall(
-            inputs=self.inputs, scalars=dict(scalars), shape=self.shape, config=recording
-        )
         self.calls += 1
-        expected = run_reference(self.fn, call, outputs, f"reference {self.target}")
-        read = {k: config[k] for k in recording.read if k in config}
+        expected, read_keys = in_user_process(
+            _expected_here,
+            self.target,
+            dict(self.inputs),
+            dict(scalars),
+            self.shape,
+            dict(config),
+            outputs,
+            what=f"reference {self.target!r}",
+            error=ReferenceFailedError,
+            timeout_s=call_timeout(),
+        )
+        read = {k: config[k] for k in read_keys if k in config}
         self._entries.append((read, dict(scalars), expected))
         return expected
+
+
+def _resolve_here(target: str) -> None:
+    """In the user-code process: load the reference (the module stays loaded there)."""
+    resolve_reference(target)
+
+
+def _expected_here(
+    target: str,
+    inputs: dict[str, np.ndarray],
+    scalars: dict[str, int | float],
+    shape: dict[str, int],
+    config: dict[str, Value],
+    outputs: tuple[OutputBuffer, ...],
+) -> tuple[dict[str, np.ndarray], set[str]]:
+    """In the user-code process: the reference's checked outputs, and the config keys it read."""
+    recording = RecordingConfig(config)
+    call = ReferenceCall(inputs=inputs, scalars=scalars, shape=shape, config=recording)
+    expected = run_reference(resolve_reference(target), call, outputs, f"reference {target}")
+    return expected, recording.read
 
 
 def _fits(expected: Mapping[str, np.ndarray], outputs: tuple[OutputBuffer, ...]) -> bool:
@@ -333,24 +399,37 @@ def _fits(expected: Mapping[str, np.ndarray], outputs: tuple[OutputBuffer, ...])
 
 def check_reference(spec: SpaceSpec) -> None:
     """Find the space's reference and, for the plain form, check every parameter it needs is
-    a name it can be given: before anything compiles.
+    a name it can be given: before anything compiles (in the user-code process).
 
     Raises:
-        ReferenceNotFoundError: missing module, file or function, or a parameter that no input,
-            scalar argument, shape dimension or space parameter provides.
+        ReferenceNotFoundError: missing module, file or function, a parameter that no input,
+            scalar argument, shape dimension or space parameter provides, or loading the
+            module exited, crashed or hung.
     """
     if spec.reference is None:
         return
-    fn = resolve_reference(spec.reference.target)
-    if not isinstance(fn, _PlainReference):
-        return
     names = (
-        [i.name for i in spec.inputs],
-        [a.name for a in spec.args if isinstance(a, ScalarArg) and a.name],
-        spec.shape_names,
-        spec.parameter_names,
+        tuple(i.name for i in spec.inputs),
+        tuple(a.name for a in spec.args if isinstance(a, ScalarArg) and a.name),
+        tuple(spec.shape_names),
+        tuple(spec.parameter_names),
     )  # what a call will give it, by name (the values do not matter to the check)
-    bind_by_name(fn.fn, f"reference {fn.target}", *(dict.fromkeys(n) for n in names))
+    target = spec.reference.target
+    in_user_process(
+        _check_here,
+        target,
+        names,
+        what=f"reference {target!r}",
+        error=ReferenceNotFoundError,
+        timeout_s=load_timeout(),
+    )
+
+
+def _check_here(target: str, names: tuple[tuple[str, ...], ...]) -> None:
+    """In the user-code process: :func:`check_reference`'s checks."""
+    fn = resolve_reference(target)
+    if isinstance(fn, _PlainReference):
+        bind_by_name(fn.fn, f"reference {fn.target}", *(dict.fromkeys(n) for n in names))
 
 
 def try_reference(

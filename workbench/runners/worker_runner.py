@@ -57,19 +57,19 @@ from workbench.runners.protocol import (
     write_raw,
 )
 from workbench.runners.reference import ExpectedOutputs
-from workbench.runners.supervisor import (
-    Executor,
-    Supervisor,
-    WorkerFault,
-    WorkerStartError,
-    WorkerTimeout,
-)
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
 from workbench.spaces.launch import launch_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.schema import DType
 from workbench.spaces.space import Space
+from workbench.supervisor import (
+    Executor,
+    Supervisor,
+    WorkerFault,
+    WorkerStartError,
+    WorkerTimeout,
+)
 from workbench.toolchain import Arch, nvrtc_version
 
 #: Longest silence of the worker during a launch, its synchronisation or a timing sample (s).

@@ -46,8 +46,8 @@ from workbench.runners.protocol import (
     VerifyOnDevice,
     write_raw,
 )
-from workbench.runners.supervisor import Progress
 from workbench.runners.timing import TimingOptions, is_throttled
+from workbench.supervisor import Progress
 
 #: Loaded modules kept per worker (a search revisits configs; a module is a few hundred KB).
 MODULE_CACHE = 32
