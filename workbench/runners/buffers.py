@@ -281,13 +281,15 @@ class Fill:
 
 @dataclass(frozen=True)
 class OutputBuffer:
-    """One output of one config: dtype, shape, role and initial content."""
+    """One output of one config: dtype, shape, role and initial content; ``nonfinite_allowed``:
+    the space declares it ``nonfinite: allowed`` (the reference may hold NaN or inf there)."""
 
     name: str
     dtype: DType
     shape: tuple[int, ...]
     role: OutputRole
     fill: Fill
+    nonfinite_allowed: bool = False
 
     @property
     def np_dtype(self) -> np.dtype:
