@@ -343,7 +343,7 @@ def _output(spec: OutputSpec, env: Mapping[str, object]) -> OutputBuffer:
         role, pattern = OutputRole.INITIALIZED, _init_pattern(spec.name, spec.init, dtype)
     else:
         role, pattern = OutputRole.POISONED, poison_pattern(dtype)
-    return OutputBuffer(spec.name, dtype, shape, role, Fill(pattern))
+    return OutputBuffer(spec.name, dtype, shape, role, Fill(pattern), spec.nonfinite_allowed)
 
 
 def _init_pattern(name: str, value: float, dtype: DType) -> bytes:
