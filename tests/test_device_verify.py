@@ -9,6 +9,7 @@ both verifications on the same outputs)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +17,14 @@ import pytest
 
 from workbench.analysis.cubin import read_cubin
 from workbench.compiler import CompileCache
-from workbench.runners.buffers import Fill, OutputBuffer, OutputRole, pack_arguments, poison_pattern
+from workbench.runners.buffers import (
+    Fill,
+    OutputBuffer,
+    OutputRole,
+    ScalarValue,
+    pack_arguments,
+    poison_pattern,
+)
 from workbench.runners.device_verify import (
     RESULT,
     CompareResult,
@@ -25,9 +33,8 @@ from workbench.runners.device_verify import (
     compare_model,
     compile_compare,
     supported,
-    tolerance_of,
 )
-from workbench.runners.verify import Tolerance, compare_output
+from workbench.runners.verify import Tolerance, compare_output, output_tolerance
 from workbench.spaces.schema import DType
 from workbench.toolchain import Arch
 
@@ -72,7 +79,7 @@ CASES = [
 def test_the_model_counts_what_the_host_verifier_counts(dtype, draw, tolerance) -> None:
     out = output(dtype, (37, 29))
     expected = draw(out.shape)
-    tol = tolerance_of(out, tolerance)
+    tol = output_tolerance(out, tolerance)
     assert supported(out, expected)
     for got in spoilt(out, expected):
         host = compare_output("C", got, expected, tol, out.fill.pattern, chunk=100)
@@ -89,6 +96,51 @@ def test_the_model_counts_what_the_host_verifier_counts(dtype, draw, tolerance) 
         assert model.checked == out.size
         assert model.max_abs_error == pytest.approx(host.max_abs_error, rel=1e-12)
         assert model.max_rel_error == pytest.approx(host.max_rel_error, rel=1e-12)
+
+
+FLOATS = [DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.value for d in FLOATS])
+@pytest.mark.parametrize("allowed", [False, True], ids=["finite", "nonfinite-allowed"])
+def test_the_model_counts_poison_as_untouched_where_the_reference_is_nan(dtype, allowed) -> None:
+    """A NaN expected where the kernel left the poison (a NaN too) is untouched, whatever the
+    output allows; a NaN or inf the kernel wrote matches only in a `nonfinite: allowed` one."""
+    out = replace(output(dtype, (8, 16)), nonfinite_allowed=allowed)
+    expected = RNG.standard_normal(out.shape).astype(out.np_dtype).astype(np.float64)
+    expected[0, :3] = [np.nan, np.inf, -np.inf]
+    expected[1] = np.nan
+    tol = output_tolerance(out, Tolerance(False, 2e-3, 1e-6))
+    assert tol.nonfinite is allowed
+    written = expected.astype(out.np_dtype)  # a computed NaN: not the poison's bits
+    untouched = out.initial()
+    half = written.copy()
+    half[1, 8:] = untouched[1, 8:]
+    for got in (written, untouched, half):
+        host = compare_output("C", got, expected, tol, out.fill.pattern, chunk=50)
+        model = compare_model(got, expected, tol, out.fill.pattern)
+        assert (model.wrong, model.untouched, model.nonfinite) == (
+            host.wrong,
+            host.untouched,
+            host.nonfinite,
+        )
+        assert model.check(out, tol).ok == host.ok
+    right = compare_model(written, expected, tol, out.fill.pattern)
+    assert right.wrong == (0 if allowed else 19)  # 3 + 16 non-finite expected values
+    none = compare_model(untouched, expected, tol, out.fill.pattern)
+    assert (none.wrong, none.untouched) == (out.size, out.size)
+    tail = compare_model(half, expected, tol, out.fill.pattern)
+    assert tail.untouched == 8 and tail.wrong == (8 if allowed else 19)
+
+
+def test_the_kernel_is_told_whether_the_output_allows_nan_and_inf() -> None:
+    plain = output(DType.FLOAT32, (4,))
+    flags = {}
+    for out in (plain, replace(plain, nonfinite_allowed=True)):
+        args = compare_arguments(out, "expected", "result", Tolerance(False, 1e-3, 0.0))
+        (flag,) = [a.value for a in args if isinstance(a, ScalarValue) and a.name == "nonfinite"]
+        flags[out.nonfinite_allowed] = flag
+    assert flags == {False: 0, True: 1}
 
 
 def test_the_result_struct_round_trips() -> None:

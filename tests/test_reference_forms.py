@@ -151,6 +151,35 @@ def test_space_check_reference_shows_the_smallest_shape_run(
     assert "output y has shape (9,); expected (10,)" in bad.stderr + bad.stdout
 
 
+def test_space_check_reference_refuses_nan_unless_the_output_allows_it(
+    write_space: Callable[..., Path],
+) -> None:
+    """`finite False` with exit 0 let a reference of NaNs through to a tune, where the NaN
+    poison of an unwritten output would match it: now a located error naming the output."""
+    text = tiny_with("reference: {python: ref.py:scaled, rtol: 1e-6}")
+    path = write_space(text)
+    (path.parent / "ref.py").write_text(
+        "import numpy as np\ndef scaled(x):\n    y = x.copy()\n    y[3] = np.nan\n    return y\n"
+    )
+    bad = run_cli("space", str(path), "--check-reference", "--sample", "0", cwd=path.parent)
+    assert bad.returncode != 0
+    line = text.splitlines().index("reference: {python: ref.py:scaled, rtol: 1e-6}") + 1
+    errors = [ln for ln in (bad.stderr + bad.stdout).splitlines() if "NaN/inf" in ln]
+    assert len(errors) == 1, bad.stderr + bad.stdout
+    assert f"case.yaml:{line} [reference]" in errors[0]
+    assert "output y holds 1 NaN/inf of 10 elements (first at index 3: nan)" in errors[0]
+    assert "`nonfinite: allowed`" in errors[0]
+    allowed = text.replace(
+        "y: {dtype: float32, shape: [n], init: 1}",
+        "y: {dtype: float32, shape: [n], init: 1, nonfinite: allowed}",
+    )
+    path = write_space(allowed)
+    good = run_cli("space", str(path), "--check-reference", "--sample", "0", cwd=path.parent)
+    assert good.returncode == 0, good.stderr
+    shown = " ".join(good.stdout.split())  # (the console wraps at its width)
+    assert "y float32 (10,), finite False (nonfinite: allowed)" in shown
+
+
 def test_space_refuses_a_reference_whose_function_is_missing(
     write_space: Callable[..., Path],
 ) -> None:

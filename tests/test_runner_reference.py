@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,63 @@ def test_expected_outputs_are_cached_by_what_the_reference_reads(tmp_path: Path)
     wide = OutputBuffer("total", DType.FLOAT32, (2,), OutputRole.INITIALIZED, Fill(bytes(4)))
     with pytest.raises(ReferenceOutputError, match="expected \\(2,\\)"):
         expected.get({"OP": "sum", "BLOCK": 64}, {}, (wide,))
+
+
+@pytest.mark.parametrize("value", ["np.nan", "np.inf", "-np.inf"])
+def test_nan_or_inf_in_a_reference_is_refused_unless_the_output_allows_it(
+    tmp_path: Path, value: str
+) -> None:
+    """Verification would otherwise pass whatever the kernel left there (the poison is a NaN)."""
+    path = tmp_path / f"nonfinite_{value.strip('-np.')}{value.startswith('-')}.py"
+    path.write_text(
+        "import numpy as np\n"
+        "def f(call):\n"
+        "    total = np.zeros((2, 3))\n"
+        f"    total[1, 2] = {value}\n"
+        "    return {'total': total}\n"
+    )
+    fn = resolve_reference(f"{path}:f")
+    grid = replace(TOTAL, shape=(2, 3))
+    with pytest.raises(ReferenceOutputError) as info:
+        run_reference(fn, call_with(np.ones(3)), (grid, WORKSPACE), "reference f")
+    assert str(info.value) == (
+        f"reference f: output total holds 1 NaN/inf of 6 elements (first at index (1, 2): "
+        f"{float(eval(value, {'np': np}))}); a reference returns finite values unless the "
+        "space declares the output `nonfinite: allowed`"
+    )
+    allowed = replace(grid, nonfinite_allowed=True)
+    out = run_reference(fn, call_with(np.ones(3)), (allowed, WORKSPACE))
+    assert not np.isfinite(out["total"][1, 2])
+
+
+def test_a_tune_stops_at_a_reference_with_nan_before_it_records_a_verdict(
+    tmp_path: Path,
+) -> None:
+    """The runner computes the reference's outputs before the first verification launch: a NaN
+    there stops the run instead of becoming a verdict (which the poison would have passed)."""
+    import functools
+
+    from host_device import host_executor
+
+    from workbench.compiler import CompileCache
+    from workbench.runners.worker_runner import WorkerRunner
+    from workbench.spaces import Space, load_kernel
+
+    spec = load_kernel("stream_scale")
+    ref = tmp_path / "nan_ref.py"
+    ref.write_text("import numpy as np\ndef f(x):\n    return np.full(x.shape, np.nan)\n")
+    assert spec.reference is not None
+    spec = replace(spec, reference=replace(spec.reference, target=f"{ref}:f"))
+    runner = WorkerRunner(
+        Space(spec, shape={"n": 4096}),
+        CompileCache(tmp_path / "cache"),
+        executor_factory=functools.partial(host_executor, str(tmp_path / "launches.jsonl")),
+        startup_timeout_s=120,
+        workdir=tmp_path,
+    )
+    try:
+        with pytest.raises(ReferenceOutputError, match="output y holds 4096 NaN/inf"):
+            runner.evaluate(runner.space.default_config())
+        assert runner.verdicts == {}
+    finally:
+        runner.close()

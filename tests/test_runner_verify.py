@@ -3,6 +3,8 @@ formats, chunking, and tolerance expressions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -66,15 +68,63 @@ def test_a_computed_nan_is_not_poison() -> None:
     assert "differs at index 1: got nan, expected 1" in check.describe()
 
 
-def test_nan_and_inf_match_only_themselves() -> None:
+def test_nan_and_inf_match_only_themselves_where_the_output_allows_them() -> None:
     exp = np.array([np.nan, np.inf, -np.inf, 1.0])
-    assert compare_output("y", exp.copy(), exp, LOOSE).ok
-    assert compare_output("y", exp.copy(), exp, EXACT).ok
+    loose, exact = (replace(t, nonfinite=True) for t in (LOOSE, EXACT))
+    assert compare_output("y", exp.copy(), exp, loose).ok
+    assert compare_output("y", exp.copy(), exp, exact).ok
     for i, bad in enumerate([0.0, -np.inf, np.inf, np.inf]):
         got = exp.copy()
         got[i] = bad
-        check = compare_output("y", got, exp, LOOSE)
+        check = compare_output("y", got, exp, loose)
         assert check.wrong == 1 and check.first is not None and check.first.index == (i,)
+    # not declared `nonfinite: allowed`: a NaN or inf is wrong wherever it is
+    check = compare_output("y", exp.copy(), exp, LOOSE)
+    assert (check.wrong, check.nonfinite) == (3, 3)
+    assert (
+        "differs at index 0: got nan, expected nan (NaN and inf match nothing: the output is "
+        "not `nonfinite: allowed`)" in check.describe()
+    )
+
+
+FLOATS = [DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.FLOAT8_E4M3]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.value for d in FLOATS])
+@pytest.mark.parametrize("allowed", [False, True], ids=["finite", "nonfinite-allowed"])
+def test_poison_is_untouched_even_where_the_reference_is_nan(dtype: DType, allowed: bool) -> None:
+    """A kernel that writes nothing cannot pass where the reference is NaN: the poison is a
+    NaN too, but its bits say nobody wrote it."""
+    buf = poisoned(dtype, 16)
+    if allowed:
+        buf = replace(buf, nonfinite_allowed=True)
+    exp = np.full(16, np.nan)
+    verdict = verify_outputs({"y": buf.initial()}, {"y": exp}, (buf,), LOOSE)
+    check = verdict.checks[0]
+    assert not verdict.ok and (check.wrong, check.untouched) == (16, 16)
+    assert "output y untouched at index 0 (still the poison 0x" in verdict.reason
+
+
+def test_a_nan_the_kernel_wrote_matches_a_nan_reference_only_where_allowed() -> None:
+    buf = poisoned(DType.FLOAT32, 4)
+    got = buf.initial()
+    got[:3] = [np.nan, 1.0, np.inf]  # written: a computed NaN (0x7FC00000), a value, an inf
+    exp = np.array([np.nan, 1.0, np.inf, np.nan])
+    allowed = replace(buf, nonfinite_allowed=True)
+    check = verify_outputs({"y": got}, {"y": exp}, (allowed,), LOOSE).checks[0]
+    assert (check.wrong, check.untouched) == (1, 1)  # only the element left as the poison
+    assert check.first is not None and check.first.index == (3,) and check.first.untouched
+    check = verify_outputs({"y": got}, {"y": exp}, (buf,), LOOSE).checks[0]
+    assert (check.wrong, check.untouched, check.nonfinite) == (3, 1, 3)
+
+
+def test_an_integer_poison_is_a_value_a_kernel_may_write() -> None:
+    """0xA5 is a real int8 (-91): where the reference says -91, the element is right."""
+    buf = poisoned(DType.INT8, 8)
+    exp = np.full(8, -91, dtype=np.int64)
+    exp[5] = 3
+    check = verify_outputs({"y": buf.initial()}, {"y": exp}, (buf,), EXACT).checks[0]
+    assert (check.wrong, check.untouched) == (1, 1)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64])

@@ -483,6 +483,35 @@ def test_output_dtype_may_depend_on_the_config(write_space: WriteSpace) -> None:
         )
 
 
+def test_an_output_may_declare_that_it_holds_nan_or_inf(write_space: WriteSpace) -> None:
+    from workbench.runners.buffers import output_buffers
+
+    plain = load_space(write_space(TINY_SPACE))
+    assert not plain.outputs[0].nonfinite_allowed
+    text = edit(
+        "y: {dtype: float32, shape: [n], init: 1}",
+        "y: {dtype: float32, shape: [n], init: 1, nonfinite: allowed}",
+    )
+    spec = load_space(write_space(text))
+    assert spec.outputs[0].nonfinite_allowed
+    space = Space(spec, shape={"n": 10})
+    (y,) = output_buffers(space, space.default_config())
+    assert y.nonfinite_allowed  # what verification and the reference check read
+    for value, message in (("yes", "'allowed'"), ("true", "'allowed'")):
+        bad = edit("init: 1}", f"init: 1, nonfinite: {value}}}")
+        with pytest.raises(SpaceFileError, match=message) as info:
+            load_space(write_space(bad))
+        assert info.value.key == "outputs.y.nonfinite"
+        assert info.value.line == line_of(bad, "nonfinite")
+    scratch = edit(
+        "init: 1}",
+        "init: 1}\n  ws: {dtype: float32, shape: [n], scratch: true, nonfinite: allowed}",
+    )
+    with pytest.raises(SpaceFileError, match="scratch output is never compared") as info:
+        load_space(write_space(scratch))
+    assert info.value.key == "outputs.ws.nonfinite"
+
+
 def test_the_documented_example_space_loads(tmp_path: Path) -> None:
     """The space-file reference's example, as written there (its source copied beside it)."""
     import shutil

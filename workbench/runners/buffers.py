@@ -281,13 +281,15 @@ class Fill:
 
 @dataclass(frozen=True)
 class OutputBuffer:
-    """One output of one config: dtype, shape, role and initial content."""
+    """One output of one config: dtype, shape, role and initial content; ``nonfinite_allowed``:
+    the space declares it ``nonfinite: allowed`` (the reference may hold NaN or inf there)."""
 
     name: str
     dtype: DType
     shape: tuple[int, ...]
     role: OutputRole
     fill: Fill
+    nonfinite_allowed: bool = False
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -341,7 +343,7 @@ def _output(spec: OutputSpec, env: Mapping[str, object]) -> OutputBuffer:
         role, pattern = OutputRole.INITIALIZED, _init_pattern(spec.name, spec.init, dtype)
     else:
         role, pattern = OutputRole.POISONED, poison_pattern(dtype)
-    return OutputBuffer(spec.name, dtype, shape, role, Fill(pattern))
+    return OutputBuffer(spec.name, dtype, shape, role, Fill(pattern), spec.nonfinite_allowed)
 
 
 def _init_pattern(name: str, value: float, dtype: DType) -> bytes:

@@ -35,7 +35,14 @@ from workbench.runners.protocol import (
     VerifyOnDevice,
     write_raw,
 )
-from workbench.runners.verify import Mismatch, OutputCheck, Tolerance, Verdict
+from workbench.runners.verify import (
+    Mismatch,
+    OutputCheck,
+    Tolerance,
+    Verdict,
+    output_tolerance,
+    poison_is_nan,
+)
 from workbench.spaces.launch import Launch
 from workbench.toolchain import Arch
 
@@ -100,17 +107,25 @@ __device__ __forceinline__ unsigned long long warp_min(unsigned long long v) {
 
 // One output against the reference, element i: the rules of verify.compare_output.
 //   INTEGER: got and expected are integers: wrong when they differ (int64), |g - e| in double.
-//   else:    finite = both finite; same = (g == e) or both NaN; exact: wrong = !same;
+//   else:    finite = both finite; same = (g == e) or both NaN where the output allows NaN and
+//            inf (nonfinite_allowed), else finite and g == e; exact: wrong = !same;
 //            otherwise wrong = !(same or (finite and |g - e| <= atol + rtol |e|)).
 // Errors count over finite pairs (relative ones where e != 0); an element still holding the
 // poison's bits is untouched; a wrong element where either side is not finite is nonfinite.
+// A poison that is a NaN of G (every float output's) marks an element nobody wrote: wrong even
+// where the reference is NaN too. An integer poison is a value: untouched only where wrong.
 template <typename G, typename B, typename E, bool INTEGER>
 __global__ void compare(const G* __restrict__ got, const E* __restrict__ expected,
                         unsigned long long n, double atol, double rtol, int exact,
-                        int has_poison, long long poison, CompareResult* out) {
+                        int nonfinite_allowed, int has_poison, long long poison,
+                        CompareResult* out) {
   unsigned long long checked = 0, wrong = 0, untouched = 0, nonfinite = 0, first = ~0ull;
   double max_abs = 0.0, max_rel = 0.0;
   const B* raw = reinterpret_cast<const B*>(got);
+  const B poison_bits = (B)poison;
+  G poison_value;
+  memcpy(&poison_value, &poison_bits, sizeof(G));
+  const bool poison_unwritten = has_poison && isnan(widen(poison_value));
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -125,18 +140,20 @@ __global__ void compare(const G* __restrict__ got, const E* __restrict__ expecte
       diff = fabs(g - e);
     } else {
       finite = isfinite(g) && isfinite(e);
-      bool same = (g == e) || (isnan(g) && isnan(e));
+      bool same = nonfinite_allowed ? (g == e) || (isnan(g) && isnan(e)) : finite && g == e;
       diff = fabs(g - e);
       bool close = finite && diff <= atol + rtol * fabs(e);
       bad = exact ? !same : !(same || close);
     }
+    const bool is_poison = has_poison && raw[i] == poison_bits;
+    if (poison_unwritten && is_poison) bad = true;
     if (finite) {
       max_abs = fmax(max_abs, diff);
       if (e != 0.0) max_rel = fmax(max_rel, diff / fabs(e));
     }
     if (bad) {
       wrong++;
-      if (has_poison && (unsigned long long)raw[i] == (unsigned long long)(B)poison) untouched++;
+      if (is_poison) untouched++;
       if (!finite) nonfinite++;
       if (i < first) first = i;
     }
@@ -223,11 +240,6 @@ def widened(out: OutputBuffer, expected: np.ndarray) -> np.ndarray:
     return widened_array(out.np_dtype, expected)
 
 
-def tolerance_of(out: OutputBuffer, tolerance: Tolerance) -> Tolerance:
-    """Integer outputs always compare exactly (as ``verify_outputs`` does)."""
-    return tolerance if out.np_dtype.kind not in "iu" else Tolerance(True)
-
-
 def compare_job(out: OutputBuffer, expected: np.ndarray, arch: Arch) -> CompileJob:
     """The compare kernel for ``out`` (its dtype) against ``expected`` (widened), for ``arch``."""
     got = _c_type(out.np_dtype)
@@ -257,7 +269,7 @@ def compare_arguments(
     out: OutputBuffer, expected_name: str, result_name: str, tolerance: Tolerance
 ) -> tuple[KernelArg, ...]:
     """The compare kernel's arguments: buffers by the names the worker gives them."""
-    tol = tolerance_of(out, tolerance)
+    tol = output_tolerance(out, tolerance)
     poison = out.fill.pattern if out.role is OutputRole.POISONED else None
     has_poison = poison is not None and len(poison) == out.np_dtype.itemsize
     word = int.from_bytes(poison, "little") if has_poison and poison is not None else 0
@@ -265,12 +277,13 @@ def compare_arguments(
     return (
         BufferArg(out.name),
         BufferArg(expected_name),
-        ScalarValue("int64", int(np.prod(out.shape, dtype=np.int64))),  # reinterpreted: u64
-        ScalarValue("float64", float(tol.atol)),
-        ScalarValue("float64", float(tol.rtol)),
-        ScalarValue("int32", int(tol.exact)),
-        ScalarValue("int32", int(has_poison)),
-        ScalarValue("int64", signed),
+        ScalarValue("int64", int(np.prod(out.shape, dtype=np.int64)), "n"),  # read as u64
+        ScalarValue("float64", float(tol.atol), "atol"),
+        ScalarValue("float64", float(tol.rtol), "rtol"),
+        ScalarValue("int32", int(tol.exact), "exact"),
+        ScalarValue("int32", int(tol.nonfinite), "nonfinite"),
+        ScalarValue("int32", int(has_poison), "has_poison"),
+        ScalarValue("int64", signed, "poison"),
         BufferArg(result_name),
     )
 
@@ -298,7 +311,8 @@ def compare_model(
             finite = np.ones(g.shape, dtype=bool)
         else:
             finite = np.isfinite(g) & np.isfinite(e)
-            same = (g == e) | (np.isnan(g) & np.isnan(e))
+            both_nan = np.isnan(g) & np.isnan(e)
+            same = (g == e) | both_nan if tolerance.nonfinite else finite & (g == e)
             close = finite & (diff <= tolerance.atol + tolerance.rtol * np.abs(e))
             bad = ~same if tolerance.exact else ~(same | close)
         rel_ok = finite & (e != 0)
@@ -310,6 +324,8 @@ def compare_model(
         is_poison = g_raw.view(unsigned) == np.array(word, dtype=unsigned)
     else:
         is_poison = np.zeros(g.shape, dtype=bool)
+    if poison_is_nan(poison, got.dtype):
+        bad = bad | is_poison
     wrong = int(np.count_nonzero(bad))
     return CompareResult(
         checked=int(g.size),
@@ -399,7 +415,7 @@ class DeviceVerifier:
             result = CompareResult.from_bytes(raw) if raw is not None else None
             if result is None or result.checked != out.size:
                 return None
-            checks.append(result.check(out, tolerance_of(out, tolerance)))
+            checks.append(result.check(out, output_tolerance(out, tolerance)))
         return Verdict(tuple(checks))
 
     def _compiled(self, out: OutputBuffer, expected: np.ndarray) -> CompileResult | None:

@@ -9,7 +9,9 @@ A reference is named by ``Reference.target``: ``package.module:function`` (impor
 - call: ``f(call: ReferenceCall)`` (one parameter named ``call`` or annotated ``ReferenceCall``)
   gets everything in one object and returns the dict.
 
-It must return every output that is not ``scratch``, with the output's shape.
+It must return every output that is not ``scratch``, with the output's shape, and finite values
+unless the space declares the output ``nonfinite: allowed``: a float output's poison is a NaN,
+so a NaN expected there would otherwise say nothing about whether the kernel wrote it.
 
 The reference runs in the user-code process (:mod:`workbench.user_code`), never in the
 command's own: a module that calls ``sys.exit``, crashes or hangs costs one located error.
@@ -261,8 +263,8 @@ def run_reference(
 
     Raises:
         ReferenceFailedError: the reference raised.
-        ReferenceOutputError: not a mapping, a missing or unknown output, a wrong shape, or a
-            non-numeric array.
+        ReferenceOutputError: not a mapping, a missing or unknown output, a wrong shape, a
+            non-numeric array, or NaN or inf in an output not declared ``nonfinite: allowed``.
     """
     try:
         result: object = guarded(target, ReferenceFailedError, fn, call)
@@ -297,8 +299,32 @@ def run_reference(
             )
         if arr.dtype.kind not in "biuf" and arr.dtype != out.np_dtype:
             raise ReferenceOutputError(f"{target}: output {name} has non-numeric dtype {arr.dtype}")
+        if not out.nonfinite_allowed:
+            _require_finite(arr, f"{target}: output {name}")
         expected[name] = arr
     return expected
+
+
+def _require_finite(arr: np.ndarray, what: str) -> None:
+    """Refuse NaN and inf in a reference's output (integers are always finite).
+
+    Raises:
+        ReferenceOutputError: naming how many and the first one's index and value.
+    """
+    if arr.dtype.kind in "biu":
+        return
+    bad = ~np.isfinite(arr)  # (ml_dtypes' bfloat16 and fp8 have their own isfinite)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return
+    flat = int(np.argmax(bad))
+    index = tuple(int(i) for i in np.unravel_index(flat, arr.shape))
+    where = str(index[0]) if len(index) == 1 else str(index)
+    raise ReferenceOutputError(
+        f"{what} holds {count} NaN/inf of {arr.size} elements (first at index {where}: "
+        f"{float(arr.reshape(-1)[flat])}); a reference returns finite values unless the space "
+        "declares the output `nonfinite: allowed`"
+    )
 
 
 class ExpectedOutputs:

@@ -1,18 +1,20 @@
 """Compare a kernel's outputs with the reference's, and say exactly where they differ.
 
 Integer outputs (and any output when the space says ``exact: true``) must be equal; others
-must satisfy ``|out - exp| <= atol + rtol * |exp|``, with NaN matching only NaN and inf only
-the same inf. Narrow formats (fp16, bf16, fp8) are widened to float64 first, which is exact.
-An element still holding the poison written before the launch is reported as untouched, so
-a kernel that skips a tail says so instead of "wrong value". Large outputs are compared in
-chunks to keep the float64 temporaries small.
+must satisfy ``|out - exp| <= atol + rtol * |exp|``. NaN and inf match nothing unless the output
+is declared ``nonfinite: allowed``; then NaN matches NaN and inf the same inf. Narrow formats
+(fp16, bf16, fp8) are widened to float64 first, which is exact. An element still holding the
+poison written before the launch is reported as untouched, so a kernel that skips a tail says
+so instead of "wrong value"; a float poison is a NaN no kernel computes, so such an element is
+wrong even where the reference is NaN. Large outputs are compared in chunks to keep the float64
+temporaries small.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,11 +29,13 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How outputs compare: exactly, or within ``atol + rtol * |expected|``."""
+    """How outputs compare: exactly, or within ``atol + rtol * |expected|``; ``nonfinite``: NaN
+    matches NaN and inf the same inf (else a non-finite value on either side is wrong)."""
 
     exact: bool
     rtol: float = 0.0
     atol: float = 0.0
+    nonfinite: bool = False
 
 
 def tolerance_for(reference: Reference, env: Mapping[str, object]) -> Tolerance:
@@ -50,6 +54,14 @@ def tolerance_for(reference: Reference, env: Mapping[str, object]) -> Tolerance:
             raise ConfigError(f"reference.{what} `{expr.text}` gave {value!r}; expected >= 0")
         values.append(float(value))
     return Tolerance(reference.exact, values[0], values[1])
+
+
+def output_tolerance(buf: OutputBuffer, tolerance: Tolerance) -> Tolerance:
+    """How ``buf`` compares: integers always exactly; floats by ``tolerance``, matching NaN and
+    inf only where the space declares the output ``nonfinite: allowed``."""
+    if buf.np_dtype.kind in "iu":
+        return Tolerance(True)
+    return replace(tolerance, nonfinite=buf.nonfinite_allowed)
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,8 @@ class OutputCheck:
                 if self.tolerance.exact
                 else f"tolerance {self.tolerance.atol:.3g} + {self.tolerance.rtol:.3g}*|expected|"
             )
+            if not self.tolerance.nonfinite and not all(map(math.isfinite, (f.got, f.expected))):
+                rule = "NaN and inf match nothing: the output is not `nonfinite: allowed`"
             head = (
                 f"output {self.name} differs at index {f.where()}: got {_num(f.got)}, "
                 f"expected {_num(f.expected)} ({rule})"
@@ -142,7 +156,7 @@ def verify_outputs(
     buffers: tuple[OutputBuffer, ...],
     tolerance: Tolerance,
 ) -> Verdict:
-    """Compare every compared output; integer outputs always exactly.
+    """Compare every compared output, each by :func:`output_tolerance`.
 
     Raises:
         ValueError: an output or expected array is missing or has another shape.
@@ -151,8 +165,8 @@ def verify_outputs(
     for buf in buffers:
         if not buf.compared:
             continue
-        tol = tolerance if buf.np_dtype.kind not in "iu" else Tolerance(True)
         poison = buf.fill.pattern if buf.role is OutputRole.POISONED else None
+        tol = output_tolerance(buf, tolerance)
         checks.append(compare_output(buf.name, got[buf.name], expected[buf.name], tol, poison))
     return Verdict(tuple(checks))
 
@@ -171,9 +185,9 @@ def compare_output(
         name: the output's name (for messages).
         got: what the kernel wrote.
         expected: what the reference computed (any numeric dtype; widened to float64).
-        tolerance: exact, or ``atol``/``rtol``.
+        tolerance: exact, or ``atol``/``rtol``; whether NaN and inf may match.
         poison: one element of the pre-launch fill: elements still equal to it bitwise are
-            reported as untouched.
+            reported as untouched (a NaN poison: whatever the reference holds there).
         chunk: elements compared per step.
 
     Raises:
@@ -185,6 +199,7 @@ def compare_output(
     size = flat_got.size
     integer = got.dtype.kind in "iu" and expected.dtype.kind in "iub"
     poison_word = _poison_word(poison, got.dtype.itemsize)
+    unwritten = poison_is_nan(poison, got.dtype)
     wrong = untouched = nonfinite = 0
     max_abs = max_rel = 0.0
     first: Mismatch | None = None
@@ -198,6 +213,9 @@ def compare_output(
         else:
             g, e = g_raw.astype(np.float64), e_raw.astype(np.float64)
             bad, diff, finite = _float_mismatch(g, e, tolerance)
+        is_poison = _poison_mask(g_raw, poison_word)
+        if unwritten:  # NaN == NaN must not let an element nobody wrote pass
+            bad |= is_poison
         if finite.any():
             max_abs = max(max_abs, float(diff[finite].max()))
             rel_ok = finite & (e != 0)
@@ -206,11 +224,6 @@ def compare_output(
         n_bad = int(np.count_nonzero(bad))
         if not n_bad:
             continue
-        is_poison = (
-            g_raw.view(_UINT[got.dtype.itemsize]) == poison_word
-            if poison_word is not None
-            else np.zeros(g_raw.shape, dtype=bool)
-        )
         wrong += n_bad
         untouched += int(np.count_nonzero(bad & is_poison))
         nonfinite += int(np.count_nonzero(bad & ~finite))
@@ -228,12 +241,30 @@ def _float_mismatch(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(wrong, |g - e|, both finite) for float64 arrays."""
     finite = np.isfinite(g) & np.isfinite(e)
-    same = (g == e) | (np.isnan(g) & np.isnan(e))  # inf == inf; NaN only matches NaN
+    # declared `nonfinite: allowed`: inf == inf, NaN matches NaN; else only finite values match
+    both_nan = np.isnan(g) & np.isnan(e)
+    same = (g == e) | both_nan if tol.nonfinite else finite & (g == e)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(g - e)
         close = finite & (diff <= tol.atol + tol.rtol * np.abs(e))
         bad = ~same if tol.exact else ~(same | close)
     return bad, diff, finite
+
+
+def poison_is_nan(poison: bytes | None, dtype: np.dtype) -> bool:
+    """Whether ``poison`` is a NaN in ``dtype`` (every float output's is: buffers.py): then an
+    element holding its bits was never written, whatever the reference says. An integer poison
+    is a value a kernel may rightly write, untouched only where it is also wrong."""
+    if poison is None or len(poison) != dtype.itemsize or dtype.kind in "biu":
+        return False
+    return bool(np.isnan(np.frombuffer(poison, dtype=dtype).astype(np.float64)[0]))
+
+
+def _poison_mask(raw: np.ndarray, word: int | None) -> np.ndarray:
+    """Which elements of ``raw`` hold the poison's bits (compared as unsigned integers)."""
+    if word is None:
+        return np.zeros(raw.shape, dtype=bool)
+    return raw.view(_UINT[raw.dtype.itemsize]) == word
 
 
 def _poison_word(poison: bytes | None, itemsize: int) -> int | None:

@@ -507,7 +507,13 @@ class _Builder:
                 out_dtype = schema.DType(o.dtype)
             except ValueError:  # an expression of the config naming one
                 out_dtype = self._expr(("outputs", name, "dtype"), str(o.dtype), known)
-            outputs.append(OutputSpec(name, out_dtype, shape, init, o.scratch))
+            allowed = o.nonfinite == "allowed"
+            if allowed and o.scratch:
+                raise self.err(
+                    ("outputs", name, "nonfinite"),
+                    "a scratch output is never compared: nonfinite does not apply",
+                )
+            outputs.append(OutputSpec(name, out_dtype, shape, init, o.scratch, allowed))
         return tuple(inputs), tuple(outputs)
 
     def _check_draw(self, key: tuple[str, ...], spec: schema.InputModel | InputSpec) -> None:

@@ -124,7 +124,8 @@ class OutputSpec:
     """An output buffer; poisoned before each launch unless ``init`` is given.
 
     ``dtype`` is fixed, or an expression of the config naming a dtype (see :meth:`dtype_for`);
-    a ``scratch`` buffer is zeroed before each launch and not compared with the reference.
+    a ``scratch`` buffer is zeroed before each launch and not compared with the reference;
+    ``nonfinite_allowed`` (``nonfinite: allowed``): the reference may hold NaN or inf in it.
     """
 
     name: str
@@ -132,6 +133,7 @@ class OutputSpec:
     shape: tuple[Expression, ...]
     init: float | None
     scratch: bool = False
+    nonfinite_allowed: bool = False
 
     def dtype_for(self, env: Mapping[str, object]) -> DType:
         """The dtype for one config.

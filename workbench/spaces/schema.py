@@ -136,6 +136,9 @@ class OutputModel(_Strict):
     #: scratch buffers (split-K workspaces, semaphores) are zeroed before every launch and
     #: never compared with the reference
     scratch: StrictBool = False
+    #: ``allowed``: the reference may hold NaN or inf in this output, and the kernel's NaN/inf
+    #: must match them; otherwise a non-finite reference output is an error
+    nonfinite: Literal["allowed"] | None = None
     description: StrictStr = ""
 
 
