@@ -98,3 +98,66 @@ def test_compare_without_a_gpu_shows_the_plan(rmsnorm: Path) -> None:
         cwd=rmsnorm.parent, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "python:torch_rmsnorm: torch_rmsnorm (your baseline)" in done.stdout
+
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.cli.entry", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entry", "body", "said"),
+    [
+        ("bl.py:missing_fn", "def fast(x):\n    return x\n", "has no function 'missing_fn'"),
+        ("nosuchmodule.x:fn", None, "no module named 'nosuchmodule'"),
+        ("bl.py:fast", "def fast(x, gamma):\n    return x\n", "parameter 'gamma'"),
+        ("bl.py:fast", "import sys\nsys.exit(0)\n", "bl.py:2 called sys.exit(0)"),
+    ],
+)
+def test_a_baseline_that_cannot_be_called_is_a_located_error_before_any_gpu_work(
+    entry: str, body: str | None, said: str, write_space: Callable[..., Path]
+) -> None:
+    path = write_space(TINY_SPACE + f"baselines: [{{python: {entry}}}]\n")
+    if body is not None:
+        (path.parent / "bl.py").write_text(body)
+    for command in ("space", "compare"):
+        done = run_cli(command, str(path), cwd=path.parent)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "[baselines]" in done.stderr and said in done.stderr, (command, done.stderr)
+        assert "no GPU" not in done.stdout  # (found before compare looks for one)
+
+
+def test_every_package_a_baseline_needs_is_named(rmsnorm: Path) -> None:
+    """torch_rmsnorm imports PyTorch inside the function: the module loads without it, the
+    check names it beside CuPy, and compare's skip reason gives both."""
+    from workbench.compare.user_baselines import check_user_baselines
+
+    spec = load_space(rmsnorm)
+    missing = check_user_baselines(spec)["python:torch_rmsnorm"]
+    assert missing == (() if HAS_TORCH else ("torch",))
+    space = Space(spec, shape={"rows": 4, "cols": 256})
+    selections, _ = select(spec.baselines, classify(space, space.default_config()), cc=90)
+    mine = next(s for s in selections if s.name == "python:torch_rmsnorm")
+    assert ("no Python module 'torch'" in mine.reason) is not HAS_TORCH
+    assert ("no Python module 'cupy'" in mine.reason) is not HAS_CUPY
+    if not HAS_TORCH:
+        shown = run_cli("space", str(rmsnorm), "--sample", "0", cwd=rmsnorm.parent)
+        assert shown.returncode == 0, shown.stderr
+        assert "baseline python:torch_rmsnorm: needs torch, not installed here" in shown.stdout
+
+
+def test_a_package_the_baselines_module_imports_is_missing_not_an_error(
+    write_space: Callable[..., Path],
+) -> None:
+    from workbench.compare.user_baselines import check_user_baselines
+
+    path = write_space(TINY_SPACE + "baselines: [{python: bl.py:fast}]\n")
+    (path.parent / "bl.py").write_text(
+        "import numpy\nimport not_installed_anywhere.sub\ndef fast(x):\n    return x\n"
+    )
+    assert check_user_baselines(load_space(path)) == {"python:fast": ("not_installed_anywhere",)}

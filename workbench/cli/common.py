@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -21,6 +21,9 @@ from workbench.errors import CompileError, ConfigError, WorkbenchError
 from workbench.printable import printable
 from workbench.store import Store
 from workbench.store.store import StoreError
+
+if TYPE_CHECKING:
+    from workbench.spaces.model import SpaceSpec
 
 #: Exit statuses, documented in docs/tuning.md.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -319,3 +322,27 @@ def open_best_store(storage: str | None, kernel: str) -> Store:
             f"--config best takes the tuned config from the store, but {exc}: tune {kernel} "
             "first, or give the store with --storage"
         ) from None
+
+
+def check_user_code(spec: SpaceSpec) -> dict[str, tuple[str, ...]]:
+    """Find the space's reference and its own baselines and check how they are called, in
+    the user-code process, without a GPU (``space`` and ``compare`` before anything runs).
+
+    Returns:
+        Each own baseline's name and the packages its module needs that are missing here.
+
+    Raises:
+        SpaceFileError: located at ``reference`` or ``baselines``: a missing module, file or
+            function, a parameter nothing provides, or loading exited, crashed or hung.
+    """
+    from workbench.compare.user_baselines import check_user_baselines
+    from workbench.runners.reference import ReferenceNotFoundError, check_reference
+
+    try:
+        check_reference(spec)
+    except ReferenceNotFoundError as exc:
+        raise spec.error("reference", str(exc)) from None
+    try:
+        return check_user_baselines(spec)
+    except ReferenceNotFoundError as exc:
+        raise spec.error("baselines", str(exc)) from None

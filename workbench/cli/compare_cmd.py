@@ -24,6 +24,7 @@ from workbench.cli.common import (
     ShapesOpt,
     SpacesOpt,
     StorageOpt,
+    check_user_code,
     cli_errors,
     console,
     err_console,
@@ -94,6 +95,7 @@ def compare_command(
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])
+        check_user_code(spec)  # (a wrong reference or baseline is bad input, GPU or not)
         target = one_arch(spec, arch)
         spaces_ = option_spaces(spec, target, device, shape, shapes)
         store = open_store(storage)

@@ -17,6 +17,7 @@ from workbench.cli.common import (
     KernelArg,
     ShapeOpt,
     SpacesOpt,
+    check_user_code,
     cli_errors,
     console,
 )
@@ -24,10 +25,8 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.runners.reference import (
     BadReferenceError,
-    ReferenceNotFoundError,
     try_reference,
 )
-from workbench.runners.reference import check_reference as check_space_reference
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
@@ -153,11 +152,7 @@ def space(
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
-        if spec.reference is not None:
-            try:
-                check_space_reference(spec)
-            except ReferenceNotFoundError as exc:
-                raise spec.error("reference", str(exc)) from None
+        missing = check_user_code(spec)
         target = one_arch(spec, arch)
         sp = Space(
             spec,
@@ -174,6 +169,12 @@ def space(
         )
         args = [_arg_label(a) for a in spec.args]
         console.print(f"args ({', '.join(escape(a) for a in args)})")
+        for name, packages in missing.items():
+            if packages:
+                console.print(
+                    f"baseline {escape(name)}: needs {escape(', '.join(packages))}, not installed "
+                    "here (compare skips it on this machine)"
+                )
         if spec.reference is not None:
             console.print(f"reference {escape(spec.reference.target)}")
             if check_reference:

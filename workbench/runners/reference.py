@@ -215,7 +215,10 @@ def _load_file(path_text: str, target: str, what: str) -> object:
             if isinstance(exc, SystemExit)
             else f"failed: {type(exc).__name__}: {exc}"
         )
-        raise ReferenceNotFoundError(f"{what} {target!r}: running {where} {did}") from None
+        error = ReferenceNotFoundError(f"{what} {target!r}: running {where} {did}")
+        if isinstance(exc, Exception):
+            raise error from exc  # (a missing package is told apart by its cause)
+        raise error from None
     return module
 
 
@@ -434,20 +437,26 @@ def check_reference(spec: SpaceSpec) -> None:
     """
     if spec.reference is None:
         return
-    names = (
-        tuple(i.name for i in spec.inputs),
-        tuple(a.name for a in spec.args if isinstance(a, ScalarArg) and a.name),
-        tuple(spec.shape_names),
-        tuple(spec.parameter_names),
-    )  # what a call will give it, by name (the values do not matter to the check)
     target = spec.reference.target
     in_user_process(
         _check_here,
         target,
-        names,
+        call_names(spec),
         what=f"reference {target!r}",
         error=ReferenceNotFoundError,
         timeout_s=load_timeout(),
+    )
+
+
+def call_names(spec: SpaceSpec) -> tuple[tuple[str, ...], ...]:
+    """The names a plain reference or baseline may take its parameters by, in the order
+    :func:`bind_by_name` looks: inputs, named scalar arguments, shape dimensions, parameters
+    (the values do not matter to a check)."""
+    return (
+        tuple(i.name for i in spec.inputs),
+        tuple(a.name for a in spec.args if isinstance(a, ScalarArg) and a.name),
+        tuple(spec.shape_names),
+        tuple(spec.parameter_names),
     )
 
 
