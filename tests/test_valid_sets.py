@@ -5,15 +5,32 @@ entry; a damaged entry is listed again)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import TINY_SPACE
 
-from workbench.search.problem import SpaceProblem
+from workbench.search.problem import VALID_LIST_LIMIT, SpaceProblem
 from workbench.search.valid_sets import ValidSetCache
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.loader import load_space
 from workbench.spaces.space import WalkTimeout
+
+#: 9 x 5 configs, all valid; 9 x 3 once the constraint is edited to SCALE <= 3
+GRID_SPACE = (
+    TINY_SPACE.replace(
+        "BLOCK: {values: [32, 64, 128, 256], default: 128}",
+        "BLOCK: {values: [1, 2, 3, 4, 5, 6, 7, 8, 9], default: 1}",
+    )
+    .replace(
+        "SCALE: {values: [1, 2, 3], default: 2}", "SCALE: {values: [1, 2, 3, 4, 5], default: 1}"
+    )
+    .replace(
+        "WAVES: {values: [1, 2], default: 1, role: launch}", "WAVES: {values: [1], default: 1}"
+    )
+    .replace("BLOCK * SCALE <= 512", "SCALE <= 5")
+)
 
 
 def no_walk(*args: object, **kwargs: object) -> None:
@@ -65,3 +82,26 @@ def test_an_edited_space_file_or_a_damaged_entry_is_listed_again(tmp_path: Path)
     path.write_text(path.read_text() + "\n# edited\n")
     edited = Space(load_space(path), shape={"n": 1 << 20})
     assert cache.key(edited, SpaceProblem(edited).pinned, 500_000, 0) != key
+
+
+def test_an_entry_is_keyed_by_the_space_as_parsed_not_as_the_file_is_when_stored(
+    write_space: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A space file saved between the parse and the listing's store: the list (of the parsed
+    constraints) is kept under the parsed content's key, so the saved file's own list is not
+    answered with it (45 configs stored where the new constraints allow 27)."""
+    cache = ValidSetCache(tmp_path / "valid")
+    path = write_space(GRID_SPACE)
+    parsed = Space(load_space(path))
+    path.write_text(path.read_text().replace("SCALE <= 5", "SCALE <= 3"))  # saved meanwhile
+    stored = SpaceProblem(parsed, valid_sets=cache).valid_configs()
+    assert stored is not None and len(stored) == 45
+
+    saved = Space(load_space(path))
+    assert len(SpaceProblem(saved, valid_sets=cache).valid_configs() or []) == 27
+    # and the parsed content's entry is what a parse of that content reads back
+    path.write_text(path.read_text().replace("SCALE <= 3", "SCALE <= 5"))
+    reparsed = SpaceProblem(Space(load_space(path)), valid_sets=cache)
+    key = cache.key(reparsed.space, reparsed.pinned, VALID_LIST_LIMIT, 0)
+    assert key is not None
+    assert cache.get(key, reparsed.names, [p.values for p in reparsed.params]) == (stored, 45)

@@ -3,7 +3,8 @@
 Listing gemm_int8's valid configs (a pruned walk of a product of ~10^9 points, 501,372 valid,
 a uniform sample of 500,000 kept) takes ~18 s on a 2-core CPU before a tune's first evaluation;
 reading it back takes well under a second. An entry is keyed by everything the walk depends
-on: the space file's and kernel source's content (:func:`space_sha256`), the arch, the device
+on: the space file's content as parsed into the space (not as the file is by the time the list
+is stored) and the kernel source's (:func:`space_sha256`), the arch, the device
 limits, the shape, the pinned values, the sample size and seed, and this module's format
 version. Each config is stored as the index of each parameter's value in its domain (one small
 integer per parameter), beside the domains themselves, which are checked on reading: a
@@ -41,7 +42,7 @@ class ValidSetCache:
 
     @staticmethod
     def key(space: Space, pinned: Mapping[str, Value], limit: int, seed: int) -> str | None:
-        """The entry's key, or None when the space file cannot be read (no caching)."""
+        """The entry's key, or None when the kernel source cannot be read (no caching)."""
         try:
             content = space_sha256(space.spec)
         except OSError:
