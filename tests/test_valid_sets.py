@@ -255,3 +255,17 @@ def test_space_command_answers_the_same_with_a_damaged_entry(
     damage(entry)
     assert invoke("space", str(path)) == first
     assert invoke("space", str(path)) == first  # (read back from the rewritten entry)
+
+
+def test_an_unwritable_valid_set_cache_is_said_once(
+    project: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A folder no one can write (here under a regular file, which holds for root too): every
+    tune lists the valid set again, and the process says so once, as the compile cache does."""
+    (tmp_path / "a-file").write_text("")
+    cache = ValidSetCache(tmp_path / "a-file" / "valid")
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))
+    for _ in range(2):
+        assert len(SpaceProblem(space, valid_sets=cache).valid_configs() or []) == 22
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if str(cache.root) in line]
+    assert "cannot be written" in said

@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.compiler.cache import default_cache_dir
+from workbench.compiler.cache import default_cache_dir, say_unwritable
 from workbench.spaces.model import Config, Value, space_sha256
 from workbench.spaces.space import Space
 
 #: Bump when the entry format or the walk's order changes.
 FORMAT_VERSION = 1
+#: what a valid-set folder that cannot be written costs (said once with the folder)
+LISTED_AGAIN = "the valid set is listed again by every tune"
 
 
 class ValidSetCache:
@@ -89,7 +91,8 @@ class ValidSetCache:
         configs: Sequence[Config],
         total: int,
     ) -> None:
-        """Keep ``configs`` (best effort: a cache that cannot be written is no error)."""
+        """Keep ``configs`` (best effort: a folder that cannot be written is no error; it is
+        said once, as the compile cache says its own)."""
         positions = [{_token(v): i for i, v in enumerate(domain)} for domain in domains]
         longest = max((len(d) for d in domains), default=0)
         dtype = np.uint8 if longest <= 2**8 else np.uint16 if longest <= 2**16 else np.uint32
@@ -97,16 +100,27 @@ class ValidSetCache:
         for j, (name, where) in enumerate(zip(names, positions, strict=True)):
             index[:, j] = [where[_token(c[name])] for c in configs]
         header = {"names": list(names), "domains": _jsonable(domains), "total": total}
-        with contextlib.suppress(OSError):
+        try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    np.savez(f, header=np.array(json.dumps(header)), index=index)
-                os.replace(tmp, self._path(key))
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            _write(self._path(key), header, index)
+        except OSError as exc:
+            say_unwritable(self.root, exc, LISTED_AGAIN)
+
+
+def _write(path: Path, header: dict[str, object], index: np.ndarray) -> None:
+    """Write an entry to a temporary file beside ``path`` and rename it into place.
+
+    Raises:
+        OSError: the folder cannot be written (no temporary file is left).
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, header=np.array(json.dumps(header)), index=index)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):  # (renamed into place: nothing left to remove)
+            os.unlink(tmp)
 
 
 def _read(path: Path) -> tuple[object, np.ndarray] | None:
