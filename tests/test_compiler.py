@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from workbench import toolchain
-from workbench.compiler import CompileCache, compile_job, compile_jobs, make_job
+from workbench.compiler import CompileAhead, CompileCache, compile_job, compile_jobs, make_job
 from workbench.compiler.jobs import substitute_ptx
 from workbench.compiler.options import CompileOptions
 from workbench.errors import ArchError, CompileError, ToolchainError
@@ -239,3 +240,110 @@ def test_text_defines_also_define_a_flag_macro(project: Path) -> None:
     job = make_job(space, {**spec.default_config(), "MODE": "safe"})
     assert ("MODE", "safe") in job.options.defines and ("MODE_safe", "1") in job.options.defines
     assert compile_job(job).ok
+
+
+# -- a cache folder that cannot be written (issue 52) -----------------------------------------
+def _writes(folder: Path) -> bool:
+    """Whether a file can really be made in ``folder`` (root's can be, whatever the mode)."""
+    try:
+        (folder / ".probe").write_bytes(b"")
+    except OSError:
+        return False
+    (folder / ".probe").unlink()
+    return True
+
+
+@pytest.fixture(params=["read_only_folder", "parent_is_a_file"])
+def unwritable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A compile cache folder no put can write: mode 0o555 (a shared, read-only cache; skipped
+    where the tests run as root, who writes there anyway), or a path under a regular file,
+    which not even root can make."""
+    if request.param == "parent_is_a_file":
+        (tmp_path / "a-file").write_text("")
+        yield tmp_path / "a-file" / "cache"
+        return
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        if _writes(folder):
+            pytest.skip("this user writes into a 0o555 folder (root)")
+        yield folder
+    finally:
+        folder.chmod(0o755)
+
+
+def _warnings(err: str, root: Path) -> list[str]:
+    return [line for line in err.splitlines() if str(root) in line]
+
+
+def test_an_unwritable_cache_compiles_without_caching_and_says_so_once(
+    project: Path, unwritable: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every config failed ("compile failed": an internal error in each compile process) when
+    the cache folder could not be written. Each compile path now compiles uncached; the
+    folder is named once in the process, on stderr, whichever paths meet it."""
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    jobs = [make_job(space, {**spec.default_config(), "BLOCK": b}) for b in (32, 64, 128, 256)]
+    cache = CompileCache(unwritable)
+
+    one = compile_job(jobs[0], cache)
+    many = compile_jobs(jobs[1:3], cache, workers=2)
+    ahead = CompileAhead(cache, workers=1)
+    try:
+        ahead.submit(jobs[3])
+        later = ahead.result(jobs[3])
+    finally:
+        ahead.close()
+    results = [one, *many, later]
+    assert all(r.ok and not r.cached for r in results), [r.log for r in results]
+    assert all(r.cubin and r.cubin[:4] == b"\x7fELF" for r in results)
+    assert compile_job(jobs[0], CompileCache(unwritable)).ok  # (a second cache object)
+    (said,) = _warnings(capfd.readouterr().err, unwritable)
+    assert "cannot be written" in said and "without caching" in said
+
+
+def test_a_read_only_cache_still_answers_its_hits(
+    project: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A cache filled earlier, then shared read-only: its entries are hits, and the SASS text
+    a sweep keeps beside an entry is made again rather than failing the sweep."""
+    from workbench.static.sweep import sass_text
+
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    space = Space(spec, arch=Arch.parse("sm_80"))
+    job = make_job(space, spec.default_config())
+    root = tmp_path / "shared"
+    first = compile_job(job, CompileCache(root))
+    folders = [root, *(p for p in root.rglob("*") if p.is_dir())]
+    for folder in folders:
+        folder.chmod(0o555)
+    try:
+        if _writes(root):
+            pytest.skip("this user writes into a 0o555 folder (root)")
+        hit = compile_job(job, CompileCache(root))
+        assert hit.cached and hit.cubin == first.cubin
+        assert "EXIT" in sass_text(hit, CompileCache(root))
+    finally:
+        for folder in folders:
+            folder.chmod(0o755)
+    assert len(_warnings(capfd.readouterr().err, root)) == 1
+
+
+def test_compile_command_with_an_unwritable_cache(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workbench compile`` with $WORKBENCH_CACHE_DIR where nothing can be written (under a
+    regular file: root included): every config compiles, and the folder is named once."""
+    from cli_helpers import invoke
+
+    (tmp_path / "a-file").write_text("")
+    root = tmp_path / "a-file" / "cache"
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(root))
+    code, out, err = invoke(
+        "compile", str(project / "spaces" / "tiny.yaml"), "--arch", "sm_80", "--sample", "3"
+    )
+    assert code == 0 and "0 failed" in out, out + err
+    (said,) = _warnings(err, root)
+    assert said.startswith("warning: ") and "without caching" in said

@@ -88,6 +88,12 @@ def _failed(job: CompileJob, key: str, log: str, seconds: float = 0.0) -> Compil
     )
 
 
+def _store_root(cache: CompileCache | None) -> str | None:
+    """The folder compile processes keep their results in: none without a cache, or when it
+    cannot be written (found, and said, once here rather than once in every process)."""
+    return str(cache.root) if cache is not None and cache.writable() else None
+
+
 def _worker(job: CompileJob, cache_root: str | None) -> CompileResult:
     cache = CompileCache(cache_root) if cache_root is not None else None
     try:
@@ -136,8 +142,9 @@ def compile_jobs(
             pending[key] = job
     if pending:
         if workers == 1 or len(pending) == 1:
+            cache_root = _store_root(cache)
             for key, job in pending.items():
-                results[key] = _worker(job, str(cache.root) if cache else None)
+                results[key] = _worker(job, cache_root)
                 if on_result:
                     on_result(results[key])
         else:
@@ -153,7 +160,7 @@ def _compile_in_pool(
 ) -> dict[str, CompileResult]:
     # spawn, not fork: the parent may run a progress thread, and NVRTC must not inherit locks.
     context = multiprocessing.get_context("spawn")
-    cache_root = str(cache.root) if cache is not None else None
+    cache_root = _store_root(cache)
     out: dict[str, CompileResult] = {}
     crashed: list[str] = []
     with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context) as pool:
@@ -207,8 +214,7 @@ class CompileAhead:
         if self._pool is None:  # spawn: NVRTC must not inherit the parent's locks
             context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
-        cache_root = str(self.cache.root) if self.cache is not None else None
-        self._futures[key] = self._pool.submit(_worker, job, cache_root)
+        self._futures[key] = self._pool.submit(_worker, job, _store_root(self.cache))
 
     def pending(self) -> int:
         """Jobs started and not yet collected."""

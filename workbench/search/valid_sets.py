@@ -3,11 +3,12 @@
 Listing gemm_int8's valid configs (a pruned walk of a product of ~10^9 points, 501,372 valid,
 a uniform sample of 500,000 kept) takes ~18 s on a 2-core CPU before a tune's first evaluation;
 reading it back takes well under a second. An entry is keyed by everything the walk depends
-on: the space file's and kernel source's content (:func:`space_sha256`), the arch, the device
-limits, the shape, the pinned values, the sample size and seed, and this module's format
-version. Each config is stored as the index of each parameter's value in its domain (one small
-integer per parameter), beside the domains themselves, which are checked on reading: a
-damaged or foreign entry is a miss, never a wrong set.
+on: the space file's content as parsed into the space (not as the file is by the time the list
+is stored) and the kernel source's (:func:`space_sha256`), the arch, the device limits, the
+shape, the pinned values, the sample size and seed, and this module's format version. Each
+config is stored as the index of each parameter's value in its domain (one small integer per
+parameter), beside the domains themselves, which are checked on reading: a damaged or foreign
+entry is a miss (listed again, and the entry rewritten), never a wrong set nor an error.
 
 Layout: ``ROOT/valid-sets/<key>.npz``, written to a temporary file and renamed into place (a
 concurrent writer of the same key writes the same bytes).
@@ -25,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.compiler.cache import default_cache_dir
+from workbench.compiler.cache import default_cache_dir, say_unwritable
 from workbench.spaces.model import Config, Value, space_sha256
 from workbench.spaces.space import Space
 
 #: Bump when the entry format or the walk's order changes.
 FORMAT_VERSION = 1
+#: what a valid-set folder that cannot be written costs (said once with the folder)
+LISTED_AGAIN = "the valid set is listed again by every tune"
 
 
 class ValidSetCache:
@@ -41,7 +44,7 @@ class ValidSetCache:
 
     @staticmethod
     def key(space: Space, pinned: Mapping[str, Value], limit: int, seed: int) -> str | None:
-        """The entry's key, or None when the space file cannot be read (no caching)."""
+        """The entry's key, or None when the kernel source cannot be read (no caching)."""
         try:
             content = space_sha256(space.spec)
         except OSError:
@@ -64,28 +67,21 @@ class ValidSetCache:
     def get(
         self, key: str, names: Sequence[str], domains: Sequence[Sequence[Value]]
     ) -> tuple[list[Config], int] | None:
-        """The valid configs and their total count, or None (absent, damaged or foreign)."""
-        path = self._path(key)
-        if not path.is_file():
+        """The valid configs and their total count, or None (absent, damaged or foreign: the
+        caller lists the set again and :meth:`put` replaces the entry)."""
+        read = _read(self._path(key))
+        if read is None:
             return None
-        try:
-            with np.load(path, allow_pickle=False) as entry:
-                header = json.loads(str(entry["header"]))
-                index = entry["index"]
-        except (OSError, ValueError, KeyError):
-            with contextlib.suppress(OSError):
-                path.unlink()
-            return None
-        if header.get("names") != list(names) or header.get("domains") != _jsonable(domains):
-            return None
-        if index.ndim != 2 or index.shape[1] != len(names):
+        header, index = read
+        total = _total(header, index, names, domains)
+        if total is None:
             return None
         columns = [
             [domain[i] for i in column.tolist()]
             for domain, column in zip(domains, index.T, strict=True)
         ]
         configs = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
-        return configs, int(header["total"])
+        return configs, total
 
     def put(
         self,
@@ -95,7 +91,8 @@ class ValidSetCache:
         configs: Sequence[Config],
         total: int,
     ) -> None:
-        """Keep ``configs`` (best effort: a cache that cannot be written is no error)."""
+        """Keep ``configs`` (best effort: a folder that cannot be written is no error; it is
+        said once, as the compile cache says its own)."""
         positions = [{_token(v): i for i, v in enumerate(domain)} for domain in domains]
         longest = max((len(d) for d in domains), default=0)
         dtype = np.uint8 if longest <= 2**8 else np.uint16 if longest <= 2**16 else np.uint32
@@ -103,16 +100,64 @@ class ValidSetCache:
         for j, (name, where) in enumerate(zip(names, positions, strict=True)):
             index[:, j] = [where[_token(c[name])] for c in configs]
         header = {"names": list(names), "domains": _jsonable(domains), "total": total}
-        with contextlib.suppress(OSError):
+        try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    np.savez(f, header=np.array(json.dumps(header)), index=index)
-                os.replace(tmp, self._path(key))
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            _write(self._path(key), header, index)
+        except OSError as exc:
+            say_unwritable(self.root, exc, LISTED_AGAIN)
+
+
+def _write(path: Path, header: dict[str, object], index: np.ndarray) -> None:
+    """Write an entry to a temporary file beside ``path`` and rename it into place.
+
+    Raises:
+        OSError: the folder cannot be written (no temporary file is left).
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, header=np.array(json.dumps(header)), index=index)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):  # (renamed into place: nothing left to remove)
+            os.unlink(tmp)
+
+
+def _read(path: Path) -> tuple[object, np.ndarray] | None:
+    """An entry's header and index as stored, or None when it is absent or not an entry."""
+    try:
+        with np.load(path, allow_pickle=False) as entry:
+            return json.loads(str(entry["header"])), entry["index"]
+    except FileNotFoundError:
+        return None
+    # Any bytes may be there (a truncated write, a full disk, another tool): numpy, zipfile
+    # and json raise a dozen kinds on them (BadZipFile, EOFError, zlib.error, KeyError for a
+    # missing member, TypeError for a lone .npy, NotImplementedError for an unknown
+    # compression...). Only the file is read here; every one of them means "not an entry".
+    except Exception:
+        return None
+
+
+def _total(
+    header: object, index: np.ndarray, names: Sequence[str], domains: Sequence[Sequence[Value]]
+) -> int | None:
+    """The entry's count of valid configs when the entry is one of these domains (an index of
+    one in-range position per parameter per config), else None."""
+    if not isinstance(header, dict):
+        return None
+    if header.get("names") != list(names) or header.get("domains") != _jsonable(domains):
+        return None
+    total = header.get("total")
+    if not isinstance(total, int) or isinstance(total, bool):
+        return None
+    # unsigned: a negative position would silently read a domain from its end
+    if index.ndim != 2 or index.shape[1] != len(names) or index.dtype.kind != "u":
+        return None
+    if len(index) > total:
+        return None
+    if len(index) and any(int(index[:, j].max()) >= len(d) for j, d in enumerate(domains)):
+        return None
+    return total
 
 
 def _token(value: Value) -> tuple[str, Value]:

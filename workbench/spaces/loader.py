@@ -246,6 +246,7 @@ class _Builder:
             reference=self._reference(base),
             work=work,
             baselines=self._baselines(),
+            text=self.doc.text,
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
             variants=read_variants(self.doc, self.m.variants, arches, params),

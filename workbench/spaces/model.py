@@ -270,6 +270,9 @@ class SpaceSpec:
     reference: Reference | None
     work: WorkModel
     baselines: tuple[Baseline | UserBaseline, ...]
+    #: the space file's text this spec was parsed from: what it describes, whatever the file
+    #: holds by the time a hash of the space is taken (see :func:`space_sha256`)
+    text: str = field(compare=False, repr=False)
     expect_sass: tuple[ExpectSass, ...] = field(default=())
     #: per arch (``sm_90a``), the values that replace the parameters' defaults there
     arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)
@@ -330,12 +333,16 @@ class SpaceSpec:
 
 
 def space_sha256(spec: SpaceSpec) -> str:
-    """Hash of the space file and its source (a changed kernel is a different space).
+    """Hash of the space file as parsed into ``spec`` and of its source (a changed kernel is a
+    different space). The file's part is the text the spec came from, not the file read again:
+    a file saved since the parse is another space (issue 52: a valid set listed from the old
+    constraints was kept under the new file's hash). The same bytes as the file's, so a hash
+    stored by an earlier version still matches.
 
     Raises:
-        OSError: either file cannot be read.
+        OSError: the source cannot be read.
     """
-    h = hashlib.sha256(spec.path.read_bytes())
+    h = hashlib.sha256(spec.text.encode("utf-8"))
     h.update(read_source(spec.source))
     return h.hexdigest()
 

@@ -32,6 +32,8 @@ class MarkedDocument:
     path: Path
     data: object
     lines: dict[KeyPath, int]
+    #: the file's text as read and parsed (the file may be saved again meanwhile)
+    text: str
 
     def line_of(self, key_path: Sequence[str | int]) -> int | None:
         """Line of the deepest node on ``key_path`` that exists in the file."""
@@ -90,7 +92,7 @@ def load_marked_yaml(path: Path) -> MarkedDocument:
         raise SpaceFileError(path, "the file is empty; expected a mapping of space keys")
     lines: dict[KeyPath, int] = {}
     data = _convert(path, node, (), lines, set())
-    return MarkedDocument(path, data, lines)
+    return MarkedDocument(path, data, lines, text)
 
 
 def _convert(
