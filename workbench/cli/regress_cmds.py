@@ -54,6 +54,7 @@ _STYLE = {
     Verdict.FIXED: "green",
     Verdict.SAME: "",
     Verdict.NOT_COMPARABLE: "yellow",
+    Verdict.DAMAGED: "bold red",
 }
 
 
@@ -204,7 +205,8 @@ def check_command(
     """Compare two runs config by config and shape by shape (decision rule: docs/regressions.md).
 
     Exit status: 0 no regression; 1 a config got slower (or broke); 2 error (no such run, no
-    baseline, damaged store).
+    baseline, damaged store, or a measurement with too few samples that are times left).
+    Samples that are not times (NaN, zero, negative) are dropped with a warning naming the run.
     """
     with cli_errors(json_errors=as_json):
         try:
@@ -219,11 +221,17 @@ def check_command(
                     json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
                 )
             return
+        for warning in report.warnings:  # (stderr: --json's stdout stays one document)
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}")
+        for row in report.rows:
+            if row.verdict is Verdict.DAMAGED:  # exit 2: said where a CI log shows errors
+                where = f"{row.shape_label} {row.config_key}"
+                err_console.print(f"[red]error:[/] {escape(where)}: {escape(row.note)}")
         if as_json:
             sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
         else:
             _print_report(report)
-    if report.failed:
+    if report.exit_status:
         raise typer.Exit(report.exit_status)
 
 
