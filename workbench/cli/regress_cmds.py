@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from workbench.cli.common import (
     open_store,
 )
 from workbench.errors import ConfigError
+from workbench.jsontext import strict_dumps
 from workbench.regress.check import CheckReport, check, run_json
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
@@ -132,7 +132,7 @@ def record_command(
         _print_recorded(result, plan, store.shown_url, out)
         if as_json:
             doc = _recorded_json(result, plan, store.shown_url)
-            sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+            sys.stdout.write(strict_dumps(doc, indent=1) + "\n")
 
 
 def _plan(
@@ -218,7 +218,7 @@ def check_command(
             err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
             if as_json:
                 sys.stdout.write(
-                    json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
+                    strict_dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
                 )
             return
         for warning in report.warnings:  # (stderr: --json's stdout stays one document)
@@ -228,7 +228,7 @@ def check_command(
                 where = f"{row.shape_label} {row.config_key}"
                 err_console.print(f"[red]error:[/] {escape(where)}: {escape(row.note)}")
         if as_json:
-            sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+            sys.stdout.write(strict_dumps(report.to_json(), indent=1, default=str) + "\n")
         else:
             _print_report(report)
     if report.exit_status:
@@ -256,7 +256,7 @@ def history_command(
             (err_console if as_json else console).print(f"wrote {escape(str(path))}")
         if as_json:
             doc = [_series_json(s) for s in series]
-            sys.stdout.write(json.dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
+            sys.stdout.write(strict_dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
             return
         table = Table(title=f"regression history: {escape(kernel)}")
         columns = ("GPU", "shape", "config", "runs", "first ms", "last ms", "change points")
@@ -298,7 +298,7 @@ def runs_command(
         store = open_store(storage, read_only=True)
         if as_json:
             runs = [run_json(r) for r in list_runs(store, kernel)]
-            print(json.dumps({"store": store.shown_url, "runs": runs}, indent=1))
+            print(strict_dumps({"store": store.shown_url, "runs": runs}, indent=1))
             return
         table = Table(title=f"regression runs in {escape(store.shown_url)}")
         for col in ("id", "kernel", "label", "date", "environment", "source"):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.jsontext import strict_dumps
 from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.variants import label_values
@@ -729,7 +730,7 @@ def write_recording(
         "extra": dict(extra or {}),
         "entries": rows,
     }
-    blob = json.dumps(doc, indent=None, separators=(",", ":")).encode()
+    blob = strict_dumps(doc, indent=None, separators=(",", ":")).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(gzip.compress(blob, mtime=0) if path.suffix == ".gz" else blob)
