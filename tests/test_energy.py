@@ -242,3 +242,4 @@ def test_a_gpu_that_gave_energy_before_fails_only_the_config_without_it() -> Non
     assert missing.outcome is UNUSABLE_READING and "no energy reading" in missing.reason
     assert nan.outcome is UNUSABLE_READING and "nan J" in nan.reason
     assert missing.metrics["time_ms"] == 2.0  # the launch's time is kept
+    assert "energy_j" not in nan.metrics  # (said in the reason; PostgreSQL refuses NaN)

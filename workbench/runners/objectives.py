@@ -127,7 +127,8 @@ def _unusable(m: Measurement, kind: ObjectiveKind, why: str) -> Measurement:
         f"{kind.value} to minimise",
         replayed_from=m.replayed_from,
         compile_seconds=m.compile_seconds,
-        metrics={**m.metrics, "time_ms": m.value},
+        # a NaN or infinite reading is said in the reason, not kept: PostgreSQL's JSON refuses it
+        metrics={**{k: v for k, v in m.metrics.items() if math.isfinite(v)}, "time_ms": m.value},
     )
 
 
