@@ -14,10 +14,18 @@ from dataset_paths import CACHES, needs_caches
 
 from workbench.report.data import gather_study
 from workbench.report.energy import gather_time_energy, pareto_front
+from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.cuda.worker import measure
+from workbench.runners.objectives import (
+    UNUSABLE_READING,
+    NoEnergyError,
+    ObjectiveKind,
+    ObjectiveRunner,
+)
 from workbench.runners.protocol import Timing
 from workbench.runners.timing import StoppingRule, StopReason, TimingOptions
 from workbench.runners.worker_runner import energy_metrics
+from workbench.spaces.model import Config
 from workbench.store import Store
 
 ENERGY_CACHE = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"
@@ -128,3 +136,110 @@ def test_energy_without_a_reading_is_one_clear_error(tmp_path: Path) -> None:
     )
     assert code != 0
     assert "--objective energy" in out + err and "no energy reading" in out + err
+
+
+def damaged_cache(tmp_path: Path, key: str, energy: object) -> Path:
+    """The energy cache with one entry's ``energy`` set to ``energy`` (``...``: removed), as
+    Python's json writes it (NaN and Infinity are what Kernel Tuner's json.dump leaves)."""
+    doc = json.loads(ENERGY_CACHE.read_text())
+    if energy is ...:
+        del doc["cache"][key]["energy"]
+    else:
+        doc["cache"][key]["energy"] = energy
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def strict_json(text: str) -> dict:
+    """``text`` parsed as JSON proper: NaN and Infinity are not JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@needs_caches
+@pytest.mark.parametrize(
+    ("objective", "energy", "named"),
+    [
+        ("energy", float("nan"), "nan"),
+        ("edp", float("inf"), "inf"),
+        ("energy", -1.0, "-1"),
+        ("edp", 0.0, "0"),
+        ("energy", ..., "no energy"),
+    ],
+)
+def test_a_damaged_energy_reading_fails_its_config_and_the_tune_goes_on(
+    tmp_path: Path, objective: str, energy: object, named: str
+) -> None:
+    storage = f"sqlite:///{tmp_path / 's.sqlite'}"
+    key = "384,1080"
+    cache = json.loads(ENERGY_CACHE.read_text())["cache"]
+    code, out, err = invoke(
+        "tune", "--replay", str(damaged_cache(tmp_path, key, energy)), "--objective", objective,
+        "--budget", "15", "--json", "--storage", storage,
+    )  # fmt: skip
+    assert code == 0, out + err
+    doc = strict_json(out)
+    assert doc["evaluations"] == 15 and doc["failed"] == 1
+
+    def score(r: dict) -> float:
+        return r["energy"] if objective == "energy" else r["energy"] * r["time"] / 1e3
+
+    best = min((r for k, r in cache.items() if k != key), key=score)
+    assert doc["best_value"] == pytest.approx(score(best))
+    store = Store(storage, read_only=True)
+    (study,) = store.studies()
+    (bad,) = [e for e in store.evaluations(study) if e.config["block_size_x"] == 384]
+    assert bad.measurement.outcome.failed and bad.measurement.value is None
+    assert "energy" in bad.measurement.reason and named in bad.measurement.reason
+
+
+@needs_caches
+def test_an_edp_that_overflows_fails_its_config(tmp_path: Path) -> None:
+    """1e308 J x 3.2 ms is past a float: not a value a search may minimise (or JSON hold)."""
+    storage = f"sqlite:///{tmp_path / 's.sqlite'}"
+    code, out, err = invoke(
+        "tune", "--replay", str(damaged_cache(tmp_path, "384,1080", 1e308)), "--objective", "edp",
+        "--budget", "15", "--json", "--storage", storage,
+    )  # fmt: skip
+    assert code == 0, out + err
+    doc = strict_json(out)
+    assert doc["failed"] == 1 and doc["best_value"] is not None
+    store = Store(storage, read_only=True)
+    (study,) = store.studies()
+    (bad,) = [e for e in store.evaluations(study) if e.measurement.outcome.failed]
+    assert "overflows" in bad.measurement.reason and "1e+308 J" in bad.measurement.reason
+
+
+class Readings(Runner):
+    """A live runner's answers, in order: the time, and the energy reading each came with
+    (None: the counter gave none)."""
+
+    def __init__(self, *energies: float | None) -> None:
+        self.energies = list(energies)
+
+    @property
+    def device(self) -> DeviceInfo:
+        return DeviceInfo("NVIDIA H200")
+
+    def evaluate(self, config: Config) -> Measurement:
+        energy = self.energies.pop(0)
+        metrics = {} if energy is None else {"energy_j": energy}
+        return Measurement(TrialOutcome.OK, value=2.0, samples=(2.0,), metrics=metrics)
+
+
+def test_a_gpu_that_gave_energy_before_fails_only_the_config_without_it() -> None:
+    """No reading at all from the first config: the GPU has no counter, and the tune stops.
+    After a reading: a config without one (the counter did not move) is a failed config."""
+    with pytest.raises(NoEnergyError, match="NVIDIA H200 gives no energy reading"):
+        ObjectiveRunner(Readings(None), ObjectiveKind.ENERGY).evaluate({})
+    runner = ObjectiveRunner(Readings(0.5, None, float("nan"), 0.25), ObjectiveKind.EDP)
+    first, missing, nan, last = (runner.evaluate({}) for _ in range(4))
+    assert first.value == pytest.approx(0.5 * 2.0 / 1e3) and last.outcome is TrialOutcome.OK
+    assert missing.outcome is UNUSABLE_READING and "no energy reading" in missing.reason
+    assert nan.outcome is UNUSABLE_READING and "nan J" in nan.reason
+    assert missing.metrics["time_ms"] == 2.0  # the launch's time is kept
+    assert "energy_j" not in nan.metrics  # (said in the reason; PostgreSQL refuses NaN)

@@ -205,3 +205,54 @@ def test_one_change_among_many_configs_must_survive_the_family_step(
     report = check(store, str(base), "latest", kernel="many")
     assert report.count(Verdict.SLOWER) == 30, [r.to_json() for r in report.rows]
     assert report.to_json()["rule"]["family_q"] == 0.05  # type: ignore[index]
+
+
+def damaged(samples: np.ndarray, bad: float, count: int) -> MeasurementRecord:
+    """``samples`` with the first ``count`` replaced by ``bad`` (NaN, zero, negative): what a
+    broken timer or a store edited by hand leaves; the median is the intact samples'."""
+    intact = float(np.median(samples[count:]))
+    values = samples.copy()
+    values[:count] = bad
+    return dataclasses.replace(measured(values), median=intact)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0.0, -1.0])
+def test_a_damaged_sample_is_dropped_with_a_warning_and_the_rest_compared(
+    store: Store, one_percent: list[SampleSet], bad: float
+) -> None:
+    """1.93x slower over 384 samples stays a regression when one sample is NaN, 0 or negative:
+    the sample is dropped, the row and the report's warnings name the run and the count."""
+    rng = np.random.default_rng(6)
+    env = store.environment(H200)
+    s = one_percent[5].samples
+    save(store, env, measured(draw_run(s, rng, n=384)), label="base")
+    cand = save(store, env, damaged(draw_run(s, rng, n=384, factor=1.93), bad, 1))
+    report = check(store, "base")
+    (row,) = report.rows
+    assert row.verdict is Verdict.SLOWER and report.exit_status == 1
+    assert row.dropped == (0, 1)
+    assert f"candidate run {cand}" in row.note and "1 of 384 samples" in row.note
+    (warning,) = report.warnings
+    assert f"candidate run {cand}" in warning and "1 of 384" in warning
+    assert report.to_json()["rows"][0]["dropped_samples"] == [0, 1]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_a_measurement_too_damaged_to_compare_fails_the_check_naming_the_run(
+    store: Store, one_percent: list[SampleSet], side: str
+) -> None:
+    """60 of 64 samples NaN leaves 4, under the rule's 7: exit 2, never a silent pass."""
+    rng = np.random.default_rng(7)
+    env = store.environment(H200)
+    s = one_percent[6].samples
+    good, bad = measured(draw_run(s, rng, n=64)), damaged(draw_run(s, rng, n=64), np.nan, 60)
+    first = save(store, env, bad if side == "baseline" else good, label="base")
+    second = save(store, env, good if side == "baseline" else bad)
+    report = check(store, "base")
+    (row,) = report.rows
+    assert row.verdict is Verdict.DAMAGED and report.exit_status == 2
+    run = first if side == "baseline" else second
+    assert f"{side} run {run}: 60 of 64 samples" in row.note
+    left = "4 baseline and 64 candidate" if side == "baseline" else "64 baseline and 4 candidate"
+    assert f"{left} samples left, 7 needed on each side" in row.note
+    assert report.to_json()["exit_status"] == 2

@@ -320,3 +320,39 @@ def test_bad_record_input(project: Path) -> None:
         "regress", "record", "reduce", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz")
     )
     assert code == 2 and "not a recording of this space" in err
+
+
+def damage_samples(db_path: Path, row_id: int, bad: float, count: int) -> None:
+    """Replace the first ``count`` samples of a stored measurement with ``bad`` (JSON's NaN
+    where ``bad`` is one, as Python's json writes it)."""
+    with sqlite3.connect(db_path) as db:
+        (text,) = db.execute(
+            "SELECT samples FROM regress_measurements WHERE id = ?", (row_id,)
+        ).fetchone()
+        samples = json.loads(text)
+        samples[:count] = [bad] * count
+        db.execute(
+            "UPDATE regress_measurements SET samples = ? WHERE id = ?",
+            (json.dumps(samples), row_id),
+        )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0.0, -1.0])
+def test_a_damaged_sample_is_dropped_with_a_warning_and_too_many_exit_2(
+    project: Path, one_percent_noise: list[SampleSet], tmp_path: Path, bad: float
+) -> None:
+    record(project, recording(project, "a.json", one_percent_noise), "--label", "base")
+    record(project, recording(project, "b.json", one_percent_noise, slower=1.93, seed=1))
+    damage_samples(tmp_path / "store.sqlite", 2, bad, 1)
+    code, out, err = invoke("regress", "check")
+    assert code == 1 and "slower" in out, out + err
+    assert "warning" in err and "candidate run 2" in err and "1 of 64 samples" in err
+    code, doc, err = check_json()
+    assert code == 1 and doc["rows"][0]["verdict"] == "slower"
+    assert doc["rows"][0]["dropped_samples"] == [0, 1] and "candidate run 2" in err
+    # 60 of 64 damaged: what is left cannot be compared, and the gate fails (never a pass)
+    damage_samples(tmp_path / "store.sqlite", 2, bad, 60)
+    code, out, err = invoke("regress", "check")
+    assert code == 2 and "damaged" in out and "candidate run 2" in out + err, out + err
+    code, doc, _ = check_json()
+    assert code == 2 and doc["exit_status"] == 2 and doc["rows"][0]["verdict"] == "damaged"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -18,6 +17,7 @@ from rich.markup import escape
 from rich.segment import Segment
 
 from workbench.errors import CompileError, ConfigError, WorkbenchError
+from workbench.jsontext import strict_dumps
 from workbench.printable import printable
 from workbench.store import Store
 from workbench.store.store import StoreError
@@ -249,7 +249,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 def _json_error(message: str) -> None:
     with contextlib.suppress(OSError):  # (stdout itself may be what failed)
-        sys.stdout.write(json.dumps({"exit_status": EXIT_BAD_INPUT, "error": message}) + "\n")
+        sys.stdout.write(strict_dumps({"exit_status": EXIT_BAD_INPUT, "error": message}) + "\n")
         sys.stdout.flush()
 
 

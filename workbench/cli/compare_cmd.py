@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -41,6 +40,7 @@ from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_basel
 from workbench.compare.table import ShapeComparison, Status, format_rows
 from workbench.errors import ConfigError
 from workbench.gpu import probe_gpu
+from workbench.jsontext import strict_dumps
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import shape_label
 from workbench.spaces.targets import one_arch, option_spaces
@@ -183,7 +183,7 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
     arch = plans[0].space.arch.sm if plans else ""
     if as_json:
         doc = {"gpu": False, "reason": reason, "arch": arch, "measured": False, "shapes": shapes}
-        console.print_json(json.dumps(doc))
+        console.print_json(strict_dumps(doc))
         return
     console.print(f"[bold]no GPU[/] ({escape(reason)}): nothing is timed or compared here.")
     console.print(f"On a GPU of {arch}, `workbench compare` would run:")
@@ -212,7 +212,7 @@ def _emit(
             "shapes": [r.to_json() for r in results],
             "stored": {"batch": batch, "store": store.shown_url},
         }
-        console.print_json(json.dumps(doc))
+        console.print_json(strict_dumps(doc))
         return
     table = Table(title=f"compare on {device}", show_lines=False)
     for col in ("shape", "contender", "status", "median ms [95% CI]", "throughput",

@@ -4,7 +4,6 @@ the JSON/CSV files of the records."""
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from workbench.analysis.signature import args_error
 from workbench.cli.common import console
 from workbench.cli.tables import Column, config_cells, print_table
 from workbench.compiler import CompileCache
+from workbench.jsontext import strict_dumps
 from workbench.search.configs import store_sweep
 from workbench.spaces import Space
 from workbench.spaces.model import Config, SpaceSpec, shape_label
@@ -158,7 +158,7 @@ def write_records(
     """JSON keeps everything (``-``: on stdout); CSV flattens config values into ``cfg.NAME``
     columns. Where they went is said on ``out``."""
     if json_out is not None:
-        text = json.dumps([r.to_dict() for r in records], indent=1)
+        text = strict_dumps([r.to_dict() for r in records], indent=1)
         if str(json_out) == "-":
             sys.stdout.write(text + "\n")
         else:

@@ -3,7 +3,6 @@ postgresql://...`` and ``workbench worker`` both do."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from typing import Any
@@ -24,6 +23,7 @@ from workbench.fleet.joining import (
     SharedSetup,
     create_or_join,
 )
+from workbench.jsontext import strict_dumps
 from workbench.search.request import TuneRequest
 from workbench.search.tuner import StopReason, TuneResult
 from workbench.store import Store
@@ -75,7 +75,7 @@ def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: boo
     if as_json:
         doc = summary(plan, result, db.outage.where)
         doc["worker"] = stats
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
     db.close()
     if result.stop is StopReason.INTERRUPTED:
         raise typer.Exit(130)

@@ -4,7 +4,6 @@ and occupancy figures derived from them."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -35,6 +34,7 @@ from workbench.cli.config_request import (
     wants_best,
 )
 from workbench.errors import ConfigError
+from workbench.jsontext import strict_dumps
 from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
 from workbench.profile.metrics import MetricSet
@@ -213,7 +213,7 @@ def _dry_run(request: profiler.ProfileRequest, as_json: bool) -> None:
             "report": str(the_plan.report),
             "command": command,
         }
-        console.print_json(json.dumps(doc))
+        console.print_json(strict_dumps(doc))
         return
     r = the_plan.resolved
     console.print(
@@ -228,7 +228,7 @@ def _dry_run(request: profiler.ProfileRequest, as_json: bool) -> None:
 def _emit(records: list[ProfileRecord], ceilings: Ceilings, as_json: bool) -> None:
     summaries = [summarize(r, ceilings) for r in records]
     if as_json:
-        console.print_json(json.dumps({"profiles": [to_json(s) for s in summaries]}))
+        console.print_json(strict_dumps({"profiles": [to_json(s) for s in summaries]}))
         return
     for s in summaries:
         _print(s)

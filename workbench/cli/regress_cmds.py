@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from workbench.cli.common import (
     open_store,
 )
 from workbench.errors import ConfigError
+from workbench.jsontext import strict_dumps
 from workbench.regress.check import CheckReport, check, run_json
 from workbench.regress.history import Series, gather_history
 from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
@@ -54,6 +54,7 @@ _STYLE = {
     Verdict.FIXED: "green",
     Verdict.SAME: "",
     Verdict.NOT_COMPARABLE: "yellow",
+    Verdict.DAMAGED: "bold red",
 }
 
 
@@ -131,7 +132,7 @@ def record_command(
         _print_recorded(result, plan, store.shown_url, out)
         if as_json:
             doc = _recorded_json(result, plan, store.shown_url)
-            sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+            sys.stdout.write(strict_dumps(doc, indent=1) + "\n")
 
 
 def _plan(
@@ -204,7 +205,8 @@ def check_command(
     """Compare two runs config by config and shape by shape (decision rule: docs/regressions.md).
 
     Exit status: 0 no regression; 1 a config got slower (or broke); 2 error (no such run, no
-    baseline, damaged store).
+    baseline, damaged store, or a measurement with too few samples that are times left).
+    Samples that are not times (NaN, zero, negative) are dropped with a warning naming the run.
     """
     with cli_errors(json_errors=as_json):
         try:
@@ -216,14 +218,20 @@ def check_command(
             err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
             if as_json:
                 sys.stdout.write(
-                    json.dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
+                    strict_dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
                 )
             return
+        for warning in report.warnings:  # (stderr: --json's stdout stays one document)
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}")
+        for row in report.rows:
+            if row.verdict is Verdict.DAMAGED:  # exit 2: said where a CI log shows errors
+                where = f"{row.shape_label} {row.config_key}"
+                err_console.print(f"[red]error:[/] {escape(where)}: {escape(row.note)}")
         if as_json:
-            sys.stdout.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+            sys.stdout.write(strict_dumps(report.to_json(), indent=1, default=str) + "\n")
         else:
             _print_report(report)
-    if report.failed:
+    if report.exit_status:
         raise typer.Exit(report.exit_status)
 
 
@@ -248,7 +256,7 @@ def history_command(
             (err_console if as_json else console).print(f"wrote {escape(str(path))}")
         if as_json:
             doc = [_series_json(s) for s in series]
-            sys.stdout.write(json.dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
+            sys.stdout.write(strict_dumps({"kernel": kernel, "series": doc}, indent=1) + "\n")
             return
         table = Table(title=f"regression history: {escape(kernel)}")
         columns = ("GPU", "shape", "config", "runs", "first ms", "last ms", "change points")
@@ -290,7 +298,7 @@ def runs_command(
         store = open_store(storage, read_only=True)
         if as_json:
             runs = [run_json(r) for r in list_runs(store, kernel)]
-            print(json.dumps({"store": store.shown_url, "runs": runs}, indent=1))
+            print(strict_dumps({"store": store.shown_url, "runs": runs}, indent=1))
             return
         table = Table(title=f"regression runs in {escape(store.shown_url)}")
         for col in ("id", "kernel", "label", "date", "environment", "source"):

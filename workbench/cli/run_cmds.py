@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +33,7 @@ from workbench.cli.config_request import (
     wants_best,
 )
 from workbench.compiler import CompileCache
+from workbench.jsontext import strict_dumps
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import write_recording
 from workbench.search.configs import select_configs
@@ -75,7 +75,7 @@ def run(
             m = runner.evaluate(cfg)
         if as_json:
             console.print_json(
-                json.dumps(
+                strict_dumps(
                     {
                         "config": cfg,
                         "outcome": m.outcome.value,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from workbench.fleet.joining import (
     wait_for_study,
 )
 from workbench.fleet.status import StudyStatus, gather_status
+from workbench.jsontext import strict_dumps
 from workbench.search.tuner import StopReason
 from workbench.store import Store
 
@@ -112,7 +112,7 @@ def worker(
                 "stop": result.stop.value,
                 "evaluations": result.evaluations,
             }
-            sys.stdout.write(json.dumps(doc, default=str) + "\n")
+            sys.stdout.write(strict_dumps(doc, default=str) + "\n")
         db.close()
         if result.stop is StopReason.INTERRUPTED:
             raise typer.Exit(130)
@@ -178,7 +178,7 @@ def status(
         db.close()
         if as_json:
             doc = {**vars(report), "alive": len(report.alive)}
-            sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+            sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
             return
         _print_status(report)
 

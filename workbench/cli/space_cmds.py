@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated, Any
 
@@ -23,6 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
+from workbench.jsontext import strict_dumps
 from workbench.runners.reference import (
     BadReferenceError,
     try_reference,
@@ -90,7 +90,7 @@ def kernels(
             )
             rows += [_variant_row(spec, v, entry) for v in spec.variants if v.name in named]
         if as_json:
-            console.print_json(json.dumps(rows))
+            console.print_json(strict_dumps(rows))
             return
         table = Table(title="kernels")
         for col in ("name", "lang", "arches", "params", "points", "from", "description"):

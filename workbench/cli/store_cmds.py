@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ from workbench.cli.common import (
     shown,
 )
 from workbench.errors import ConfigError
+from workbench.jsontext import strict_dumps
 from workbench.store.best import best_of
 
 app = typer.Typer(
@@ -59,7 +59,7 @@ def list_studies(
                 }
             )
         if as_json:
-            print(json.dumps({"store": store.shown_url, "studies": rows}, indent=1))
+            print(strict_dumps({"store": store.shown_url, "studies": rows}, indent=1))
             return
         table = Table(title=f"studies in {shown(store.shown_url)}")
         columns = ("id", "kernel", "shape", "device", "evals", "failed", "best", "source", "runs")

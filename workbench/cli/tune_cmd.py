@@ -7,7 +7,6 @@ The command parses its options into a :class:`~workbench.search.request.TuneRequ
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -46,6 +45,7 @@ from workbench.cli.tune_output import (
 )
 from workbench.compiler import CompileCache
 from workbench.fleet.connection import is_postgresql
+from workbench.jsontext import strict_dumps
 from workbench.runners.objectives import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY, DriftCheck
 from workbench.search.planning import Source, TuneSetup, compile_batches, first_configs, plan_tune
@@ -306,7 +306,7 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
         print_result(plan, result, setup.store.shown_url, out)
     if as_json:
         doc = summaries[0] if len(summaries) == 1 else {"results": summaries}
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
     if any(r.stop is StopReason.INTERRUPTED for r in results):
         raise typer.Exit(130)
     if not any(r.best for r in results):
@@ -390,7 +390,7 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
     )
     if as_json:
         doc = compile_summary(spec, records, setup.no_gpu or "", setup.store.shown_url)
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
     if not any(r.ok for r in records):
         raise typer.Exit(EXIT_FAILED)
 

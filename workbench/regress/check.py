@@ -7,6 +7,11 @@ shape measured on one side only is not comparable; a candidate that failed (wron
 crash) where the baseline ran is BROKEN, one that ran where the baseline failed FIXED. When
 the environment changed (GPU, driver, CUDA, toolkit) and something got slower, the report says
 so and suggests re-tuning.
+
+A sample that is not a time (NaN, zero, negative: a broken timer, a hand-edited store) is
+dropped with a warning that names the run and the count, and the rest is compared; when too few
+are left for the rule (:attr:`DecisionRule.min_samples`), the row is DAMAGED and the check
+exits 2. A damaged measurement never passes the gate silently.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from workbench.stats.rule import (
     family_discoveries,
     history_estimate,
     history_p_value,
+    intact_samples,
 )
 from workbench.store import Store
 from workbench.store.environments import EnvChange
@@ -61,6 +67,8 @@ class Row:
     note: str = ""
     #: the p-value the family step judged (the U test's or the history's, the larger)
     family_p: float | None = None
+    #: samples dropped as not times (NaN, zero, negative): (baseline, candidate)
+    dropped: tuple[int, int] = (0, 0)
 
     @property
     def key(self) -> Key:
@@ -86,6 +94,7 @@ class Row:
             "cycles": _evidence_json(cyc) if cyc else None,
             "history_noise": self.comparison.history_noise if self.comparison else None,
             "family_p": self.family_p,
+            "dropped_samples": list(self.dropped),
             "note": self.note,
         }
 
@@ -112,7 +121,19 @@ class CheckReport:
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.failed else 0
+        """2 when a measurement is too damaged to compare, 1 on a regression, else 0."""
+        return max((r.verdict.exit_status for r in self.rows), default=0)
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per row whose damaged samples were dropped and the rest compared (a
+        DAMAGED row says so in its verdict instead)."""
+        return [
+            f"{r.shape_label} {r.config_key}: "
+            + dropped_note(self.baseline, self.candidate, r.baseline, r.candidate, r.dropped)
+            for r in self.rows
+            if any(r.dropped) and r.verdict is not Verdict.DAMAGED
+        ]
 
     def to_json(self) -> dict[str, object]:
         """The report as plain JSON values."""
@@ -208,20 +229,26 @@ def compare_runs(
         if why_not:
             rows.append(Row(*key, Verdict.NOT_COMPARABLE, b.get(key), c.get(key), note=why_not))
         else:
-            rows.append(_compare_one(key, b.get(key), c.get(key), noise.get(key), rule))
+            sides = _Sides(base, cand, b.get(key), c.get(key))
+            rows.append(_compare_one(key, sides, noise.get(key), rule))
     rows = family_step(rows, noise, rule.family_q)
     return CheckReport(
         base, cand, tuple(rows), changes, not why_not, _hint(cand, changes, rows, why_not), rule
     )
 
 
-def _compare_one(
-    key: Key,
-    base: MeasurementRecord | None,
-    cand: MeasurementRecord | None,
-    noise: HistoryNoise | None,
-    rule: DecisionRule,
-) -> Row:
+@dataclass(frozen=True)
+class _Sides:
+    """One (shape, config)'s measurements, and the runs they belong to (for messages)."""
+
+    base_run: RunInfo
+    cand_run: RunInfo
+    base: MeasurementRecord | None
+    cand: MeasurementRecord | None
+
+
+def _compare_one(key: Key, sides: _Sides, noise: HistoryNoise | None, rule: DecisionRule) -> Row:
+    base, cand = sides.base, sides.cand
     if base is None or cand is None:
         side = "baseline" if base is None else "candidate"
         return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=f"not measured in the {side}")
@@ -233,7 +260,30 @@ def _compare_one(
     if cand.outcome is not TrialOutcome.OK:
         note = f"candidate {cand.outcome.value}: {cand.reason}".rstrip(": ")
         return Row(*key, Verdict.BROKEN, base, cand, note=note)
-    (bs, bclk), (cs, cclk) = base.used(), cand.used()
+    return _compare_times(key, sides, base, cand, noise, rule)
+
+
+def _compare_times(
+    key: Key,
+    sides: _Sides,
+    base: MeasurementRecord,
+    cand: MeasurementRecord,
+    noise: HistoryNoise | None,
+    rule: DecisionRule,
+) -> Row:
+    """The rule on two correct measurements' samples, those that are not times dropped."""
+    (bs, bclk, b_lost), (cs, cclk, c_lost) = (
+        intact_samples(*base.used()),
+        intact_samples(*cand.used()),
+    )
+    dropped = (b_lost, c_lost)
+    lost = dropped_note(sides.base_run, sides.cand_run, base, cand, dropped)
+    if dropped != (0, 0) and min(len(bs), len(cs)) < rule.min_samples:
+        note = (
+            f"{lost}; {len(bs)} baseline and {len(cs)} candidate samples left, "
+            f"{rule.min_samples} needed on each side: the measurement cannot be trusted"
+        )
+        return Row(*key, Verdict.DAMAGED, base, cand, note=note, dropped=dropped)
     try:
         result = compare_samples(
             bs,
@@ -243,12 +293,36 @@ def _compare_one(
             history=noise.sigma if noise else None,
             rule=rule,
         )
-    except ValueError as exc:
-        return Row(*key, Verdict.NOT_COMPARABLE, base, cand, note=str(exc))
-    note = result.note
-    if result.cycles is None and (bclk or cclk):
-        note = (note + "; " if note else "") + "SM clocks recorded on one side only"
-    return Row(*key, result.verdict, base, cand, result, note)
+    except ValueError as exc:  # samples the rule refuses: a damaged measurement, never a pass
+        return Row(*key, Verdict.DAMAGED, base, cand, note=str(exc), dropped=dropped)
+    clocks = (
+        "SM clocks recorded on one side only" if result.cycles is None and (bclk or cclk) else ""
+    )
+    note = "; ".join(filter(None, [lost, result.note, clocks]))
+    return Row(*key, result.verdict, base, cand, result, note, dropped=dropped)
+
+
+def dropped_note(
+    base_run: RunInfo,
+    cand_run: RunInfo,
+    base: MeasurementRecord | None,
+    cand: MeasurementRecord | None,
+    dropped: tuple[int, int],
+) -> str:
+    """``candidate run 7: 1 of 384 samples dropped (...)``, for each side that lost some
+    (empty when none did)."""
+    parts = []
+    for role, run, m, n in (
+        ("baseline", base_run, base, dropped[0]),
+        ("candidate", cand_run, cand, dropped[1]),
+    ):
+        if n and m is not None:
+            used = len(m.used()[0])
+            parts.append(
+                f"{role} run {run.id}: {n} of {used} samples dropped (NaN, zero or negative: "
+                "not times)"
+            )
+    return "; ".join(parts)
 
 
 def family_step(

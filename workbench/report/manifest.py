@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from workbench.jsontext import strict_dumps
 from workbench.report.data import kernel_matches
 from workbench.report.pages import Link
 
@@ -77,7 +78,7 @@ def write_manifest(out: Path, store: str, entries: Sequence[Entry]) -> Path:
     """Write the manifest of ``out`` (every page it holds now)."""
     path = out / MANIFEST
     doc = {"format": FORMAT, "store": store, "pages": [asdict(e) for e in entries]}
-    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    path.write_text(strict_dumps(doc, indent=1) + "\n", encoding="utf-8")
     return path
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.jsontext import strict_dumps
 from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.variants import label_values
@@ -98,6 +99,7 @@ class RecordedEntry:
                 TrialOutcome.OK,
                 value=self.value,
                 samples=self.samples,
+                reason=self.reason,  # (what the file held that could not be kept, if anything)
                 replayed_from=source,
                 metrics=dict(self.metrics),
                 compile_seconds=self.compile_seconds,
@@ -507,15 +509,18 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
     if value is None:
         field = objective if objective == "time" else f"{objective} or time"
         raise RecordingError(path, f"cache[{key!r}] has no {field}: nothing was measured")
-    metrics = {
+    numbers = {
         k: float(v)
         for k, v in record.items()
         if k not in KT_BOOKKEEPING
         and k not in config
         and isinstance(v, int | float)
         and not isinstance(v, bool)
-        and math.isfinite(v)
     }
+    metrics = {k: v for k, v in numbers.items() if math.isfinite(v)}
+    # NaN and infinities are left out (PostgreSQL's JSON refuses them), and said, so that a
+    # search on energy can name the reading its config lacks
+    lost = ", ".join(f"{k}={v!r}" for k, v in numbers.items() if k not in metrics)
     bench = record.get("benchmark_time")
     if isinstance(bench, int | float) and bench > 0:
         metrics["timing_seconds"] = bench / 1e3
@@ -544,7 +549,8 @@ def _kt_entry(path: Path, key: str, config: Config, record: dict, objective: str
             samples = _samples(times)
     else:
         samples = _samples(times)
-    return RecordedEntry(config, TrialOutcome.OK, number, samples, "", metrics, compile_s)
+    note = f"recorded but not finite, left out: {lost}" if lost else ""
+    return RecordedEntry(config, TrialOutcome.OK, number, samples, note, metrics, compile_s)
 
 
 def _from_t4(path: Path, data: dict) -> Recording:
@@ -729,7 +735,7 @@ def write_recording(
         "extra": dict(extra or {}),
         "entries": rows,
     }
-    blob = json.dumps(doc, indent=None, separators=(",", ":")).encode()
+    blob = strict_dumps(doc, indent=None, separators=(",", ":")).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(gzip.compress(blob, mtime=0) if path.suffix == ".gz" else blob)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from workbench.compiler import CompileResult
 from workbench.errors import WorkbenchError
+from workbench.jsontext import strict_dumps
 from workbench.spaces.model import shape_label
 from workbench.static.sweep import StaticRecord
 
@@ -116,7 +117,7 @@ class ArtifactDir:
         """Write the index (entries by kernel, arch and label) and return its path."""
         entries = sorted(self._entries.values(), key=lambda e: (e["kernel"], e["arch"], e["label"]))
         index = self.path / INDEX
-        index.write_text(json.dumps(entries, indent=1) + "\n")
+        index.write_text(strict_dumps(entries, indent=1) + "\n")
         return index
 
 

@@ -93,11 +93,22 @@ class Verdict(enum.Enum):
     NOT_COMPARABLE = "not comparable"  #: different GPU or shape, missing side, too few samples
     BROKEN = "broken"  #: the candidate failed (wrong, crashed) where the baseline ran: exits 1
     FIXED = "fixed"  #: the candidate ran where the baseline failed
+    #: a side's samples are so damaged (NaN, zero, negative) that too few are left to compare:
+    #: the check exits 2, as for any measurement it cannot trust
+    DAMAGED = "damaged"
 
     @property
     def fails(self) -> bool:
         """Whether this verdict makes ``workbench regress check`` exit 1."""
         return self in (Verdict.SLOWER, Verdict.BROKEN)
+
+    @property
+    def exit_status(self) -> int:
+        """What this verdict makes ``workbench regress check`` exit with: 2 damaged, 1 a
+        regression or a broken config, else 0 (the check exits with its rows' largest)."""
+        if self is Verdict.DAMAGED:
+            return 2
+        return 1 if self.fails else 0
 
 
 @dataclass(frozen=True)
@@ -366,6 +377,24 @@ def _resampled_medians(sorted_x: np.ndarray, k: int, rng: np.random.Generator) -
     idx = rng.integers(0, n, (k, n), dtype=np.int32)
     idx.sort(axis=1)
     return 0.5 * (sorted_x[idx[:, (n - 1) // 2]] + sorted_x[idx[:, n // 2]])
+
+
+def intact_samples(
+    samples: Sequence[float], clocks: Sequence[float] = ()
+) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+    """The samples that are times (positive finite numbers), the clocks of those samples
+    (``clocks`` is empty or one per sample), and how many samples were not times.
+
+    A NaN, zero or negative sample is a fault of the timer or the store, not a fast launch:
+    left in, it makes :func:`compare_samples` refuse the whole set.
+    """
+    keep = [i for i, s in enumerate(samples) if _is_time(s)]
+    kept_clocks = tuple(clocks[i] for i in keep) if len(clocks) == len(samples) else ()
+    return tuple(samples[i] for i in keep), kept_clocks, len(samples) - len(keep)
+
+
+def _is_time(sample: float) -> bool:
+    return math.isfinite(sample) and sample > 0
 
 
 def _positive(samples: Sequence[float] | np.ndarray, side: str) -> np.ndarray:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.errors import ConfigError, WorkbenchError
+from workbench.jsontext import strict_dumps
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.recordings import (
     KT_BOOKKEEPING,
@@ -154,7 +155,7 @@ def export_kt_cache(store: Store, study: StudyInfo, path: Path) -> Path:
         "cache": cache,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, indent=1)
+    text = strict_dumps(doc, indent=1)
     if path.suffix == ".gz":
         path.write_bytes(gzip.compress(text.encode()))
     else:
