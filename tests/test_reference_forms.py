@@ -235,3 +235,23 @@ def test_a_malformed_short_reference_is_a_located_error(
     with pytest.raises(SpaceFileError) as info:
         load_space(write_space(tiny_with(f"reference: {short}")))
     assert "[reference]" in str(info.value)
+
+
+def test_a_reference_run_too_large_for_memory_is_refused_before_drawing(
+    write_space: Callable[..., Path],
+) -> None:
+    from workbench.runners.reference import ReferenceTooLargeError, check_memory
+
+    path = write_space(tiny_with("reference: {python: ref.py:scaled, rtol: 1e-6}"))
+    (path.parent / "ref.py").write_text(PLAIN)
+    space = Space(load_space(path), shape={"n": 1_000_000})  # x and y: 4 MB each
+    check_memory(space, space.default_config(), available=33_000_000)
+    with pytest.raises(ReferenceTooLargeError) as info:
+        check_memory(space, space.default_config(), available=31_000_000)
+    assert "need 8 MB (x 4 MB, y 4 MB), more than 25% of the 31 MB" in str(info.value)
+    huge = run_cli(
+        "space", str(path), "--check-reference", "--shape", "n=1000000000000", "--sample", "0",
+        cwd=path.parent,
+    )  # fmt: skip
+    assert huge.returncode == 2, huge.stderr
+    assert "give a smaller --shape" in huge.stderr and "Traceback" not in huge.stderr

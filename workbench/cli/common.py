@@ -217,6 +217,12 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
         if json_errors:
             _json_error(str(exc))
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except MemoryError:  # (a problem too large for this machine: said, not a traceback)
+        text = "out of memory: the problem is too large for this machine; give a smaller --shape"
+        err_console.print(f"[bold red]error:[/] {text}", soft_wrap=True)
+        if json_errors:
+            _json_error(text)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None

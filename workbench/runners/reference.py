@@ -28,6 +28,8 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import math
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -39,13 +41,18 @@ from workbench.errors import WorkbenchError
 from workbench.references import ReferenceCall
 from workbench.runners.buffers import (
     OutputBuffer,
+    input_shapes,
+    input_specs,
     kernel_arguments,
     make_inputs,
     named_scalars,
+    numpy_dtype,
     output_buffers,
 )
 from workbench.spaces.model import ScalarArg, SpaceSpec, Value
+from workbench.spaces.schema import DType
 from workbench.spaces.space import Space
+from workbench.units import si
 from workbench.user_code import call_timeout, guarded, in_user_process, load_timeout
 
 ReferenceFn = Callable[[ReferenceCall], Mapping[str, np.ndarray]]
@@ -474,13 +481,70 @@ def try_reference(
     ``workbench space --check-reference`` shows, so a wrong reference shows without a GPU.
 
     Raises:
-        BadReferenceError: as :func:`run_reference`; ConfigError: inputs cannot be drawn.
+        BadReferenceError: as :func:`run_reference`, or :class:`ReferenceTooLargeError`;
+            ConfigError: inputs cannot be drawn.
     """
     reference = space.spec.reference
     if reference is None:
         raise ReferenceNotFoundError(f"{space.spec.name} has no reference")
+    check_memory(space, config)
     inputs = make_inputs(space, seed, config)
     expected = ExpectedOutputs(reference.target, inputs, space.shape)
     return expected.get(
         config, named_scalars(kernel_arguments(space, config)), output_buffers(space, config)
     )
+
+
+#: The share of the memory available that a CPU run's inputs and outputs may take: the
+#: reference's own temporaries and the copies to and from the user-code process need the rest.
+MEMORY_SHARE = 0.25
+
+
+class ReferenceTooLargeError(BadReferenceError):
+    """The problem is too large to run the reference on this machine's memory."""
+
+
+def check_memory(space: Space, config: Mapping[str, Value], available: int | None = None) -> None:
+    """Refuse, before anything is drawn, a CPU reference run whose inputs and outputs would
+    take more than :data:`MEMORY_SHARE` of the memory available (``available`` bytes; default:
+    what the system says; unknown: no check).
+
+    Raises:
+        ReferenceTooLargeError: with each array's size and the memory available.
+        ConfigError: a shape fails to evaluate.
+    """
+    available = available_memory() if available is None else available
+    if available is None:
+        return
+    specs = input_specs(space, config)
+    sizes = [
+        (name, math.prod(shape) * numpy_dtype(DType(specs[name].dtype)).itemsize)
+        for name, shape in input_shapes(space, config).items()
+    ] + [(o.name, o.nbytes) for o in output_buffers(space, config)]
+    need = sum(n for _, n in sizes)
+    if need <= MEMORY_SHARE * available:
+        return
+    largest = sorted(sizes, key=lambda item: -item[1])[:4]
+    each = ", ".join(f"{name} {si(n, 'B')}" for name, n in largest)
+    raise ReferenceTooLargeError(
+        f"the reference's inputs and outputs need {si(need, 'B')} "
+        f"({each}{', ...' if len(sizes) > len(largest) else ''}), more than "
+        f"{MEMORY_SHARE:.0%} of the {si(available, 'B')} this machine has available; "
+        "give a smaller --shape"
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable; else free pages;
+    None where neither can be read)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
