@@ -106,3 +106,20 @@ def test_a_token_wider_than_the_terminal_is_folded_in_its_cell_alone() -> None:
     assert sum("┃ #" in line for line in lines) == 2  # the error's table, and the others'
     assert any(re.search(r"┃ regs ┃ smem ┃ stack ┃", line) for line in lines)
     assert "".join(BORDERS.sub("", line).strip() for line in lines).count(path) == 1
+
+
+def test_a_parameter_name_with_a_newline_is_one_header_line() -> None:
+    """Names and values from a store or a recording may hold control characters: shown as
+    escapes, never as a header broken over lines."""
+    from rich.console import Console
+
+    from workbench.cli.tables import Column, config_cells, print_table
+
+    out = Console(width=100, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    cells = config_cells([{"WA\nVES": 1, "B": "x\ty"}, {"WA\nVES": 2, "B": "x\ty"}])
+    rows = [[str(i), *row] for i, row in enumerate(cells.rows, 1)]
+    print_table(out, [Column("#"), *cells.columns], rows, caption=cells.caption)
+    text = out.export_text()
+    header = next(line for line in text.splitlines() if "WA" in line)
+    assert "WA\\nVES" in header and "VES" not in header.replace("WA\\nVES", "")
+    assert "in every row: B=x\\ty" in text

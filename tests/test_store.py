@@ -103,6 +103,23 @@ def test_older_and_newer_schemas(tmp_path: Path) -> None:
         con.close()
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_store_whose_schema_version_row_is_gone_is_refused_not_stamped(
+    tmp_path: Path, read_only: bool
+) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(url(path))
+    fill(store)
+    store.close()
+    edit(path, "DELETE FROM meta WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="meta table has no schema version"):
+        Store(url(path), read_only=read_only)
+    con = sqlite3.connect(path)  # refused, and left as it was
+    assert con.execute("SELECT count(*) FROM meta").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM studies").fetchone() == (1,)
+    con.close()
+
+
 def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> None:
     """What list, export and report use: a store the user may only read is read (SQLite is
     told so: a write fails), a missing one is not created, an older one is not migrated."""

@@ -171,7 +171,12 @@ def test_the_entry_loads_as_a_tensor_map_argument() -> None:
         ("{tensor_map: X, box: [BC]}", "args[4].box", "box has 1 dimension but buffer 'X' has 2"),
         ("{tensor_map: X, box: [BR, BK]}", "args[4].box[1]", "unknown name(s) BK"),
         ("{tensor_map: X, box: [BR, BC], when: PATH}", "args[4].when", "unknown name(s) PATH"),
-        ("{tensor_map: X, box: [BR, BC], value: 1}", "args[4].value", "unknown key 'value'"),
+        (
+            "{tensor_map: X, box: [BR, BC], value: 1}",
+            "args[4].value",
+            "unknown key 'value'; expected one of: box, l2_promotion, name, swizzle, tensor_map, "
+            "when",
+        ),
         ("{tensor_map: X}", "args[4]", "missing required key 'box'"),
         ("{tensor_map: X, box: [BR, BC], l2_promotion: 100}", "args[4].l2_promotion", "256"),
     ],
@@ -221,6 +226,24 @@ def test_a_map_the_encoder_would_refuse_stops_the_config(
         check_launch_layout(space, config)  # what `workbench run` checks before any GPU
     assert message in str(info.value)
     assert isinstance(info.value, ConfigError)
+
+
+def test_check_reference_locates_a_map_the_encoder_would_refuse(
+    tma_project: Callable[..., Path],
+) -> None:
+    import subprocess
+    import sys
+
+    path = tma_project(("box: [BR, BC]", "box: [BR * 8, BC]"))
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench.cli.entry", "space", str(path), "--check-reference",
+         "--sample", "0"],
+        cwd=path.parent, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "BR * 8" in t)
+    assert done.returncode == 2, done.stderr
+    assert f"{path}:{line} [args[4]]: on shape" in done.stderr.replace("\n", ""), done.stderr
+    assert "tensor map of X: box[0] is 512 elements" in done.stderr.replace("\n", "")
 
 
 def test_when_false_passes_zeros_and_checks_nothing(tma_project: Callable[..., Path]) -> None:

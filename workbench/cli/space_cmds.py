@@ -27,6 +27,7 @@ from workbench.runners.reference import (
     BadReferenceError,
     try_reference,
 )
+from workbench.runners.tensor_maps import TensorMapError
 from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
@@ -276,6 +277,8 @@ def _show_reference_run(
         got = try_reference(small, config)
     except BadReferenceError as exc:
         raise spec.error("reference", f"on shape {small.shape}: {exc}") from None
+    except TensorMapError as exc:  # (the kernel's arguments are built to call the reference)
+        raise spec.error(exc.key or "args", f"on shape {small.shape}: {exc}") from None
     allowed = {o.name for o in spec.outputs if o.nonfinite_allowed}
     for name, arr in got.items():  # (NaN or inf elsewhere is refused by try_reference)
         finite = bool(np.isfinite(arr.astype(np.float64)).all())

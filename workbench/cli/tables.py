@@ -13,6 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from workbench.printable import printable
+
 #: Beyond this many differing parameters the table shows them in one ``config`` column.
 MAX_PARAM_COLUMNS = 6
 #: Columns a table cell takes besides its text: one space of padding each side and its left
@@ -39,15 +41,19 @@ class ConfigCells:
 
 def config_cells(configs: Sequence[Mapping[str, object]]) -> ConfigCells:
     names = list(dict.fromkeys(k for c in configs for k in c))
+    # names and values from a store or a recording: one line each (a newline as \n)
+    label = {n: printable(n) for n in names}
     shown = {n: [_show(c.get(n, "")) for c in configs] for n in names}
     varying = [n for n in names if len(set(shown[n])) > 1] if len(configs) > 1 else names
-    same = [f"{n}={shown[n][0]}" for n in names if n not in varying]
+    same = [f"{label[n]}={shown[n][0]}" for n in names if n not in varying]
     caption = escape("in every row: " + " ".join(same)) if same else None
     if len(varying) > MAX_PARAM_COLUMNS:
-        tokens = [" ".join(f"{n}={shown[n][i]}" for n in varying) for i in range(len(configs))]
+        tokens = [
+            " ".join(f"{label[n]}={shown[n][i]}" for n in varying) for i in range(len(configs))
+        ]
         return ConfigCells([Column("config")], [[escape(t)] for t in tokens], caption)
     rows = [[escape(shown[n][i]) for n in varying] for i in range(len(configs))]
-    return ConfigCells([Column(n, "right") for n in varying], rows, caption)
+    return ConfigCells([Column(escape(label[n]), "right") for n in varying], rows, caption)
 
 
 def print_table(
@@ -138,4 +144,4 @@ def _natural_width(header: str, cells: list[str]) -> int:
 def _show(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    return printable(value)

@@ -400,7 +400,7 @@ def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelA
             value = _evaluate(arg.value, env, where)
             out.append(ScalarValue(arg.dtype, typed_scalar(value, arg.dtype, where), arg.name))
         elif isinstance(arg, TensorMapArg):
-            out.append(tensor_map_value(space, arg, env, f"args[{i}] ({arg.label})"))
+            out.append(tensor_map_value(space, arg, env, f"args[{i}]"))
         elif arg in arrays:
             shape, itemsize = arrays[arg]
             out.append(BufferArg(arg, shape, itemsize))
@@ -424,15 +424,17 @@ def _numba_arrays(
 
 
 def tensor_map_value(
-    space: Space, arg: TensorMapArg, env: Mapping[str, object], where: str
+    space: Space, arg: TensorMapArg, env: Mapping[str, object], key: str
 ) -> TensorMapValue:
-    """``arg`` for one config: its buffer's dtype and shape, the box and swizzle evaluated and
-    checked against the encoder's rules, or a zeroed map where ``when`` is false.
+    """``arg`` (the entry ``key`` of ``args``) for one config: its buffer's dtype and shape,
+    the box and swizzle evaluated and checked against the encoder's rules, or a zeroed map
+    where ``when`` is false.
 
     Raises:
         ConfigError: an expression fails.
         TensorMapError: a rule of ``cuTensorMapEncodeTiled`` is broken.
     """
+    where = f"{key} ({arg.label})"
     dtype, shape = _buffer_layout(space, arg.buffer, env)
     if not _evaluate(arg.when, env, f"{where} when"):
         return TensorMapValue(arg.buffer, dtype, shape, (), 0, arg.l2_promotion, arg.name, True)
@@ -448,7 +450,7 @@ def tensor_map_value(
         arg.l2_promotion,
         arg.name,
     )
-    return check_tensor_map(value, where)
+    return check_tensor_map(value, where, key)
 
 
 def _buffer_layout(

@@ -57,7 +57,12 @@ ELEMENT_BYTES: Mapping[DType, int] = {
 
 
 class TensorMapError(ConfigError):
-    """A tensor map that ``cuTensorMapEncodeTiled`` would refuse, found before any launch."""
+    """A tensor map that ``cuTensorMapEncodeTiled`` would refuse, found before any launch;
+    ``key``: its entry in the space file (``args[4]``), where known."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -165,11 +170,11 @@ def tensor_map_problem(
     return None
 
 
-def check_tensor_map(value: TensorMapValue, where: str) -> TensorMapValue:
+def check_tensor_map(value: TensorMapValue, where: str, key: str | None = None) -> TensorMapValue:
     """``value`` if ``cuTensorMapEncodeTiled`` would take it (zeroed maps always pass).
 
     Raises:
-        TensorMapError: the first rule it breaks, named with ``where``.
+        TensorMapError: the first rule it breaks, named with ``where`` (and its ``key``).
     """
     if value.zeroed:
         return value
@@ -177,7 +182,7 @@ def check_tensor_map(value: TensorMapValue, where: str) -> TensorMapValue:
         value.dtype, value.shape, value.box, value.swizzle, value.l2_promotion
     )
     if problem is not None:
-        raise TensorMapError(f"{where}: tensor map of {value.buffer}: {problem}")
+        raise TensorMapError(f"{where}: tensor map of {value.buffer}: {problem}", key=key)
     return value
 
 

@@ -103,7 +103,16 @@ def _schema_error(doc: MarkedDocument, exc: ValidationError) -> SpaceFileError:
     kind = err["type"]
     if kind == "extra_forbidden":
         parent = loc[:-1]
-        allowed = _allowed_keys(doc, parent)
+        # a union member's keys where pydantic names the member (args: a tensor map's)
+        member = next(
+            (
+                getattr(schema, p)
+                for p in reversed(err["loc"][:-1])
+                if isinstance(p, str) and p.endswith("Model") and hasattr(schema, p)
+            ),
+            None,
+        )
+        allowed = sorted(member.model_fields) if member else _allowed_keys(doc, parent)
         hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
         return doc.error(loc, f"unknown key {loc[-1]!r}{hint}")
     if kind == "missing":
@@ -111,6 +120,18 @@ def _schema_error(doc: MarkedDocument, exc: ValidationError) -> SpaceFileError:
     got = err.get("input")
     shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
     return doc.error(loc, f"{err['msg']} (got {shown[:80]})")
+
+
+def _key_lines(doc: MarkedDocument) -> dict[str, int]:
+    """The line of each top-level key and of each entry of a top-level list (``args[4]``):
+    where an error found after loading points."""
+    out: dict[str, int] = {}
+    for path, line in doc.lines.items():
+        if len(path) == 1:
+            out[str(path[0])] = line
+        elif len(path) == 2 and isinstance(path[1], int):
+            out[f"{path[0]}[{path[1]}]"] = line
+    return out
 
 
 def _without_tags(loc: Sequence[object]) -> list[str | int]:
@@ -250,7 +271,7 @@ class _Builder:
             expect_sass=expect,
             arch_defaults=self._arch_defaults(arches, params),
             variants=read_variants(self.doc, self.m.variants, arches, params),
-            key_lines={str(p[0]): n for p, n in self.doc.lines.items() if len(p) == 1},
+            key_lines=_key_lines(self.doc),
         )
         self._check_arch_defaults_valid(spec)
         check_variant_defaults(self.doc, spec)

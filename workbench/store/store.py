@@ -230,11 +230,17 @@ class Store:
             version = None
             if "meta" in tables:
                 row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+                if row is None:  # (created with its row in one transaction: one lost since)
+                    raise StoreError(
+                        f"{self.shown_url}: its meta table has no schema version, so which "
+                        "workbench wrote its tables cannot be told: the meta table is damaged "
+                        "(nothing was changed)"
+                    )
                 try:
-                    version = int(row[0]) if row else None
+                    version = int(row[0])
                 except (TypeError, ValueError):
                     raise StoreError(
-                        f"{self.shown_url}: its schema version reads {row[0] if row else None!r}, "
+                        f"{self.shown_url}: its schema version reads {row[0]!r}, "
                         "not a number: "
                         "the meta table is damaged"
                     ) from None
