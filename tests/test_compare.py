@@ -317,13 +317,13 @@ no_gpu = pytest.mark.skipif(probe_gpu().available, reason="a GPU is present")
 def test_without_a_gpu_compare_says_so_and_what_would_run(tmp_path: Path) -> None:
     store = str(tmp_path / "s.sqlite")
     result = CliRunner().invoke(app, ["compare", "gemm_int8", "--storage", store])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # one status for "this needs a GPU"
     assert "no GPU" in result.output and "nothing is timed" in result.output
     assert "cublas" in result.output and "cutlass" in result.output
     result = CliRunner().invoke(
         app, ["compare", "gemm_int8", "--shapes", "llm_decode", "--storage", store, "--json"]
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     doc = json.loads(result.stdout)
     assert doc["gpu"] is False and doc["measured"] is False and doc["arch"] == "sm_90a"
     assert len(doc["shapes"]) == 16

@@ -192,7 +192,7 @@ def test_missing_baseline(project: Path, one_percent_noise: list[SampleSet]) -> 
     code, out, err = invoke("regress", "check", "--baseline", "nightly", "--missing-ok", "--json")
     assert code == 0 and json.loads(out)["rows"] == [], err
     assert "no earlier run of the candidate's kernel is labelled 'nightly'" in err
-    assert "(run 2 is, but is later or of another kernel)" in err
+    assert "(run 2, the candidate, is itself: record a new run" in err
     code, out, err = invoke("regress", "check", "--baseline", "nightly", "--json")
     assert code == 2 and "labelled 'nightly'" in err
     assert json.loads(out)["exit_status"] == 2 and "nightly" in json.loads(out)["error"]
@@ -303,9 +303,27 @@ def test_a_bare_recording_is_recorded_as_replayed() -> None:
 
 
 @pytest.mark.skipif(probe_gpu().available, reason="this machine has a GPU")
-def test_live_record_without_a_gpu_is_an_error(project: Path) -> None:
-    code, _, err = invoke("regress", "record", "tiny", "--spaces", str(project / "spaces"))
-    assert code == 2 and "no CUDA GPU" in err and "--replay" in err
+def test_live_record_without_a_gpu_or_a_kept_recording_exits_3(project: Path) -> None:
+    code, out, err = invoke(
+        "regress", "record", "tiny", "--spaces", str(project / "spaces"), "--json"
+    )
+    assert code == 3 and "needs a GPU: no CUDA GPU" in err and "--replay" in err
+    assert json.loads(out)["exit_status"] == 3
+
+
+@pytest.mark.skipif(probe_gpu().available, reason="this machine has a GPU")
+def test_the_readme_tour_records_and_checks_without_a_gpu() -> None:
+    """regress record replays the H200 recording kept for gemm_int8, as tune does; the tour's
+    record, record, check then says the same and exits 0."""
+    code, out, err = invoke("regress", "record", "gemm_int8", "--label", "nightly", "--json")
+    assert code == 0, err
+    assert "REPLAY" in err and "NVIDIA H200" in json.loads(out)["replayed_from"]
+    code, _, err = invoke("regress", "check", "--baseline", "nightly")
+    assert code == 2 and "run 1, the candidate, is itself" in err
+    assert "`workbench regress record gemm_int8`" in err
+    assert invoke("regress", "record", "gemm_int8")[0] == 0
+    code, report, _ = check_json("--baseline", "nightly")
+    assert code == 0 and [r["verdict"] for r in report["rows"]] == ["same"]
 
 
 @needs_caches

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.gpu import probe_gpu
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKBENCH = [sys.executable, "-m", "workbench.cli.entry"]
 
@@ -42,7 +44,9 @@ def test_the_readme_tutorial_runs_as_written(tmp_path: Path) -> None:
         done = subprocess.run(
             [*WORKBENCH, *argv[1:]], cwd=work, capture_output=True, text=True, timeout=600
         )
-        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+        # `tune` without a GPU compiles, inspects and says how to tune: "needs a GPU" (3)
+        expected = 3 if argv[1] == "tune" and not probe_gpu().available else 0
+        assert done.returncode == expected, f"{command}\n{done.stdout}\n{done.stderr}"
         outputs.append(done.stdout)
     check, compile_all, tune, diff, _ = outputs
     assert "reference ok on shape {'rows': 4, 'cols': 256}: y float32 (4, 256)" in check

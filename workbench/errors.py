@@ -71,3 +71,9 @@ class CompileError(WorkbenchError):
 class InternalError(WorkbenchError):
     """An invariant of the workbench broke (a bug, not bad input): refused with one line rather
     than a wrong figure printed."""
+
+
+class NoGpuError(WorkbenchError):
+    """This needs a CUDA GPU (and its driver) and there is none here, nor anything to replay:
+    nothing was measured. Commands exit with a status of their own for it (3), so that a
+    script or a CI job without a GPU can tell it from a failure and from bad input."""

@@ -16,7 +16,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.segment import Segment
 
-from workbench.errors import CompileError, ConfigError, WorkbenchError
+from workbench.errors import CompileError, ConfigError, NoGpuError, WorkbenchError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
 from workbench.store import Store
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 #: Exit statuses, documented in docs/tuning.md.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
 EXIT_BAD_INPUT = 2  #: bad input: unknown kernel, malformed space file, unknown arch, ...
+EXIT_NO_GPU = 3  #: it needs a GPU and there is none (nor anything to replay): nothing measured
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 
@@ -209,6 +210,11 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
         # what is still buffered goes out here, so that a reader gone away (`| head`) ends
         # in the BrokenPipeError branch below and not in click's exit status 1
         sys.stdout.flush()
+    except NoGpuError as exc:
+        err_console.print(f"[bold red]needs a GPU:[/] {shown(str(exc))}", soft_wrap=True)
+        if json_errors:
+            _json_error(str(exc), EXIT_NO_GPU)
+        raise typer.Exit(EXIT_NO_GPU) from None
     except WorkbenchError as exc:
         message = _headline(exc)
         err_console.print(f"[bold red]error:[/] {shown(message)}", soft_wrap=True)
@@ -253,9 +259,9 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _json_error(message: str) -> None:
+def _json_error(message: str, status: int = EXIT_BAD_INPUT) -> None:
     with contextlib.suppress(OSError):  # (stdout itself may be what failed)
-        sys.stdout.write(strict_dumps({"exit_status": EXIT_BAD_INPUT, "error": message}) + "\n")
+        sys.stdout.write(strict_dumps({"exit_status": status, "error": message}) + "\n")
         sys.stdout.flush()
 
 

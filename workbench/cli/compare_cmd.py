@@ -15,6 +15,7 @@ from rich.table import Table
 from workbench.cli.common import (
     CONFIG_FORMS,
     EXIT_FAILED,
+    EXIT_NO_GPU,
     ArchOpt,
     BestStudyOpt,
     CacheOpt,
@@ -90,8 +91,9 @@ def compare_command(
 
     Same inputs and timing protocol, every output checked against the same reference: time,
     TOPS or GB/s, % of the roofline bound and speedup per shape, stored for the report.
-    Without a GPU: says so and which baselines would run. Exit status: 0 done (or no GPU); 1
-    the tuned config failed or was wrong on a shape; 2 bad input; 130 interrupted."""
+    Without a GPU: says so and which baselines would run. Exit status: 0 done; 1 the tuned
+    config failed or was wrong on a shape; 2 bad input; 3 no GPU (the plan shown, nothing
+    compared); 130 interrupted."""
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])
@@ -106,7 +108,7 @@ def compare_command(
         only = tuple(baseline or ())
         if not gpu.available:
             _no_gpu(plans, gpu.reason, only, as_json)
-            return
+            raise typer.Exit(EXIT_NO_GPU)  # (the plan is shown; nothing was compared)
         from workbench.compiler import CompileCache
         from workbench.roofline import Ceilings, measured_ceilings
 

@@ -20,7 +20,7 @@ from workbench.cli.common import (
     err_console,
 )
 from workbench.cli.fleet_run import open_shared, work_shared
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, NoGpuError
 from workbench.fleet.connection import Coordination
 from workbench.fleet.joining import (
     WorkerOptions,
@@ -145,7 +145,8 @@ def _spawn_per_gpu(which: str) -> int:
     """``--gpus all``: one ``workbench worker --gpu i`` per visible GPU; returns the worst exit.
 
     Raises:
-        ConfigError: not ``all``, or no GPU here.
+        ConfigError: not ``all``.
+        NoGpuError: no GPU here.
     """
     from workbench.gpu import probe_gpu
 
@@ -153,7 +154,7 @@ def _spawn_per_gpu(which: str) -> int:
         raise ConfigError(f"--gpus {which}: expected 'all'")
     probe = probe_gpu()
     if not probe.available:
-        raise ConfigError(f"--gpus all: no CUDA GPU here ({probe.reason})")
+        raise NoGpuError(f"--gpus all: no CUDA GPU here ({probe.reason})")
     base = [sys.executable, "-m", "workbench.cli.main", *without_option(sys.argv[1:], "--gpus")]
     procs = [subprocess.Popen([*base, "--gpu", str(g)]) for g in range(probe.count)]
     try:

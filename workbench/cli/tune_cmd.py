@@ -19,6 +19,7 @@ from rich.panel import Panel
 
 from workbench.cli.common import (
     EXIT_FAILED,
+    EXIT_NO_GPU,
     ArchOpt,
     CacheOpt,
     DbWaitOpt,
@@ -247,7 +248,8 @@ def tune(
     Measurements come from the GPU, from --replay FILE, or (no GPU) from a recording kept in
     recordings/KERNEL/ beside the space file, with a banner naming the device and date.
     Without a GPU and without a recording, the compile stage runs instead (registers, shared
-    memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 130 interrupted.
+    memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 3 no GPU
+    and nothing to replay (the compile stage ran); 130 interrupted.
     """
     with cli_errors(json_errors=as_json):
         shared = storage is not None and is_postgresql(storage)
@@ -393,6 +395,7 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
         sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
     if not any(r.ok for r in records):
         raise typer.Exit(EXIT_FAILED)
+    raise typer.Exit(EXIT_NO_GPU)  # (compiled and inspected; nothing was tuned)
 
 
 def _run(

@@ -159,6 +159,37 @@ def compile_summary(
 
 def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
     print_top(plan, result, out)  # type: ignore[arg-type]
+    if result.evaluations and not result.new_evaluations:  # a finished study tuned again
+        out.print(escape(already_done(result)))  # type: ignore[attr-defined]
+    else:
+        _print_run(plan, result, out)
+    _print_next_steps(plan, result, url, out)
+
+
+def already_done(result: TuneResult) -> str:
+    """What a tune that evaluated nothing new says: the study was done, what it found, and how
+    to go on (a larger budget) or start again (``--fresh``)."""
+    best = result.best
+    found = (
+        f"; best {best.measurement.value:.5g} {result.study.unit or ''}".rstrip()
+        if best is not None and best.measurement.value is not None
+        else "; no config succeeded"
+    )
+    head = f"Already done: study {result.study.name!r} holds {result.evaluations} evaluations"
+    if result.stop.value == "exhausted":
+        return (
+            f"{head}{found}; every config it can evaluate is evaluated, so nothing new was. "
+            "--fresh starts an independent study."
+        )
+    return (
+        f"{head}{found}; its budget is spent (stopped: {result.stop.value}), so nothing new was "
+        f"evaluated. A larger --budget (more than {result.evaluations}) extends it; --fresh "
+        "starts an independent study."
+    )
+
+
+def _print_run(plan: TunePlan, result: TuneResult, out: object) -> None:
+    """What this run did: evaluations, why it stopped, moves, where the time went."""
     failed = sum(1 for e in result.history if e.measurement.outcome is not TrialOutcome.OK)
     line = (
         f"{result.evaluations} configs evaluated ({result.new_evaluations} new, {failed} "
@@ -200,6 +231,9 @@ def print_result(plan: TunePlan, result: TuneResult, url: str, out: object) -> N
             "first timing."
         )
         out.print(what)  # type: ignore[attr-defined]
+
+
+def _print_next_steps(plan: TunePlan, result: TuneResult, url: str, out: object) -> None:
     out.print(f"Results: study {escape(result.study.name)!r} in {escape(url)}")  # type: ignore[attr-defined]
     if result.best is not None:  # the next step: the tuned configs into the user's build
         kernel = base_kernel(result.study.kernel)

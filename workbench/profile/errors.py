@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from workbench.errors import NoGpuError, WorkbenchError
 
 
 class ProfileError(WorkbenchError):
@@ -72,3 +72,10 @@ class NcuUnavailable(ProfileError):
     def __init__(self, problem: NcuProblem, message: str) -> None:
         self.problem = problem
         super().__init__(f"{problem.value}: {message}")
+
+
+class NoGpuToProfile(NcuUnavailable, NoGpuError):
+    """There is no GPU to profile on (the command's status says "needs a GPU")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(NcuProblem.NO_GPU, message)

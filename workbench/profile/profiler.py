@@ -19,7 +19,13 @@ from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.errors import CompileError
 from workbench.gpu import probe_gpu
 from workbench.profile.chips import chip_for_name, chip_for_preset
-from workbench.profile.errors import NcuProblem, NcuUnavailable, ProfileError, ReportError
+from workbench.profile.errors import (
+    NcuProblem,
+    NcuUnavailable,
+    NoGpuToProfile,
+    ProfileError,
+    ReportError,
+)
 from workbench.profile.metrics import MetricSet, ResolvedSet, resolve
 from workbench.profile.ncu import (
     NCU_TIMEOUT_S,
@@ -203,15 +209,14 @@ def profile_config(request: ProfileRequest) -> ProfileOutcome:
 
     Raises:
         MetricNameError, CompileError: before any GPU work.
-        NcuUnavailable: NO_GPU (nothing can be measured here).
+        NoGpuToProfile: no GPU (nothing can be measured here).
         ProfileError: the fallback measurement failed too, or the report lacks the kernel.
     """
     probe = probe_gpu()
     if not probe.available:
-        raise NcuUnavailable(
-            NcuProblem.NO_GPU,
+        raise NoGpuToProfile(
             f"{probe.reason}: nothing can be measured here (--dry-run checks the metrics and "
-            "prints the ncu command; --import reads a report made elsewhere)",
+            "prints the ncu command; --import reads a report made elsewhere)"
         )
     has_nvtx = nvtx_available()
     the_plan = plan(request, nvtx_available=has_nvtx)

@@ -480,7 +480,13 @@ def _named(runs: Sequence[RunInfo], pool: Sequence[RunInfo], spec: str, role: st
             return labelled[-1]
         scope = "earlier run of the candidate's kernel" if role == "baseline" else "run"
         text = f"--{role} {spec}: no {scope} is labelled {value!r}"
-        if elsewhere := ", ".join(str(r.id) for r in runs if r.label == value):
+        itself = [r for r in runs if r.label == value and r not in pool]
+        if role == "baseline" and itself and itself[-1] is runs[-1] and len(itself) == 1:
+            text += (
+                f" (run {itself[0].id}, the candidate, is itself: record a new run with "
+                f"`workbench regress record {itself[0].kernel}` and check that against it)"
+            )
+        elif elsewhere := ", ".join(str(r.id) for r in runs if r.label == value):
             text += f" (run {elsewhere} is, but is later or of another kernel)"
         if known := sorted({r.label for r in pool if r.label}):
             text += f"; labels there: {', '.join(known)}"

@@ -1,9 +1,10 @@
 """Set up ``regress record``: which problems (one per shape), which runners, which environment.
 
-Three sources, as for ``tune``: a live GPU (the CUDA runner with the regression timing), a
-recording replayed for a kernel's space (``K --replay FILE``), or a bare recording
-(``--replay FILE``: the recorded space). A replayed plan carries a banner naming the device,
-file and date, and every run it stores is marked as replayed.
+Four sources, as for ``tune``: a live GPU (the CUDA runner with the regression timing), a
+recording replayed for a kernel's space (``K --replay FILE``), a bare recording (``--replay
+FILE``: the recorded space), or, without a GPU, the recordings kept beside the space file. A
+replayed plan carries a banner naming the device, file and date, and every run it stores is
+marked as replayed.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, NoGpuError
 from workbench.gitinfo import repo_state
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
-from workbench.search.session import replay_banner
+from workbench.search.session import recording_for_shape, replay_banner, shipped_recordings
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec, Value, shape_label
 from workbench.spaces.targets import one_arch, shape_spaces
@@ -96,28 +97,60 @@ def plan_space(
     shape_set: str | None = None,
     cache_dir: Path | None = None,
 ) -> RecordPlan:
-    """Record a kernel's spaces: live on the GPU, or from ``replay``.
+    """Record a kernel's spaces: live on the GPU, from ``replay``, or, without a GPU, from the
+    recordings kept beside the space file (as ``tune`` replays them), bannered.
 
     Raises:
-        NoGpuError: no replay and no GPU.
+        NoGpuError: no replay, no GPU and no kept recording of every shape.
         WorkbenchError: the recording is not of this space, or the runner cannot start.
     """
     problems: list[Problem] = [SpaceProblem(sp, pinned) for sp in spaces]
     if replay is not None:
         recording = load_recording(replay).for_space(spec)  # (see Recording.for_space)
         problems = _matching(problems, spaces, recording)
-        runners: dict[str, Runner] = {p.shape_label: ReplayRunner(recording) for p in problems}
-        env = store.environment(recording.device, replay_source=recording.source)
-        return RecordPlan(
-            problems[0].kernel,
-            problems,
-            runners,
-            recording.device,
-            env,
-            shape_set,
-            replay_banner(recording),
-        )
+        return _replayed(store, problems, [recording] * len(problems), shape_set)
+    from workbench.gpu import probe_gpu
+
+    probe = probe_gpu()
+    if not probe.available:  # as tune does: the recordings kept beside the space, bannered
+        kept = [recording_for_shape(shipped_recordings(spec), sp.shape) for sp in spaces]
+        if all(kept):
+            return _replayed(store, problems, kept, shape_set)  # type: ignore[arg-type]
+        raise NoGpuError(_no_gpu_message(probe.reason, spec, spaces, kept))
     return _plan_live(store, spec, spaces, problems, shape_set, cache_dir)
+
+
+def _replayed(
+    store: Store,
+    problems: list[Problem],
+    recordings: Sequence[Recording],
+    shape_set: str | None,
+) -> RecordPlan:
+    """A plan that replays ``recordings`` (one per problem; one environment: the first's
+    device, every file named as the replay source)."""
+    runners: dict[str, Runner] = {
+        p.shape_label: ReplayRunner(r) for p, r in zip(problems, recordings, strict=True)
+    }
+    first = recordings[0]
+    source = "; ".join(dict.fromkeys(r.source for r in recordings))
+    env = store.environment(first.device, replay_source=source)
+    banners = dict.fromkeys(replay_banner(r) for r in recordings)
+    return RecordPlan(
+        problems[0].kernel, problems, runners, first.device, env, shape_set, "\n".join(banners)
+    )
+
+
+def _no_gpu_message(
+    reason: str, spec: SpaceSpec, spaces: Sequence[Space], kept: Sequence[Recording | None]
+) -> str:
+    missing = [shape_label(sp.shape) for sp, r in zip(spaces, kept, strict=True) if r is None]
+    have = sorted({shape_label(r.shape) for r in shipped_recordings(spec) if r.shape})
+    return (
+        f"no CUDA GPU ({reason}): `regress record` measures on a GPU, and no recording of "
+        f"{spec.name} at {', '.join(missing)} is kept beside its space file"
+        + (f" (kept: {'; '.join(have)}: pick one with --shape)" if have else "")
+        + "; give --replay FILE to record from a recording (the run is marked as replayed)"
+    )
 
 
 def _plan_live(
@@ -129,16 +162,9 @@ def _plan_live(
     cache_dir: Path | None,
 ) -> RecordPlan:
     from workbench.compiler import CompileCache
-    from workbench.gpu import probe_gpu
     from workbench.regress.recorder import REGRESS_TIMING
-    from workbench.runners.cuda.runner import CudaRunner, NoGpuError
+    from workbench.runners.cuda.runner import CudaRunner
 
-    probe = probe_gpu()
-    if not probe.available:
-        raise NoGpuError(
-            f"no CUDA GPU ({probe.reason}): `regress record` measures on a GPU; give --replay "
-            "FILE to record from a recording instead (the run is marked as replayed)"
-        )
     cache = CompileCache(cache_dir)
     runners: dict[str, Runner] = {}
     try:

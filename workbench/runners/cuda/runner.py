@@ -12,15 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from workbench.compiler import CompileAhead, CompileCache
-from workbench.errors import WorkbenchError
+from workbench.errors import NoGpuError
 from workbench.gpu import probe_gpu
 from workbench.runners.timing import TimingOptions
 from workbench.runners.worker_runner import LAUNCH_TIMEOUT_S, STARTUP_TIMEOUT_S, WorkerRunner
 from workbench.spaces.space import Space
-
-
-class NoGpuError(WorkbenchError):
-    """There is no CUDA GPU (or no driver) to run on."""
 
 
 class CudaRunner(WorkerRunner):
