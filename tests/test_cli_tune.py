@@ -93,6 +93,21 @@ def test_kernel_with_its_own_recording(project: Path) -> None:
     assert "roofline" not in doc["throughput"]  # no datasheet of a "Test GPU"
 
 
+def test_tuning_a_finished_study_again_says_it_is_done_and_how_to_go_on(project: Path) -> None:
+    spec = load_space(project / "spaces" / "tiny.yaml")
+    rec = str(recording_of(Space(spec), project / "rec.json"))
+    tune = ("tune", str(spec.path), "--replay", rec)
+    assert invoke(*tune, "--budget", "5")[0] == 0
+    code, out, _ = invoke(*tune, "--budget", "5")
+    assert code == 0
+    assert "Already done: study 'tiny | n=1000 | Test GPU' holds 5 evaluations; best" in out
+    assert "A larger --budget (more than 5) extends it; --fresh starts" in " ".join(out.split())
+    assert "Search moves" not in out and "Time:" not in out
+    assert invoke(*tune, "--budget", "100")[0] == 0  # every config: exhausted
+    code, out, _ = invoke(*tune, "--budget", "100")
+    assert "holds 22 evaluations" in out and "every config it can evaluate" in out
+
+
 def test_without_gpu_a_recording_beside_the_space_is_replayed(project: Path) -> None:
     spec = load_space(project / "spaces" / "tiny.yaml")
     recording_of(Space(spec), project / "spaces" / "recordings" / "tiny" / "test-gpu.json.gz")
