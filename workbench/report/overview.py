@@ -4,7 +4,13 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
-from workbench.report.baselines import Baselines, ContenderRow, VariantRow, draw_speedups
+from workbench.report.baselines import (
+    Baselines,
+    ContenderRow,
+    VariantRow,
+    draw_speedups,
+    retimed_best,
+)
 from workbench.report.data import StudyData
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.spaces.model import config_label
@@ -114,6 +120,8 @@ def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
     _best(sec, data, space, why)
     if baselines:
         _baselines(sec, baselines)
+        if note := retimed_note(data, baselines):
+            sec.note(note)
     else:
         sec.note(
             "No baseline timings in the store for this kernel (workbench compare K stores "
@@ -234,6 +242,12 @@ def _baselines(sec: Section, b: Baselines) -> None:
     contender did not run is a numbered footnote, each library is named once below."""
     where = f" on {', '.join(b.devices)}" if len(b.devices) == 1 else ""
     sec.html(f"<h3>Against the vendor libraries (workbench compare){esc(where)}</h3>")
+    if b.replayed:
+        sec.note(
+            "Replayed, not measured here: workbench compare timed these rows on the GPU named "
+            f"and they were read from {'; '.join(b.replayed)}, kept beside the recordings of "
+            "the same run; nothing ran on this machine."
+        )
     fig = draw_speedups(b)
     if fig is not None:
         sec.figure(fig)
@@ -254,6 +268,31 @@ def _baselines(sec: Section, b: Baselines) -> None:
         sec.note(n)
     for contender in dict.fromkeys(v.contender for v in b.variants):
         _variant_table(sec, [v for v in b.variants if v.contender == contender])
+
+
+def retimed_note(data: StudyData, b: Baselines) -> str | None:
+    """Where compare timed the study's best config again at its shape on its GPU: which
+    measurement each figure on the page is (compare's timing in the table, the tune's median
+    in the best config), as they differ; None where compare timed no such row."""
+    best = data.best
+    if best is None or best.measurement.value is None:
+        return None
+    again = retimed_best(b, data.study.shape_label, data.devices, best.config)
+    if again is None:
+        return None
+    m = best.measurement
+    space, _ = data.space
+    tune_rate = _throughput(space, best.config, m.value)
+    rate = f", {again.throughput:,.1f} {again.unit}" if again.throughput is not None else ""
+    who = f"read from {again.replayed_from}" if again.replayed_from else "by workbench compare"
+    differ = f"differ by {abs(again.median_ms / m.value - 1):.1%}"  # type: ignore[operator]
+    tune = f"{num(m.value)} ms{', ' + tune_rate if tune_rate else ''}"
+    return (
+        f"Two medians of the best config at {again.shape}, of different samples: its tuned "
+        f"row above is compare's timing ({num(again.median_ms)} ms{rate}; {who}); the best "
+        f"config's time above is the tune's median ({tune}; {len(m.samples)} samples). They "
+        f"{differ}."
+    )
 
 
 def _variant_table(sec: Section, variants: list[VariantRow]) -> None:

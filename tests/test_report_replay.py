@@ -1,0 +1,87 @@
+"""The report of ``workbench tune gemm_int8`` without a GPU, which replays the H200 run kept in
+``tuning_spaces/recordings/gemm_int8/``: what that run kept beside its recordings (its
+comparison with cuBLAS and cuBLASLt, its Nsight Compute profile) is stored by the replay as
+the GPU run stored it, marked as read from its file, and the report shows it. Expected figures
+are read from the kept files, not retyped. Data-level: no browser."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cli_helpers import invoke
+
+from workbench.compare.storage import load_comparisons
+from workbench.gpu import probe_gpu
+from workbench.report.baselines import gather_baselines, retimed_best
+from workbench.report.data import StudyData, gather_studies
+from workbench.report.overview import retimed_note
+from workbench.runners.recordings import load_recording
+from workbench.spaces.registry import builtin_spaces_dir
+from workbench.store import Store
+
+KEPT = builtin_spaces_dir() / "recordings" / "gemm_int8"
+RECORDING = KEPT / "gemm_int8-nvidia-h200-M4096_N4096_K4096.json.gz"
+COMPARE = KEPT / "compare" / "gemm_int8-nvidia-h200-2026-12-04.json"
+SHAPE = "M=4096,N=4096,K=4096"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The store of ``workbench tune gemm_int8`` run twice without a GPU."""
+    if probe_gpu().available:
+        pytest.skip("a GPU is present: tune measures instead of replaying")
+    tmp = tmp_path_factory.mktemp("replay")
+    env = {"WORKBENCH_STORE": str(tmp / "store.sqlite"), "WORKBENCH_CACHE_DIR": str(tmp / "c")}
+    for _ in range(2):  # a second replay resumes the study and stores nothing twice
+        code, _, err = invoke("tune", "gemm_int8", env=env)
+        assert code == 0, err
+    return Store(f"sqlite:///{tmp / 'store.sqlite'}")
+
+
+def _kept_compare() -> dict[str, Any]:
+    return json.loads(COMPARE.read_text())
+
+
+def _study(store: Store) -> StudyData:
+    (data,) = gather_studies(store, "gemm_int8")
+    return data
+
+
+def test_the_replay_stores_the_runs_comparison_once_and_says_where_from(replayed) -> None:
+    doc = _kept_compare()
+    stored = load_comparisons(replayed, kernel="gemm_int8")
+    expected = [(s["label"], r["name"]) for s in doc["shapes"] for r in s["results"]]
+    assert [(r.shape_label, r.contender) for r in stored] == expected
+    assert len({r.batch for r in stored}) == 1
+    source = f"NVIDIA H200 ({COMPARE.name})"
+    assert all(r.command == f"replayed from {source}" for r in stored)
+    b = gather_baselines(replayed, "gemm_int8")
+    assert b.replayed == (source,) and b.devices == ("NVIDIA H200",)
+    results = [r for s in doc["shapes"] for r in s["results"]]
+    assert [(r.median_ms, r.throughput, r.speedup) for r in b.rows] == [
+        (r["median_ms"], r["throughput"], r["speedup"]) for r in results
+    ]
+    # the study of the shape the replay tuned is the one its rows were compared at
+    data = _study(replayed)
+    assert {r.study_id for r in stored if r.shape_label == SHAPE} == {data.study.id}
+
+
+def test_the_page_says_which_median_each_tuned_figure_is(replayed) -> None:
+    """compare's timing of the best config (the README's 1,076 TOPS) against the tune's median
+    of it (the page's 1,083.5): two medians of different samples, each named."""
+    data = _study(replayed)
+    (at_shape,) = [s for s in _kept_compare()["shapes"] if s["label"] == SHAPE]
+    tuned = next(r for r in at_shape["results"] if r["name"] == "tuned")
+    best = load_recording(RECORDING).optimum()
+    assert best is not None and data.best is not None
+    assert data.best.measurement.value == best.value
+    again = retimed_best(gather_baselines(replayed, "gemm_int8"), SHAPE, data.devices, best.config)
+    assert again is not None and again.median_ms == tuned["median_ms"]
+    note = retimed_note(data, gather_baselines(replayed, "gemm_int8"))
+    assert note is not None
+    ops = at_shape["work"]["ops"]
+    assert f"{tuned['throughput']:,.1f} TOPS" in note and "compare's timing" in note
+    assert f"{ops / (best.value * 1e-3) / 1e12:,.1f} TOPS" in note and "tune's median" in note
+    assert f"{len(best.samples)} samples" in note and COMPARE.name in note
