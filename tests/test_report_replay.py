@@ -7,16 +7,21 @@ are read from the kept files, not retyped. Data-level: no browser."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
 import pytest
 from cli_helpers import invoke
 
 from workbench.compare.storage import load_comparisons
 from workbench.gpu import probe_gpu
+from workbench.profile.storage import load_profiles
 from workbench.report.baselines import gather_baselines, retimed_best
+from workbench.report.counters import gather_variants, has_divergence, has_memory, replayed_sources
 from workbench.report.data import StudyData, gather_studies
 from workbench.report.overview import retimed_note
+from workbench.report.pages import study_page
 from workbench.runners.recordings import load_recording
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store import Store
@@ -24,6 +29,7 @@ from workbench.store import Store
 KEPT = builtin_spaces_dir() / "recordings" / "gemm_int8"
 RECORDING = KEPT / "gemm_int8-nvidia-h200-M4096_N4096_K4096.json.gz"
 COMPARE = KEPT / "compare" / "gemm_int8-nvidia-h200-2026-12-04.json"
+PROFILES = KEPT / "profiles" / "gemm_int8-nvidia-h200-2026-12-04.json"
 SHAPE = "M=4096,N=4096,K=4096"
 
 
@@ -85,3 +91,46 @@ def test_the_page_says_which_median_each_tuned_figure_is(replayed) -> None:
     assert f"{tuned['throughput']:,.1f} TOPS" in note and "compare's timing" in note
     assert f"{ops / (best.value * 1e-3) / 1e12:,.1f} TOPS" in note and "tune's median" in note
     assert f"{len(best.samples)} samples" in note and COMPARE.name in note
+
+
+def test_the_replay_imports_the_runs_profile_of_the_shape_it_replays(replayed) -> None:
+    """The run's Nsight Compute report of the best config at 4096^3, listed by its ``workbench
+    profile --json`` output: imported once, at that shape, linked to the replayed study, its
+    divergence and memory figures those the run printed."""
+    (listed,) = json.loads(PROFILES.read_text())["profiles"]
+    data = _study(replayed)
+    (p,) = load_profiles(replayed)
+    report = KEPT / "ncu" / Path(listed["source_file"]).name
+    assert (p.kernel, p.config_key, p.shape_label) == (
+        listed["kernel"],
+        listed["config"],
+        listed["shape"],
+    )
+    assert p.study_id == data.study.id and p.source == "import"
+    assert p.source_file == str(report.resolve())
+    assert p.command == f"replayed from NVIDIA H200 ({report.name})"
+    assert any(n.startswith("replayed:") for n in p.notes)
+    (v,) = gather_variants([p])
+    assert has_divergence(v) and has_memory(v)
+    assert v.divergence.threads_per_inst == listed["divergence"]["threads_per_inst"]
+    assert v.memory.l2_hit_rate_pct == listed["memory"]["l2_hit_rate_pct"]
+    assert replayed_sources([p]) == [f"NVIDIA H200 ({report.name})"]
+
+
+def test_the_page_names_every_file_its_replayed_figures_come_from(replayed) -> None:
+    data = _study(replayed)
+    b = gather_baselines(replayed, "gemm_int8")
+    page = study_page(replayed, data, load_profiles(replayed), b, None, None, None)
+    html = page.render(plotlyjs=False)
+    banner = next(text for css, text in page.banners if css == "banner")
+    for name in (RECORDING.name, COMPARE.name, Path(_listed_report()).name):
+        assert name in banner
+    sections = {s.anchor: s for s in page.sections}
+    for anchor in ("divergence", "memory", "roofline"):
+        assert any(isinstance(part, go.Figure) for part in sections[anchor].parts), anchor
+    assert "No baseline timings" not in html and "No Nsight Compute profile" not in html
+
+
+def _listed_report() -> str:
+    (listed,) = json.loads(PROFILES.read_text())["profiles"]
+    return str(listed["source_file"])

@@ -330,14 +330,24 @@ def _announce_source(setup: TuneSetup, out: Console) -> None:
 
 def _store_kept_results(setup: TuneSetup, out: Console) -> None:
     """A replay of a kept recording stores what the same GPU run kept beside it, as that run
-    stored it: its comparison with the libraries (and says so)."""
+    stored it: its comparison with the libraries, and its Nsight Compute profiles of the
+    shapes replayed (and says so)."""
     from workbench.compare.replayed import kept_comparisons, store_kept_comparison
+    from workbench.profile.replayed import import_kept_profile, kept_profiles, study_of
 
     assert setup.spec is not None
-    for kept in kept_comparisons(recordings_dir(setup.spec)):
+    folder = recordings_dir(setup.spec)
+    for kept in kept_comparisons(folder):
         if store_kept_comparison(setup.store, kept) is not None:
             out.print(
                 f"Stored the comparison with the libraries that run kept: {escape(str(kept.path))}"
+            )
+    studies = [plan.study for plan in setup.plans]
+    for profile in kept_profiles(folder):
+        study = study_of(profile, studies)
+        if study is not None and import_kept_profile(setup.store, profile, study) is not None:
+            out.print(
+                f"Stored the Nsight Compute profile that run kept: {escape(str(profile.report))}"
             )
 
 

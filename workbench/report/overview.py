@@ -4,6 +4,8 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from workbench.report.baselines import (
     Baselines,
     ContenderRow,
@@ -18,8 +20,10 @@ from workbench.spaces.model import config_label
 TOP = 10
 
 
-def replay_banner(data: StudyData) -> str | None:
-    """Escaped HTML naming every recording and recorded device, or None when all measured."""
+def replay_banner(data: StudyData, also: Sequence[tuple[str, str]] = ()) -> str | None:
+    """Escaped HTML naming every recording and recorded device, and ``also`` the other kept
+    files the page's replayed figures were read from ((what, device and file) pairs: the
+    comparison with the libraries, profiles), or None when all measured."""
     sources = data.replay_sources
     if not sources:
         return None
@@ -28,16 +32,26 @@ def replay_banner(data: StudyData) -> str | None:
         {r.environment.gpu_name for r in data.runs if r.environment and r.environment.replay_source}
     ) or list(data.devices)
     items = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    items += "".join(f"<li>{esc(what)}: {esc(s)}</li>" for what, s in also)
+    others = (
+        f", as were the {esc(' and the '.join(dict.fromkeys(w for w, _ in also)))} from the "
+        "files named after them"
+        if also
+        else ""
+    )
     note = f" Note: {esc(data.study.replay_note)}." if data.study.replay_note else ""
     return (
-        f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} numbers on this "
-        f"page were measured on <b>{esc(', '.join(devices))}</b> and read from the recording(s) "
-        f"below; no kernel ran on the machine that made this report.{note}<ul>{items}</ul>"
+        f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} evaluations on "
+        f"this page were measured on <b>{esc(', '.join(devices))}</b> and read from the "
+        f"recording(s) below{others}; no kernel ran on the machine that made this report."
+        f"{note}<ul>{items}</ul>"
     )
 
 
-def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
-    banner = replay_banner(data)
+def add_overview(
+    page: Page, data: StudyData, baselines: Baselines, also: Sequence[tuple[str, str]] = ()
+) -> Section:
+    banner = replay_banner(data, also)
     if banner:
         page.banners.append(("banner", banner))
     sec = page.section("Overview", "overview")

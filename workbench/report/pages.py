@@ -71,7 +71,9 @@ def study_page(
 ) -> Page:
     st = data.study
     page = Page(f"{st.kernel} [{st.shape_label}] on {st.device_key}", subtitle=st.name)
-    add_overview(page, data, baselines)
+    also = [("comparison with the libraries", s) for s in baselines.replayed]
+    also += [("Nsight Compute profile", s) for s in counters.replayed_sources(profiles)]
+    add_overview(page, data, baselines, also)
     hist = page.section("Tuning history", "history")
     if data.evaluations:
         h = gather_history(data)
@@ -128,7 +130,9 @@ def study_page(
         gather_tuned_binary(data, cache, storage_option(store.shown_url)),
     )
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
-    _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
+    _roofline_section(
+        page, roof, f"{st.kernel} [{st.shape_label}]", counters.replayed_note(profiles)
+    )
     add_counter_sections(page, profiles, NO_PROFILE, measured)
     te = gather_time_energy(data)
     if te is not None:
@@ -149,8 +153,12 @@ def study_page(
     return page
 
 
-def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
+def _roofline_section(
+    page: Page, roof: Roofline | None, what: str, replayed: str | None = None
+) -> None:
     sec = page.section("Roofline", "roofline")
+    if replayed:
+        sec.note(replayed)
     if roof is None:
         sec.text(
             "No roofline: no profile in the store and no work model (a recorded space has "
@@ -227,11 +235,13 @@ def add_counter_sections(
     share against ``measured`` ceilings where given (else the profile's own peak)."""
     variants = counters.gather_variants(profiles, measured)
     caption = counters.shared_caption(profiles)
+    replayed = counters.replayed_note(profiles)
     div = page.section("Warp divergence and stalls", "divergence")
     with_div = [v for v in variants if counters.has_divergence(v)]
     if with_div:
-        if caption:
-            div.note(caption)
+        for line in (replayed, caption):
+            if line:
+                div.note(line)
         div.figure(counters.draw_divergence(with_div))
         if any(v.divergence.branch_uniform_pct is not None for v in with_div):
             div.figure(counters.draw_uniformity(with_div))
@@ -253,8 +263,9 @@ def add_counter_sections(
     mem = page.section("Memory access", "memory")
     with_mem = [v for v in variants if counters.has_memory(v)]
     if with_mem:
-        if caption:
-            mem.note(caption)
+        for line in (replayed, caption):
+            if line:
+                mem.note(line)
         with_dram = [v for v in with_mem if v.dram is not None]
         if with_dram:
             mem.figure(counters.draw_dram_share(with_dram))
