@@ -15,9 +15,11 @@ import pytest
 from cli_helpers import invoke
 
 from workbench.compare.storage import load_comparisons
+from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.gpu import probe_gpu
 from workbench.profile.storage import load_profiles
 from workbench.report.baselines import gather_baselines, retimed_best
+from workbench.report.compiled import gather_compiled
 from workbench.report.counters import gather_variants, has_divergence, has_memory, replayed_sources
 from workbench.report.data import StudyData, gather_studies
 from workbench.report.overview import retimed_note
@@ -134,3 +136,30 @@ def test_the_page_names_every_file_its_replayed_figures_come_from(replayed) -> N
 def _listed_report() -> str:
     (listed,) = json.loads(PROFILES.read_text())["profiles"]
     return str(listed["source_file"])
+
+
+def test_charts_with_nothing_to_say_are_one_sentence(replayed, tmp_path: Path) -> None:
+    """Compile resources of one config (its best, compiled here) and where a replay's time
+    went (lookups, no GPU): each a sentence with its figures, not a chart of one point or of
+    tens of thousands of evaluations a minute."""
+    data = _study(replayed)
+    space, _ = data.space
+    assert space is not None and data.best is not None
+    cache = CompileCache(tmp_path / "cache")
+    compiled = compile_job(make_job(space, data.best.config), cache)
+    assert compiled.ok
+    series = gather_compiled(replayed, data, cache)
+    assert series is not None and len(series.points) == 1
+    (point,) = series.points
+    b = gather_baselines(replayed, "gemm_int8")
+    page = study_page(replayed, data, load_profiles(replayed), b, None, cache, None)
+    sections = {s.anchor: s for s in page.sections}
+    for anchor in ("compile", "phases"):
+        assert not any(isinstance(part, go.Figure) for part in sections[anchor].parts), anchor
+        assert len(sections[anchor].parts) == 1, anchor
+    (compile_text,) = sections["compile"].parts
+    assert f"{point.registers} registers per thread" in str(compile_text)
+    assert f"the other {len(data.evaluations) - 1} have none there" in str(compile_text)
+    (phases_text,) = sections["phases"].parts
+    assert f"{len(data.evaluations)} evaluations" in str(phases_text)
+    assert "no GPU busy" in str(phases_text)

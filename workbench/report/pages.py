@@ -11,7 +11,7 @@ from workbench.profile.storage import ProfileRecord
 from workbench.report import counters
 from workbench.report.accuracy import draw_accuracy, gather_accuracy
 from workbench.report.baselines import Baselines
-from workbench.report.compiled import draw_compiled, gather_compiled
+from workbench.report.compiled import draw_compiled, gather_compiled, too_few_text
 from workbench.report.data import StudyData
 from workbench.report.energy import draw_time_energy, gather_time_energy
 from workbench.report.history import draw_history, gather_history
@@ -20,7 +20,13 @@ from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
 from workbench.report.page import Page, Section, esc, num, table
 from workbench.report.parallel import draw_parallel
-from workbench.report.phases import draw_phases, gather_phases, phases_note, phases_table
+from workbench.report.phases import (
+    draw_phases,
+    gather_phases,
+    phases_note,
+    phases_table,
+    replayed_text,
+)
 from workbench.report.roofline import (
     Roofline,
     draw_roofline,
@@ -91,9 +97,13 @@ def study_page(
     runs = gather_phases(data)
     if runs:
         sec = page.section("Where the time went", "phases")
-        sec.figure(draw_phases(runs))
-        sec.html(phases_table(runs))
-        sec.note(phases_note(runs))
+        live = [r for r in runs if r.live]
+        if live:
+            sec.figure(draw_phases(live))
+            sec.html(phases_table(live))
+            sec.note(phases_note(live))
+        if (sentence := replayed_text(runs)) is not None:
+            sec.text(sentence, "missing")
     imp = page.section("Parameter importance", "importance")
     importance = gather_importance(data)
     imp.note(f"Method: {importance.method}.")
@@ -109,7 +119,9 @@ def study_page(
         par.text("Fewer than two correct evaluations, or no parameter varies.", "missing")
     comp = page.section("Compile resources", "compile")
     series = gather_compiled(store, data, cache)
-    if series is not None:
+    if series is not None and (sentence := too_few_text(series)) is not None:
+        comp.text(sentence, "missing")
+    elif series is not None:
         comp.note(
             f"From {series.source}; {series.without} evaluated configs have no compile "
             "result there (not compiled on this machine) and are not drawn."
