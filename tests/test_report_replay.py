@@ -7,6 +7,7 @@ are read from the kept files, not retyped. Data-level: no browser."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from workbench.report.compiled import gather_compiled
 from workbench.report.counters import gather_variants, has_divergence, has_memory, replayed_sources
 from workbench.report.data import StudyData, gather_studies
 from workbench.report.overview import retimed_note
+from workbench.report.page import cell
 from workbench.report.pages import study_page
+from workbench.report.roofline import from_profiles
 from workbench.runners.recordings import load_recording
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store import Store
@@ -163,3 +166,37 @@ def test_charts_with_nothing_to_say_are_one_sentence(replayed, tmp_path: Path) -
     (phases_text,) = sections["phases"].parts
     assert f"{len(data.evaluations)} evaluations" in str(phases_text)
     assert "no GPU busy" in str(phases_text)
+
+
+def _rules(html: str, selector: str) -> list[str]:
+    """The declarations of every rule of the page's stylesheet whose selectors include
+    ``selector``."""
+    style = html.split("<style>", 1)[1].split("</style>", 1)[0]
+    found = re.findall(r"([^{}]+)\{([^}]*)\}", style)
+    return [body for sels, body in found if selector in (s.strip() for s in sels.split(","))]
+
+
+def test_table_cells_never_break_inside_a_word_or_number_and_rates_have_units(replayed) -> None:
+    """Cells wrap at spaces and between a config's parameters only (numeric ones never), and a
+    table wider than the page scrolls sideways; the roofline's rates read as the compare
+    table writes them (1,070 TOPS), not 1.07e+15."""
+    data = _study(replayed)
+    profiles = load_profiles(replayed)
+    page = study_page(replayed, data, profiles, gather_baselines(replayed, "gemm_int8"), None,
+                      None, None)  # fmt: skip
+    html = page.render(plotlyjs=False)
+    td = " ".join(_rules(html, "td"))
+    assert "word-break:keep-all" in td and "overflow-wrap:normal" in td
+    assert "anywhere" not in td and "break-all" not in td
+    assert "white-space:nowrap" in " ".join(_rules(html, ".num"))
+    assert html.count("<table") == html.count("<div class='scroll'><table") > 5
+    assert cell("PATH=wgmma,BM=128") == "PATH=wgmma,<wbr>BM=128"
+    assert cell("1,083.5 TOPS") == "1,083.5 TOPS"  # a number's comma is no place to wrap
+    numeric = re.findall(r"<td class='num'>([^<]*)</td>", html)
+    assert numeric and not [c for c in numeric if re.search(r"\de[+-]\d", c)]
+    roof = from_profiles(profiles, data, None)
+    rates = [pt.compute.rate_text(pt.achieved) for s in roof.sets for pt in s.points]
+    roofline = next(s for s in page.sections if s.anchor == "roofline")
+    shown = "".join(p for p in roofline.parts if isinstance(p, str))
+    assert rates and all(f"<td class='num'>{r}</td>" in shown for r in rates)
+    assert all(r.endswith(" TOPS") for r in rates)

@@ -14,7 +14,7 @@ from workbench.report.baselines import (
     retimed_best,
 )
 from workbench.report.data import StudyData
-from workbench.report.page import Page, Section, esc, num, table
+from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
 from workbench.spaces.model import config_label
 
 TOP = 10
@@ -203,7 +203,7 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
         table(
             ("#", "config", f"median ({st.unit})", "CI low", "CI high", "samples", "throughput"),
             rows,
-            numeric=(0, 2, 3, 4, 5),
+            numeric=(0, 2, 3, 4, 5, 6),
         )
     )
 
@@ -272,7 +272,7 @@ def _baselines(sec: Section, b: Baselines) -> None:
         header.insert(1, "device")
     body = "".join(_baseline_row(r, several) for r in b.rows)
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    sec.html(f"<table class='compare'><tr>{head}</tr>{body}</table>")
+    sec.html(scrolling(f"<table class='compare'><tr>{head}</tr>{body}</table>"))
     if b.footnotes:
         items = "".join(f"<li>{esc(n)}</li>" for n in b.footnotes)
         sec.html(f"<ol class='note footnotes'>{items}</ol>")
@@ -315,16 +315,16 @@ def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
     several = len({v.device for v in variants}) > 1
     columns = list(dict.fromkeys((v.shape, v.device) for v in variants))
     labels = list(dict.fromkeys(v.label for v in variants))
-    cell = {(v.label, v.shape, v.device): v for v in variants}
+    timed = {(v.label, v.shape, v.device): v for v in variants}
     name = variants[0].contender
     sec.html(f"<h4>{esc(name)}: every configuration timed (median, ms)</h4>")
     head = ["configuration"] + [f"{s} ({d})" if several else s for s, d in columns]
     head.append("compile (s)")
     body = []
     for label in labels:
-        tds = [f"<td>{esc(label)}</td>"]
+        tds = [f"<td>{cell(label)}</td>"]
         for shape, device in columns:
-            v = cell.get((label, shape, device))
+            v = timed.get((label, shape, device))
             tds.append(_variant_cell(v))
         mine = [v for v in variants if v.label == label and v.compile_s]
         spent = max(mine, key=lambda v: v.compile_s or 0.0) if mine else None
@@ -332,7 +332,7 @@ def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
         tds.append(f"<td class='num'>{esc(text)}</td>")
         body.append(f"<tr>{''.join(tds)}</tr>")
     heads = "".join(f"<th>{esc(h)}</th>" for h in head)
-    sec.html(f"<table class='compare variants'><tr>{heads}</tr>{''.join(body)}</table>")
+    sec.html(scrolling(f"<table class='compare variants'><tr>{heads}</tr>{''.join(body)}</table>"))
     ok = sum(v.status == "ok" for v in variants)
     sec.note(
         f"{name} at each shape is the fastest correct configuration (marked *): {ok} of "
@@ -367,7 +367,7 @@ def _baseline_row(r: ContenderRow, with_device: bool) -> str:
     if with_device:
         cells.insert(1, (r.device, False))
     tds = [
-        f"<td class='num'>{esc(c)}</td>" if right else f"<td>{esc(c)}</td>" for c, right in cells
+        f"<td class='num'>{esc(c)}</td>" if right else f"<td>{cell(c)}</td>" for c, right in cells
     ]
     name = f"<td title='{esc(r.title)}'>{esc(r.contender)}</td>"  # the full title on hover
     tds.insert(2 if with_device else 1, name)

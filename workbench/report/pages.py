@@ -18,7 +18,7 @@ from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
-from workbench.report.page import Page, Section, esc, num, table
+from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
 from workbench.report.parallel import draw_parallel
 from workbench.report.phases import (
     draw_phases,
@@ -208,7 +208,7 @@ def _roofline_section(
                     pt.precision,
                     pt.level,
                     num(pt.intensity),
-                    f"{pt.achieved:.4g}",
+                    pt.compute.rate_text(pt.achieved),
                     f"{pt.fraction:.1%}",
                     pt.bound,
                     pt.compute.short,
@@ -224,13 +224,14 @@ def _roofline_section(
                 "precision",
                 "level",
                 "op/B",
-                "op/s",
+                "rate",
                 "of attainable",
                 "bound",
                 "compute roof",
                 "memory roof",
             ),
             rows,
+            numeric=(5, 6, 7),
         )
     )
     if caption:
@@ -395,14 +396,17 @@ def index_page(links: Sequence[Link], store_url: str, messages: Sequence[str]) -
     page = Page("workbench report", subtitle=f"from {store_url}")
     sec = page.section("Pages", "pages")
     sec.html(
-        "<table class='index'><tr><th>page</th><th>kind</th><th>headline</th><th>details</th></tr>"
-        + "".join(
-            f"<tr><td><a href='{esc(link.file)}'>{esc(link.title)}</a></td>"
-            f"<td>{esc(link.kind)}</td><td class='headline'>{esc(link.headline or None)}</td>"
-            f"<td>{esc(link.details)}</td></tr>"
-            for link in links
+        scrolling(
+            "<table class='index'><tr><th>page</th><th>kind</th><th>headline</th>"
+            "<th>details</th></tr>"
+            + "".join(
+                f"<tr><td><a href='{esc(link.file)}'>{cell(link.title)}</a></td>"
+                f"<td>{cell(link.kind)}</td><td class='headline'>{cell(link.headline or None)}"
+                f"</td><td>{cell(link.details)}</td></tr>"
+                for link in links
+            )
+            + "</table>"
         )
-        + "</table>"
     )
     for m in messages:
         sec.note(m)
