@@ -200,3 +200,31 @@ def test_table_cells_never_break_inside_a_word_or_number_and_rates_have_units(re
     shown = "".join(p for p in roofline.parts if isinstance(p, str))
     assert rates and all(f"<td class='num'>{r}</td>" in shown for r in rates)
     assert all(r.endswith(" TOPS") for r in rates)
+
+
+def test_reduce_replays_its_comparison_and_profile_into_its_variants_study(
+    private_dirs: Path,
+) -> None:
+    """reduce's recording is of a problem variant (``reduce[OP=sum]``), its kept comparison
+    and profile of the kernel: both reach the variant's study, and its page (CUB and a copy;
+    the profile's counters) names their files."""
+    if probe_gpu().available:
+        pytest.skip("a GPU is present: tune measures instead of replaying")
+    code, _, err = invoke("tune", "reduce")
+    assert code == 0, err
+    store = Store(f"sqlite:///{private_dirs}")
+    (data,) = gather_studies(store, "reduce")
+    assert data.study.kernel == "reduce[OP=sum]"
+    kept = builtin_spaces_dir() / "recordings" / "reduce"
+    (compare,) = (kept / "compare").glob("*.json")
+    doc = json.loads(compare.read_text())
+    b = gather_baselines(store, "reduce")
+    assert [(r.shape, r.median_ms) for r in b.rows] == [
+        (s["label"], r["median_ms"]) for s in doc["shapes"] for r in s["results"]
+    ]
+    assert b.replayed == (f"NVIDIA H200 ({compare.name})",)
+    (p,) = load_profiles(store)
+    assert p.study_id == data.study.id and p.shape_label == data.study.shape_label
+    page = study_page(store, data, [p], b, None, None, None)
+    banner = next(text for css, text in page.banners if css == "banner")
+    assert compare.name in banner and Path(p.source_file or "").name in banner
