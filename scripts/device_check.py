@@ -209,7 +209,8 @@ def _profile_step(
         *estimate,
         stdout=f"profiles/{kernel}_{tag}_{mset}.json",
         gate="ncu",
-        # the run of 2026-12-04 made these reports (tests/data/ncu): again only when asked
+        # the run of 2026-12-04 made these reports (tests/data/ncu; gemm_int8's and reduce's
+        # are kept with their recordings, tuning_spaces/recordings/K/ncu): again only when asked
         on_request=True,
     )
 

@@ -31,6 +31,10 @@
 #      tar -xzf $FILES/results.tar.gz benchmarks/results   # -> benchmarks/results/<gpu>-validation-<date>.json
 #      mkdir -p /tmp/r && tar -xzf $FILES/results.tar.gz -C /tmp/r   # compare/ tune/ runs/ profiles/ ceilings
 #      tar -xzf $FILES/ncu.tar.gz -C tests/data  # -> tests/data/ncu/*.ncu-rep (where tests read them)
+#      # what a no-GPU tune of K stores with its recording (docs/tuning.md), kept beside it:
+#      # /tmp/r/compare/K.json -> tuning_spaces/recordings/K/compare/K-<gpu>-<date>.json,
+#      # /tmp/r/profiles/K_*.json -> .../K/profiles/K-<gpu>-<date>.json and the reports they
+#      # name -> .../K/ncu/ (git mv from tests/data/ncu: tests read them there too)
 #      .venv/bin/workbench tune gemm_int8      # no GPU here: must replay the H200 recording, with a banner
 #      git add tuning_spaces/recordings benchmarks/results/<file> tests/data/ncu/<files>
 #

@@ -1,7 +1,8 @@
-"""The first H200 lease's ``workbench compare gemm_int8``, rebuilt from its JSON in
-``tests/data/h200/`` (kept as the run wrote it, with the run's ``ceilings.json``): each
-contender's median time per shape, the workbench's work model of the shape, and the roofs the
-run had. Nothing is retyped: every figure is read from those files."""
+"""The first H200 lease's ``workbench compare gemm_int8``, rebuilt from its JSON (kept as the
+run wrote it beside the run's gemm_int8 recordings, ``tuning_spaces/recordings/gemm_int8/
+compare/``, which a replayed tune stores) and the run's ``ceilings.json`` in ``tests/data/h200/``:
+each contender's median time per shape, the workbench's work model of the shape, and the roofs
+the run had. Nothing is retyped: every figure is read from those files."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from workbench.compare.table import Entry, ShapeComparison, Status
 from workbench.devices import DEVICES, device_for
 from workbench.roofline import Ceilings, CeilingSource, datasheet_ceilings, measured_ceilings
 from workbench.spaces import Space, load_kernel
+from workbench.spaces.registry import builtin_spaces_dir
 from workbench.spaces.targets import resolve_arches
 
 H200_RUN = Path(__file__).parent / "data" / "h200"
-COMPARE_JSON = H200_RUN / "gemm_int8.json"
+COMPARE_JSON = (
+    builtin_spaces_dir() / "recordings/gemm_int8/compare/gemm_int8-nvidia-h200-2026-12-04.json"
+)
 CEILINGS_JSON = H200_RUN / "ceilings.json"
 
 

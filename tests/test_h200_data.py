@@ -26,7 +26,10 @@ from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store import Store
 
 DATA = Path(__file__).parent / "data"
-NCU = DATA / "ncu"
+#: the run's reports: those a replayed tune imports are kept with its kernel's recordings
+NCU_REPORTS = sorted(
+    [*(DATA / "ncu").glob("*.ncu-rep"), *builtin_spaces_dir().glob("recordings/*/ncu/*.ncu-rep")]
+)
 CEILINGS = DATA / "h200" / "ceilings.json"
 RECORDINGS = sorted((builtin_spaces_dir() / "recordings").glob("*/*.json.gz"))
 VALIDATION = Path(__file__).parents[1] / "benchmarks/results/nvidia-h200-validation-2026-12-04.json"
@@ -76,7 +79,8 @@ def test_tune_gemm_int8_without_a_gpu_replays_the_h200_recording(private_dirs: P
 def h200_profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path]:
     tmp = tmp_path_factory.mktemp("h200")
     store = Store(f"sqlite:///{tmp / 'store.sqlite'}")
-    for path in sorted(NCU.glob("*.ncu-rep")):
+    assert len(NCU_REPORTS) == 6
+    for path in NCU_REPORTS:
         for record in import_report(path)[1]:
             save_profile(store, record)
     return store, tmp

@@ -15,7 +15,9 @@ from workbench.runners import recordings
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import RecordingError, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
+from workbench.runners.timing import summarize
 from workbench.search.session import replay_banner
+from workbench.spaces.registry import builtin_spaces_dir
 
 KT_FILES = sorted(p for p in CACHES.glob("*.json*") if "_T4" not in p.name)
 
@@ -90,6 +92,32 @@ def test_workbench_recording_round_trip(tmp_path: Path) -> None:
     assert rec.lookup({"A": 1, "B": "x"}).samples == (0.5, 0.51)
     assert rec.lookup({"A": 2, "B": "x"}).reason == "mismatch at 3"
     assert rec.date is not None and rec.arch == "sm_90"
+
+
+def test_a_workbench_recording_replays_the_interval_of_each_median(tmp_path: Path) -> None:
+    """A workbench recording keeps every sample and their median as the value: a replayed
+    measurement carries the median's 95 % interval, as the timing protocol gives it on the GPU
+    (the H200 recording of gemm_int8: its best config's 79 samples). A value that is not the
+    median of its samples gets none (an interval of the median would not bracket it)."""
+    path = (
+        builtin_spaces_dir()
+        / "recordings/gemm_int8/gemm_int8-nvidia-h200-M4096_N4096_K4096.json.gz"
+    )
+    rec = load_recording(path)
+    best = rec.optimum()
+    m = ReplayRunner(rec).evaluate(best.config)
+    expected = summarize(best.samples)
+    assert m.value == expected.median and len(m.samples) == 79
+    assert (m.ci_low, m.ci_high) == (expected.ci_low, expected.ci_high)
+    assert m.ci_low < m.value < m.ci_high
+    other = write_recording(
+        tmp_path / "r.json",
+        kernel="k",
+        device=DeviceInfo("GPU"),
+        parameters=[("A", [1])],
+        entries=[({"A": 1}, Measurement(TrialOutcome.OK, value=0.5, samples=(0.4, 0.6, 0.7)))],
+    )
+    assert ReplayRunner(load_recording(other)).evaluate({"A": 1}).ci_low is None
 
 
 def t4(configurations: list[dict]) -> dict:

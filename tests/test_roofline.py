@@ -35,6 +35,21 @@ def _ceiling(name: str, value: float, source: CeilingSource = CeilingSource.DATA
     return Ceiling(name, kind, value, source, "test")
 
 
+def test_rates_read_in_their_unit_with_three_digits_below_a_hundred() -> None:
+    """The H200 comparison's tuned rates as a table writes them: 1,076 TOPS at 4096^3, and
+    28.1 at the decode shape M=16 (not 28: a rate below a hundred keeps three digits; a
+    memory-bound kernel's compute rate of 0.96 TFLOP/s is not 1), never an exponent."""
+    doc = json.loads(COMPARE_JSON.read_text())
+    tuned = {s["label"]: s["results"][0]["throughput"] for s in doc["shapes"]}
+    int8 = _ceiling("tensor_int8", 1.0)
+    assert int8.rate_text(tuned["M=4096,N=4096,K=4096"] * 1e12) == "1,076 TOPS"
+    assert int8.rate_text(tuned["M=16,N=4096,K=4096"] * 1e12) == "28.1 TOPS"
+    fp32 = _ceiling("fp32", 1.0)
+    assert fp32.rate_text(0.9634e12) == "0.963 TFLOP/s"
+    assert fp32.rate_text(9.996e12) == "10.0 TFLOP/s"  # (rounding carries: three digits)
+    assert _ceiling("dram", 1.0).rate_text(4.27e12) == "4,270 GB/s"
+
+
 def test_ridge_point_attainable_and_bound_by_hand() -> None:
     compute, memory = _ceiling("fp32", 20e12), _ceiling("dram", 2e12)
     assert ridge_point(compute, memory) == 10.0  # 20 TFLOP/s / 2 TB/s

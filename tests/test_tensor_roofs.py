@@ -28,9 +28,13 @@ from workbench.roofline import (
     roofline_points,
 )
 from workbench.roofline.ceilings import SPARSE_TENSOR_FROM_CC, TENSOR_PEAK_PATHS
+from workbench.spaces.registry import builtin_spaces_dir
 
 DATA = Path(__file__).parent / "data"
-GEMM_INT8 = DATA / "ncu" / "gemm_int8-072dda65e8-20261204T143245.ncu-rep"
+#: the lease's report, kept with gemm_int8's recordings (a no-GPU tune imports it)
+GEMM_INT8 = (
+    builtin_spaces_dir() / "recordings/gemm_int8/ncu/gemm_int8-072dda65e8-20261204T143245.ncu-rep"
+)
 CEILINGS = DATA / "h200" / "ceilings.json"
 #: ops per cycle per SM of the lease's gemm_int8 launch (sm__ops_path_tensor_src_int8
 #: .avg.per_cycle_elapsed in the report) over the dense int8 rate of an H200 SM (8,192).

@@ -296,6 +296,8 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
     out = err_console if as_json else console
     setup = plan_tune(request, lambda: open_store(storage))
     _announce_source(setup, out)
+    if setup.source is Source.SHIPPED:
+        _store_kept_results(setup, out)
     if setup.source is Source.COMPILE:
         _compile_stage(setup, request, out, as_json)
         return
@@ -326,6 +328,29 @@ def _announce_source(setup: TuneSetup, out: Console) -> None:
         assert setup.spec is not None
         folder = escape(str(recordings_dir(setup.spec)))
         out.print(f"Replaying the recording of {escape(setup.spec.name)} in {folder} instead.")
+
+
+def _store_kept_results(setup: TuneSetup, out: Console) -> None:
+    """A replay of a kept recording stores what the same GPU run kept beside it, as that run
+    stored it: its comparison with the libraries, and its Nsight Compute profiles of the
+    shapes replayed (and says so)."""
+    from workbench.compare.replayed import kept_comparisons, store_kept_comparison
+    from workbench.profile.replayed import import_kept_profile, kept_profiles, study_of
+
+    assert setup.spec is not None
+    folder = recordings_dir(setup.spec)
+    for kept in kept_comparisons(folder):
+        if store_kept_comparison(setup.store, kept) is not None:
+            out.print(
+                f"Stored the comparison with the libraries that run kept: {escape(str(kept.path))}"
+            )
+    studies = [plan.study for plan in setup.plans]
+    for profile in kept_profiles(folder):
+        study = study_of(profile, studies)
+        if study is not None and import_kept_profile(setup.store, profile, study) is not None:
+            out.print(
+                f"Stored the Nsight Compute profile that run kept: {escape(str(profile.report))}"
+            )
 
 
 def _tune_study(

@@ -55,6 +55,8 @@ class ComparisonRecord:
     verify_max_error: float | None
     study_id: int | None
     created_at: dt.datetime | None
+    #: the command that timed it, or where a replay read it (:mod:`workbench.compare.replayed`)
+    command: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,13 @@ section shows as a small table of its own: one row per configuration, one column
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
 from workbench.compare.baselines import contender_label
+from workbench.compare.replayed import replayed_source
 from workbench.compare.storage import (
     ComparisonRecord,
     VariantRecord,
@@ -48,6 +49,8 @@ class ContenderRow:
     bound: str | None  #: ``compute`` or ``memory``
     speedup: float | None  #: baseline time / tuned time (None on the tuned row)
     max_error: float | None
+    config: Mapping[str, object] = field(default_factory=dict)  #: the tuned config compared
+    replayed_from: str | None = None  #: the kept file it was read from (None: timed)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,9 @@ class Baselines:
     legend: tuple[tuple[str, str], ...] = ()  #: (contender, what ran: title and library)
     devices: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()  #: why shares of the roofline bound are not shown
+    #: the kept files (device and name) the rows were replayed from; empty: all timed by
+    #: ``workbench compare``
+    replayed: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -111,6 +117,39 @@ def gather_baselines(store: Store, kernel: str) -> Baselines:
     return baselines_of(chosen, variants)
 
 
+@dataclass(frozen=True)
+class RetimedBest:
+    """A study's best config as ``workbench compare`` timed it again at the study's shape on
+    its GPU: a second median of the same config, from compare's own samples, beside the
+    tune's."""
+
+    shape: str
+    device: str | None
+    median_ms: float
+    throughput: float | None
+    unit: str | None
+    replayed_from: str | None
+
+
+def retimed_best(
+    b: Baselines, shape: str, devices: Sequence[str], config: Mapping[str, object]
+) -> RetimedBest | None:
+    """The tuned row of ``b`` at ``shape`` on one of ``devices`` that timed ``config`` (the
+    study's best), or None when compare timed another config there, or none."""
+    for r in b.rows:
+        if (
+            r.contender == TUNED
+            and r.shape == shape
+            and r.device in devices
+            and r.median_ms is not None
+            and dict(r.config) == dict(config)
+        ):
+            return RetimedBest(
+                r.shape, r.device, r.median_ms, r.throughput, r.unit, r.replayed_from
+            )
+    return None
+
+
 def baselines_of(
     records: Iterable[ComparisonRecord], variants: Iterable[VariantRecord] = ()
 ) -> Baselines:
@@ -141,12 +180,15 @@ def baselines_of(
                 bound=r.bound if shown else None,
                 speedup=r.speedup,
                 max_error=r.verify_max_error,
+                config=dict(r.params),
+                replayed_from=replayed_source(r.command),
             )
         )
+    sources = {r.batch: replayed_source(r.command) for r in records}
     refused = tuple(
-        f"% of roofline bound not shown for the comparison stored as batch {b[:12]}: a share "
-        "in it is above 100 % (a roof below a contender it measured, stored before roofs were "
-        "raised to the fastest measured); workbench compare again stores shares under the "
+        f"% of roofline bound not shown for the comparison {_batch_name(b, sources[b])}: a "
+        "share in it is above 100 % (a roof below a contender it measured, stored before roofs "
+        "were raised to the fastest measured); workbench compare again stores shares under the "
         "fastest measured"
         for b in sorted(refused_batches)
     )
@@ -157,7 +199,12 @@ def baselines_of(
         legend=_legend(records),
         devices=tuple(sorted({r.device for r in records if r.device})),
         refused=refused,
+        replayed=tuple(sorted({s for r in records if (s := replayed_source(r.command))})),
     )
+
+
+def _batch_name(batch: str, replayed_from: str | None) -> str:
+    return f"read from {replayed_from}" if replayed_from else f"stored as batch {batch[:12]}"
 
 
 def _variant_row(v: VariantRecord) -> VariantRow:

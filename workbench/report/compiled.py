@@ -103,6 +103,29 @@ def gather_compiled(
     )
 
 
+#: Fewer points than this make no chart: plotly draws axes around the one value (189 to 191
+#: registers), which says nothing the numbers themselves do not.
+MIN_POINTS = 2
+
+
+def too_few_text(series: CompiledSeries) -> str | None:
+    """The sentence that stands in for a chart of fewer than :data:`MIN_POINTS` points (the
+    point's own figures), or None when the chart has something to say."""
+    if len(series.points) >= MIN_POINTS:
+        return None
+    if not series.points:
+        return f"No {series.axis} has a compile result in {series.source}."
+    p = series.points[0]
+    spilled = (p.spill_stores or 0) + (p.spill_loads or 0)
+    occupancy = "unknown" if p.occupancy is None else f"{p.occupancy:.0%}"
+    others = f"; the other {series.without} have none there" if series.without else ""
+    return (
+        f"One {series.axis} has a compile result in {series.source}, so there is no chart: "
+        f"{series.axis} {p.trial} ({p.label}) uses {p.registers} registers per thread, "
+        f"{spilled} spilled bytes, theoretical occupancy {occupancy}{others}."
+    )
+
+
 def _store_rows(store: Store, data: StudyData) -> dict[str, CompileRecord]:
     return {r.config_key: r for r in load_compiles(store, data.study.id) if r.ok}
 

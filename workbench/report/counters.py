@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from workbench.compare.replayed import replayed_source
 from workbench.profile.derive import WARP_SIZE, Divergence, MemoryAccess, divergence, memory_access
 from workbench.profile.storage import ProfileRecord
 from workbench.profile.summary import summarize
@@ -105,6 +106,22 @@ def shared_caption(profiles: list[ProfileRecord]) -> str | None:
     parts = [" or ".join(kernels) + (f" on {gpus[0]}" if len(gpus) == 1 else "")]
     shared = short_labels([p.config_key for p in counted]).shared_text
     return f"Every launch drawn: {', '.join(parts + ([shared] if shared else []))}."
+
+
+def replayed_sources(profiles: list[ProfileRecord]) -> list[str]:
+    """The kept reports (device and file) that replayed profiles were read from, once each."""
+    return list(dict.fromkeys(s for p in profiles if (s := replayed_source(p.command))))
+
+
+def replayed_note(profiles: list[ProfileRecord]) -> str | None:
+    """A sentence naming the kept reports replayed profiles were read from; None for none."""
+    sources = replayed_sources(profiles)
+    if not sources:
+        return None
+    return (
+        "Replayed, not measured here: Nsight Compute counted these on the GPU named and they "
+        f"were read from {'; '.join(sources)}, kept with the recordings of the same run."
+    )
 
 
 def _dram(p: ProfileRecord, measured: Ceilings | None) -> DramShare | None:

@@ -4,16 +4,26 @@ speedup against stored baselines."""
 
 from __future__ import annotations
 
-from workbench.report.baselines import Baselines, ContenderRow, VariantRow, draw_speedups
+from collections.abc import Sequence
+
+from workbench.report.baselines import (
+    Baselines,
+    ContenderRow,
+    VariantRow,
+    draw_speedups,
+    retimed_best,
+)
 from workbench.report.data import StudyData
-from workbench.report.page import Page, Section, esc, num, table
+from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
 from workbench.spaces.model import config_label
 
 TOP = 10
 
 
-def replay_banner(data: StudyData) -> str | None:
-    """Escaped HTML naming every recording and recorded device, or None when all measured."""
+def replay_banner(data: StudyData, also: Sequence[tuple[str, str]] = ()) -> str | None:
+    """Escaped HTML naming every recording and recorded device, and ``also`` the other kept
+    files the page's replayed figures were read from ((what, device and file) pairs: the
+    comparison with the libraries, profiles), or None when all measured."""
     sources = data.replay_sources
     if not sources:
         return None
@@ -22,16 +32,26 @@ def replay_banner(data: StudyData) -> str | None:
         {r.environment.gpu_name for r in data.runs if r.environment and r.environment.replay_source}
     ) or list(data.devices)
     items = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    items += "".join(f"<li>{esc(what)}: {esc(s)}</li>" for what, s in also)
+    others = (
+        f", as were the {esc(' and the '.join(dict.fromkeys(w for w, _ in also)))} from the "
+        "files named after them"
+        if also
+        else ""
+    )
     note = f" Note: {esc(data.study.replay_note)}." if data.study.replay_note else ""
     return (
-        f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} numbers on this "
-        f"page were measured on <b>{esc(', '.join(devices))}</b> and read from the recording(s) "
-        f"below; no kernel ran on the machine that made this report.{note}<ul>{items}</ul>"
+        f"<b>REPLAY, not measured here.</b> {data.replayed_count} of {total} evaluations on "
+        f"this page were measured on <b>{esc(', '.join(devices))}</b> and read from the "
+        f"recording(s) below{others}; no kernel ran on the machine that made this report."
+        f"{note}<ul>{items}</ul>"
     )
 
 
-def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
-    banner = replay_banner(data)
+def add_overview(
+    page: Page, data: StudyData, baselines: Baselines, also: Sequence[tuple[str, str]] = ()
+) -> Section:
+    banner = replay_banner(data, also)
     if banner:
         page.banners.append(("banner", banner))
     sec = page.section("Overview", "overview")
@@ -114,6 +134,8 @@ def add_overview(page: Page, data: StudyData, baselines: Baselines) -> Section:
     _best(sec, data, space, why)
     if baselines:
         _baselines(sec, baselines)
+        if note := retimed_note(data, baselines):
+            sec.note(note)
     else:
         sec.note(
             "No baseline timings in the store for this kernel (workbench compare K stores "
@@ -181,7 +203,7 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
         table(
             ("#", "config", f"median ({st.unit})", "CI low", "CI high", "samples", "throughput"),
             rows,
-            numeric=(0, 2, 3, 4, 5),
+            numeric=(0, 2, 3, 4, 5, 6),
         )
     )
 
@@ -234,6 +256,12 @@ def _baselines(sec: Section, b: Baselines) -> None:
     contender did not run is a numbered footnote, each library is named once below."""
     where = f" on {', '.join(b.devices)}" if len(b.devices) == 1 else ""
     sec.html(f"<h3>Against the vendor libraries (workbench compare){esc(where)}</h3>")
+    if b.replayed:
+        sec.note(
+            "Replayed, not measured here: workbench compare timed these rows on the GPU named "
+            f"and they were read from {'; '.join(b.replayed)}, kept beside the recordings of "
+            "the same run; nothing ran on this machine."
+        )
     fig = draw_speedups(b)
     if fig is not None:
         sec.figure(fig)
@@ -244,7 +272,7 @@ def _baselines(sec: Section, b: Baselines) -> None:
         header.insert(1, "device")
     body = "".join(_baseline_row(r, several) for r in b.rows)
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    sec.html(f"<table class='compare'><tr>{head}</tr>{body}</table>")
+    sec.html(scrolling(f"<table class='compare'><tr>{head}</tr>{body}</table>"))
     if b.footnotes:
         items = "".join(f"<li>{esc(n)}</li>" for n in b.footnotes)
         sec.html(f"<ol class='note footnotes'>{items}</ol>")
@@ -256,22 +284,47 @@ def _baselines(sec: Section, b: Baselines) -> None:
         _variant_table(sec, [v for v in b.variants if v.contender == contender])
 
 
+def retimed_note(data: StudyData, b: Baselines) -> str | None:
+    """Where compare timed the study's best config again at its shape on its GPU: which
+    measurement each figure on the page is (compare's timing in the table, the tune's median
+    in the best config), as they differ; None where compare timed no such row."""
+    best = data.best
+    if best is None or best.measurement.value is None:
+        return None
+    again = retimed_best(b, data.study.shape_label, data.devices, best.config)
+    if again is None:
+        return None
+    m = best.measurement
+    space, _ = data.space
+    tune_rate = _throughput(space, best.config, m.value)
+    rate = f", {again.throughput:,.1f} {again.unit}" if again.throughput is not None else ""
+    who = f"read from {again.replayed_from}" if again.replayed_from else "by workbench compare"
+    differ = f"differ by {abs(again.median_ms / m.value - 1):.1%}"  # type: ignore[operator]
+    tune = f"{num(m.value)} ms{', ' + tune_rate if tune_rate else ''}"
+    return (
+        f"Two medians of the best config at {again.shape}, of different samples: its tuned "
+        f"row above is compare's timing ({num(again.median_ms)} ms{rate}; {who}); the best "
+        f"config's time above is the tune's median ({tune}; {len(m.samples)} samples). They "
+        f"{differ}."
+    )
+
+
 def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
     """Every configuration a baseline timed (one row each) at every shape (one column each):
     its median, or its status (the reason on hover); the one its row reports marked."""
     several = len({v.device for v in variants}) > 1
     columns = list(dict.fromkeys((v.shape, v.device) for v in variants))
     labels = list(dict.fromkeys(v.label for v in variants))
-    cell = {(v.label, v.shape, v.device): v for v in variants}
+    timed = {(v.label, v.shape, v.device): v for v in variants}
     name = variants[0].contender
     sec.html(f"<h4>{esc(name)}: every configuration timed (median, ms)</h4>")
     head = ["configuration"] + [f"{s} ({d})" if several else s for s, d in columns]
     head.append("compile (s)")
     body = []
     for label in labels:
-        tds = [f"<td>{esc(label)}</td>"]
+        tds = [f"<td>{cell(label)}</td>"]
         for shape, device in columns:
-            v = cell.get((label, shape, device))
+            v = timed.get((label, shape, device))
             tds.append(_variant_cell(v))
         mine = [v for v in variants if v.label == label and v.compile_s]
         spent = max(mine, key=lambda v: v.compile_s or 0.0) if mine else None
@@ -279,7 +332,7 @@ def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
         tds.append(f"<td class='num'>{esc(text)}</td>")
         body.append(f"<tr>{''.join(tds)}</tr>")
     heads = "".join(f"<th>{esc(h)}</th>" for h in head)
-    sec.html(f"<table class='compare variants'><tr>{heads}</tr>{''.join(body)}</table>")
+    sec.html(scrolling(f"<table class='compare variants'><tr>{heads}</tr>{''.join(body)}</table>"))
     ok = sum(v.status == "ok" for v in variants)
     sec.note(
         f"{name} at each shape is the fastest correct configuration (marked *): {ok} of "
@@ -314,7 +367,7 @@ def _baseline_row(r: ContenderRow, with_device: bool) -> str:
     if with_device:
         cells.insert(1, (r.device, False))
     tds = [
-        f"<td class='num'>{esc(c)}</td>" if right else f"<td>{esc(c)}</td>" for c, right in cells
+        f"<td class='num'>{esc(c)}</td>" if right else f"<td>{cell(c)}</td>" for c, right in cells
     ]
     name = f"<td title='{esc(r.title)}'>{esc(r.contender)}</td>"  # the full title on hover
     tds.insert(2 if with_device else 1, name)

@@ -36,9 +36,11 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+.scroll{overflow-x:auto;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}
-td{overflow-wrap:anywhere}
-th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
+td,th{overflow-wrap:normal;word-break:keep-all}
+th{background:#f4f4f4}
+.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .banner{background:#fff3cd;border:2px solid #d9a400;padding:.6em 1em;margin:1em 0}
 .static{background:#e8f1fb;border:2px solid #4a7fb5;padding:.6em 1em;margin:1em 0}
 .note{color:#555;font-size:.9em;overflow-wrap:anywhere}.missing{color:#8a4b00}
@@ -61,20 +63,38 @@ def num(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+#: Where a config label (``BM=128,BN=256``) may wrap: after a comma that starts a parameter.
+_PARAMETER_COMMA = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_]*=)")
+
+
+def cell(value: object) -> str:
+    """A table cell's escaped text, which may wrap between the parameters of a config label
+    and at spaces, never inside a word or a number (the page's CSS: ``word-break: keep-all``,
+    numeric cells ``nowrap``)."""
+    return _PARAMETER_COMMA.sub(",<wbr>", esc(value))
+
+
+def scrolling(table_html: str) -> str:
+    """A table in a box that scrolls sideways when the table is wider than the page (its
+    cells do not break words to fit)."""
+    return f"<div class='scroll'>{table_html}</div>"
+
+
 def table(
     header: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()
 ) -> str:
-    """An HTML table; every cell is escaped; columns in ``numeric`` align right."""
+    """An HTML table (in a box that scrolls sideways); every cell is escaped; columns in
+    ``numeric`` align right and never wrap."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = []
     for row in rows:
         cells = "".join(
-            f"<td class='num'>{esc(c)}</td>" if i in numeric else f"<td>{esc(c)}</td>"
+            f"<td class='num'>{esc(c)}</td>" if i in numeric else f"<td>{cell(c)}</td>"
             for i, c in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
     head_row = f"<tr>{head}</tr>" if any(header) else ""  # key/value tables need no header
-    return f"<table>{head_row}{''.join(body)}</table>"
+    return scrolling(f"<table>{head_row}{''.join(body)}</table>")
 
 
 @dataclass

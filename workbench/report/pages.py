@@ -11,16 +11,22 @@ from workbench.profile.storage import ProfileRecord
 from workbench.report import counters
 from workbench.report.accuracy import draw_accuracy, gather_accuracy
 from workbench.report.baselines import Baselines
-from workbench.report.compiled import draw_compiled, gather_compiled
+from workbench.report.compiled import draw_compiled, gather_compiled, too_few_text
 from workbench.report.data import StudyData
 from workbench.report.energy import draw_time_energy, gather_time_energy
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
-from workbench.report.page import Page, Section, esc, num, table
+from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
 from workbench.report.parallel import draw_parallel
-from workbench.report.phases import draw_phases, gather_phases, phases_note, phases_table
+from workbench.report.phases import (
+    draw_phases,
+    gather_phases,
+    phases_note,
+    phases_table,
+    replayed_text,
+)
 from workbench.report.roofline import (
     Roofline,
     draw_roofline,
@@ -71,7 +77,9 @@ def study_page(
 ) -> Page:
     st = data.study
     page = Page(f"{st.kernel} [{st.shape_label}] on {st.device_key}", subtitle=st.name)
-    add_overview(page, data, baselines)
+    also = [("comparison with the libraries", s) for s in baselines.replayed]
+    also += [("Nsight Compute profile", s) for s in counters.replayed_sources(profiles)]
+    add_overview(page, data, baselines, also)
     hist = page.section("Tuning history", "history")
     if data.evaluations:
         h = gather_history(data)
@@ -89,9 +97,13 @@ def study_page(
     runs = gather_phases(data)
     if runs:
         sec = page.section("Where the time went", "phases")
-        sec.figure(draw_phases(runs))
-        sec.html(phases_table(runs))
-        sec.note(phases_note(runs))
+        live = [r for r in runs if r.live]
+        if live:
+            sec.figure(draw_phases(live))
+            sec.html(phases_table(live))
+            sec.note(phases_note(live))
+        if (sentence := replayed_text(runs)) is not None:
+            sec.text(sentence, "missing")
     imp = page.section("Parameter importance", "importance")
     importance = gather_importance(data)
     imp.note(f"Method: {importance.method}.")
@@ -107,7 +119,9 @@ def study_page(
         par.text("Fewer than two correct evaluations, or no parameter varies.", "missing")
     comp = page.section("Compile resources", "compile")
     series = gather_compiled(store, data, cache)
-    if series is not None:
+    if series is not None and (sentence := too_few_text(series)) is not None:
+        comp.text(sentence, "missing")
+    elif series is not None:
         comp.note(
             f"From {series.source}; {series.without} evaluated configs have no compile "
             "result there (not compiled on this machine) and are not drawn."
@@ -128,7 +142,9 @@ def study_page(
         gather_tuned_binary(data, cache, storage_option(store.shown_url)),
     )
     roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
-    _roofline_section(page, roof, f"{st.kernel} [{st.shape_label}]")
+    _roofline_section(
+        page, roof, f"{st.kernel} [{st.shape_label}]", counters.replayed_note(profiles)
+    )
     add_counter_sections(page, profiles, NO_PROFILE, measured)
     te = gather_time_energy(data)
     if te is not None:
@@ -149,8 +165,12 @@ def study_page(
     return page
 
 
-def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
+def _roofline_section(
+    page: Page, roof: Roofline | None, what: str, replayed: str | None = None
+) -> None:
     sec = page.section("Roofline", "roofline")
+    if replayed:
+        sec.note(replayed)
     if roof is None:
         sec.text(
             "No roofline: no profile in the store and no work model (a recorded space has "
@@ -188,7 +208,7 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
                     pt.precision,
                     pt.level,
                     num(pt.intensity),
-                    f"{pt.achieved:.4g}",
+                    pt.compute.rate_text(pt.achieved),
                     f"{pt.fraction:.1%}",
                     pt.bound,
                     pt.compute.short,
@@ -204,13 +224,14 @@ def _roofline_section(page: Page, roof: Roofline | None, what: str) -> None:
                 "precision",
                 "level",
                 "op/B",
-                "op/s",
+                "rate",
                 "of attainable",
                 "bound",
                 "compute roof",
                 "memory roof",
             ),
             rows,
+            numeric=(5, 6, 7),
         )
     )
     if caption:
@@ -227,11 +248,13 @@ def add_counter_sections(
     share against ``measured`` ceilings where given (else the profile's own peak)."""
     variants = counters.gather_variants(profiles, measured)
     caption = counters.shared_caption(profiles)
+    replayed = counters.replayed_note(profiles)
     div = page.section("Warp divergence and stalls", "divergence")
     with_div = [v for v in variants if counters.has_divergence(v)]
     if with_div:
-        if caption:
-            div.note(caption)
+        for line in (replayed, caption):
+            if line:
+                div.note(line)
         div.figure(counters.draw_divergence(with_div))
         if any(v.divergence.branch_uniform_pct is not None for v in with_div):
             div.figure(counters.draw_uniformity(with_div))
@@ -253,8 +276,9 @@ def add_counter_sections(
     mem = page.section("Memory access", "memory")
     with_mem = [v for v in variants if counters.has_memory(v)]
     if with_mem:
-        if caption:
-            mem.note(caption)
+        for line in (replayed, caption):
+            if line:
+                mem.note(line)
         with_dram = [v for v in with_mem if v.dram is not None]
         if with_dram:
             mem.figure(counters.draw_dram_share(with_dram))
@@ -372,14 +396,17 @@ def index_page(links: Sequence[Link], store_url: str, messages: Sequence[str]) -
     page = Page("workbench report", subtitle=f"from {store_url}")
     sec = page.section("Pages", "pages")
     sec.html(
-        "<table class='index'><tr><th>page</th><th>kind</th><th>headline</th><th>details</th></tr>"
-        + "".join(
-            f"<tr><td><a href='{esc(link.file)}'>{esc(link.title)}</a></td>"
-            f"<td>{esc(link.kind)}</td><td class='headline'>{esc(link.headline or None)}</td>"
-            f"<td>{esc(link.details)}</td></tr>"
-            for link in links
+        scrolling(
+            "<table class='index'><tr><th>page</th><th>kind</th><th>headline</th>"
+            "<th>details</th></tr>"
+            + "".join(
+                f"<tr><td><a href='{esc(link.file)}'>{cell(link.title)}</a></td>"
+                f"<td>{cell(link.kind)}</td><td class='headline'>{cell(link.headline or None)}"
+                f"</td><td>{cell(link.details)}</td></tr>"
+                for link in links
+            )
+            + "</table>"
         )
-        + "</table>"
     )
     for m in messages:
         sec.note(m)

@@ -90,6 +90,23 @@ def phases_table(runs: list[RunPhases]) -> str:
     return table(header, rows, numeric=range(1, len(header)))
 
 
+def replayed_text(runs: list[RunPhases]) -> str | None:
+    """The sentence that stands in for the chart of replayed runs, or None for none: a replay's
+    time is lookups in a recording and the search's own (tens of thousands of evaluations a
+    minute), which says nothing about where a tune's time goes on a GPU."""
+    replayed = [r for r in runs if not r.live]
+    if not replayed:
+        return None
+    seconds = sum(r.phases.total for r in replayed)
+    evaluations = sum(r.evaluations for r in replayed)
+    which = ", ".join(str(r.run_id) for r in replayed)
+    return (
+        f"Not charted: run{'s' * (len(replayed) > 1)} {which} replayed a recording "
+        f"({evaluations} evaluations in {seconds:.2g} s of lookups and search, no GPU busy), "
+        "which says nothing about where a tune's time goes on a GPU."
+    )
+
+
 def phases_note(runs: list[RunPhases]) -> str:
     live = any(r.live for r in runs)
     note = (

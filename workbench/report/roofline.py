@@ -351,6 +351,7 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
 def _hover(s: PointSet, pt: RooflinePoint) -> str:
     return (
         f"{s.role}: {s.label} ({s.source})\n{pt.precision} at {pt.level}: "
-        f"{pt.intensity:.3g} op/B, {si(pt.achieved, 'op/s')}, {pt.fraction:.0%} of attainable, "
+        f"{pt.intensity:.3g} op/B, {pt.compute.rate_text(pt.achieved)}, {pt.fraction:.0%} of "
+        "attainable, "
         f"{pt.bound}-bound (ridge {pt.ridge:.3g})"
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,11 +114,24 @@ class Ceiling:
 
 def rate_text(name: str, kind: CeilingKind, value: float) -> str:
     """A rate per second as the compare table writes it: ``1,516 TOPS``, ``748 TFLOP/s``,
-    ``4,270 GB/s``."""
+    ``4,270 GB/s``; three significant digits below 100 (``0.963 TFLOP/s``: a memory-bound
+    kernel's compute rate, not ``1``)."""
     if kind is CeilingKind.MEMORY:
-        return f"{value / 1e9:,.0f} GB/s"
+        return f"{_digits(value / 1e9)} GB/s"
     integer = name.removesuffix(SPARSE) in INTEGER_CEILINGS
-    return f"{value / 1e12:,.0f} {'TOPS' if integer else 'TFLOP/s'}"
+    return f"{_digits(value / 1e12)} {'TOPS' if integer else 'TFLOP/s'}"
+
+
+def _digits(x: float) -> str:
+    """``1,516``; below 100, three significant digits (``45.2``, ``0.963``), never an
+    exponent."""
+    if not math.isfinite(x) or x == 0:
+        return f"{x:,.0f}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
+    carried = round(x, decimals)  # (9.996 rounds to 10.0: one decimal fewer)
+    if carried != 0:
+        decimals = max(0, 2 - math.floor(math.log10(abs(carried))))
+    return f"{x:,.{decimals}f}"
 
 
 #: A share this little above 1 is the rounding of a roof raised to exactly the rate reached.

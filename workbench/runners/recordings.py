@@ -25,6 +25,7 @@ from typing import Any
 from workbench.errors import WorkbenchError
 from workbench.jsontext import strict_dumps
 from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
+from workbench.runners.timing import summarize
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.variants import label_values
 
@@ -92,6 +93,9 @@ class RecordedEntry:
     #: benchmark time as ``timing_seconds``), kept so that an export gives them back
     metrics: Mapping[str, float] = field(default_factory=dict)
     compile_seconds: float | None = None
+    #: the 95 % interval of the median, where ``value`` is the median of ``samples``
+    ci_low: float | None = None
+    ci_high: float | None = None
 
     def to_measurement(self, source: str) -> Measurement:
         if self.outcome is TrialOutcome.OK:
@@ -99,6 +103,8 @@ class RecordedEntry:
                 TrialOutcome.OK,
                 value=self.value,
                 samples=self.samples,
+                ci_low=self.ci_low,
+                ci_high=self.ci_high,
                 reason=self.reason,  # (what the file held that could not be kept, if anything)
                 replayed_from=source,
                 metrics=dict(self.metrics),
@@ -639,6 +645,21 @@ def _sorted_values(values: list[Value]) -> list[Value]:
         return values
 
 
+def median_interval_of(
+    value: float | None, samples: tuple[float, ...]
+) -> tuple[float | None, float | None]:
+    """The 95 % confidence interval of the median of ``samples`` (the timing protocol's:
+    :func:`~workbench.runners.timing.summarize`) where ``value`` is that median, as a workbench
+    recording keeps it; (None, None) without samples, or where ``value`` is another statistic
+    of them (an interval of their median would not bracket it)."""
+    if value is None or not samples:
+        return None, None
+    summary = summarize(samples)
+    if not math.isclose(summary.median, value, rel_tol=1e-12, abs_tol=0.0):
+        return None, None
+    return summary.ci_low, summary.ci_high
+
+
 def _from_workbench(path: Path, data: dict) -> Recording:
     if data.get("version") != FORMAT_VERSION:
         raise RecordingError(
@@ -661,12 +682,16 @@ def _from_workbench(path: Path, data: dict) -> Recording:
             number = None if value is None else _value(value)
             if value is not None and (number is None or number <= 0):
                 raise RecordingError(path, f"entries[{i}]: value {value!r} is not above zero")
+            samples = _samples(e.get("samples", []))
+            low, high = median_interval_of(number, samples)
             entries[tuple(config.values())] = RecordedEntry(
                 config,
                 outcome,
                 number,
-                _samples(e.get("samples", [])),
+                samples,
                 str(e.get("reason", "")),
+                ci_low=low,
+                ci_high=high,
             )
         device = DeviceInfo(**data["device"])
         objective = Objective(**data.get("objective", {}))
