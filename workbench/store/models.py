@@ -1,8 +1,8 @@
 """The store's schema (SQLAlchemy ORM): the same tables on SQLite and PostgreSQL.
 
 Bump :data:`SCHEMA_VERSION` with every change and add a step to
-:mod:`workbench.store.migrations`; a store from an older version is migrated on open, one from
-a newer version is refused.
+:mod:`workbench.store.migrations`; a store from an older version is migrated by a writing open
+(or ``workbench store upgrade``, which backs it up first), one from a newer version is refused.
 """
 
 from __future__ import annotations
