@@ -565,6 +565,8 @@ def _as_version_1(url: str) -> None:
     """Turn a PostgreSQL store back into schema version 1 (as tests/test_store.py does a
     SQLite one)."""
     with psycopg.connect(url) as db:
+        db.execute("DROP TABLE comparison_variants")
+        db.execute("DROP TABLE study_spaces")
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")
         db.execute("ALTER TABLE runs DROP COLUMN drift")
         for column in ("host", "pid", "pid_scope", "phases"):

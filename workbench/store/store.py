@@ -63,6 +63,7 @@ from workbench.store.models import (
     Run,
     RunStatus,
     Study,
+    StudySpace,
     utcnow,
 )
 
@@ -405,6 +406,8 @@ class Store:
         with self.session() as s:
             if any(s.scalar(select(m.id).where(m.study_id == study.id).limit(1)) for m in users):
                 return False
+            # (its kept space file is the study's own, not a use of it)
+            s.execute(delete(StudySpace).where(StudySpace.study_id == study.id))
             s.execute(delete(Study).where(Study.id == study.id))
             return True
 

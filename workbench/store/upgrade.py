@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from workbench.store.models import SCHEMA_VERSION, Evaluation, Study
+from workbench.store.models import SCHEMA_VERSION, Evaluation, Study, StudySpace
 from workbench.store.store import (
     Store,
     StoreError,
@@ -40,12 +40,18 @@ class Upgraded:
     backup: Path | None  #: the copy taken before migrating (None: none was taken)
     studies: int
     evaluations: int
+    #: studies with a space file, and how many of them keep it in the store (their pages need
+    #: no file: schema 7)
+    space_studies: int = 0
+    spaces_kept: int = 0
 
     def summary(self) -> str:
         """One line: the versions, the backup, what the store holds."""
         held = f"{_many(self.studies, 'study', 'studies')}, " + _many(
             self.evaluations, "evaluation", "evaluations"
         )
+        if self.space_studies:
+            held += f"; {self.spaces_kept} of {self.space_studies} keep their space files"
         if self.from_version == self.to_version:
             return f"{self.url} is at schema version {self.to_version} already ({held})"
         backup = f"backup {self.backup}" if self.backup else "no backup taken"
@@ -85,10 +91,10 @@ def upgrade_store(url: str, *, backup: bool = True) -> Upgraded:
         copy = _backup(url, shown, version)
     store = Store(url)  # a writing open migrates, in one transaction
     try:
-        studies, evaluations = _counts(store)
+        counts = _counts(store)
     finally:
         store.close()
-    return Upgraded(shown, version, SCHEMA_VERSION, copy, studies, evaluations)
+    return Upgraded(shown, version, SCHEMA_VERSION, copy, *counts)
 
 
 def _backup(url: str, shown: str, version: int) -> Path:
@@ -133,10 +139,15 @@ def copy_sqlite(path: Path, target: Path) -> None:
         source.backup(dest)
 
 
-def _counts(store: Store) -> tuple[int, int]:
+def _counts(store: Store) -> tuple[int, int, int, int]:
+    """Studies, evaluations, studies with a space file, and those keeping it."""
     with store.session() as s:
-        studies = s.scalar(select(func.count(Study.id))) or 0
-        return studies, s.scalar(select(func.count(Evaluation.id))) or 0
+        return (
+            s.scalar(select(func.count(Study.id))) or 0,
+            s.scalar(select(func.count(Evaluation.id))) or 0,
+            s.scalar(select(func.count(Study.id)).where(Study.space_path.is_not(None))) or 0,
+            s.scalar(select(func.count(StudySpace.id))) or 0,
+        )
 
 
 @contextmanager
