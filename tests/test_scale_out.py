@@ -548,12 +548,7 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
     store = Store(url)
     study = store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=[("A", [1])])
     store.close()
-    with psycopg.connect(url) as db:
-        db.execute("ALTER TABLE studies DROP COLUMN replay_note")
-        db.execute("ALTER TABLE runs DROP COLUMN drift")
-        for column in ("host", "pid", "pid_scope", "phases"):
-            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    _as_version_1(url)
     store = Store(url)
     (again,) = store.studies()
     assert again.name == study.name and again.replay_note is None
@@ -564,6 +559,42 @@ def test_a_version_1_store_on_postgresql_is_migrated(pg_cluster) -> None:
         db.execute("ALTER TABLE studies DROP COLUMN replay_note")  # this version, without it
     with pytest.raises(StoreError, match=r"lacks the columns studies\.replay_note"):
         Store(url)
+
+
+def _as_version_1(url: str) -> None:
+    """Turn a PostgreSQL store back into schema version 1 (as tests/test_store.py does a
+    SQLite one)."""
+    with psycopg.connect(url) as db:
+        db.execute("DROP TABLE comparison_variants")
+        db.execute("DROP TABLE study_spaces")
+        db.execute("ALTER TABLE studies DROP COLUMN replay_note")
+        db.execute("ALTER TABLE runs DROP COLUMN drift")
+        for column in ("host", "pid", "pid_scope", "phases"):
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def test_store_upgrade_leaves_a_postgresql_backup_to_its_owner(pg_cluster) -> None:
+    """The workbench copies SQLite files only: on PostgreSQL, store upgrade says how to back
+    the database up and migrates nothing until --no-backup says that was done."""
+    url = pg_cluster.database()
+    store = Store(url)
+    store.study(kernel="k", shape_label="n=8", device_key="H200", parameters=[("A", [1])])
+    store.close()
+    _as_version_1(url)
+    code, _, err = invoke("store", "upgrade", "--storage", url)
+    said = " ".join(err.split())
+    assert code == 2 and "backs up SQLite files only" in said and "pg_dump" in said, said
+    assert "--no-backup" in said
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == ("1",)
+    code, out, err = invoke("store", "upgrade", "--storage", url, "--no-backup")
+    assert code == 0, err
+    said = " ".join(out.split())
+    done = f"from schema version 1 to {SCHEMA_VERSION}; no backup taken; 1 study, 0 evaluations"
+    assert done in said, said
+    with psycopg.connect(url) as db:
+        assert db.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
 
 
 def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:

@@ -144,9 +144,12 @@ def test_read_only_opens_without_writing_and_never_creates(tmp_path: Path) -> No
 
 def as_version_1(path: Path) -> None:
     """Turn a store back into schema version 1 (no ``studies.replay_note``, no ``runs.drift``,
-    no ``runs.host``, ``pid``, ``pid_scope``, no ``runs.phases``)."""
+    no ``runs.host``, ``pid``, ``pid_scope``, no ``runs.phases``, no ``comparison_variants``,
+    no ``study_spaces``)."""
     edit(
         path,
+        "DROP TABLE comparison_variants",
+        "DROP TABLE study_spaces",
         "ALTER TABLE studies DROP COLUMN replay_note",
         "ALTER TABLE runs DROP COLUMN drift",
         "ALTER TABLE runs DROP COLUMN host",

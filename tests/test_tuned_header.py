@@ -220,6 +220,7 @@ def test_a_kernel_changed_since_tuning_is_said(project: Path, tmp_path: Path) ->
     said = " ".join(err.split())
     assert "or its kernel changed since this was tuned" in said
     assert "// note: " in out and "changed since this was tuned" in out
+    assert "the macros are those it was tuned with (the store's copy)" in said
     # a space whose constraints now rule the tuned config out: said, the config still written
     tiny.write_text(tiny.read_text().replace("BLOCK * SCALE <= 512", "BLOCK >= 64"))
     code, out, err = invoke("store", "header", "tiny")

@@ -19,7 +19,7 @@ from rich.segment import Segment
 from workbench.errors import CompileError, ConfigError, NoGpuError, WorkbenchError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
-from workbench.store import Store
+from workbench.store import Store, default_store_url
 from workbench.store.store import StoreError
 
 if TYPE_CHECKING:
@@ -301,7 +301,18 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
     """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
     commands that only read it (they work on a file the user may not write, and never create
     one)."""
-    if storage is not None and "://" not in storage:
+    return Store(storage_url(storage), read_only=read_only)
+
+
+def storage_url(storage: str | None) -> str:
+    """The URL of ``--storage`` (a URL, or a SQLite file's path; None: the default store).
+
+    Raises:
+        ConfigError: an empty path, a directory, or a path a URL would misread.
+    """
+    if storage is None:
+        return default_store_url()
+    if "://" not in storage:
         if not storage.strip():
             raise ConfigError("--storage is empty: give a SQLite file's path or a database URL")
         if Path(storage).is_dir():
@@ -317,7 +328,7 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
                 "supported (a database URL gives them other meanings); rename the file"
             )
         storage = f"sqlite:///{Path(storage).absolute()}"
-    return Store(storage, read_only=read_only)
+    return storage
 
 
 def open_best_store(storage: str | None, kernel: str) -> Store:

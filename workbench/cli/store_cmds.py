@@ -1,4 +1,5 @@
-"""``workbench store``: list studies, export results, import recorded spaces."""
+"""``workbench store``: list studies, export results, import recorded spaces, upgrade a store
+written by an earlier workbench."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from workbench.cli.common import (
     err_console,
     open_store,
     shown,
+    storage_url,
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
 from workbench.store.best import best_of
 
 app = typer.Typer(
-    help="Inspect the store: list studies, export results, import recordings.", no_args_is_help=True
+    help="Inspect the store: list studies, export results, import recordings, upgrade it.",
+    no_args_is_help=True,
 )
 
 
@@ -140,12 +143,19 @@ def copy(
 ) -> None:
     """Copy a store into another (a local SQLite file into a shared PostgreSQL database):
     studies, runs, evaluations with every raw sample, compile results, profiles. Rows already in
-    the destination are kept, not duplicated; workers then continue the copied studies."""
-    from workbench.store.copy import copy_store
+    the destination are kept, not duplicated; workers then continue the copied studies. A
+    source written by an earlier workbench is read as it is (SQLite; PostgreSQL: store upgrade
+    it first)."""
+    from workbench.store.copy import copy_store, refuse_same
+    from workbench.store.upgrade import readable_store
 
     with cli_errors():
-        # the source is only read: a missing one is named, never created empty
-        report = copy_store(open_store(src, read_only=True), open_store(dst))
+        src_url, dst_url = storage_url(src), storage_url(dst)
+        refuse_same(src_url, dst_url)  # (an older source is read from a copy of its own)
+        # the source is only read: a missing one is named, never created empty; an older one
+        # is read through a migrated copy, itself left as it is
+        with readable_store(src_url) as source:
+            report = copy_store(source, open_store(dst_url))
         for table, n in report.copied.items():
             if n or report.existing[table]:
                 console.print(
@@ -200,3 +210,26 @@ def header(
             + ("s" if len(found.entries) != 1 else "")
             + "".join(f"\n  {escape(e.target)}  ({shown(e.study.name)})" for e in found.entries)
         )
+
+
+@app.command("upgrade")
+def upgrade(
+    storage: StorageOpt = None,
+    no_backup: Annotated[
+        bool,
+        typer.Option(
+            "--no-backup",
+            help="Migrate without a backup copy (PostgreSQL: the workbench takes none; make a "
+            "pg_dump first).",
+        ),
+    ] = False,
+) -> None:
+    """Migrate a store written by an earlier workbench to this one's schema, as optuna
+    storage upgrade does: a SQLite file is first copied beside itself (named with its old
+    schema version and the time), then migrated in one transaction. Read commands (list,
+    export, report) need it; tune, worker and the other writers migrate on their own."""
+    from workbench.store.upgrade import upgrade_store
+
+    with cli_errors():
+        done = upgrade_store(storage_url(storage), backup=not no_backup)
+        console.print(shown(done.summary()), soft_wrap=True)

@@ -78,9 +78,11 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     """
     spec = space.spec
     try:
-        text = read_source(spec.source).decode()
+        text = spec.source_bytes().decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise CompileError(f"cannot read {spec.source}: {exc}") from exc
+    if spec.kept and spec.language == "numba":
+        _check_numba_file(spec.source, text)
     defines: dict[str, Value] = {}
     knobs: dict[str, Value] = {}
     text_values: dict[str, Value] = {}
@@ -119,6 +121,24 @@ def make_job(space: Space, config: Mapping[str, Value]) -> CompileJob:
     return CompileJob(
         "cuda", text, spec.source.name, options, name_expr, spec.entry_kernel, digests
     )
+
+
+def _check_numba_file(source: Path, kept: str) -> None:
+    """A Numba kernel is Python, run to compile it: a space kept by a store (which may come
+    from anywhere) compiles it only where its file on this machine holds the same text.
+
+    Raises:
+        CompileError: the file is gone or differs from the store's copy.
+    """
+    try:
+        same = read_source(source).decode(errors="replace") == kept
+    except OSError:
+        same = False
+    if not same:
+        raise CompileError(
+            f"{source} is gone or changed since the study was tuned: a Numba kernel is compiled "
+            "from its file, never from the store's copy"
+        )
 
 
 def _numba_job(

@@ -20,8 +20,9 @@ from workbench.search.drift import DriftCheck
 from workbench.store import Store, StoredEvaluation, StudyInfo
 from workbench.store.best import ranked
 from workbench.store.environments import EnvironmentInfo, environment_info
+from workbench.store.kept_space import KeptSpace, kept_space
 from workbench.store.models import Environment, Evaluation, Run
-from workbench.store.study_space import study_space
+from workbench.store.study_space import space_file, study_space
 
 if TYPE_CHECKING:
     from workbench.spaces.space import Space
@@ -53,6 +54,9 @@ class StudyData:
     study: StudyInfo
     evaluations: tuple[StoredEvaluation, ...]
     runs: tuple[RunFacts, ...]
+    #: the space file and source kept with the study (None: a recorded space, or a study
+    #: stored before schema 7 whose files were gone when the store was upgraded)
+    kept: KeptSpace | None = None
 
     @property
     def ok(self) -> list[StoredEvaluation]:
@@ -82,9 +86,16 @@ class StudyData:
 
     @functools.cached_property
     def space(self) -> tuple[Space | None, str | None]:
-        """The study's space rebuilt from its space file (once per report: every section
-        that needs it reads this), or (None, why not); see ``study_space``."""
-        return study_space(self.study)
+        """The study's space rebuilt from the store's copy of its files, else from its space
+        file (once per report: every section that needs it reads this), or (None, why not);
+        see ``study_space``."""
+        return study_space(self.study, self.kept)
+
+    @functools.cached_property
+    def space_file(self) -> tuple[Space | None, str | None]:
+        """The study's space from its space file as it is on this machine: what a compile here
+        builds (a source kept by the store, which may come from anywhere, is not compiled)."""
+        return space_file(self.study)
 
     @property
     def varying_parameters(self) -> list[str]:
@@ -134,7 +145,7 @@ def gather_study(store: Store, study: StudyInfo) -> StudyData:
             per_run[run_id] = per_run.get(run_id, 0) + 1
         with store.reading("runs"):
             runs = tuple(_run_facts(run, env, per_run.get(run.id, 0)) for run, env in rows)
-    return StudyData(study, tuple(evaluations), runs)
+    return StudyData(study, tuple(evaluations), runs, kept_space(store, study))
 
 
 def _run_facts(run: Run, env: Environment | None, evaluations: int) -> RunFacts:

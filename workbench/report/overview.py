@@ -64,7 +64,7 @@ def add_overview(
         ("device", ", ".join(data.devices)),
         ("arch", st.arch),
         ("objective", f"{st.objective} ({st.unit}), lower is better"),
-        ("space file", data.study.space_path or "none (a recorded space)"),
+        ("space file", _space_file(data)),
         ("evaluations", f"{len(data.evaluations)} ({len(data.ok)} correct)"),
         (
             "numbers from",
@@ -142,6 +142,17 @@ def add_overview(
             "cuBLAS/cuBLASLt/CUTLASS/CUB timings on a GPU)."
         )
     return sec
+
+
+def _space_file(data: StudyData) -> str:
+    """The space file's path, and whether the pages read the store's copy of it."""
+    path = data.study.space_path
+    if not path:
+        return "none (a recorded space)"
+    space, _ = data.space
+    if space is not None and space.spec.kept:
+        return f"{path} (this page reads the copy of it and of its kernel source kept in the store)"
+    return path
 
 
 def _budget(budget: object) -> str | None:

@@ -39,7 +39,7 @@ def gather_tuned_binary(
 ) -> TunedBinary:
     """Compile (or look up) the default and the best config of ``data``'s study (``where``:
     the command's ``--storage`` option, when the store is not the default one)."""
-    space, why = data.space
+    space, why = data.space_file  # (compiled here: the file, never the store's copy)
     if space is None:
         return TunedBinary(None, f"nothing to compile: {why}", None)
     if data.study.compile_only:

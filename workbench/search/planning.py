@@ -42,6 +42,7 @@ from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.targets import one_arch, option_spaces, resolve_arches
 from workbench.store import Store
+from workbench.store.kept_space import keep_space, kept_space
 from workbench.toolchain import Arch
 
 
@@ -206,6 +207,7 @@ def _on_objective(setup: TuneSetup, request: TuneRequest) -> TuneSetup:
             name=f"{old.name} | {kind.value}",
             replay_note=old.replay_note,
         )
+        keep_space(setup.store, study, kept_space(setup.store, old))
         setup.store.discard_if_unused(old)
         runner = ObjectiveRunner(plan.runner, kind)
         plans.append(

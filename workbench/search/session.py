@@ -26,6 +26,7 @@ from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, 
 from workbench.spaces.space import Space
 from workbench.store import RunSummary, Store, StudyInfo
 from workbench.store.exchange import recording_study
+from workbench.store.kept_space import keep_space, kept_space_of
 
 Throughput = Callable[[Config, float], float | None]
 #: Where a config's measurement sits under the roofline of the GPU that measured it, at the SM
@@ -187,14 +188,15 @@ def space_study(
     fresh: bool = False,
 ) -> StudyInfo:
     spec = space.spec
-    return store.study(
+    kept = kept_space_of(spec)  # (its hash is the study's: the source is read once)
+    study = store.study(
         kernel=kernel,
         shape_label=shape_label(space.shape),
         device_key=device_key,
         parameters=[(p.name, p.values) for p in spec.parameters],
         arch=space.arch.sm,
         space_path=str(spec.path),
-        space_sha256=space_sha256(spec),
+        space_sha256=kept.space_sha256 if kept else space_sha256(spec),
         replay_source=replay_source,
         replay_note=replay_note,
         recorded_optimum=recorded_optimum,
@@ -202,6 +204,9 @@ def space_study(
         name=study_name,
         fresh=fresh,
     )
+    # its pages then need neither file (a store taken to another machine reports in full)
+    keep_space(store, study, kept)
+    return study
 
 
 def throughput_of(space: Space) -> tuple[str, Throughput]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -42,7 +44,12 @@ from workbench.spaces.model import (
 from workbench.spaces.option_knobs import OPTION_KNOBS, knob_value_problem
 from workbench.spaces.space import Space
 from workbench.spaces.variants import check_variant_defaults, read_variants
-from workbench.spaces.yamlmarks import MarkedDocument, format_key, load_marked_yaml
+from workbench.spaces.yamlmarks import (
+    MarkedDocument,
+    format_key,
+    load_marked_yaml,
+    parse_marked_yaml,
+)
 from workbench.toolchain import Arch
 
 #: Files whose presence marks a project root: sources must lie inside it.
@@ -61,13 +68,32 @@ def load_space(path: str | Path) -> SpaceSpec:
     """
     path = Path(path).absolute()
     doc = load_marked_yaml(path)
+    return _Builder(doc, _validated(doc)).build()
+
+
+def load_kept_space(path: str | Path, text: str, source: Path, source_bytes: bytes) -> SpaceSpec:
+    """A space file as a store kept it with a study (``text``, once at ``path``; its kernel
+    source ``source_bytes``, once at ``source``), checked as :func:`load_space` checks a file
+    but without reading any file: the paths it names are where they were, and need not exist
+    here (:attr:`SpaceSpec.kept`).
+
+    Raises:
+        SpaceFileError: the text is not a space file to this workbench.
+    """
+    path = Path(path)
+    doc = parse_marked_yaml(path, text)
+    model = _validated(doc)
+    spec = _Builder(doc, model, kept=True).build()
+    return replace(spec, source=source, kept_source=source_bytes)
+
+
+def _validated(doc: MarkedDocument) -> schema.SpaceModel:
     if not isinstance(doc.data, dict):
         raise doc.error((), "expected a mapping of space keys (source, entry, parameters, ...)")
     try:
-        model = schema.SpaceModel.model_validate(doc.data)
+        return schema.SpaceModel.model_validate(doc.data)
     except ValidationError as exc:
         raise _schema_error(doc, exc) from None
-    return _Builder(doc, model).build()
 
 
 def project_root(space_file: Path) -> Path:
@@ -181,11 +207,15 @@ def _model_in(annotation: object) -> type | None:
 class _Builder:
     """Semantic checks and conversion; one instance per file."""
 
-    def __init__(self, doc: MarkedDocument, model: schema.SpaceModel) -> None:
+    def __init__(
+        self, doc: MarkedDocument, model: schema.SpaceModel, *, kept: bool = False
+    ) -> None:
         self.doc = doc
         self.m = model
         self.path = doc.path
-        self.root = project_root(doc.path)
+        #: a store's copy: the files it names are not read (they were checked when it was kept)
+        self.kept = kept
+        self.root = project_root(doc.path) if not kept else doc.path.parent
         #: the key under ``defaults:`` that gave each arch's entry, for located errors
         self._default_keys: dict[str, str] = {}
 
@@ -286,6 +316,8 @@ class _Builder:
         must_be_dir: bool = False,
         what: str = "source file",
     ) -> Path:
+        if self.kept:  # where it was (nothing is read from it)
+            return Path(os.path.normpath(self.path.parent / rel))
         target = (self.path.parent / rel).resolve()
         if not target.is_relative_to(self.root):
             # (kept: a shared space file cannot read ~/.ssh into a compile log or a report)

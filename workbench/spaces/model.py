@@ -280,6 +280,23 @@ class SpaceSpec:
     variants: tuple[Variant, ...] = ()
     #: 1-based line of each top-level key of the file, for errors found after loading
     key_lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: the kernel source's bytes as a store kept them with a study (a space rebuilt from the
+    #: store, :func:`~workbench.spaces.loader.load_kept_space`); None: read from ``source``
+    kept_source: bytes | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def kept(self) -> bool:
+        """Rebuilt from a store's copy: its files (source, includes, reference, baselines) may
+        not be on this machine, and its source came from the store, not from ``source``."""
+        return self.kept_source is not None
+
+    def source_bytes(self) -> bytes:
+        """The kernel source: the store's copy of a kept space, else the file.
+
+        Raises:
+            OSError: the file cannot be read, or is too large (see :func:`read_source`).
+        """
+        return self.kept_source if self.kept_source is not None else read_source(self.source)
 
     def error(self, key: str, message: str) -> SpaceFileError:
         """An error about top-level ``key`` of the file, found after loading (by a compile, a
@@ -342,8 +359,9 @@ def space_sha256(spec: SpaceSpec) -> str:
     Raises:
         OSError: the source cannot be read.
     """
+    # (a space kept by a store hashes as its files did: the store's copy is checked by it)
     h = hashlib.sha256(spec.text.encode("utf-8"))
-    h.update(read_source(spec.source))
+    h.update(spec.source_bytes())
     return h.hexdigest()
 
 

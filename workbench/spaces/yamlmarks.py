@@ -79,6 +79,17 @@ def load_marked_yaml(path: Path) -> MarkedDocument:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpaceFileError(path, f"not UTF-8 text (byte {exc.start})") from exc
+    return parse_marked_yaml(path, text)
+
+
+def parse_marked_yaml(path: Path, text: str) -> MarkedDocument:
+    """Parse ``text``, the file ``path`` holds (or held), into data and a line map.
+
+    Raises:
+        SpaceFileError: as :func:`load_marked_yaml`, but for reading the file.
+    """
+    if (size := len(text.encode("utf-8", errors="replace"))) > MAX_FILE_BYTES:
+        raise SpaceFileError(path, f"file is {size} bytes; a space file is at most 1 MB")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.store import models
-from workbench.store.store import Store, StoreError, _explain
+from workbench.store.store import Store, StoreError, _explain, shown_url, sqlalchemy_url
 
 #: Rows read and written per batch.
 BATCH = 2000
@@ -51,8 +51,7 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
         StoreError: the source and destination are the same database, or a database failed
             (the destination is then unchanged).
     """
-    if src.url == dst.url:
-        raise StoreError(f"store copy: source and destination are the same ({dst.shown_url})")
+    refuse_same(src.url, dst.url)
     _refuse_clashing_studies(src, dst)
     report = CopyReport()
     id_maps: dict[str, dict[int, int]] = {}
@@ -67,6 +66,13 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
     except SQLAlchemyError as exc:
         raise StoreError(f"store copy to {dst.shown_url}: {_explain(exc)}") from exc
     return report
+
+
+def refuse_same(src_url: str, dst_url: str) -> None:
+    """Raises:
+    StoreError: the source and destination URLs name the same database."""
+    if sqlalchemy_url(src_url) == sqlalchemy_url(dst_url):
+        raise StoreError(f"store copy: source and destination are the same ({shown_url(dst_url)})")
 
 
 def _refuse_clashing_studies(src: Store, dst: Store) -> None:

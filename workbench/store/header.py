@@ -35,7 +35,8 @@ from workbench.spaces.model import Config, Value, base_kernel, parse_shape_label
 from workbench.spaces.schema import Role
 from workbench.store import Store, StudyInfo
 from workbench.store.best import StudySelection, Variants, select_studies, study_best
-from workbench.store.study_space import space_changed, study_space
+from workbench.store.kept_space import kept_space
+from workbench.store.study_space import space_changed, space_file, study_space
 
 if TYPE_CHECKING:
     from workbench.spaces.space import Space
@@ -134,8 +135,13 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
             skipped.append((study.name, "no correct evaluation"))
             continue
         target = _target(study, taken)
+        rebuilt = study_space(study, kept_space(store, study))
         try:
-            entries.append(tuned_entry(study, dict(best.config), best.measurement.value, target))
+            entries.append(
+                tuned_entry(
+                    study, dict(best.config), best.measurement.value, target, rebuilt=rebuilt
+                )
+            )
         except (ConfigError, CompileError) as exc:
             skipped.append((study.name, str(exc)))
             continue
@@ -160,7 +166,8 @@ def tuned_entry(
     rebuilt: tuple[Space | None, str | None] | None = None,
 ) -> TunedEntry:
     """How ``config`` of ``study`` was built and launched (``target``: its macro, by default
-    named after the study; ``rebuilt``: ``study_space(study)`` where the caller has it).
+    named after the study; ``rebuilt``: ``study_space(study, kept)`` where the caller has it,
+    else the space file's). Notes say where the space file on this machine now differs.
 
     Raises:
         ConfigError: the study's space file is gone or no longer fits the config, or a macro
@@ -183,14 +190,7 @@ def tuned_entry(
             f"its best config ({', '.join(config)}) does not fit the space file now "
             f"({', '.join(space.names)}): tune it again"
         )
-    notes = []
-    if space_changed(study, space):
-        notes.append(
-            f"{space.spec.path} or its kernel changed since this was tuned: the macros are "
-            "what the current files give"
-        )
-    if problems := space.explain(config):
-        notes.append("not valid in the space file now: " + "; ".join(p.message for p in problems))
+    notes = _file_notes(study, config, space)
     job = make_job(space, config)
     _check_defines(job.options.defines)
     entry = job.name_expression or job.entry_kernel
@@ -219,6 +219,29 @@ def tuned_entry(
         tuple(notes),
         job.language,
     )
+
+
+def _file_notes(study: StudyInfo, config: Config, space: Space) -> list[str]:
+    """What the space file on this machine now says against the entry made from ``space``:
+    changed since the study was tuned, the config no longer valid in it. A space rebuilt from
+    the store's copy is what was tuned, and the file is looked at apart (none there: nothing
+    to say)."""
+    now = space_file(study)[0] if space.spec.kept else space
+    if now is None:
+        return []
+    notes = []
+    if space_changed(study, now):
+        made = (
+            "those it was tuned with (the store's copy)"
+            if space.spec.kept
+            else "what the current files give"
+        )
+        notes.append(
+            f"{now.spec.path} or its kernel changed since this was tuned: the macros are {made}"
+        )
+    if problems := now.explain(config):
+        notes.append("not valid in the space file now: " + "; ".join(p.message for p in problems))
+    return notes
 
 
 def _check_defines(defines: Sequence[tuple[str, str]]) -> None:

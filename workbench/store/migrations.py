@@ -11,7 +11,7 @@ from collections.abc import Callable
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from workbench.store.models import SCHEMA_VERSION, ComparisonVariant
+from workbench.store.models import SCHEMA_VERSION, ComparisonVariant, StudySpace
 
 
 def _add_replay_note(conn: Connection) -> None:
@@ -42,6 +42,16 @@ def _add_comparison_variants(conn: Connection) -> None:
     ComparisonVariant.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
 
 
+def _add_study_spaces(conn: Connection) -> None:
+    """6 -> 7: the ``study_spaces`` table (each study's space file and kernel source), filled
+    for the studies whose space file still loads here and hashes as the study's; the others
+    keep none, and their pages read the file where it is, as before."""
+    from workbench.store.kept_space import keep_loadable_spaces
+
+    StudySpace.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+    keep_loadable_spaces(conn)
+
+
 #: version -> function migrating a connection from that version to the next one
 STEPS: dict[int, Callable[[Connection], None]] = {
     1: _add_replay_note,
@@ -49,6 +59,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     3: _add_run_process,
     4: _add_run_phases,
     5: _add_comparison_variants,
+    6: _add_study_spaces,
 }
 
 

@@ -1,8 +1,8 @@
 """The store's schema (SQLAlchemy ORM): the same tables on SQLite and PostgreSQL.
 
 Bump :data:`SCHEMA_VERSION` with every change and add a step to
-:mod:`workbench.store.migrations`; a store from an older version is migrated on open, one from
-a newer version is refused.
+:mod:`workbench.store.migrations`; a store from an older version is migrated by a writing open
+(or ``workbench store upgrade``, which backs it up first), one from a newer version is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -31,7 +32,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: is found abandoned)
 #: 5: ``runs.phases`` (where a run's wall time went: compile, verification, timing, idle...)
 #: 6: ``comparison_variants`` (every configuration a baseline timed: CUTLASS operators)
-SCHEMA_VERSION = 6
+#: 7: ``study_spaces`` (the space file and kernel source a study was made from, so that its
+#: pages need neither: a store copied to another machine reports in full)
+SCHEMA_VERSION = 7
 
 
 class RunStatus(enum.Enum):
@@ -102,6 +105,26 @@ class Study(Base):
     work: Mapped[dict | None] = mapped_column(JSON)  #: {"flops": x, "bytes": y, "unit": "GB/s"}
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     runs: Mapped[list[Run]] = relationship(back_populates="study")
+
+
+class StudySpace(Base):
+    """The space file and kernel source a study was made from, as they were then (``workbench
+    store upgrade`` keeps them for older studies whose files still hash as the study's).
+
+    What the study's pages read before the files at ``space_path`` and ``source_path``: the
+    work model (throughput, roofline), launch geometry and the macros of the build header
+    come from here wherever the store is. ``space_sha256`` is the study's hash of the two.
+    """
+
+    __tablename__ = "study_spaces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), unique=True)
+    space_path: Mapped[str] = mapped_column(Text)  #: where the space file was
+    space_text: Mapped[str] = mapped_column(Text)
+    source_path: Mapped[str] = mapped_column(Text)  #: where the kernel source was
+    source: Mapped[bytes] = mapped_column(LargeBinary)
+    space_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Run(Base):

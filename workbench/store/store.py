@@ -63,6 +63,7 @@ from workbench.store.models import (
     Run,
     RunStatus,
     Study,
+    StudySpace,
     utcnow,
 )
 
@@ -157,19 +158,10 @@ class Store:
         self.read_only = read_only
         #: DB-API connection for the per-trial insert on SQLite
         self._raw: PoolProxiedConnection | None = None
-        try:
+        with _opening(self.shown_url):
             self.engine = _make_engine(self.url, lock_timeout_s, read_only)
             self._session = sessionmaker(self.engine, expire_on_commit=False)
             self._prepare()
-        except StoreError:
-            raise
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the store {self.shown_url}: {_explain(exc)}") from exc
-        except ImportError as exc:  # a URL whose database driver is not installed
-            raise StoreError(
-                f"cannot open the store {self.shown_url}: its database driver is not installed "
-                f"({exc}); the workbench ships the drivers of SQLite and PostgreSQL (psycopg)"
-            ) from exc
 
     @property
     def shown_url(self) -> str:
@@ -221,29 +213,7 @@ class Store:
                 # the write lock up front (waiting up to the lock timeout), and the DDL inside
                 # the transaction: Python's sqlite3 runs CREATE TABLE outside one otherwise
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
-            tables = set(self.engine.dialect.get_table_names(conn))
-            if tables and "meta" not in tables:
-                raise StoreError(
-                    f"{self.shown_url} is a database, but not a workbench store "
-                    f"(tables: {', '.join(sorted(tables))})"
-                )
-            version = None
-            if "meta" in tables:
-                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
-                if row is None:  # (created with its row in one transaction: one lost since)
-                    raise StoreError(
-                        f"{self.shown_url}: its meta table has no schema version, so which "
-                        "workbench wrote its tables cannot be told: the meta table is damaged "
-                        "(nothing was changed)"
-                    )
-                try:
-                    version = int(row[0])
-                except (TypeError, ValueError):
-                    raise StoreError(
-                        f"{self.shown_url}: its schema version reads {row[0]!r}, "
-                        "not a number: "
-                        "the meta table is damaged"
-                    ) from None
+            tables, version = _read_version(conn, self.shown_url)
             if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.shown_url} has schema version {version}, newer than this workbench's "
@@ -255,8 +225,8 @@ class Store:
                 if version != SCHEMA_VERSION:
                     raise StoreError(
                         f"{self.shown_url} is schema version {version}; reading it needs "
-                        f"version {SCHEMA_VERSION} (a command that writes, such as tune, "
-                        "migrates it)"
+                        f"version {SCHEMA_VERSION}: run workbench store upgrade"
+                        f"{storage_option(self.shown_url)} (it backs the store up first)"
                     )
                 self._check_layout(conn, tables, creating=False)
                 return
@@ -300,8 +270,8 @@ class Store:
         if absent and not creating:
             raise StoreError(
                 f"{self.shown_url} lacks the tables {', '.join(absent)}, which this workbench "
-                "adds: open it once with a command that writes (such as tune), or copy it where "
-                "it may be written"
+                f"adds: run workbench store upgrade{storage_option(self.shown_url)}, or copy it "
+                "where it may be written"
             )
 
     # -- environments, studies, runs -----------------------------------------------------
@@ -436,6 +406,8 @@ class Store:
         with self.session() as s:
             if any(s.scalar(select(m.id).where(m.study_id == study.id).limit(1)) for m in users):
                 return False
+            # (its kept space file is the study's own, not a use of it)
+            s.execute(delete(StudySpace).where(StudySpace.study_id == study.id))
             s.execute(delete(Study).where(Study.id == study.id))
             return True
 
@@ -665,10 +637,8 @@ class Store:
             os.close(fd)  # releases the lock
 
     def _sqlite_path(self) -> str | None:
-        if self.engine.dialect.name != "sqlite":
-            return None
-        path = self.url.split(":///", 1)[-1]
-        return None if not path or path == ":memory:" else path
+        path = sqlite_file(self.url)
+        return None if path is None else str(path)
 
     def runs(self, study: StudyInfo) -> list[RunSummary]:
         """The study's runs in the order they started, with the evaluations each stored."""
@@ -874,6 +844,77 @@ def _get_or_create(s: Session, query: Select, make: Callable[[], _Row]) -> _Row:
         if found is None:
             raise
         return found
+
+
+def _read_version(conn: Connection, shown: str) -> tuple[set[str], int | None]:
+    """The database's tables and its schema version (None: an empty database).
+
+    Raises:
+        StoreError: a database of other tables, or a meta table without a readable version.
+    """
+    tables = set(conn.dialect.get_table_names(conn))
+    if tables and "meta" not in tables:
+        raise StoreError(
+            f"{shown} is a database, but not a workbench store "
+            f"(tables: {', '.join(sorted(tables))})"
+        )
+    if "meta" not in tables:
+        return tables, None
+    row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+    if row is None:  # (created with its row in one transaction: one lost since)
+        raise StoreError(
+            f"{shown}: its meta table has no schema version, so which workbench wrote its "
+            "tables cannot be told: the meta table is damaged (nothing was changed)"
+        )
+    try:
+        return tables, int(row[0])
+    except (TypeError, ValueError):
+        raise StoreError(
+            f"{shown}: its schema version reads {row[0]!r}, not a number: the meta table is damaged"
+        ) from None
+
+
+def schema_version(url: str) -> int | None:
+    """The schema version of the store at ``url`` as it stands (None: an empty database), read
+    without migrating, writing or creating anything (``store upgrade`` and ``store copy`` ask
+    before they choose how to open it).
+
+    Raises:
+        StoreError: no store there, not a workbench store, a damaged meta table, or the
+            database cannot be reached.
+    """
+    url = sqlalchemy_url(url)
+    with _opening(shown_url(url)):
+        engine = _make_engine(url, 10.0, read_only=True)
+        try:
+            with engine.connect() as conn:
+                return _read_version(conn, shown_url(url))[1]
+        finally:
+            engine.dispose()
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None: another database, or SQLite in memory)."""
+    if not sqlalchemy_url(url).startswith("sqlite"):
+        return None
+    path = url.split(":///", 1)[-1]
+    return None if not path or path == ":memory:" else Path(path)
+
+
+@contextmanager
+def _opening(shown: str) -> Iterator[None]:
+    """Errors of opening the store ``shown`` as one :class:`StoreError` naming it."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (SQLAlchemyError, OSError) as exc:
+        raise StoreError(f"cannot open the store {shown}: {_explain(exc)}") from exc
+    except ImportError as exc:  # a URL whose database driver is not installed
+        raise StoreError(
+            f"cannot open the store {shown}: its database driver is not installed ({exc}); the "
+            "workbench ships the drivers of SQLite and PostgreSQL (psycopg)"
+        ) from exc
 
 
 #: Advisory lock key serialising schema creation/migration on PostgreSQL ("wbschema").
