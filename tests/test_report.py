@@ -445,3 +445,15 @@ def test_a_recorded_space_says_why_it_has_no_binary_diff(built) -> None:
     (page,) = [p for p in pages if p.name.startswith("study-") and "Xgemm" in p.name]
     section = page.read_text().split("What tuning changed in the binary</h2>")[1].split("<h2")[0]
     assert "No diff: nothing to compile: a recorded space without a space file" in section
+
+
+def test_the_page_count_says_how_many_html_files_were_written(filled) -> None:
+    """`1 page` for an index and a study page was one short: every file is counted."""
+    from workbench.cli.main import app
+
+    store, tmp = filled
+    out = tmp / "counted"
+    result = CliRunner().invoke(app, ["report", "--storage", store.url, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = len(list(out.rglob("*.html")))
+    assert f"{written} pages, the index and {written - 1} study or profile page" in result.output

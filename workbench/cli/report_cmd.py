@@ -82,9 +82,9 @@ def report(
         for line in result.housekeeping:
             err_console.print(escape(line), soft_wrap=True)
         n, f = len(result.pages), result.figures
-        console.print(
-            f"{n} page{'s' * (n != 1)} ({f} figure{'s' * (f != 1)} on the study and profile "
-            f"pages): {escape(str(result.index))}"
+        console.print(  # (the index is a page too: every file written is counted)
+            f"{n + 1} pages, the index and {n} study or profile page{'s' * (n != 1)} "
+            f"({f} figure{'s' * (f != 1)}): {escape(str(result.index))}"
         )
         if result.pngs:
             console.print(f"{len(result.pngs)} PNG files under {escape(str(out / 'png'))}")
