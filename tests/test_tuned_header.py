@@ -137,6 +137,16 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
     )
     ok, log = nvrtc_accepts(selected, header)
     assert ok, log
+    # the kernel's unprefixed macros are taken back after its source, ENTRY/TARGET kept
+    undone = (
+        f'#define {targets[1]}\n#include "tuned.h"\nstatic_assert(BLOCK == 256);\n'
+        '#define WORKBENCH_TINY_UNDEF\n#include "tuned.h"\n'
+        "#if defined(BLOCK) || defined(SCALE) || defined(WORKBENCH_TINY_UNDEF)\n"
+        '#error "a macro of the kernel is still defined"\n#endif\n'
+        "constexpr const char *chosen = WORKBENCH_TINY_TARGET;\n"
+    )
+    ok, log = nvrtc_accepts(undone, header)
+    assert ok, log
     # two targets at once: refused by the preprocessor
     two = "".join(f"#define {t}\n" for t in targets) + '#include "tuned.h"\n'
     ok, log = nvrtc_accepts(two, header)

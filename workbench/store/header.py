@@ -293,13 +293,23 @@ def render(header: TunedHeader, *, store_url: str) -> str:
         out.append(f"// Not here: {_line(name)}: {_line(why)}")
     entry_macro = f"WORKBENCH_{ns.upper()}_ENTRY"
     chosen_macro = f"WORKBENCH_{ns.upper()}_TARGET"
+    undef_macro = f"WORKBENCH_{ns.upper()}_UNDEF"
+    guard = f"WORKBENCH_{ns.upper()}_TUNED_HEADER"
     out += [
         f"// A target also defines {entry_macro}, the kernel to launch (a template",
         f"// instantiation carries the template parameters), and {chosen_macro}, its name.",
+        "// The kernel's macros are unprefixed (BLOCK, not GEMM_BLOCK), as its source reads them:",
+        f"// to keep them out of the rest of the file, define {undef_macro} after the kernel's",
+        "// source and include this header again; it then takes back every macro a target",
+        f"// defines but {entry_macro} and {chosen_macro}.",
         f"// Run time (no target defined): workbench_tuned::{ns}::entries[] holds every entry",
         "// (parameters, shape, value, compiler flags, entry, launch geometry); its fields carry",
         "// the parameters' names, so include it where no macro of those names is defined.",
-        "#pragma once",
+        f"#if defined({undef_macro})  // included again after the kernel: take its macros back",
+        *(f"#undef {name}" for name in _defined_names(header)),
+        f"#undef {undef_macro}",
+        f"#elif !defined({guard})",
+        f"#define {guard}",
         "",
     ]
     if len(header.entries) > 1:
@@ -317,7 +327,13 @@ def render(header: TunedHeader, *, store_url: str) -> str:
     out += ["#endif", "", f"#ifndef {chosen_macro}"]
     out += _table(header, ns)
     out.append(f"#endif  // {chosen_macro}")
+    out.append(f"#endif  // {undef_macro}, {guard}")
     return "\n".join(out) + "\n"
+
+
+def _defined_names(header: TunedHeader) -> list[str]:
+    """Every macro a target of ``header`` defines for the kernel, each once, sorted."""
+    return sorted({name for e in header.entries for name, _ in e.defines})
 
 
 def target_lines(e: TunedEntry) -> list[str]:
