@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -23,19 +22,15 @@ from workbench.cli.common import (
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.jsontext import strict_dumps
-from workbench.runners.reference import (
-    BadReferenceError,
-    try_reference,
-)
-from workbench.runners.tensor_maps import TensorMapError
-from workbench.search.problem import SpaceProblem
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
 from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 from workbench.spaces.variants import variant_command, variant_spec
-from workbench.toolchain import Arch
+
+if TYPE_CHECKING:
+    from workbench.toolchain import Arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
@@ -151,6 +146,8 @@ def space(
     ] = None,
 ) -> None:
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
+    from workbench.search.problem import SpaceProblem  # (Optuna: imported when it runs)
+
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
         missing = check_user_code(spec)
@@ -267,6 +264,11 @@ def _show_reference_run(
 ) -> None:
     """Run the reference on the CPU (the smallest shape unless one is given) and say what came
     back against the outputs the space declares."""
+    import numpy as np
+
+    from workbench.runners.reference import BadReferenceError, try_reference
+    from workbench.runners.tensor_maps import TensorMapError
+
     small = sp
     if shape is None:
         shapes = [s for name in spec.shape_sets for s in spec.shapes(name)] or [spec.default_shape]
