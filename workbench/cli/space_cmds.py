@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,21 +22,29 @@ from workbench.cli.common import (
     cli_errors,
     console,
 )
+from workbench.cli.tables import CELL_FRAME
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.jsontext import strict_dumps
+from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
 from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 from workbench.spaces.variants import variant_command, variant_spec
+from workbench.units import si
 
 if TYPE_CHECKING:
     from workbench.toolchain import Arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
+#: `kernels` prints one line per kernel, whose description gets at least this many characters
+#: (to make room, the other columns are written shorter, then the arches left out) ...
+MIN_DESCRIPTION = 30
+#: ... and at most this many (`workbench space NAME` prints the whole of it)
+MAX_DESCRIPTION = 90
 
 
 def clip_words(text: str, width: int) -> str:
@@ -62,7 +73,14 @@ def kernels(
                 spec = load_space(entry.path)
                 space = Space(spec)  # (an arch without a device preset fails here)
             except (SpaceFileError, ArchError) as exc:  # one broken file: its row, not the list
-                rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
+                rows.append(
+                    {
+                        "name": entry.name,
+                        "builtin": entry.builtin,
+                        "path": str(entry.path),
+                        "error": str(exc),
+                    }
+                )
                 continue
             # what a command finds is the file's name; a different `name:` inside is said
             mismatch = (
@@ -88,25 +106,97 @@ def kernels(
         if as_json:
             console.print_json(strict_dumps(rows))
             return
-        table = Table(title="kernels")
-        for col in ("name", "lang", "arches", "params", "points", "from", "description"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            if "error" in r:
-                table.add_row(escape(r["name"]), "", "", "", "", "", f"[red]{escape(r['error'])}")
-                continue
-            table.add_row(
-                escape(r["name"]),
-                r["language"],
-                " ".join(r["arches"]),
-                str(r["parameters"]),
-                f"{r['points']:,}",
-                "library" if r["builtin"] else escape(r["path"]),
-                f"[yellow]{escape(r['warning'])}[/]"
-                if r["warning"]
-                else escape(clip_words(r["description"], 90)),
-            )
-        console.print(table)
+        _print_kernels(rows)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How the `kernels` table writes the columns beside the description."""
+
+    arches: Callable[[Sequence[str]], str] | None  #: None: no arches column
+    points: Callable[[int], str]
+
+
+def _short_arches(arches: Sequence[str]) -> str:
+    """``sm_80,89,90a``: the arches without repeating ``sm_``."""
+    return ",".join(a if i == 0 else a.removeprefix("sm_") for i, a in enumerate(arches))
+
+
+def _short_count(n: int) -> str:
+    """``8.4G``, ``560k``, ``900``: three significant digits."""
+    return si(n, "").replace(" ", "")
+
+
+#: The layouts of `kernels`, widest first: the first to leave MIN_DESCRIPTION is used.
+_LAYOUTS = (
+    _Layout(" ".join, "{:,}".format),
+    _Layout(_short_arches, "{:,}".format),
+    _Layout(_short_arches, _short_count),
+    _Layout(None, _short_count),
+)
+
+
+def _print_kernels(rows: list[dict[str, Any]]) -> None:
+    """The kernels as a table of one line each at the console's width: the description cut at
+    a word, no token split; an error or a warning is said in full below the table."""
+    with_from = not all(r["builtin"] for r in rows)
+    for layout in _LAYOUTS:
+        headers, cells = _kernel_cells(rows, layout, with_from)
+        fixed = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+        room = console.width - sum(fixed) - CELL_FRAME * (len(headers) + 1) - 1
+        if room >= MIN_DESCRIPTION:
+            break
+    caption = None if with_from else "all from the library (your own: --spaces DIR)"
+    table = Table(title="kernels", caption=caption)
+    for header in [*headers, "description"]:  # (ellipsis: only where the terminal is too narrow)
+        right = header in ("params", "points")
+        table.add_column(
+            header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis"
+        )
+    width = max(1, min(room, MAX_DESCRIPTION))
+    for r, row in zip(rows, cells, strict=True):
+        note = r.get("error") or r.get("warning")
+        style = "red" if "error" in r else "yellow"
+        text = f"[{style}]{escape(_clip(note, width))}[/]" if note else None
+        table.add_row(*map(escape, row), text or escape(_clip(r["description"], width)))
+    console.print(table)
+    for r in rows:
+        if note := r.get("error") or r.get("warning"):
+            console.print(f"{escape(r['name'])}: {escape(note)}")
+
+
+def _kernel_cells(
+    rows: list[dict[str, Any]], layout: _Layout, with_from: bool
+) -> tuple[list[str], list[list[str]]]:
+    """The headers and plain cells of the columns beside the description, in ``layout``."""
+    headers = ["name", "lang", "arches", "params", "points", "from"]
+    cells = []
+    for r in rows:
+        where = "library" if r["builtin"] else _near_path(r["path"])
+        if "error" in r:
+            cells.append([r["name"], "", "", "", "", where])
+            continue
+        arches = layout.arches(r["arches"]) if layout.arches else ""
+        points = layout.points(r["points"])
+        cells.append([r["name"], r["language"], arches, str(r["parameters"]), points, where])
+    left_out = {"arches"} if layout.arches is None else set()
+    if not with_from:  # (every kernel is from the library: the caption says so)
+        left_out.add("from")
+    keep = [i for i, h in enumerate(headers) if h not in left_out]
+    return [headers[i] for i in keep], [[printable(c[i]) for i in keep] for c in cells]
+
+
+def _clip(text: str, width: int) -> str:
+    """A description on one line of ``width`` (a control character as its escape)."""
+    return clip_words(printable(" ".join(text.split())), width)
+
+
+def _near_path(path: str) -> str:
+    """A space file's path, relative to the current directory when it is under it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def space(
