@@ -30,12 +30,13 @@ from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
 from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
 from workbench.spaces.registry import SpaceEntry, variant_names
-from workbench.spaces.space import WalkTimeout
+from workbench.spaces.space import WALK_SECONDS, WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 from workbench.spaces.variants import variant_command, variant_spec
 from workbench.units import si
 
 if TYPE_CHECKING:
+    from workbench.search.problem import SpaceProblem
     from workbench.toolchain import Arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
@@ -229,15 +230,14 @@ def space(
         bool | None,
         typer.Option(
             "--count/--no-count",
-            help="Count valid configs (default: when the space "
-            f"has at most {AUTO_COUNT_LIMIT:,} points).",
+            help="Count valid configs (default: when the space has at most "
+            f"{AUTO_COUNT_LIMIT:,} points; the count of a larger one is kept, and shown by later "
+            "runs).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Show a space: parameters, constraints, size, valid count, a sample, why-invalid."""
-    from workbench.search.problem import SpaceProblem  # (Optuna: imported when it runs)
-
     with cli_errors():
         spec = load_kernel(kernel, spaces or [])
         missing = check_user_code(spec)
@@ -290,19 +290,8 @@ def space(
             "shared memory (the device's)"
         )
         console.print(f"cartesian size: {sp.cartesian_size:,}")
-        if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
-            try:
-                n_valid = sp.count_valid()
-            except WalkTimeout as exc:  # (a huge or sparse space: how far the count got)
-                console.print(
-                    f"valid configs:  {exc.found:,} or more (not counted to the end: the count "
-                    f"stopped after {exc.seconds:.0f} s, having checked {exc.visited:,} "
-                    "partial configs)"
-                )
-            else:
-                console.print(f"valid configs:  {n_valid:,}")
-                if not n_valid:  # bad input for every other command: said, with the reasons
-                    SpaceProblem(sp).check_not_empty()
+        if count is not False:
+            _print_valid_count(sp, walk=count or sp.cartesian_size <= AUTO_COUNT_LIMIT)
         if sample > 0:
             for cfg in sp.sample(sample, seed=seed):
                 console.print(f"  sample: {escape(config_label(cfg))}")
@@ -317,6 +306,51 @@ def space(
                 for v in problems:
                     console.print(f"  - {escape(v.message)}")
                 raise typer.Exit(1)
+
+
+def _print_valid_count(sp: Space, walk: bool) -> None:
+    """The count of valid configs: the one an earlier ``--count`` kept for a large space, else
+    walked when ``walk`` (``--count``, or a space of at most AUTO_COUNT_LIMIT points; the count
+    of a larger one is kept), else how to get it, with the count of the tune's problem where a
+    tune listed it."""
+    from workbench.search.problem import SpaceProblem  # (Optuna: imported when it runs)
+    from workbench.search.valid_sets import ValidSetCache
+
+    cache, large = ValidSetCache(), sp.cartesian_size > AUTO_COUNT_LIMIT
+    kept = cache.count(sp) if large else None
+    if kept is not None:
+        console.print(f"valid configs:  {kept:,} (counted by an earlier `space --count`)")
+    elif walk:
+        try:
+            kept = sp.count_valid()
+        except WalkTimeout as exc:  # (a huge or sparse space: how far the count got)
+            console.print(
+                f"valid configs:  {exc.found:,} or more (not counted to the end: the count "
+                f"stopped after {exc.seconds:.0f} s, having checked {exc.visited:,} "
+                "partial configs)"
+            )
+            return
+        console.print(f"valid configs:  {kept:,}")
+        if large:  # (a walk of seconds to minutes: the next `space` shows it at once)
+            cache.put_count(sp, kept)
+    else:
+        console.print(
+            f"valid configs:  not counted (over {AUTO_COUNT_LIMIT:,} points: --count walks "
+            f"them, for up to {WALK_SECONDS:.0f} s, and keeps the count for later runs)"
+        )
+        _print_listed_count(SpaceProblem(sp))
+    if kept == 0:  # bad input for every other command: said, with the reasons
+        SpaceProblem(sp).check_not_empty()
+
+
+def _print_listed_count(problem: SpaceProblem) -> None:
+    """The valid count of the problem a tune searches (its variants pinned), where an earlier
+    tune listed it (the valid-set cache keeps it)."""
+    listed = problem.kept_total()
+    if listed is not None:
+        pins = " ".join(f"{name}={value}" for name, value in problem.pinned.items())
+        what = f"with {pins}, as tune searches it" if pins else "as tune searches it"
+        console.print(f"  {what}: {listed:,} (listed by an earlier tune)")
 
 
 def _variant_row(spec: SpaceSpec, variant: Variant, entry: SpaceEntry) -> dict[str, object]:
