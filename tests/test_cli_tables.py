@@ -177,3 +177,24 @@ def test_kernels_says_errors_and_warnings_whole_below_the_table(
     said = " ".join(out.split())  # (the messages wrap at the console's width)
     assert "other: found as 'other' (its file's name), but its name: is 'elsewhere'" in said
     assert "new: " in said and "sm_120" in said
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_space_wraps_a_config_between_its_tokens(width: int) -> None:
+    """gemm_int8's 18 parameters as NAME=VALUE,...: each line of a sample (or of --why) ends
+    after a comma, never inside a token (the line broke at SWIZZLE=12 / 8)."""
+    from workbench.spaces import config_label, load_kernel
+
+    spec = load_kernel("gemm_int8", [])
+    tokens = {config_label({p.name: v}) for p in spec.parameters for v in p.values}
+    args = ["space", "gemm_int8", "--sample", "3", "--why", "PATH=mma", "--no-count"]
+    code, out, err = invoke(*args, env={"COLUMNS": str(width)})
+    assert code in (0, 1), err  # (1: the config of --why is invalid)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, out
+    start = next(i for i, line in enumerate(lines) if line.startswith("  sample: "))
+    end = next((i for i, line in enumerate(lines) if line.startswith("  - ")), len(lines))
+    lead = re.compile(r"^\s*(sample|valid|invalid):")
+    pieces = [p for line in lines[start:end] for p in lead.sub("", line).strip().split(",") if p]
+    assert [p for p in pieces if p not in tokens] == [], out
+    assert len(pieces) == 4 * len(spec.parameters), out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from workbench.cli.common import (
     ArchOpt,
@@ -28,7 +29,7 @@ from workbench.errors import ArchError, SpaceFileError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
+from workbench.spaces.model import ArgSpec, Config, SpaceSpec, TensorMapArg, Variant
 from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WALK_SECONDS, WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
@@ -294,15 +295,14 @@ def space(
             _print_valid_count(sp, walk=count or sp.cartesian_size <= AUTO_COUNT_LIMIT)
         if sample > 0:
             for cfg in sp.sample(sample, seed=seed):
-                console.print(f"  sample: {escape(config_label(cfg))}")
+                _print_config("  sample: ", cfg)
         if why is not None:
             cfg = sp.parse_config([item for w in why for item in w.split(",")])
             problems = sp.explain(cfg)
-            label = escape(config_label(cfg))
             if not problems:
-                console.print(f"[green]valid[/]: {label}")
+                _print_config("[green]valid[/]: ", cfg)
             else:
-                console.print(f"[red]invalid[/]: {label}")
+                _print_config("[red]invalid[/]: ", cfg)
                 for v in problems:
                     console.print(f"  - {escape(v.message)}")
                 raise typer.Exit(1)
@@ -351,6 +351,22 @@ def _print_listed_count(problem: SpaceProblem) -> None:
         pins = " ".join(f"{name}={value}" for name, value in problem.pinned.items())
         what = f"with {pins}, as tune searches it" if pins else "as tune searches it"
         console.print(f"  {what}: {listed:,} (listed by an earlier tune)")
+
+
+def _print_config(lead: str, config: Config) -> None:
+    """Print ``lead`` (console markup) and the config's NAME=VALUE tokens joined by commas, on
+    as many lines as the console's width needs: a line ends after a comma, never inside a
+    token, and the lines after the first are indented under the first token."""
+    indent = Text.from_markup(lead).cell_len
+    tokens = [config_label({name: value}) for name, value in config.items()]
+    lines: list[str] = [""]
+    for i, token in enumerate(tokens):
+        piece = token + ("," if i + 1 < len(tokens) else "")
+        if lines[-1] and indent + len(lines[-1]) + len(piece) > console.width:
+            lines.append("")
+        lines[-1] += piece
+    for n, line in enumerate(lines):  # (soft_wrap: rich never breaks the line again)
+        console.print((lead if n == 0 else " " * indent) + escape(line), soft_wrap=True)
 
 
 def _variant_row(spec: SpaceSpec, variant: Variant, entry: SpaceEntry) -> dict[str, object]:
