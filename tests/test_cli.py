@@ -510,3 +510,40 @@ def test_a_directory_given_as_the_store_is_named_as_one(tmp_path: Path, how: str
         code, out = run(*args, env=env)
         assert code == 2, out
         assert f"{folder} is a directory: a store is a SQLite file" in " ".join(out.split())
+
+
+def test_a_space_too_large_to_count_says_how_and_shows_the_counts_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above AUTO_COUNT_LIMIT points ``space`` does not walk the space (gemm_int8: 8.4e9 points,
+    half a minute): it says how to count, shows the count of the problem a tune searches once a
+    tune has listed it, and the count of a ``--count`` ever after (the valid-set cache)."""
+    import re
+
+    from workbench.cli import space_cmds
+    from workbench.devices import device_for
+    from workbench.search.problem import SpaceProblem
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.targets import one_arch
+
+    monkeypatch.setattr(space_cmds, "AUTO_COUNT_LIMIT", 1000)  # (reduce: 172,800 points)
+    args = ("space", "reduce", "--sample", "0")
+    code, out = run(*args)
+    assert code == 0, out
+    assert "valid configs: not counted (over 1,000 points: --count walks them" in squeeze(out)
+    assert "as tune searches it" not in out
+    # a tune lists the valid set of its problem (the variants pinned to their defaults)
+    spec = load_kernel("reduce", [])
+    arch = one_arch(spec, None)
+    problem = SpaceProblem(Space(spec, arch=arch, device=device_for(arch, None)))
+    assert problem.valid_configs() and problem.valid_total
+    code, out = run(*args)
+    pins = " ".join(f"{k}={v}" for k, v in problem.pinned.items())
+    assert pins.startswith("DTYPE=float32")
+    listed = f"with {pins}, as tune searches it: {problem.valid_total:,} (listed by an earlier"
+    assert code == 0 and listed in squeeze(out), out
+    code, out = run(*args, "--count")
+    (counted,) = re.findall(r"valid configs:  ([\d,]+)\n", out)
+    assert code == 0 and int(counted.replace(",", "")) > problem.valid_total
+    code, out = run(*args)
+    assert f"valid configs:  {counted} (counted by an earlier `space --count`)" in out

@@ -123,3 +123,78 @@ def test_a_parameter_name_with_a_newline_is_one_header_line() -> None:
     header = next(line for line in text.splitlines() if "WA" in line)
     assert "WA\\nVES" in header and "VES" not in header.replace("WA\\nVES", "")
     assert "in every row: B=x\\ty" in text
+
+
+def kernel_lines(out: str) -> list[list[str]]:
+    """The cells of each body row of the ``kernels`` table."""
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    return [[c.strip() for c in line.strip("│").split("│")] for line in rows]
+
+
+def cut_at_a_word(shown: str, text: str) -> bool:
+    """``shown`` is ``text`` whole, or its first words and an ellipsis (the last word's
+    trailing comma or colon may go), never a word cut inside."""
+    words, kept = text.split(), shown.removesuffix("…").split()
+    if not shown.endswith("…"):
+        return kept == words
+    last = len(kept) - 1
+    return bool(kept) and kept[:last] == words[:last] and words[last].rstrip(",;:(") == kept[last]
+
+
+@pytest.mark.parametrize("width", [*WIDTHS, 200])
+def test_kernels_is_one_line_per_kernel_at_any_width(width: int) -> None:
+    code, out, err = invoke("kernels", "--json")
+    assert code == 0, err
+    kernels = json.loads(out)
+    code, out, err = invoke("kernels", env={"COLUMNS": str(width)})
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= width, out
+    rows = kernel_lines(out)
+    assert [r[0] for r in rows] == [k["name"] for k in kernels], out
+    for row, kernel in zip(rows, kernels, strict=True):
+        assert cut_at_a_word(row[-1], kernel["description"]), (row[-1], kernel["description"])
+    header = next(line for line in out.splitlines() if "┃ name" in line)
+    assert len(header.split("┃")[-2]) >= 32, out  # the description has room (30 + padding)
+    if width >= 140:  # (all of it, as it was)
+        assert "sm_80 sm_89 sm_90 sm_90a" in out and "8,398,080,000" in out
+
+
+def test_kernels_says_errors_and_warnings_whole_below_the_table(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spaces = project / "spaces"
+    text = (spaces / "tiny.yaml").read_text()
+    (spaces / "other.yaml").write_text(text.replace("name: tiny", "name: elsewhere"))
+    (spaces / "new.yaml").write_text(text.replace("[sm_80, sm_90]", "[sm_80, sm_120]"))
+    monkeypatch.chdir(project)
+    code, out, err = invoke("kernels", "--spaces", "spaces", env={"COLUMNS": "80"})
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    rows = {r[0]: r for r in kernel_lines(out)}
+    assert {"tiny", "other", "new", "reduce"} <= set(rows)
+    # where each comes from (a path under the current directory: relative)
+    assert rows["tiny"][-2] == "spaces/tiny.yaml" and rows["reduce"][-2] == "library"
+    said = " ".join(out.split())  # (the messages wrap at the console's width)
+    assert "other: found as 'other' (its file's name), but its name: is 'elsewhere'" in said
+    assert "new: " in said and "sm_120" in said
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_space_wraps_a_config_between_its_tokens(width: int) -> None:
+    """gemm_int8's 18 parameters as NAME=VALUE,...: each line of a sample (or of --why) ends
+    after a comma, never inside a token (the line broke at SWIZZLE=12 / 8)."""
+    from workbench.spaces import config_label, load_kernel
+
+    spec = load_kernel("gemm_int8", [])
+    tokens = {config_label({p.name: v}) for p in spec.parameters for v in p.values}
+    args = ["space", "gemm_int8", "--sample", "3", "--why", "PATH=mma", "--no-count"]
+    code, out, err = invoke(*args, env={"COLUMNS": str(width)})
+    assert code in (0, 1), err  # (1: the config of --why is invalid)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, out
+    start = next(i for i, line in enumerate(lines) if line.startswith("  sample: "))
+    end = next((i for i, line in enumerate(lines) if line.startswith("  - ")), len(lines))
+    lead = re.compile(r"^\s*(sample|valid|invalid):")
+    pieces = [p for line in lines[start:end] for p in lead.sub("", line).strip().split(",") if p]
+    assert [p for p in pieces if p not in tokens] == [], out
+    assert len(pieces) == 4 * len(spec.parameters), out

@@ -1,4 +1,8 @@
-"""What every command shares: consoles, error handling, the options that name a kernel."""
+"""What every command shares: consoles, error handling, the options that name a kernel.
+
+Every command module imports this one to register its options, so it imports nothing heavy:
+the store (SQLAlchemy) is imported when a command opens one.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +23,10 @@ from rich.segment import Segment
 from workbench.errors import CompileError, ConfigError, NoGpuError, WorkbenchError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
-from workbench.store import Store, default_store_url
-from workbench.store.store import StoreError
 
 if TYPE_CHECKING:
     from workbench.spaces.model import SpaceSpec
+    from workbench.store import Store
 
 #: Exit statuses, documented in docs/tuning.md.
 EXIT_FAILED = 1  #: the command ran but what it checks failed (e.g. every compile failed)
@@ -301,6 +304,8 @@ def open_store(storage: str | None, *, read_only: bool = False) -> Store:
     """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
     commands that only read it (they work on a file the user may not write, and never create
     one)."""
+    from workbench.store import Store
+
     return Store(storage_url(storage), read_only=read_only)
 
 
@@ -311,6 +316,8 @@ def storage_url(storage: str | None) -> str:
         ConfigError: an empty path, a directory, or a path a URL would misread.
     """
     if storage is None:
+        from workbench.store import default_store_url
+
         return default_store_url()
     if "://" not in storage:
         if not storage.strip():
@@ -338,6 +345,8 @@ def open_best_store(storage: str | None, kernel: str) -> Store:
     Raises:
         ConfigError: no store there, or it cannot be read.
     """
+    from workbench.store import StoreError
+
     try:
         return open_store(storage, read_only=True)
     except StoreError as exc:

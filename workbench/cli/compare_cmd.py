@@ -1,14 +1,15 @@
-"""``workbench compare``: the tuned config against cuBLAS, cuBLASLt, CUTLASS, CUB and a copy."""
+"""``workbench compare``: the tuned config against cuBLAS, cuBLASLt, CUTLASS, CUB and a copy.
+
+What the command uses is imported when it runs (``--help`` stays light)."""
 
 from __future__ import annotations
 
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -30,22 +31,17 @@ from workbench.cli.common import (
     err_console,
     open_store,
 )
-from workbench.cli.config_request import (
-    BEST_CONFIG,
-    ConfigRequest,
-    parse_config_options,
-    resolve_config,
-)
-from workbench.compare.baselines import Choice, missing_here
-from workbench.compare.run import CompareOptions, ShapePlan, compare, plan_baselines
-from workbench.compare.table import ShapeComparison, Status, format_rows
 from workbench.errors import ConfigError
-from workbench.gpu import probe_gpu
 from workbench.jsontext import strict_dumps
-from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import shape_label
-from workbench.spaces.targets import one_arch, option_spaces
-from workbench.store import Store
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from workbench.cli.config_request import ConfigRequest
+    from workbench.compare.run import ShapePlan
+    from workbench.compare.table import ShapeComparison
+    from workbench.spaces import Space
+    from workbench.store import Store
 
 
 def compare_command(
@@ -94,6 +90,13 @@ def compare_command(
     Without a GPU: says so and which baselines would run. Exit status: 0 done; 1 the tuned
     config failed or was wrong on a shape; 2 bad input; 3 no GPU (the plan shown, nothing
     compared); 130 interrupted."""
+    from workbench.cli.config_request import parse_config_options
+    from workbench.compare.run import CompareOptions, compare
+    from workbench.compare.table import Status
+    from workbench.gpu import probe_gpu
+    from workbench.spaces import load_kernel
+    from workbench.spaces.targets import one_arch, option_spaces
+
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
         spec = load_kernel(kernel, spaces or [])
@@ -138,6 +141,10 @@ def _plan(
 ) -> ShapePlan:
     """The config to compare at ``space``'s shape (``request``, else the best in the store,
     else the default), and where it comes from."""
+    from workbench.cli.config_request import BEST_CONFIG, resolve_config
+    from workbench.compare.run import ShapePlan
+    from workbench.spaces.model import shape_label
+
     label = shape_label(space.shape)
     try:
         resolved = resolve_config(space, request or BEST_CONFIG, store=store, study=study)
@@ -160,6 +167,10 @@ def _plan(
 
 def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json: bool) -> None:
     """Say that nothing can be timed, and what would run on a GPU of the target arch."""
+    from workbench.compare.baselines import Choice, missing_here
+    from workbench.compare.run import plan_baselines
+    from workbench.spaces.model import shape_label
+
     shapes: list[dict[str, Any]] = []
     for plan in plans:
         cc = plan.space.arch.cc
@@ -203,6 +214,8 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
 def _emit(
     results: list[ShapeComparison], device: str, batch: str, store: Store, as_json: bool
 ) -> None:
+    from workbench.compare.table import Status, format_rows
+
     if as_json:
         doc = {
             "gpu": True,

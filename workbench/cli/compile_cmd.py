@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -29,31 +29,16 @@ from workbench.cli.common import (
     open_best_store,
     open_store,
 )
-from workbench.cli.compile_output import (
-    compile_space,
-    print_diffs,
-    print_records,
-    refuse_broken_space,
-    write_records,
-)
-from workbench.cli.config_request import (
-    ConfigRequest,
-    parse_config_options,
-    resolve_config,
-    wants_best,
-)
-from workbench.compiler import CompileCache
-from workbench.devices import device_for
 from workbench.errors import ConfigError
-from workbench.search.configs import select_configs
-from workbench.search.problem import SpaceProblem
-from workbench.spaces import Space, load_kernel
-from workbench.spaces.model import SpaceSpec
-from workbench.spaces.targets import parse_shape, resolve_arches
-from workbench.static.artifacts import ArtifactDir
-from workbench.static.sweep import StaticRecord
-from workbench.store import Store
-from workbench.toolchain import Arch
+
+if TYPE_CHECKING:  # (what the command uses is imported when it runs: --help stays light)
+    from workbench.cli.config_request import ConfigRequest
+    from workbench.compiler import CompileCache
+    from workbench.spaces.model import SpaceSpec
+    from workbench.static.artifacts import ArtifactDir
+    from workbench.static.sweep import StaticRecord
+    from workbench.store import Store
+    from workbench.toolchain import Arch
 
 ConfigOpt = Annotated[
     list[str] | None,
@@ -144,6 +129,18 @@ def compile_command(
 ) -> None:
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
+    from workbench.cli.compile_output import (
+        print_diffs,
+        print_records,
+        refuse_broken_space,
+        write_records,
+    )
+    from workbench.cli.config_request import parse_config_options, wants_best
+    from workbench.compiler import CompileCache
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.targets import resolve_arches
+    from workbench.static.artifacts import ArtifactDir
+
     with cli_errors():  # (--json -: the records may be out already when an error comes)
         requests = parse_config_options(config, merge=False)
         if config and (all_configs or sample is not None):
@@ -253,6 +250,14 @@ def run_static_sweep(
     filled in or chosen is said on ``out``). ``pin`` (``--set NAME=VALUE``) fixes parameters:
     every config takes those values, and the store's study is the variant's, as tune names it
     (``reduce[OP=max]``)."""
+    from workbench.cli.compile_output import compile_space
+    from workbench.cli.config_request import resolve_config
+    from workbench.devices import device_for
+    from workbench.search.configs import select_configs
+    from workbench.search.problem import SpaceProblem
+    from workbench.spaces import Space
+    from workbench.spaces.targets import parse_shape
+
     sp = Space(
         spec,
         shape=parse_shape(shape, spec.default_shape),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -25,28 +25,21 @@ from workbench.cli.common import (
     err_console,
     open_store,
 )
-from workbench.cli.config_request import (
-    DEFAULT_CONFIG,
-    ConfigRequest,
-    ResolvedConfig,
-    parse_config_options,
-    resolve_config,
-    wants_best,
-)
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
-from workbench.profile import importing, profiler
 from workbench.profile.errors import NcuUnavailable
 from workbench.profile.metrics import MetricSet
 from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
-from workbench.profile.storage import ProfileRecord, find_import, save_profile
-from workbench.profile.summary import Summary, summarize, to_json
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
-from workbench.spaces import Space
-from workbench.spaces.model import shape_label
-from workbench.spaces.targets import space_from_options
-from workbench.store import Store
 from workbench.units import si
+
+if TYPE_CHECKING:  # (what the command uses is imported when it runs: --help stays light)
+    from workbench.cli.config_request import ConfigRequest, ResolvedConfig
+    from workbench.profile import profiler
+    from workbench.profile.storage import ProfileRecord
+    from workbench.profile.summary import Summary
+    from workbench.spaces import Space
+    from workbench.store import Store
 
 SetOpt = Annotated[
     MetricSet,
@@ -121,6 +114,11 @@ def profile(
 ) -> None:
     """Profile one config with Nsight Compute (on a GPU; falls back to event timing when ncu
     cannot read counters), or import a report (--import, no GPU), into the store."""
+    from workbench.cli.config_request import DEFAULT_CONFIG, parse_config_options, wants_best
+    from workbench.profile import importing, profiler
+    from workbench.spaces.model import shape_label
+    from workbench.spaces.targets import space_from_options
+
     with cli_errors(json_errors=as_json):
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())
         ceilings = _extra_ceilings(ceilings_file)
@@ -186,6 +184,8 @@ def _store(
         return record
     from dataclasses import replace
 
+    from workbench.profile.storage import find_import, save_profile
+
     record = replace(record, study_id=study_id)
     if imported and (known := find_import(store, record)) is not None:
         err_console.print(
@@ -197,6 +197,8 @@ def _store(
 
 
 def _dry_run(request: profiler.ProfileRequest, as_json: bool) -> None:
+    from workbench.profile import profiler
+
     try:
         ncu: Path | str = find_ncu(request.ncu)
     except NcuUnavailable:
@@ -226,6 +228,8 @@ def _dry_run(request: profiler.ProfileRequest, as_json: bool) -> None:
 
 
 def _emit(records: list[ProfileRecord], ceilings: Ceilings, as_json: bool) -> None:
+    from workbench.profile.summary import summarize, to_json
+
     summaries = [summarize(r, ceilings) for r in records]
     if as_json:
         console.print_json(strict_dumps({"profiles": [to_json(s) for s in summaries]}))
@@ -317,6 +321,8 @@ def _resolve(
     space: Space, request: ConfigRequest, store: Store | None, study: str | None
 ) -> ResolvedConfig:
     """The config to profile, with what was chosen or filled in said on stderr."""
+    from workbench.cli.config_request import resolve_config
+
     resolved = resolve_config(space, request, store=store, study=study)
     for note in resolved.notes():
         err_console.print(escape(note), soft_wrap=True)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -30,16 +29,17 @@ from workbench.cli.common import (
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
-from workbench.regress.check import CheckReport, check, run_json
-from workbench.regress.history import Series, gather_history
-from workbench.regress.plan import RecordPlan, kernel_spaces, plan_recording_file, plan_space
-from workbench.regress.recorder import Recorded, choose_targets, record
-from workbench.regress.records import MeasurementRecord, MissingBaselineError, list_runs
-from workbench.regress.timeline import write_timeline
-from workbench.spaces import load_kernel
-from workbench.spaces.targets import parse_shape
 from workbench.stats.rule import Verdict
-from workbench.store import Store
+
+if TYPE_CHECKING:  # (what a command uses is imported when it runs: --help stays light)
+    from rich.console import Console
+
+    from workbench.regress.check import CheckReport
+    from workbench.regress.history import Series
+    from workbench.regress.plan import RecordPlan
+    from workbench.regress.recorder import Recorded
+    from workbench.regress.records import MeasurementRecord
+    from workbench.store import Store
 
 app = typer.Typer(
     help="Regression tracking: record the tracked configs of a kernel, check a run against a "
@@ -102,6 +102,8 @@ def record_command(
 
     Needs a GPU, or --replay FILE. Exit status: 0 stored; 2 bad input or no GPU.
     """
+    from workbench.regress.recorder import choose_targets, record
+
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
         if kernel is None and replay is None:
@@ -147,6 +149,10 @@ def _plan(
     device: str | None,
     cache_dir: Path | None,
 ) -> RecordPlan:
+    from workbench.regress.plan import kernel_spaces, plan_recording_file, plan_space
+    from workbench.spaces import load_kernel
+    from workbench.spaces.targets import parse_shape
+
     if kernel is None:
         return plan_recording_file(store, replay)  # type: ignore[arg-type]
     spec = load_kernel(kernel, spaces or [])
@@ -208,6 +214,9 @@ def check_command(
     baseline, damaged store, or a measurement with too few samples that are times left).
     Samples that are not times (NaN, zero, negative) are dropped with a warning naming the run.
     """
+    from workbench.regress.check import check
+    from workbench.regress.records import MissingBaselineError
+
     with cli_errors(json_errors=as_json):
         try:
             store = open_store(storage, read_only=True)
@@ -248,6 +257,9 @@ def history_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The series of runs per GPU, shape and config, with change points and what changed."""
+    from workbench.regress.history import gather_history
+    from workbench.regress.timeline import write_timeline
+
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         series = gather_history(store, kernel)
@@ -294,6 +306,9 @@ def runs_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
+    from workbench.regress.check import run_json
+    from workbench.regress.records import list_runs
+
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         if as_json:

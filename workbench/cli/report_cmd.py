@@ -18,15 +18,7 @@ from workbench.cli.common import (
     err_console,
     open_store,
 )
-from workbench.compiler import CompileCache
-from workbench.report import (
-    DEFAULT_OUT,
-    NothingToReport,
-    PngUnavailable,
-    ReportOptions,
-    build_reports,
-)
-from workbench.roofline import Ceilings, measured_ceilings
+from workbench.report import DEFAULT_OUT
 
 
 def report(
@@ -59,6 +51,11 @@ def report(
     nothing stored gets a static page (compiled here, never timed). Exit status: 0 written;
     1 nothing to report, or PNG export impossible (the HTML is still written); 2 bad input.
     """
+    # (plotly, pandas, optuna: imported when the command runs, not for --help)
+    from workbench.compiler import CompileCache
+    from workbench.report import NothingToReport, PngUnavailable, ReportOptions, build_reports
+    from workbench.roofline import Ceilings, measured_ceilings
+
     with cli_errors():
         store = open_store(storage, read_only=True)
         options = ReportOptions(

@@ -1,4 +1,6 @@
-"""``workbench run`` (verify and time one config) and ``workbench record`` (sweep to a file)."""
+"""``workbench run`` (verify and time one config) and ``workbench record`` (sweep to a file).
+
+What a command uses is imported when it runs (``--help`` stays light)."""
 
 from __future__ import annotations
 
@@ -26,20 +28,7 @@ from workbench.cli.common import (
     err_console,
     open_best_store,
 )
-from workbench.cli.config_request import (
-    DEFAULT_CONFIG,
-    parse_config_options,
-    resolve_config,
-    wants_best,
-)
-from workbench.compiler import CompileCache
 from workbench.jsontext import strict_dumps
-from workbench.runners.base import TrialOutcome
-from workbench.runners.recordings import write_recording
-from workbench.search.configs import select_configs
-from workbench.spaces import config_label
-from workbench.spaces.model import space_sha256
-from workbench.spaces.targets import space_from_options
 
 
 def run(
@@ -59,8 +48,18 @@ def run(
 
     Several --config options are merged into that one config (-c BM=64 -c BN=128); without
     one, the space's default for the arch."""
+    from workbench.cli.config_request import (
+        DEFAULT_CONFIG,
+        parse_config_options,
+        resolve_config,
+        wants_best,
+    )
+    from workbench.compiler import CompileCache
+    from workbench.runners.base import TrialOutcome
     from workbench.runners.cuda.runner import CudaRunner
     from workbench.runners.worker_runner import check_launch_layout
+    from workbench.spaces import config_label
+    from workbench.spaces.targets import space_from_options
 
     with cli_errors(json_errors=as_json):
         space = space_from_options(kernel, spaces, arch, device, shape)
@@ -130,7 +129,13 @@ def record(
 ) -> None:
     """Measure a sweep of configs on the GPU and write it as a recording that `tune --replay`
     (and the no-GPU path of `tune`) can answer from."""
+    from workbench.compiler import CompileCache
+    from workbench.runners.base import TrialOutcome
     from workbench.runners.cuda.runner import CudaRunner
+    from workbench.runners.recordings import write_recording
+    from workbench.search.configs import select_configs
+    from workbench.spaces.model import space_sha256
+    from workbench.spaces.targets import space_from_options
 
     with cli_errors():
         space = space_from_options(kernel, spaces, arch, device, shape)

@@ -1,4 +1,6 @@
-"""Scale-out commands: ``tune`` on PostgreSQL, ``worker`` and ``status`` (shared studies)."""
+"""Scale-out commands: ``tune`` on PostgreSQL, ``worker`` and ``status`` (shared studies).
+
+What a command uses is imported when it runs (``--help`` stays light)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -19,18 +21,12 @@ from workbench.cli.common import (
     console,
     err_console,
 )
-from workbench.cli.fleet_run import open_shared, work_shared
 from workbench.errors import ConfigError, NoGpuError
-from workbench.fleet.connection import Coordination
-from workbench.fleet.joining import (
-    WorkerOptions,
-    join_as_worker,
-    wait_for_study,
-)
-from workbench.fleet.status import StudyStatus, gather_status
 from workbench.jsontext import strict_dumps
-from workbench.search.tuner import StopReason
-from workbench.store import Store
+
+if TYPE_CHECKING:
+    from workbench.fleet.status import StudyStatus
+    from workbench.store import Store
 
 StorageArg = Annotated[
     str,
@@ -87,6 +83,11 @@ def worker(
     """Work on a shared study (created by `workbench tune K --storage postgresql://... --study
     NAME`) until its budget is complete. Start one per GPU, on any number of hosts; a killed
     worker's trial is re-queued, and a restarted worker simply joins again."""
+    from workbench.cli.fleet_run import open_shared, work_shared
+    from workbench.fleet.connection import Coordination
+    from workbench.fleet.joining import WorkerOptions, join_as_worker, wait_for_study
+    from workbench.search.tuner import StopReason
+
     if gpus is not None:
         with cli_errors(json_errors=as_json):
             code = _spawn_per_gpu(gpus)
@@ -173,6 +174,10 @@ def status(
     db_wait: DbWaitOpt = 10.0,
 ) -> None:
     """A shared study: workers alive, trials running/complete/failed, best so far."""
+    from workbench.cli.fleet_run import open_shared
+    from workbench.fleet.connection import Coordination
+    from workbench.fleet.status import gather_status
+
     with cli_errors():
         db, store = open_shared(storage, Coordination(db_wait_s=db_wait))
         report = gather_status(db, study, lambda: _best(store, study))

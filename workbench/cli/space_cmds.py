@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from workbench.cli.common import (
     ArchOpt,
@@ -20,25 +23,30 @@ from workbench.cli.common import (
     cli_errors,
     console,
 )
+from workbench.cli.tables import CELL_FRAME
 from workbench.devices import device_for
 from workbench.errors import ArchError, SpaceFileError
 from workbench.jsontext import strict_dumps
-from workbench.runners.reference import (
-    BadReferenceError,
-    try_reference,
-)
-from workbench.runners.tensor_maps import TensorMapError
-from workbench.search.problem import SpaceProblem
+from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.model import ArgSpec, SpaceSpec, TensorMapArg, Variant
+from workbench.spaces.model import ArgSpec, Config, SpaceSpec, TensorMapArg, Variant
 from workbench.spaces.registry import SpaceEntry, variant_names
-from workbench.spaces.space import WalkTimeout
+from workbench.spaces.space import WALK_SECONDS, WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
 from workbench.spaces.variants import variant_command, variant_spec
-from workbench.toolchain import Arch
+from workbench.units import si
+
+if TYPE_CHECKING:
+    from workbench.search.problem import SpaceProblem
+    from workbench.toolchain import Arch
 
 #: Counting walks the pruned tree; above this many cartesian points, `space` asks for --count.
 AUTO_COUNT_LIMIT = 2_000_000
+#: `kernels` prints one line per kernel, whose description gets at least this many characters
+#: (to make room, the other columns are written shorter, then the arches left out) ...
+MIN_DESCRIPTION = 30
+#: ... and at most this many (`workbench space NAME` prints the whole of it)
+MAX_DESCRIPTION = 90
 
 
 def clip_words(text: str, width: int) -> str:
@@ -67,7 +75,14 @@ def kernels(
                 spec = load_space(entry.path)
                 space = Space(spec)  # (an arch without a device preset fails here)
             except (SpaceFileError, ArchError) as exc:  # one broken file: its row, not the list
-                rows.append({"name": entry.name, "path": str(entry.path), "error": str(exc)})
+                rows.append(
+                    {
+                        "name": entry.name,
+                        "builtin": entry.builtin,
+                        "path": str(entry.path),
+                        "error": str(exc),
+                    }
+                )
                 continue
             # what a command finds is the file's name; a different `name:` inside is said
             mismatch = (
@@ -93,25 +108,97 @@ def kernels(
         if as_json:
             console.print_json(strict_dumps(rows))
             return
-        table = Table(title="kernels")
-        for col in ("name", "lang", "arches", "params", "points", "from", "description"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            if "error" in r:
-                table.add_row(escape(r["name"]), "", "", "", "", "", f"[red]{escape(r['error'])}")
-                continue
-            table.add_row(
-                escape(r["name"]),
-                r["language"],
-                " ".join(r["arches"]),
-                str(r["parameters"]),
-                f"{r['points']:,}",
-                "library" if r["builtin"] else escape(r["path"]),
-                f"[yellow]{escape(r['warning'])}[/]"
-                if r["warning"]
-                else escape(clip_words(r["description"], 90)),
-            )
-        console.print(table)
+        _print_kernels(rows)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How the `kernels` table writes the columns beside the description."""
+
+    arches: Callable[[Sequence[str]], str] | None  #: None: no arches column
+    points: Callable[[int], str]
+
+
+def _short_arches(arches: Sequence[str]) -> str:
+    """``sm_80,89,90a``: the arches without repeating ``sm_``."""
+    return ",".join(a if i == 0 else a.removeprefix("sm_") for i, a in enumerate(arches))
+
+
+def _short_count(n: int) -> str:
+    """``8.4G``, ``560k``, ``900``: three significant digits."""
+    return si(n, "").replace(" ", "")
+
+
+#: The layouts of `kernels`, widest first: the first to leave MIN_DESCRIPTION is used.
+_LAYOUTS = (
+    _Layout(" ".join, "{:,}".format),
+    _Layout(_short_arches, "{:,}".format),
+    _Layout(_short_arches, _short_count),
+    _Layout(None, _short_count),
+)
+
+
+def _print_kernels(rows: list[dict[str, Any]]) -> None:
+    """The kernels as a table of one line each at the console's width: the description cut at
+    a word, no token split; an error or a warning is said in full below the table."""
+    with_from = not all(r["builtin"] for r in rows)
+    for layout in _LAYOUTS:
+        headers, cells = _kernel_cells(rows, layout, with_from)
+        fixed = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+        room = console.width - sum(fixed) - CELL_FRAME * (len(headers) + 1) - 1
+        if room >= MIN_DESCRIPTION:
+            break
+    caption = None if with_from else "all from the library (your own: --spaces DIR)"
+    table = Table(title="kernels", caption=caption)
+    for header in [*headers, "description"]:  # (ellipsis: only where the terminal is too narrow)
+        right = header in ("params", "points")
+        table.add_column(
+            header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis"
+        )
+    width = max(1, min(room, MAX_DESCRIPTION))
+    for r, row in zip(rows, cells, strict=True):
+        note = r.get("error") or r.get("warning")
+        style = "red" if "error" in r else "yellow"
+        text = f"[{style}]{escape(_clip(note, width))}[/]" if note else None
+        table.add_row(*map(escape, row), text or escape(_clip(r["description"], width)))
+    console.print(table)
+    for r in rows:
+        if note := r.get("error") or r.get("warning"):
+            console.print(f"{escape(r['name'])}: {escape(note)}")
+
+
+def _kernel_cells(
+    rows: list[dict[str, Any]], layout: _Layout, with_from: bool
+) -> tuple[list[str], list[list[str]]]:
+    """The headers and plain cells of the columns beside the description, in ``layout``."""
+    headers = ["name", "lang", "arches", "params", "points", "from"]
+    cells = []
+    for r in rows:
+        where = "library" if r["builtin"] else _near_path(r["path"])
+        if "error" in r:
+            cells.append([r["name"], "", "", "", "", where])
+            continue
+        arches = layout.arches(r["arches"]) if layout.arches else ""
+        points = layout.points(r["points"])
+        cells.append([r["name"], r["language"], arches, str(r["parameters"]), points, where])
+    left_out = {"arches"} if layout.arches is None else set()
+    if not with_from:  # (every kernel is from the library: the caption says so)
+        left_out.add("from")
+    keep = [i for i, h in enumerate(headers) if h not in left_out]
+    return [headers[i] for i in keep], [[printable(c[i]) for i in keep] for c in cells]
+
+
+def _clip(text: str, width: int) -> str:
+    """A description on one line of ``width`` (a control character as its escape)."""
+    return clip_words(printable(" ".join(text.split())), width)
+
+
+def _near_path(path: str) -> str:
+    """A space file's path, relative to the current directory when it is under it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def space(
@@ -144,8 +231,9 @@ def space(
         bool | None,
         typer.Option(
             "--count/--no-count",
-            help="Count valid configs (default: when the space "
-            f"has at most {AUTO_COUNT_LIMIT:,} points).",
+            help="Count valid configs (default: when the space has at most "
+            f"{AUTO_COUNT_LIMIT:,} points; the count of a larger one is kept, and shown by later "
+            "runs).",
             show_default=False,
         ),
     ] = None,
@@ -203,33 +291,82 @@ def space(
             "shared memory (the device's)"
         )
         console.print(f"cartesian size: {sp.cartesian_size:,}")
-        if count or (count is None and sp.cartesian_size <= AUTO_COUNT_LIMIT):
-            try:
-                n_valid = sp.count_valid()
-            except WalkTimeout as exc:  # (a huge or sparse space: how far the count got)
-                console.print(
-                    f"valid configs:  {exc.found:,} or more (not counted to the end: the count "
-                    f"stopped after {exc.seconds:.0f} s, having checked {exc.visited:,} "
-                    "partial configs)"
-                )
-            else:
-                console.print(f"valid configs:  {n_valid:,}")
-                if not n_valid:  # bad input for every other command: said, with the reasons
-                    SpaceProblem(sp).check_not_empty()
+        if count is not False:
+            _print_valid_count(sp, walk=count or sp.cartesian_size <= AUTO_COUNT_LIMIT)
         if sample > 0:
             for cfg in sp.sample(sample, seed=seed):
-                console.print(f"  sample: {escape(config_label(cfg))}")
+                _print_config("  sample: ", cfg)
         if why is not None:
             cfg = sp.parse_config([item for w in why for item in w.split(",")])
             problems = sp.explain(cfg)
-            label = escape(config_label(cfg))
             if not problems:
-                console.print(f"[green]valid[/]: {label}")
+                _print_config("[green]valid[/]: ", cfg)
             else:
-                console.print(f"[red]invalid[/]: {label}")
+                _print_config("[red]invalid[/]: ", cfg)
                 for v in problems:
                     console.print(f"  - {escape(v.message)}")
                 raise typer.Exit(1)
+
+
+def _print_valid_count(sp: Space, walk: bool) -> None:
+    """The count of valid configs: the one an earlier ``--count`` kept for a large space, else
+    walked when ``walk`` (``--count``, or a space of at most AUTO_COUNT_LIMIT points; the count
+    of a larger one is kept), else how to get it, with the count of the tune's problem where a
+    tune listed it."""
+    from workbench.search.problem import SpaceProblem  # (Optuna: imported when it runs)
+    from workbench.search.valid_sets import ValidSetCache
+
+    cache, large = ValidSetCache(), sp.cartesian_size > AUTO_COUNT_LIMIT
+    kept = cache.count(sp) if large else None
+    if kept is not None:
+        console.print(f"valid configs:  {kept:,} (counted by an earlier `space --count`)")
+    elif walk:
+        try:
+            kept = sp.count_valid()
+        except WalkTimeout as exc:  # (a huge or sparse space: how far the count got)
+            console.print(
+                f"valid configs:  {exc.found:,} or more (not counted to the end: the count "
+                f"stopped after {exc.seconds:.0f} s, having checked {exc.visited:,} "
+                "partial configs)"
+            )
+            return
+        console.print(f"valid configs:  {kept:,}")
+        if large:  # (a walk of seconds to minutes: the next `space` shows it at once)
+            cache.put_count(sp, kept)
+    else:
+        console.print(
+            f"valid configs:  not counted (over {AUTO_COUNT_LIMIT:,} points: --count walks "
+            f"them, for up to {WALK_SECONDS:.0f} s, and keeps the count for later runs)"
+        )
+        _print_listed_count(SpaceProblem(sp))
+    if kept == 0:  # bad input for every other command: said, with the reasons
+        SpaceProblem(sp).check_not_empty()
+
+
+def _print_listed_count(problem: SpaceProblem) -> None:
+    """The valid count of the problem a tune searches (its variants pinned), where an earlier
+    tune listed it (the valid-set cache keeps it)."""
+    listed = problem.kept_total()
+    if listed is not None:
+        pins = " ".join(f"{name}={value}" for name, value in problem.pinned.items())
+        what = f"with {pins}, as tune searches it" if pins else "as tune searches it"
+        console.print(f"  {what}: {listed:,} (listed by an earlier tune)")
+
+
+def _print_config(lead: str, config: Config) -> None:
+    """Print ``lead`` (console markup) and the config's NAME=VALUE tokens joined by commas, on
+    as many lines as the console's width needs: a line ends after a comma, never inside a
+    token, and the lines after the first are indented under the first token."""
+    indent = Text.from_markup(lead).cell_len
+    tokens = [config_label({name: value}) for name, value in config.items()]
+    lines: list[str] = [""]
+    for i, token in enumerate(tokens):
+        piece = token + ("," if i + 1 < len(tokens) else "")
+        if lines[-1] and indent + len(lines[-1]) + len(piece) > console.width:
+            lines.append("")
+        lines[-1] += piece
+    for n, line in enumerate(lines):  # (soft_wrap: rich never breaks the line again)
+        console.print((lead if n == 0 else " " * indent) + escape(line), soft_wrap=True)
 
 
 def _variant_row(spec: SpaceSpec, variant: Variant, entry: SpaceEntry) -> dict[str, object]:
@@ -267,6 +404,11 @@ def _show_reference_run(
 ) -> None:
     """Run the reference on the CPU (the smallest shape unless one is given) and say what came
     back against the outputs the space declares."""
+    import numpy as np
+
+    from workbench.runners.reference import BadReferenceError, try_reference
+    from workbench.runners.tensor_maps import TensorMapError
+
     small = sp
     if shape is None:
         shapes = [s for name in spec.shape_sets for s in spec.shapes(name)] or [spec.default_shape]

@@ -23,7 +23,6 @@ from workbench.cli.common import (
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
-from workbench.store.best import best_of
 
 app = typer.Typer(
     help="Inspect the store: list studies, export results, import recordings, upgrade it.",
@@ -37,6 +36,8 @@ def list_studies(
     as_json: JsonOpt = False,
 ) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source, runs by status."""
+    from workbench.store.best import best_of  # (SQLAlchemy: imported when the command runs)
+
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
         rows: list[dict[str, Any]] = []

@@ -3,6 +3,9 @@
 The command parses its options into a :class:`~workbench.search.request.TuneRequest`, plans it
 (:func:`~workbench.search.planning.plan_tune`) and shows what the search does; a shared study
 (``--storage postgresql://...``) goes to :func:`workbench.cli.scale_cmds.tune_shared`.
+
+The options are made of light names (the request's defaults, the samplers' names); the search,
+the store and the compiler are imported when the command runs.
 """
 
 from __future__ import annotations
@@ -10,10 +13,9 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
@@ -35,21 +37,9 @@ from workbench.cli.common import (
     open_store,
     shown,
 )
-from workbench.cli.compile_output import compile_space, print_records, refuse_broken_space
-from workbench.cli.tune_output import (
-    best_text,
-    compile_summary,
-    print_result,
-    resume_note,
-    resumed_json,
-    summary,
-)
-from workbench.compiler import CompileCache
-from workbench.fleet.connection import is_postgresql
 from workbench.jsontext import strict_dumps
 from workbench.runners.objectives import ObjectiveKind
-from workbench.search.drift import DEFAULT_EVERY, DriftCheck
-from workbench.search.planning import Source, TuneSetup, compile_batches, first_configs, plan_tune
+from workbench.search.drift import DEFAULT_EVERY
 from workbench.search.request import (
     DEFAULT_BUDGET,
     DEFAULT_GRACE_S,
@@ -59,9 +49,15 @@ from workbench.search.request import (
     TuneRequest,
 )
 from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
-from workbench.search.session import Resumption, TunePlan, recordings_dir
-from workbench.search.tuner import StopReason, Tuner, TuneResult
 from workbench.search.warm_start import MAX_WARM_STARTS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from workbench.search.drift import DriftCheck
+    from workbench.search.planning import TuneSetup
+    from workbench.search.session import TunePlan
+    from workbench.search.tuner import TuneResult
 
 KernelOpt = Annotated[
     str | None,
@@ -251,6 +247,8 @@ def tune(
     memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 3 no GPU
     and nothing to replay (the compile stage ran); 130 interrupted.
     """
+    from workbench.fleet.connection import is_postgresql
+
     with cli_errors(json_errors=as_json):
         shared = storage is not None and is_postgresql(storage)
         request = TuneRequest.from_options(
@@ -293,6 +291,10 @@ def tune(
 
 def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None:
     """Tune in this process, into a SQLite store (or one on a database server)."""
+    from workbench.cli.tune_output import print_result
+    from workbench.search.planning import Source, plan_tune
+    from workbench.search.tuner import StopReason
+
     out = err_console if as_json else console
     setup = plan_tune(request, lambda: open_store(storage))
     _announce_source(setup, out)
@@ -319,6 +321,9 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
 
 def _announce_source(setup: TuneSetup, out: Console) -> None:
     """Without a GPU: say so, and which recording answers instead (if one does)."""
+    from workbench.search.planning import Source
+    from workbench.search.session import recordings_dir
+
     if setup.no_gpu is None:
         return
     out.print(
@@ -336,6 +341,7 @@ def _store_kept_results(setup: TuneSetup, out: Console) -> None:
     shapes replayed (and says so)."""
     from workbench.compare.replayed import kept_comparisons, store_kept_comparison
     from workbench.profile.replayed import import_kept_profile, kept_profiles, study_of
+    from workbench.search.session import recordings_dir
 
     assert setup.spec is not None
     folder = recordings_dir(setup.spec)
@@ -357,6 +363,10 @@ def _tune_study(
     setup: TuneSetup, plan: TunePlan, request: TuneRequest, out: Console
 ) -> tuple[TuneResult, dict]:
     """Search one study of the tune (one shape), saying first what it starts from."""
+    from workbench.cli.tune_output import resume_note, resumed_json, summary
+    from workbench.search.planning import first_configs
+    from workbench.search.session import Resumption
+
     store = setup.store
     if plan.banner:
         out.print(Panel(shown(plan.banner), style="bold yellow"))
@@ -382,6 +392,12 @@ def _tune_study(
 def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json: bool) -> None:
     """No GPU and no recording: compile what the search would start from, print the resource
     table (and with --json the records), and say how to tune."""
+    from workbench.cli.compile_output import compile_space, print_records, refuse_broken_space
+    from workbench.cli.tune_output import compile_summary
+    from workbench.compiler import CompileCache
+    from workbench.search.planning import compile_batches
+    from workbench.search.session import recordings_dir
+
     spec = setup.spec
     assert spec is not None
     what = (
@@ -428,6 +444,9 @@ def _run(
 ) -> TuneResult:
     """One study's search, with a progress bar (the best so far, drift when it shows)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from workbench.cli.tune_output import best_text
+    from workbench.search.tuner import Tuner
 
     store = setup.store
     label = f"{plan.problem.kernel} [{plan.problem.shape_label}]"

@@ -6,20 +6,44 @@ Modules: :mod:`.metrics` (the sets), :mod:`.nvperf` (offline name check through
 :mod:`.target` (the profiled process), :mod:`.profiler` (the whole run and its event-timing
 fallback), :mod:`.importing` (``--import``), :mod:`.derive` (divergence, memory access,
 occupancy), :mod:`.summary` (figures of a stored profile), :mod:`.storage` (the table).
+
+The names below are imported when first used (:mod:`workbench.lazy_exports`): the metric sets
+do not bring the profiles table's SQLAlchemy with them.
 """
 
 from __future__ import annotations
 
-from workbench.profile.errors import (
-    MetricNameError,
-    NcuProblem,
-    NcuUnavailable,
-    ProfileError,
-    ReportError,
+from typing import TYPE_CHECKING
+
+from workbench.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from workbench.profile.errors import (
+        MetricNameError,
+        NcuProblem,
+        NcuUnavailable,
+        ProfileError,
+        ReportError,
+    )
+    from workbench.profile.metrics import MetricSet, ResolvedSet, resolve, validate_names
+    from workbench.profile.report import KernelProfile, Report, load_report
+    from workbench.profile.storage import ProfileRecord, load_profiles, save_profile
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "workbench.profile.errors": (
+            "MetricNameError",
+            "NcuProblem",
+            "NcuUnavailable",
+            "ProfileError",
+            "ReportError",
+        ),
+        "workbench.profile.metrics": ("MetricSet", "ResolvedSet", "resolve", "validate_names"),
+        "workbench.profile.report": ("KernelProfile", "Report", "load_report"),
+        "workbench.profile.storage": ("ProfileRecord", "load_profiles", "save_profile"),
+    },
 )
-from workbench.profile.metrics import MetricSet, ResolvedSet, resolve, validate_names
-from workbench.profile.report import KernelProfile, Report, load_report
-from workbench.profile.storage import ProfileRecord, load_profiles, save_profile
 
 __all__ = [
     "KernelProfile",

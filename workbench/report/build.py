@@ -17,6 +17,7 @@ from pathlib import Path
 from workbench.compiler import CompileCache
 from workbench.errors import WorkbenchError
 from workbench.profile.storage import ProfileRecord, load_profiles
+from workbench.report import DEFAULT_OUT
 from workbench.report.baselines import Baselines, gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
 from workbench.report.manifest import Entry, read_manifest, tidy, write_manifest
@@ -28,8 +29,6 @@ from workbench.report.static import gather_static
 from workbench.roofline import Ceilings
 from workbench.spaces.model import base_kernel, config_label
 from workbench.store import Store, StoreError
-
-DEFAULT_OUT = Path("reports")
 
 
 class NothingToReport(WorkbenchError):

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workbench.runners.buffers import KernelArg, OutputBuffer
 from workbench.runners.timing import StopReason, TimingOptions
 from workbench.spaces.launch import Launch
+
+if TYPE_CHECKING:  # (the buffers bring ml_dtypes, which the profiler's NVTX names do not need)
+    from workbench.runners.buffers import KernelArg, OutputBuffer
 
 
 @dataclass(frozen=True)

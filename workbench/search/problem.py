@@ -191,8 +191,7 @@ class SpaceProblem(Problem):
         many (the same one each time: a resumed search sees the same set; see
         ``valid_total``); None when listing takes longer than ENUMERATE_SECONDS."""
         if self._valid is None and not self._too_large:
-            key = self.valid_sets.key(self.space, self.pinned, VALID_LIST_LIMIT, 0)
-            names, domains = self.names, [p.values for p in self.params]
+            key, names, domains = self._kept_entry()
             kept = self.valid_sets.get(key, names, domains) if key else None
             if kept is None:
                 # a reservoir: a space a little past the limit is searched on a uniform subset
@@ -212,6 +211,17 @@ class SpaceProblem(Problem):
                     self.valid_sets.put(key, names, domains, *kept)
             self._valid, self.valid_total = kept
         return self._valid
+
+    def kept_total(self) -> int | None:
+        """How many valid configs an earlier listing (a tune's) found, as the valid-set cache
+        keeps it; None when nothing was listed for this problem yet. Lists nothing."""
+        key, names, domains = self._kept_entry()
+        return self.valid_sets.total(key, names, domains) if key else None
+
+    def _kept_entry(self) -> tuple[str | None, tuple[str, ...], list[tuple[Value, ...]]]:
+        """The valid-set cache's key of this problem's listing, and its names and domains."""
+        key = self.valid_sets.key(self.space, self.pinned, VALID_LIST_LIMIT, 0)
+        return key, self.names, [p.values for p in self.params]
 
     def defaults(self) -> list[Config]:
         default = self.space.default_config(self.pinned)

@@ -4,6 +4,9 @@
 needs as its spec (:meth:`TuneRequest.to_spec`), which ``workbench worker`` reads back
 (:meth:`TuneRequest.from_spec`). :func:`workbench.search.planning.plan_tune` turns a request into
 the plans of its studies.
+
+Light to import (``workbench tune --help`` shows these defaults): the tune loop, the store and
+Optuna are imported when a request is checked or its budget made.
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import ConfigError
 from workbench.runners.objectives import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY
-from workbench.search.enqueue import check_enqueue
-from workbench.search.loop import Budget
 from workbench.search.samplers import DEFAULT_SAMPLER, check_sampler
+
+if TYPE_CHECKING:
+    from workbench.search.loop import Budget
 
 #: Unique configs a tune evaluates when neither --budget, --time nor --patience is given.
 DEFAULT_BUDGET = 100
@@ -63,6 +67,17 @@ def requested_budget(
     """
     if evaluations is None and not seconds and not patience:
         evaluations = DEFAULT_BUDGET
+    return _budget(evaluations, seconds, patience)
+
+
+def _budget(evaluations: int | None, seconds: float | None, patience: int | None) -> Budget:
+    """A :class:`~workbench.search.loop.Budget` (imported here: the loop brings the store).
+
+    Raises:
+        WorkbenchError: as Budget.
+    """
+    from workbench.search.loop import Budget
+
     return Budget(evaluations=evaluations, seconds=seconds, patience=patience)
 
 
@@ -103,7 +118,7 @@ class TuneRequest:
     arch: str | None = None
     device: str | None = None
     pin: tuple[str, ...] | None = None
-    budget: Budget = field(default_factory=lambda: Budget(evaluations=DEFAULT_BUDGET))
+    budget: Budget = field(default_factory=lambda: _budget(DEFAULT_BUDGET, None, None))
     budget_given: bool = False
     sampler: str = DEFAULT_SAMPLER
     seed: int = 0
@@ -157,6 +172,8 @@ class TuneRequest:
         """
         if self.kernel is None and self.replay is None:
             raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
+        from workbench.search.enqueue import check_enqueue  # (it brings the store, Optuna)
+
         check_sampler(self.sampler)
         check_enqueue(self.enqueue)
         if self.all_configs and self.sample is not None:
@@ -237,7 +254,7 @@ def spec_timing(spec: Mapping[str, Any]) -> tuple[int, int]:
 def _spec_budget(spec: Mapping[str, Any], seconds: float | None) -> Budget:
     """A study's evaluation budget and patience (every worker's), with this process's time."""
     b = spec.get("budget") or {}
-    return Budget(evaluations=b.get("evaluations"), seconds=seconds, patience=b.get("patience"))
+    return _budget(b.get("evaluations"), seconds, b.get("patience"))
 
 
 def _study_search(spec: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:

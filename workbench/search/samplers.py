@@ -1,25 +1,29 @@
-"""Search strategies by name (``--sampler``), each built as a :class:`Proposer`."""
+"""Search strategies by name (``--sampler``), each built as a :class:`Proposer`.
+
+Naming them costs nothing: ``workbench tune --help`` lists them, and each strategy imports
+Optuna and its proposers only when it is built.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-
-import optuna
+from typing import TYPE_CHECKING
 
 from workbench.errors import WorkbenchError
-from workbench.search.problem import Problem
-from workbench.search.proposers import (
-    OptunaProposer,
-    Proposer,
-    RandomProposer,
-    ValidOrderProposer,
-)
 
-ProposerFactory = Callable[[Problem, int | None], Proposer]
+if TYPE_CHECKING:
+    from workbench.search.problem import Problem
+    from workbench.search.proposers import Proposer
+
+ProposerFactory = Callable[["Problem", "int | None"], "Proposer"]
 
 
 def _tpe(problem: Problem, seed: int | None) -> Proposer:
+    import optuna
+
+    from workbench.search.proposers import OptunaProposer
+
     # Optuna 5 samplers read the constraints set with trial.set_constraint
     return OptunaProposer(problem, optuna.samplers.TPESampler(seed=seed, multivariate=True))
 
@@ -29,10 +33,16 @@ EXTRA_PACKAGES = {"gp": (("torch", "scipy"), "pip install 'workbench[gp]'")}
 
 
 def _gp(problem: Problem, seed: int | None) -> Proposer:
+    import optuna
+
+    from workbench.search.proposers import OptunaProposer
+
     return OptunaProposer(problem, optuna.samplers.GPSampler(seed=seed))
 
 
 def _random(problem: Problem, seed: int | None) -> Proposer:
+    from workbench.search.proposers import RandomProposer, ValidOrderProposer
+
     valid = problem.valid_configs()
     if valid is None:
         return RandomProposer(problem, seed)
@@ -40,6 +50,8 @@ def _random(problem: Problem, seed: int | None) -> Proposer:
 
 
 def _brute(problem: Problem, seed: int | None) -> Proposer:
+    from workbench.search.proposers import ValidOrderProposer
+
     valid = problem.valid_configs()
     if valid is None or (problem.valid_total or 0) > len(valid):
         size = f" ({problem.valid_total:,} valid configs)" if problem.valid_total else ""

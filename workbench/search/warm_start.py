@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from workbench.errors import ConfigError
-from workbench.search.problem import Problem
 from workbench.spaces.model import Config, Value, config_label
-from workbench.store import Store, StudyInfo
-from workbench.store.best import StudySelection, Variants, select_studies, study_best
+
+if TYPE_CHECKING:  # (light to import: tune --help names MAX_WARM_STARTS)
+    from workbench.search.problem import Problem
+    from workbench.store import Store, StudyInfo
 
 #: ``--enqueue best`` evaluates the best of this many other studies at most (the nearest
 #: first: same GPU, then by age): each costs an evaluation, and misleading ones add up (on the
@@ -83,6 +85,8 @@ def best_elsewhere(
         ConfigError: ``source`` names no study in the store, several, or this one.
         StoreError: the database failed.
     """
+    from workbench.store.best import StudySelection, Variants, select_studies, study_best
+
     if source is None:
         family = select_studies(store, StudySelection(study.kernel, Variants.FAMILY))
         chosen = [s for s in family if s.id != study.id]

@@ -23,6 +23,9 @@ PLAIN_TAGS = frozenset(
 )
 #: Space files are small; refuse anything big enough to be a mistake (or an attack).
 MAX_FILE_BYTES = 1_000_000
+#: libyaml's parser where PyYAML has it: the same nodes and marks, composed 20 times faster
+#: (`workbench kernels` reads every space file of the library: 0.16 s of Python parsing)
+_COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def parse_marked_yaml(path: Path, text: str) -> MarkedDocument:
     if (size := len(text.encode("utf-8", errors="replace"))) > MAX_FILE_BYTES:
         raise SpaceFileError(path, f"file is {size} bytes; a space file is at most 1 MB")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
