@@ -215,6 +215,7 @@ class Baseline(str, Enum):
     CUTLASS = "cutlass"
     CUB = "cub"
     COPY = "copy"
+    TORCH = "torch"  #: PyTorch routines (the W4A16 GEMM: dense matmul, _weight_int4pack_mm)
 
 
 class UserBaselineModel(_Strict):
