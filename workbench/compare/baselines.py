@@ -228,6 +228,7 @@ def _load_all() -> None:
         cutlass_baseline,
         gemm_baselines,
         memory_baselines,
+        w4a16_baselines,
     )
 
 
