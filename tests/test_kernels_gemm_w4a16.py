@@ -282,16 +282,16 @@ def test_default_launch_and_work_model() -> None:
     space = _space()
     default = space.spec.default_config()
     launch = launch_geometry(space, default)
-    # M = 16, N = K = 4096: 32 column tiles of 128, one row; 2 warps along N x WARPS_K 2
-    assert launch.grid == (32, 1, 1) and launch.block == (128, 1, 1)
-    # 4 stages of A (16 x 128 fp16) + W (128 x 128 int4) + one row of 128 fp16 scales
-    assert launch.shared_bytes == 4 * (16 * 128 * 2 + 128 * 128 // 2 + 128 * 2)
+    # M = 16, N = K = 4096: 64 column tiles of 64, one row; one warp along N x WARPS_K 2
+    assert launch.grid == (64, 1, 1) and launch.block == (64, 1, 1)
+    # 4 stages of A (16 x 128 fp16) + W (128 x 64 int4) + one row of 64 fp16 scales
+    assert launch.shared_bytes == 4 * (16 * 128 * 2 + 128 * 64 // 2 + 64 * 2)
     flops, nbytes = work_counts(space, default)
     assert flops == 2 * 16 * 4096 * 4096
     assert nbytes == 2 * 16 * 4096 + 4096 * 4096 // 2 + 2 * 32 * 4096 + 2 * 16 * 4096
     asym = dict(default, SYMMETRIC=False)
     assert work_counts(space, asym)[1] == nbytes + 32 * 4096
-    assert launch_geometry(space, dict(default, SPLIT_K=4)).grid == (32, 1, 4)
+    assert launch_geometry(space, dict(default, SPLIT_K=4)).grid == (64, 1, 4)
     prefill = _space(M=2048)
     big = dict(default, BM=128, WM=64, BN=128, WN=64, WARPS_K=1)
     assert launch_geometry(prefill, big).grid == (32, 16, 1)
@@ -410,13 +410,15 @@ def test_split_k_and_the_in_block_k_split(cache: CompileCache) -> None:
 
 def test_the_weight_stream_carries_an_evict_first_policy(cache: CompileCache) -> None:
     """HINT=evict_first: createpolicy + cp.async ... .L2::cache_hint; on sm_80 the weights'
-    LDGSTS (2 x 8 per thread here: the prologue's and the loop's) take the policy as a memory
-    descriptor, the others none."""
+    LDGSTS take the policy as a memory descriptor (desc[UR]), the other copies none."""
     space = _space("sm_80")
-    for hint, described in (("none", 0), ("evict_first", 16)):
+    # the default's copies per thread and stage: A 16 x 16 chunks, W 8 units x 32 chunks, one
+    # row of 8 scale chunks, over 64 threads; 3 stages in the prologue, 1 in the loop
+    a, w, s = 16 * 16 // 64, 8 * 32 // 64, 1
+    for hint, described in (("none", 0), ("evict_first", 4 * w)):
         sass = _sass(space, _config(HINT=hint), cache)
         copies = find_opcode(sass, "LDGSTS")
-        assert len(copies) == 28
+        assert len(copies) == 4 * (a + w + s)
         assert sum("desc[" in str(i) for i in copies) == described, hint
     for arch in ARCHES:
         (result,) = compile_jobs([make_job(_space(arch), _config(HINT="evict_first"))], cache)
