@@ -389,6 +389,94 @@ def _tma_steps(py: str, lay: Layout, walls: Walls) -> list[Step]:
     ]
 
 
+# -- issue 55: gemm_w4a16 (never run on a GPU) ------------------------------------------------
+#: Seeds of the W4A16 decode tunes (valid at M = 1 and M = 16 on sm_90): split-K and in-block
+#: K splits that give a decode shape's few column tiles enough blocks and warps.
+W4A16_DECODE_SEEDS = [
+    "BN=64,WN=64,WARPS_K=4,SPLIT_K=2",
+    "BN=128,WN=64,WARPS_K=2,SPLIT_K=4",
+    "BN=64,WN=64,WARPS_K=2,SPLIT_K=4,HINT=evict_first",
+    "BN=256,WN=64,WARPS_K=1,BK=64,STAGES=6,SPLIT_K=8",
+    "BN=128,WN=64,WARPS_K=2,SCALE=group,SPLIT_K=2",
+]
+#: Seeds of the W4A16 prefill tune (M = 2048): larger tiles, grouped block order.
+W4A16_PREFILL_SEEDS = [
+    "BM=128,WM=32,BN=128,WN=64,WARPS_K=1,BK=64,STAGES=4,GROUP_M=8",
+    "BM=64,WM=32,BN=256,WN=64,WARPS_K=1,BK=64,STAGES=4,GROUP_M=8",
+    "BM=64,WM=16,BN=128,WN=64,WARPS_K=1,BK=128,STAGES=3,SCALE=group",
+    "BM=128,WM=32,BN=128,WN=64,WARPS_K=1,BK=64,STAGES=4,HINT=evict_first",
+]
+#: The shapes of the W4A16 tunes: two decode shapes and one prefill shape, all in its compare set.
+W4A16_TUNES = [
+    ("m1", {"M": 1, "N": 4096, "K": 4096}, W4A16_DECODE_SEEDS),
+    ("m16", {"M": 16, "N": 11008, "K": 4096}, W4A16_DECODE_SEEDS),
+    ("m2048", {"M": 2048, "N": 4096, "K": 4096}, W4A16_PREFILL_SEEDS),
+]
+
+
+def _w4a16_steps(py: str, wb: list[str], lay: Layout, walls: Walls) -> list[Step]:
+    """Issue 55's checks of gemm_w4a16, on request (the kernel has never run): its gpu tests
+    (every knob's path against the reference at the odd and three decode shapes, fp16
+    symmetric and bf16 with zero points), seeded 20 s tunes at two decode shapes and one
+    prefill shape, then the comparison with the torch baselines: fp16 (the tuned configs vs
+    the dense matmul; tinygemm takes bf16 only) and bf16 with zero points (the default config
+    vs both)."""
+    ceil = ["--ceilings", str(lay.results / "ceilings.json")]
+    steps = [
+        _pytest_step(
+            py,
+            lay,
+            "pytest_w4a16",
+            "tests/test_kernels_gemm_w4a16.py",
+            330,
+            walls.derived(
+                "pytest_kernels",
+                200,
+                "14 gpu tests of up to 11 configs each (compile, verify, 0.2 s of timing) "
+                "against its 14 tests of 1-4 configs, CPU references up to 0.4 TFLOP",
+            ),
+            on_request=True,
+        )
+    ]
+    for tag, shape, seeds in W4A16_TUNES:
+        enqueue = [a for c in [*seeds, "default"] for a in ("--enqueue", c)]
+        argv = [*wb, "tune", "gemm_w4a16", *_shape_args(shape), "--time", "20", "--budget", "60"]
+        base, was = ("tune_gemm_int8_4096", 25) if shape["M"] > 64 else ("tune_gemm_int8_m16", 15)
+        steps.append(
+            Step(
+                f"tune_gemm_w4a16_{tag}",
+                f"seeded tune of gemm_w4a16 at {shape} (20 s of search)",
+                [*argv, *enqueue, "--json"],
+                90,
+                *walls.derived(base, 20 - was, f"--time {was} -> 20, gemm_w4a16 at {shape}"),
+                stdout=f"tune/gemm_w4a16_{tag}.json",
+                on_request=True,
+            )
+        )
+    for name, extra, what in (
+        ("compare_gemm_w4a16", [], "tuned fp16 configs vs torch dense"),
+        (
+            "compare_gemm_w4a16_bf16",
+            ["-c", "DTYPE=bfloat16,SYMMETRIC=false"],
+            "bf16 with zero points (default config) vs torch dense and torch._weight_int4pack_mm",
+        ),
+    ):
+        steps.append(
+            Step(
+                name,
+                f"gemm_w4a16 {what}, shape set 'compare' (4)",
+                [*wb, "compare", "gemm_w4a16", "--shapes", "compare", *extra, *ceil, "--json"],
+                120,
+                *walls.derived(
+                    "compare_gemm_int8", 0, "4 shapes and 1-2 torch baselines against its 5 and 2"
+                ),
+                stdout=f"compare/{name}.json",
+                on_request=True,
+            )
+        )
+    return steps
+
+
 def _short_tunes(wb: list[str], walls: Walls) -> list[Step]:
     """Short tunes of the other kernels: the three that never ran (the deadline skipped them
     on 2026-12-04), then the three run2 measured, now on request (recordings committed)."""
@@ -519,6 +607,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
             stdout="compare/gemm_int8.json",
         ),
         *_cutlass_steps(wb, ceil, walls),
+        *_w4a16_steps(py, wb, lay, walls),
         _pytest_step(
             py,
             lay,

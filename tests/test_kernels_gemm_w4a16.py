@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 from cli_helpers import invoke
+from gpu_checks import gpu
 
 from workbench.analysis import kernel_resources
 from workbench.analysis.sass import SassInstruction, find_opcode, has_opcode
@@ -38,6 +41,7 @@ from workbench.spaces.model import Config
 from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
+ROOT = Path(__file__).resolve().parents[1]
 ARCHES = ["sm_80", "sm_89", "sm_90"]
 LAYERS = {(4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192), (28672, 8192)}
 
@@ -598,3 +602,131 @@ def test_math_of_the_tolerance_comment() -> None:
     sigma_per_u = rms_a * rms_s * rms_code / math.sqrt(3)
     assert 0.012 < sigma_per_u < 0.016
     assert 9 < 0.15 / sigma_per_u < 12
+
+
+# --------------------------------------------------------------------------------------------
+# on a GPU (scripts/device_check.sh, step pytest_w4a16): every knob's path against the reference
+
+#: one knob (or a tiling) changed from the default each; at a shape where one is invalid it is
+#: left out (e.g. tiles of more than 16 rows at M = 1)
+GPU_CONFIGS = [
+    "",
+    "CVT=i2f",
+    "SCALE=group",
+    "HINT=evict_first",
+    "WARPS_K=1",
+    "BN=128,WARPS_K=4",
+    "SPLIT_K=4",
+    "SPLIT_K=2,WARPS_K=4,BK=256,STAGES=3",  # a partial last k-tile at K = 4224, 1152, 640
+    "BK=32,STAGES=6",
+    "BM=64,WM=32,BN=128,WN=64,WARPS_K=1,BK=64,GROUP_M=8",
+    "BM=32,WM=32,BN=256,WN=128,WARPS_K=1,BK=64",
+]
+#: the odd set (N odd or not a multiple of 64, K a partial tile, M of 1 to 333) and three decode
+#: shapes; fp16 symmetric with G = 128, bf16 with zero points and G = 32 (k-tiles of 4 groups)
+GPU_SHAPES = [
+    {"M": 77, "N": 1001, "K": 4224},
+    {"M": 5, "N": 4095, "K": 1152},
+    {"M": 1, "N": 1, "K": 128},
+    {"M": 333, "N": 173, "K": 640},
+    {"M": 1, "N": 4096, "K": 4096},
+    {"M": 16, "N": 11008, "K": 4096},
+    {"M": 64, "N": 4096, "K": 11008},
+]
+GPU_VARIANTS = ["DTYPE=float16,SYMMETRIC=true,G=128", "DTYPE=bfloat16,SYMMETRIC=false,G=32"]
+
+
+def gpu_configs(space: Space, variant: str) -> list[Config]:
+    """The GPU_CONFIGS valid at ``space``'s shape, with the problem variant ``variant``."""
+    out: list[Config] = []
+    for change in GPU_CONFIGS:
+        assignments = [a for a in f"{variant},{change}".split(",") if a]
+        config = space.parse_config(assignments, space.spec.default_config())
+        if space.is_valid(config) and config not in out:
+            out.append(config)
+    return out
+
+
+def test_the_gpu_configs_cover_every_knob_at_every_shape() -> None:
+    """(CPU) What the gpu test will run: at least 4 configs per shape and variant, and over all
+    of them every value of CVT, SCALE, HINT, WARPS_K, GROUP_M and a split K."""
+    seen: dict[str, set[object]] = {}
+    for shape in GPU_SHAPES:
+        space = _space("sm_90", **shape)
+        for variant in GPU_VARIANTS:
+            configs = gpu_configs(space, variant)
+            assert len(configs) >= 4, (shape, variant)
+            for c in configs:
+                for name in ("CVT", "SCALE", "HINT", "WARPS_K", "GROUP_M", "SPLIT_K", "BK"):
+                    seen.setdefault(name, set()).add(c[name])
+    assert seen["CVT"] == {"lop3", "i2f"} and seen["SCALE"] == {"element", "group"}
+    assert seen["HINT"] == {"none", "evict_first"} and seen["WARPS_K"] == {1, 2, 4}
+    assert seen["GROUP_M"] == {1, 8} and {2, 4} <= seen["SPLIT_K"] and 256 in seen["BK"]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"M{s['M']}_N{s['N']}_K{s['K']}")
+def test_w4a16_matches_the_reference_on_the_gpu(
+    shape: dict[str, int], variant: str, cache: CompileCache
+) -> None:
+    from gpu_checks import BRIEF, GPU
+
+    from workbench.runners.base import TrialOutcome
+    from workbench.runners.cuda import CudaRunner
+
+    spec = load_kernel("gemm_w4a16")
+    arch = f"sm_{GPU.cc}"
+    if arch not in spec.arches:
+        pytest.skip(f"gemm_w4a16 does not declare {arch}")
+    space = Space(spec, shape=shape, arch=Arch.parse(arch))
+    configs = gpu_configs(space, variant)
+    with CudaRunner(space, cache, timing=BRIEF) as runner:
+        for config in configs:
+            m = runner.evaluate(config)
+            assert m.outcome is TrialOutcome.OK, (config, m.reason)
+
+
+def test_the_device_steps_tune_with_valid_seeds_and_compare_with_both_baselines(
+    tmp_path: Path,
+) -> None:
+    """(CPU) scripts/device_check.py's W4A16 steps: on request, the gpu tests of this file,
+    tunes at two decode shapes and one prefill shape whose seeds are valid there on sm_90, and
+    two comparisons (fp16: the dense matmul; bf16: tinygemm too)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import device_check
+
+    layout = device_check.Layout(tmp_path / "out", tmp_path / "work")
+    steps = {s.name: s for s in device_check.build_steps(sys.executable, layout)}
+    mine = [n for n in steps if "w4a16" in n]
+    assert mine == [
+        "pytest_w4a16",
+        "tune_gemm_w4a16_m1",
+        "tune_gemm_w4a16_m16",
+        "tune_gemm_w4a16_m2048",
+        "compare_gemm_w4a16",
+        "compare_gemm_w4a16_bf16",
+    ]
+    assert all(steps[n].on_request for n in mine)
+    assert steps["pytest_w4a16"].argv[-1] == "tests/test_kernels_gemm_w4a16.py"
+    decode = 0
+    for name in mine[1:4]:
+        argv = steps[name].argv
+        shape = dict(
+            (k, int(v))
+            for k, v in (argv[i + 1].split("=") for i, a in enumerate(argv) if a == "--shape")
+        )
+        decode += shape["M"] <= 64
+        space = _space("sm_90", **shape)
+        seeds = [argv[i + 1] for i, a in enumerate(argv) if a == "--enqueue"]
+        assert seeds[-1] == "default" and len(seeds) >= 4
+        for seed in seeds[:-1]:
+            config = space.parse_config(seed.split(","), space.spec.default_config())
+            assert space.is_valid(config), (name, seed, _reasons(space, config))
+    assert decode == 2
+    bf16 = steps["compare_gemm_w4a16_bf16"].argv
+    config = bf16[bf16.index("-c") + 1]
+    problem = classify(_space("sm_90"), _config(**dict(a.split("=") for a in config.split(","))))
+    chosen = select(load_kernel("gemm_w4a16").baselines, problem, 90, check=_installed)[0]
+    assert {s.name for s in chosen if s.choice is Choice.RUN} == {"torch_dense", "torch_int4mm"}
