@@ -27,7 +27,7 @@
 //            before the first launch and left zero by every launch.
 //
 // ---- tunables (the space file states every relation between them as a constraint) ------------
-//   BM, BN, BK      block tile; BK in halves of K per pipeline stage
+//   BM, BN, BK      block tile; BK elements of K per pipeline stage
 //   WM, WN          warp tile (WN: whole 64-column units)
 //   WARPS_K         warps that split each k-tile's k16 steps inside the block (decode: few rows,
 //                   more warps); their accumulators are summed through shared memory at the end
@@ -42,6 +42,9 @@
 //   HINT            none | evict_first: the weight stream's cp.async carries an L2::evict_first
 //                   cache policy (createpolicy), so it does not push A and C out of L2
 // Problem variants: DTYPE, G, SYMMETRIC.
+//
+// Launch: grid (cdiv(N, BN), cdiv(M, BM), SPLIT_K), block 32 * (BM/WM) * (BN/WN) * WARPS_K
+// threads, SMEM_BYTES of dynamic shared memory (STAGES stages, or the WARPS_K reduction).
 #include "gemm_w4a16_convert.cuh"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
@@ -100,6 +103,11 @@ constexpr int REDUCE_BYTES = (WARPS_K - 1) * BM * BN * 4;  // fp32 partials of w
 constexpr int SMEM_BYTES = cmax(PIPE_BYTES, REDUCE_BYTES);  // dynamic shared memory of the launch
 
 // ---- Preconditions (one static_assert per constraint of tuning_spaces/gemm_w4a16.yaml) -------
+// The space's other constraints have no compile-time form: K % G == 0 is the caller's (a shape:
+// the kernel reads K / G scale rows), `BM == 16 or BM / 2 < M`, `GROUP_M == 1 or several tile
+// rows` and "every K slice gets a k-tile" only prune wasteful points (the kernel is correct
+// without them: rows past M and empty slices contribute zeros), and the register fit is
+// checked against ptxas by tests/test_kernels_gemm_w4a16.py.
 static_assert(BM % WM == 0, "BM % WM == 0: the block tile is a whole number of warp tiles along M");
 static_assert(BN % WN == 0, "BN % WN == 0: the block tile is a whole number of warp tiles along N");
 static_assert(WM % 16 == 0, "WM % 16 == 0: a warp tile is whole m16 mma tiles");
