@@ -43,6 +43,11 @@
 //                   cache policy (createpolicy), so it does not push A and C out of L2
 // Problem variants: DTYPE, G, SYMMETRIC.
 //
+// Not here: a Hopper wgmma path (sm_90a). wgmma takes only its A operand from registers, so
+// in-register dequantization needs the operands swapped (C^T = W^T . A^T: the dequantized
+// weights as A, 64 output columns per warpgroup, the activations from shared memory as B with
+// the tokens as wgmma's N), as vLLM's Machete does; this mma.sync kernel runs on sm_90 as is.
+//
 // Launch: grid (cdiv(N, BN), cdiv(M, BM), SPLIT_K), block 32 * (BM/WM) * (BN/WN) * WARPS_K
 // threads, SMEM_BYTES of dynamic shared memory (STAGES stages, or the WARPS_K reduction).
 #include "gemm_w4a16_convert.cuh"
