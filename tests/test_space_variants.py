@@ -247,6 +247,19 @@ def test_a_recording_without_a_tunable_parameter_is_not_of_the_space(
         write_space(grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [4]}"))
     )
     assert {e.config["UNROLL"] for e in old.for_space(single).entries.values()} == {4}
+    # a tunable knob that says what configs had before it existed (gemm_int8's SCHED): that
+    before = load_space(
+        write_space(
+            grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 2}")
+        )
+    )
+    assert {e.config["UNROLL"] for e in old.for_space(before).entries.values()} == {2}
+    with pytest.raises(SpaceFileError, match="before 3 is not one of the values"):
+        load_space(
+            write_space(
+                grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 3}")
+            )
+        )
 
 
 def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:
