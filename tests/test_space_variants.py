@@ -262,6 +262,21 @@ def test_a_recording_without_a_tunable_parameter_is_not_of_the_space(
         )
 
 
+def test_the_gemm_recordings_replay_after_the_scheduler_knobs(tmp_path: Path) -> None:
+    """gemm_int8's H200 recordings predate SCHED and RASTER (issue 54): they replay as the
+    static schedule along M, which is what every recorded TMA config ran."""
+    folder = builtin_spaces_dir() / "recordings" / "gemm_int8"
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    paths = sorted(folder.glob("*.json.gz"))
+    assert paths
+    for path in paths:
+        recording = load_recording(path)
+        assert not {"SCHED", "RASTER"} & set(recording.parameter_names), path
+        space = Space(load_kernel("gemm_int8"), shape=dict(recording.shape or {}))
+        valid = plan_space_replay(store, space, recording).problem.valid_configs()
+        assert valid and {(c["SCHED"], c["RASTER"]) for c in valid} == {("static", "m")}, path
+
+
 def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:
     """Recorded before reduce had DTYPE and quantize_fp8 had IN, OUT and SYMMETRIC: each
     replays as the problem its label names (float32; fp16 -> fp8, symmetric)."""
