@@ -3,7 +3,8 @@
 //   * integer types (NVRTC has no <cstdint>),
 //   * the output type and the epilogue (raw int32, or W8A8 dequantisation:
 //       C[m, n] = (float) acc[m, n] * row_scale[m] * col_scale[n]   -> fp16 / bf16 / fp32),
-//   * block rasterisation: which output tile a block computes (grouped order for L2 reuse).
+//   * block rasterisation: which output tile a block computes (grouped order for L2 reuse;
+//     gemm_schedule.cuh).
 //
 // Macros (set by the space file):
 //   EPI   raw | w8a8         (EPI_raw / EPI_w8a8 are defined to 1 by the workbench)
@@ -66,22 +67,9 @@ __device__ __forceinline__ OutT epilogue(i32 acc, int m, int n, const float* __r
 #endif
 }
 
-// Tile coordinates of this block in grouped ("swizzled") order: GROUP_M consecutive tile rows
-// are walked column by column, so blocks running at the same time share rows of A and
-// columns of B in L2. GROUP_M = 1 is plain row-major order.
-struct TileCoord {
-  int m;  // tile row
-  int n;  // tile column
-};
-
-__device__ __forceinline__ TileCoord tile_of_block(int block, int tiles_m, int tiles_n, int group_m) {
-  const int per_group = group_m * tiles_n;
-  const int group = block / per_group;
-  const int first_m = group * group_m;
-  const int rows = min(tiles_m - first_m, group_m);  // the last group may be short
-  const int in_group = block % per_group;
-  return TileCoord{first_m + in_group % rows, in_group / rows};
-}
+// Tile coordinates of this block in grouped ("swizzled") order (TileCoord, tile_of_block):
+// gemm_schedule.cuh, with the persistent schedules of the TMA paths.
+#include "gemm_schedule.cuh"
 
 // Opt-in dynamic shared memory per block of the target arch (CUDA Programming Guide, compute
 // capabilities): what a kernel's static_assert can check at compile time. The space files

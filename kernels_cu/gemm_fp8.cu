@@ -20,8 +20,10 @@
 // fast accumulation is requested). PROMOTE=false accumulates in the tensor core over all of K:
 // fewer registers and instructions, larger error for long K.
 //
-// Signature: gemm_fp8(A, B, C, scale_a, scale_b, M, N, K, tmap_a, tmap_b)
+// Signature: gemm_fp8(A, B, C, scale_a, scale_b, workspace, M, N, K, tmap_a, tmap_b)
 // tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere).
+// workspace: a zeroed int32 scratch buffer, read by the TMA paths with SPLIT_K > 1 or
+// SCHED=streamk (partial tiles and arrival counters, gemm_tma_ws.cuh), which leave it zeroed.
 // Alignment: K % 16 == 0 (16-byte cp.async of every row); M and N arbitrary.
 
 // gemm_common.cuh checks EPI/OUT for the int8 epilogues; FP8 output is a scaled float, i.e. the

@@ -53,8 +53,10 @@ __device__ __forceinline__ void mma_fp8(float (&d)[4], const u32 (&a)[4], const 
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ C,
-         const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N,
-         int K, const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
+         const float* __restrict__ scale_a, const float* __restrict__ scale_b,
+         i32* __restrict__ workspace,  // read by the TMA paths only (split-K, stream-K)
+         int M, int N, int K,
+         const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
          const __grid_constant__ TmaDescriptor tmap_b) {
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;

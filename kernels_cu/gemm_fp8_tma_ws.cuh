@@ -7,12 +7,17 @@
 // and the epilogue differ). PROMOTE: each stage's products are summed in fresh tensor-core
 // accumulators (scale-d = 0 on the first slice), then added into fp32 registers.
 //
-// Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE;
-// FORMAT, OUT.
-// Launch: grid = min(tiles, SMs) CTAs of 384 threads; dynamic shared memory
+// Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE,
+// SPLIT_K, SCHED (static | streamk), RASTER (m | n); FORMAT, OUT.
+// Launch: grid = min(units, SMs) CTAs of 384 threads (units: tiles * SPLIT_K, or with
+//         SCHED=streamk tiles * k-tiles); dynamic shared memory
 //         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (one byte per element)
 // with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle. K % 16 == 0.
+// SPLIT_K > 1 or SCHED=streamk: the units of a tile (parts of its K range, gemm_schedule.cuh)
+// meet in the workspace (zeroed before the first launch, left zeroed): workspace_slots() fp32
+// partial tiles of BM x BN and one arrival counter per tile; the tile's finisher adds its peers'
+// partials to its own fp32 sums in a fixed order (gemm_tma_ws.cuh, ws_fixup), then scales.
 
 #include "gemm_tma_ws.cuh"
 
@@ -55,13 +60,13 @@ using Pipe = WsPipeline<BM, BN, BK, STAGES>;
 
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ C,
-         const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N,
-         int K, const __grid_constant__ TmaDescriptor tmap_a,
+         const float* __restrict__ scale_a, const float* __restrict__ scale_b,
+         i32* __restrict__ workspace, int M, int N, int K,
+         const __grid_constant__ TmaDescriptor tmap_a,
          const __grid_constant__ TmaDescriptor tmap_b) {
   (void)A, (void)B;  // the operands are read through their tensor maps
   const Pipe pipe{aligned_smem_base()};
   const int warpgroup = threadIdx.x / 128;
-  const WsWork work(M, N, K, BM, BN, BK, 1);  // no split-K here: a unit is a tile
 
   if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
   __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -69,12 +74,16 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   // ---- producer warpgroup: one thread issues every TMA load ---------------------------------
   if (warpgroup == 0) {
     warpgroup_registers_release<WS_PRODUCER_REGS>();
-    if (threadIdx.x == 0) ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b, work);
+    if (threadIdx.x == 0) {
+      ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b,
+                                               ws_schedule(M, N, K, BM, BN, BK));
+    }
     return;
   }
 
   // ---- consumer warpgroups ------------------------------------------------------------------
   warpgroup_registers_claim<WS_CONSUMER_REGS>();
+  const auto schedule = [&] { return ws_schedule_again(M, N, K, BM, BN, BK); };
   const int consumer = warpgroup - 1;  // 0 or 1
   const int warp = (threadIdx.x % 128) / 32;  // rows 16 warp .. of each m64 block
   const int lane = threadIdx.x % 32;
@@ -130,12 +139,19 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
     }
   };
   // ---- epilogue: C = acc * scale_a * scale_b, two adjacent columns at a time -----------------
+  // Units that share a tile (SPLIT_K > 1, SCHED=streamk) meet in the workspace first (fp32
+  // partial sums): a peer publishes them and is done; the finisher adds them to its own.
   const float scale = scale_a[0] * scale_b[0];
-  auto store = [&](const WsUnit& unit) {
+  auto store = [&](const GemmSchedule& work, const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
-    const int m_base = unit.tile.m * BM + row0;
-    const int n_base = unit.tile.n * BN;
+    if constexpr (WS_FIXUP) {
+      const WsWorkspace<BM, BN> ws{workspace, work.workspace_slots()};
+      if (!ws_unit_fixup<WS_COOPERATIVE>(ws, unit, consumer, acc)) return;  // a peer: published
+    }
+    const TileCoord tile = work.tile(unit);
+    const int m_base = tile.m * BM + row0;
+    const int n_base = tile.n * BN;
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
@@ -146,5 +162,5 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
       }
     }
   };
-  ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
+  ws_consume_units<WS_COOPERATIVE>(pipe, schedule, consumer, reset, multiply, store);
 }

@@ -6,16 +6,20 @@
 // cooperative or ping-pong schedule of two consumer warpgroups (gemm_tma_ws.cuh says how).
 //
 // Knobs (macros): PATH (tma_coop | tma_pingpong: the schedule), BM, BN, BK, STAGES, SWIZZLE,
-// GROUP_M, SPLIT_K; EPI / OUT as in gemm_common.cuh.
-// Launch: grid = min(tiles * SPLIT_K, SMs) CTAs of 384 threads; dynamic shared memory
+// GROUP_M, SPLIT_K, SCHED (static | streamk), RASTER (m | n); EPI / OUT as in gemm_common.cuh.
+// Launch: grid = min(units, SMs) CTAs of 384 threads (units: tiles * SPLIT_K, or with
+//         SCHED=streamk tiles * k-tiles); dynamic shared memory
 //         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (int8) with boxes of
 // [BM, SWIZZLE] and [BN, SWIZZLE] bytes and the SWIZZLE-byte swizzle (the space file's
 // {tensor_map: ...} entries). Requires K % 16 == 0 (16-byte global strides); M, N, K need not
 // be multiples of the tile: the TMA boxes are zero-filled past the edges, stores are guarded.
-// SPLIT_K > 1: a work unit is one K slice of a tile (gemm_tma_ws.cuh, WsWork); the slices add
-// their int32 partial sums into the zeroed workspace (M*N sums + one counter per tile, exact in
-// any order) and the last to arrive writes C through the epilogue, leaving zeros behind.
+// SPLIT_K > 1 or SCHED=streamk: a work unit is part of the K range of a tile (gemm_schedule.cuh);
+// the units of a tile meet in the workspace (zeroed before the first launch, left zeroed): each
+// one but the tile's finisher stores its int32 partial sums in a slot of its own and counts its
+// arrival; the finisher waits for them, adds them in a fixed order and writes C through the
+// epilogue (gemm_tma_ws.cuh, ws_fixup). The workspace holds workspace_slots() partial tiles of
+// BM x BN int32 and one counter per tile.
 
 #include "gemm_tma_ws.cuh"
 
@@ -39,9 +43,8 @@ static_assert((BN % 8 == 0 && BN <= 32) || (BN % 16 == 0 && BN <= 256),
 static_assert(SWIZZLE == 128, "SWIZZLE: TMA boxes of 128 bytes along K, 128-byte swizzle");
 static_assert(BK % SWIZZLE == 0, "BK: whole swizzle atoms (one TMA box each per operand)");
 static_assert(STAGES >= 2, "STAGES: one stage multiplied while the next one loads");
-static_assert(WG_ROWS * BN / 128 + (SPLIT_K == 1 ? 40 : 104) <= WS_CONSUMER_REGS,
-              "BM, BN: the accumulators plus ~40 registers (~104 with split-K) fit a consumer's "
-              "setmaxnreg share");
+static_assert(WG_ROWS * BN / 128 + 40 <= WS_CONSUMER_REGS,
+              "BM, BN: the accumulators plus ~40 registers fit a consumer's setmaxnreg share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 static_assert(SPLIT_K >= 1, "SPLIT_K: K slices per output tile");
 
@@ -56,7 +59,6 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
   (void)A, (void)B;  // the operands are read through their tensor maps
   const Pipe pipe{aligned_smem_base()};
   const int warpgroup = threadIdx.x / 128;
-  const WsWork work(M, N, K, BM, BN, BK, SPLIT_K);
 
   if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
   __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -64,12 +66,16 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
   // ---- producer warpgroup: one thread issues every TMA load ---------------------------------
   if (warpgroup == 0) {
     warpgroup_registers_release<WS_PRODUCER_REGS>();
-    if (threadIdx.x == 0) ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b, work);
+    if (threadIdx.x == 0) {
+      ws_produce<BM, BN, BK, STAGES, SWIZZLE>(pipe, &tmap_a, &tmap_b,
+                                               ws_schedule(M, N, K, BM, BN, BK));
+    }
     return;
   }
 
   // ---- consumer warpgroups ------------------------------------------------------------------
   warpgroup_registers_claim<WS_CONSUMER_REGS>();
+  const auto schedule = [&] { return ws_schedule_again(M, N, K, BM, BN, BK); };
   const int consumer = warpgroup - 1;  // 0 or 1
   const int warp = (threadIdx.x % 128) / 32;  // rows 16 warp .. of each m64 block
   const int lane = threadIdx.x % 32;
@@ -100,40 +106,18 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
     }
   };
   // ---- epilogue: registers -> C, two adjacent columns at a time -----------------------------
-  // With split-K every slice adds its partial sums into the workspace; the slice that arrives
-  // last takes the totals (leaving zeros) and writes C through the epilogue.
-  auto store = [&](const WsUnit& unit) {
+  // Units that share a tile (SPLIT_K > 1, SCHED=streamk) meet in the workspace first: a peer
+  // publishes its partial sums and is done; the finisher adds them to its own and writes C.
+  auto store = [&](const GemmSchedule& work, const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
-    const int m_base = unit.tile.m * BM + row0;
-    const int n_base = unit.tile.n * BN;
-    if (SPLIT_K > 1) {
-#pragma unroll
-      for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
-#pragma unroll
-        for (int j = 0; j < BN / 2; ++j) {
-          const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-          const int n = n_base + wgmma_acc_col(lane, j);
-          if (m < M && n < N) splitk_add(workspace, N, m, n, acc[mb][j]);
-        }
-      }
-      const bool leader = threadIdx.x % 128 == 0 && (!WS_COOPERATIVE || consumer == 0);
-      const bool last =
-          WS_COOPERATIVE || consumer == 0
-              ? ws_splitk_arrive<3>(workspace, M, N, unit.index, SPLIT_K,
-                                    WS_COOPERATIVE ? 256 : 128, leader)
-              : ws_splitk_arrive<4>(workspace, M, N, unit.index, SPLIT_K, 128, leader);
-      if (!last) return;
-#pragma unroll
-      for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
-#pragma unroll
-        for (int j = 0; j < BN / 2; ++j) {
-          const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-          const int n = n_base + wgmma_acc_col(lane, j);
-          if (m < M && n < N) acc[mb][j] = splitk_take(workspace, N, m, n);
-        }
-      }
+    if constexpr (WS_FIXUP) {
+      const WsWorkspace<BM, BN> ws{workspace, work.workspace_slots()};
+      if (!ws_unit_fixup<WS_COOPERATIVE>(ws, unit, consumer, acc)) return;  // a peer: published
     }
+    const TileCoord tile = work.tile(unit);
+    const int m_base = tile.m * BM + row0;
+    const int n_base = tile.n * BN;
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
@@ -144,5 +128,5 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
       }
     }
   };
-  ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
+  ws_consume_units<WS_COOPERATIVE>(pipe, schedule, consumer, reset, multiply, store);
 }

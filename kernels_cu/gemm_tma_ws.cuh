@@ -10,11 +10,13 @@
 //   warpgroups 1, 2   consumers: take registers (setmaxnreg.inc to WS_CONSUMER_REGS), wait for
 //                 each stage, multiply it with wgmma, release it, and write their part of C.
 //
-// Persistent CTAs: the grid is at most one CTA per SM; CTA c walks output tiles c, c + gridDim.x,
-// ... (its local tiles 0, 1, 2, ...), each mapped to a tile of C in grouped order (GROUP_M tile
-// rows together, tile_of_block in gemm_common.cuh).
+// Persistent CTAs: the grid is at most one CTA per SM; each CTA walks its own list of work
+// units (a unit: some k-tiles of one output tile), given by gemm_schedule.cuh's GemmSchedule:
+// SCHED=static (whole tiles, or SPLIT_K slices of each, dealt round-robin) or SCHED=streamk (the
+// k-iterations of all tiles divided evenly among the CTAs), tiles in grouped order along M or N
+// (GROUP_M, RASTER). The units of a tile meet in the workspace (the fixup, below).
 //
-// Schedules:
+// Consumer schedules:
 //   cooperative   (tma_coop) both consumer warpgroups work on every local tile, each on half of its BM
 //                 rows (BM / 2 = 64 or 128 rows: one or two m64 wgmma per 32 bytes of K).
 //   pingpong      (tma_pingpong) consumer warpgroup w takes the local tiles i with i % 2 == w, each a whole
@@ -40,8 +42,32 @@
 // layout: one TMA box of rows x SW bytes per atom writes exactly that), then the 2 x NSTAGES
 // mbarriers.
 #pragma once
+#include "gemm_schedule.cuh"
 #include "gemm_wgmma_mainloop.cuh"
 #include "tma_sm90.cuh"
+
+// ---- the work schedule (SCHED, RASTER, SPLIT_K, GROUP_M; SCHED_static etc. are defined to 1) ---
+#if SCHED_streamk
+constexpr bool WS_STREAM_K = true;
+#elif SCHED_static
+constexpr bool WS_STREAM_K = false;
+#else
+#error "SCHED must be static or streamk"
+#endif
+#if RASTER_n
+constexpr bool WS_ALONG_N = true;
+#elif RASTER_m
+constexpr bool WS_ALONG_N = false;
+#else
+#error "RASTER must be m or n"
+#endif
+// Preconditions of the schedule (the space files state the same relations as constraints)
+static_assert(SPLIT_K >= 1, "SPLIT_K: K slices per output tile");
+static_assert(!WS_STREAM_K || SPLIT_K == 1,
+              "SCHED=streamk divides the K range itself: SPLIT_K belongs to SCHED=static");
+static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row (column) per group");
+// Whether units share tiles, i.e. the kernel runs the fixup through the workspace.
+constexpr bool WS_FIXUP = WS_STREAM_K || SPLIT_K > 1;
 
 constexpr int WS_THREADS = 384;         // producer warpgroup + two consumer warpgroups
 constexpr int WS_PRODUCER_REGS = 40;    // what the TMA-issuing thread needs
@@ -93,47 +119,33 @@ struct WsPipeline {
   }
 };
 
-// One unit of work: K slice `slice` (k-tiles k0 .. k0 + k_count - 1) of output tile `index`
-// (in grouped order: `tile`). Without split-K a unit is a whole tile.
-struct WsUnit {
-  TileCoord tile;
-  int index;
-  int slice;
-  int k0;
-  int k_count;
-};
+// The schedule of this CTA: its units work[0 .. count - 1] (GemmUnit: tile index, k0, k_count,
+// and the unit's part in the fixup), in the order the producer loads them and the consumers take
+// them.
+using WsUnit = GemmUnit;
+__device__ __forceinline__ GemmSchedule ws_schedule(int M, int N, int K, int tile_m, int tile_n,
+                                                    int tile_k) {
+  return GemmSchedule(M, N, K, tile_m, tile_n, tile_k, GROUP_M, WS_ALONG_N, WS_STREAM_K, SPLIT_K,
+                      int(gridDim.x), int(blockIdx.x));
+}
 
-// The units this CTA walks: u = blockIdx.x + i * gridDim.x for its local units i, unit u being
-// slice u % slices of tile u / slices (a tile's slices go to neighbouring CTAs, which run at
-// the same time). Every slice has at least one k-tile (a constraint of the space).
-struct WsWork {
-  int tiles_m, tiles_n, k_tiles, slices, per_slice, count;
-  __device__ __forceinline__ WsWork(int M, int N, int K, int tile_m, int tile_n, int tile_k,
-                                    int split) {
-    tiles_m = (M + tile_m - 1) / tile_m;
-    tiles_n = (N + tile_n - 1) / tile_n;
-    k_tiles = (K + tile_k - 1) / tile_k;
-    slices = split;
-    per_slice = (k_tiles + split - 1) / split;
-    const int total = tiles_m * tiles_n * split;
-    count = int(blockIdx.x) < total ? (total - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
-  }
-  __device__ __forceinline__ WsUnit operator[](int i) const {
-    const int u = int(blockIdx.x) + i * int(gridDim.x);
-    const int index = u / slices;
-    const int slice = u % slices;
-    const int k0 = slice * per_slice;
-    return WsUnit{tile_of_block(index, tiles_m, tiles_n, GROUP_M), index, slice, k0,
-                  min(per_slice, k_tiles - k0)};
-  }
-};
+// The same, computed afresh at each call (a few integer divisions): the consumers build it again
+// for each unit rather than keep a dozen values of it in registers over the main loop, next to up
+// to 192 accumulators (kept, they made ptxas spill around the fixup). The empty asm hides that
+// the inputs are the same at every call. It is built on each side of the warpgroup split, too:
+// nothing of it is live across the producer's setmaxnreg.dec to 40 registers.
+__device__ __forceinline__ GemmSchedule ws_schedule_again(int M, int N, int K, int tile_m,
+                                                          int tile_n, int tile_k) {
+  asm volatile("" : "+r"(M), "+r"(N), "+r"(K));
+  return ws_schedule(M, N, K, tile_m, tile_n, tile_k);
+}
 
 // The producer thread: every k-tile of every local unit, in order, into the ring of stages.
 // A box is rows x SW bytes at (k, first row): TILE_K / SW boxes per operand per stage.
 template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES, int SW>
 __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
                                            const TmaDescriptor* map_a, const TmaDescriptor* map_b,
-                                           const WsWork& work) {
+                                           const GemmSchedule& work) {
   using Pipe = WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>;
   tma_prefetch_descriptor(map_a);
   tma_prefetch_descriptor(map_b);
@@ -141,8 +153,9 @@ __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE
   u32 round = 0;   // how many times the ring has wrapped (its parity is the phase)
   for (int i = 0; i < work.count; ++i) {
     const WsUnit unit = work[i];
-    const int m0 = unit.tile.m * TILE_M;
-    const int n0 = unit.tile.n * TILE_N;
+    const TileCoord tile = work.tile(unit);
+    const int m0 = tile.m * TILE_M;
+    const int n0 = tile.n * TILE_N;
     for (int kt = unit.k0; kt < unit.k0 + unit.k_count; ++kt) {
       mbar_wait(pipe.empty(s), (round & 1) ^ 1);  // the consumers have released stage s
       mbar_arrive_expect_tx(pipe.full(s), Pipe::STAGE_BYTES);
@@ -191,56 +204,160 @@ __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE
 
 // A consumer warpgroup's walk over the local units: all of them (cooperative) or every other
 // one from `consumer` (ping-pong, taking turns on the tensor cores in unit order). For each:
-// `reset()` the accumulators, run the main loop with `multiply`, then `store(unit)`. `first`
-// counts the producer's k-tiles before the unit (the other warpgroup's units included).
-template <bool COOPERATIVE, int TILE_M, int TILE_N, int TILE_K, int NSTAGES, class Reset,
-          class Multiply, class Store>
+// `reset()` the accumulators, run the main loop with `multiply`, then `store(work, unit)`.
+// `schedule()` gives the CTA's GemmSchedule (ws_schedule_again: built where it is used).
+// `first` counts the producer's k-tiles before the unit (the other warpgroup's units included).
+template <bool COOPERATIVE, int TILE_M, int TILE_N, int TILE_K, int NSTAGES, class Schedule,
+          class Reset, class Multiply, class Store>
 __device__ __forceinline__ void ws_consume_units(
-    const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe, const WsWork& work, int consumer,
+    const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe, Schedule&& schedule, int consumer,
     Reset&& reset, Multiply&& multiply, Store&& store) {
+  const int count = schedule().count;
   u32 first = 0;
-  for (int i = 0; i < work.count; ++i) {
-    const WsUnit unit = work[i];
+  for (int i = 0; i < count; ++i) {
+    const int k_count = schedule()[i].k_count;
     if (COOPERATIVE || i % 2 == consumer) {
       reset();
       if (!COOPERATIVE && i > 0) ws_wait_turn(consumer);  // unit i - 1's warpgroup has issued
       auto hand_over = [&] {
-        if (!COOPERATIVE && i + 1 < work.count) ws_give_turn(1 - consumer);
+        if (!COOPERATIVE && i + 1 < count) ws_give_turn(1 - consumer);
       };
-      ws_consume(pipe, first, unit.k_count, multiply, hand_over);
-      store(unit);
+      ws_consume(pipe, first, k_count, multiply, hand_over);
+      const GemmSchedule work = schedule();
+      store(work, work[i]);
     }
-    first += u32(unit.k_count);
+    first += u32(k_count);
   }
 }
 
-// ---- split-K: the slices of a tile meet in the workspace -------------------------------------
-// gemm_common.cuh's protocol (splitk_add, then the arrival count, the last slice takes the
-// totals and leaves zeros), for the consumer threads of one unit instead of a whole block:
-// named barrier ID over `threads` threads (256: both consumers, cooperative; 128: one, ping-
-// pong), `leader` one of them. True, in every one of them, for the slice that arrives last.
-template <int ID>
-__device__ __forceinline__ bool ws_splitk_arrive(i32* workspace, int M, int N, int tile,
-                                                 int slices, int threads, bool leader) {
-  __threadfence();  // this thread's partial sums are visible GPU-wide before the arrival
-  named_barrier_sync<ID>(threads);  // every thread of the unit has added and fenced
-  u32 last = 0;
-  if (leader) {
-    i32* counter = workspace + static_cast<i64>(M) * N + tile;
-    last = atomicAdd(counter, 1) == slices - 1;
-    if (last) *counter = 0;  // every slice has arrived: reset for the next launch
+// ---- the fixup: the units of a tile meet in the workspace -----------------------------------
+// (gemm_schedule.cuh says which unit finalizes a tile and which slots its peers write.)
+// workspace, 4-byte words, left as it was found (zero counters) by every launch:
+//   [0, slots * TILE_M * TILE_N)        partial tiles, one per slot (int32 or fp32)
+//   [slots * TILE_M * TILE_N, + tiles)  one arrival counter per output tile
+// A partial tile is stored striped over the THREADS consumer threads of a unit, in 16-byte
+// vectors: thread t's accumulators 4q .. 4q + 3 (in its fragment order) go to vector q * THREADS
+// + t, so that every warp stores and loads 512 contiguous bytes, and the finisher, whose threads
+// hold the same fragments, reads back exactly what the peer's thread of the same rank wrote. The
+// whole fragment is stored, rows and columns past M and N included (their sums are zeros: TMA
+// fills the boxes past the edges with zeros), so nothing needs a guard.
+template <int TILE_M, int TILE_N>
+struct WsWorkspace {
+  static constexpr i64 SLOT_WORDS = i64(TILE_M) * TILE_N;
+  static_assert(SLOT_WORDS % 4 == 0, "a partial tile is whole 16-byte vectors");
+  i32* base;  // 16-byte aligned (cudaMalloc: 256)
+  int slots;
+  template <class V>
+  __device__ __forceinline__ V* slot(int s) const {
+    return reinterpret_cast<V*>(base + i64(s) * SLOT_WORDS);
   }
-  u32 any;
-  asm volatile(
-      "{\n"
-      ".reg .pred p, q;\n"
-      "setp.ne.u32 q, %1, 0;\n"
-      "bar.red.or.pred p, %2, %3, q;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(any)
-      : "r"(last), "n"(ID), "r"(threads)
-      : "memory");  // the leader's answer, to all
-  if (any) __threadfence();  // the other slices' sums are seen after their arrival
-  return any != 0;
+  __device__ __forceinline__ i32* counter(int tile) const {
+    return base + i64(slots) * SLOT_WORDS + tile;
+  }
+};
+
+template <class T>
+struct Vec4Of;
+template <>
+struct Vec4Of<i32> {
+  using type = int4;
+};
+template <>
+struct Vec4Of<float> {
+  using type = float4;
+};
+
+// Count one arrival at `counter`, releasing (GPU scope) every write that happened before it in
+// this thread, and every write that a named barrier this thread passed has ordered before it
+// (the partial tiles the other threads of the unit stored).
+__device__ __forceinline__ void ws_arrive_release(i32* counter) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory");
+}
+
+// The counter, read with acquire semantics (GPU scope): the writes released before the
+// arrivals it counts are visible after it.
+__device__ __forceinline__ i32 ws_load_acquire(const i32* counter) {
+  i32 value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(counter) : "memory");
+  return value;
+}
+
+// The fixup of one unit, for its THREADS consumer threads (256: both warpgroups, cooperative;
+// 128: one, ping-pong), `thread` its rank among them, named barrier ID theirs alone. acc holds
+// the unit's MB x NB accumulators per thread (in wgmma fragment order). Returns whether this
+// unit writes the tile of C: then acc holds the tile's full sums.
+//   a peer       stores its partials in its slot (plain 16-byte stores, L2), meets the other
+//                threads of the unit at the named barrier, and one thread counts the arrival
+//                with a release: no atomics on the data, one fence for the whole unit.
+//   a finisher   with peers: one thread waits (acquire) until the counter reaches `peers`, and
+//                resets it to 0 for the next launch (every peer has arrived: no one else
+//                touches it in this launch); after the named barrier every thread adds the
+//                peers' partials to its own, slot after slot: a fixed order, so the sums are
+//                the same at every launch (for fp32 too).
+template <int ID, int THREADS, int TILE_M, int TILE_N, int MB, int NB, class T>
+__device__ __forceinline__ bool ws_fixup(const WsWorkspace<TILE_M, TILE_N>& ws,
+                                         const WsUnit& unit, int thread, T (&acc)[MB][NB]) {
+  static_assert(NB % 4 == 0, "whole 16-byte vectors of accumulators per thread");
+  static_assert(THREADS * MB * NB == TILE_M * TILE_N, "the unit's threads hold the whole tile");
+  using V = typename Vec4Of<T>::type;
+  const bool leader = thread == 0;
+  if (!unit.finalizes) {
+    V* slot = ws.template slot<V>(unit.slot);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+      for (int j = 0; j < NB; j += 4) {
+        const int q = (mb * NB + j) / 4;
+        __stcg(slot + q * THREADS + thread, V{acc[mb][j], acc[mb][j + 1], acc[mb][j + 2],
+                                              acc[mb][j + 3]});
+      }
+    }
+    named_barrier_sync<ID>(THREADS);  // every thread of the unit has stored its partials
+    if (leader) ws_arrive_release(ws.counter(unit.index));
+    return false;
+  }
+  if (unit.peers == 0) return true;  // the unit computed the whole tile
+  if (leader) {
+    i32* counter = ws.counter(unit.index);
+    while (ws_load_acquire(counter) != unit.peers) {
+    }
+    *counter = 0;  // every peer has arrived: reset for the next launch
+  }
+  named_barrier_sync<ID>(THREADS);  // the leader has seen every peer's arrival
+  // One peer's partial tile per iteration, in this order. The count is hidden from the
+  // optimiser so that this stays a loop where it is a constant (static split-K): unrolled into
+  // the epilogue, SPLIT_K = 2's one iteration made ptxas 13 spill at 192 accumulators.
+  int peers = unit.peers;
+  asm("" : "+r"(peers));
+#pragma unroll 1
+  for (int p = 0; p < peers; ++p) {
+    const V* slot = ws.template slot<V>(unit.slot + p);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+      for (int j = 0; j < NB; j += 4) {
+        const V v = __ldcg(slot + ((mb * NB + j) / 4) * THREADS + thread);
+        acc[mb][j] += v.x;
+        acc[mb][j + 1] += v.y;
+        acc[mb][j + 2] += v.z;
+        acc[mb][j + 3] += v.w;
+      }
+    }
+  }
+  return true;
+}
+
+// The fixup of `unit` by the consumer warpgroup `consumer` (both, cooperative: named barrier 3
+// over 256 threads; ping-pong: barrier 3 + consumer over its 128).
+template <bool COOPERATIVE, int TILE_M, int TILE_N, int MB, int NB, class T>
+__device__ __forceinline__ bool ws_unit_fixup(const WsWorkspace<TILE_M, TILE_N>& ws,
+                                              const WsUnit& unit, int consumer,
+                                              T (&acc)[MB][NB]) {
+  if constexpr (COOPERATIVE) {
+    return ws_fixup<3, 256>(ws, unit, int(threadIdx.x) - 128, acc);
+  } else if (consumer == 0) {
+    return ws_fixup<3, 128>(ws, unit, int(threadIdx.x) % 128, acc);
+  } else {
+    return ws_fixup<4, 128>(ws, unit, int(threadIdx.x) % 128, acc);
+  }
 }

@@ -308,14 +308,15 @@ def _gemm_tune_steps(wb: list[str], walls: Walls) -> list[Step]:
     committed recordings hold the full searches of 2026-12-04). No 8192^3 tune: its recorded
     best is the new sm_90a default, which run_gemm_int8_8192 and the compare time."""
     steps = []
-    for tag, shape, secs, was in [
-        ("4096", {"M": 4096, "N": 4096, "K": 4096}, 10, 25),
-        ("m128_n11008", {"M": 128, "N": 11008, "K": 4096}, 6, 20),
-        ("m16", {"M": 16, "N": 4096, "K": 4096}, 6, 15),
+    for tag, shape, secs, was, extra in [
+        ("4096", {"M": 4096, "N": 4096, "K": 4096}, 10, 25, []),
+        ("m128_n11008", {"M": 128, "N": 11008, "K": 4096}, 6, 20, SKINNY_SEEDS),
+        ("m16", {"M": 16, "N": 4096, "K": 4096}, 6, 15, SKINNY_SEEDS),
     ]:
         best = recorded_best("gemm_int8", shape)
         first = [best] if best else []
-        enqueue = [a for c in [*first, *GEMM_SEEDS, "default"] for a in ("--enqueue", c)]
+        seeds = [*first, *GEMM_SEEDS, *extra, "default"]
+        enqueue = [a for c in seeds for a in ("--enqueue", c)]
         name = f"tune_gemm_int8_{tag}"
         steps.append(
             Step(
@@ -345,13 +346,24 @@ def _gemm_tune_steps(wb: list[str], walls: Walls) -> list[Step]:
 # -- issue 42: the warp-specialized TMA paths of gemm_int8 (tma_coop, tma_pingpong) ------------
 #: Seeds of the TMA paths: the tiles the H200 run measured best on the wgmma path (128 x 256 x
 #: 128, 4 stages, GROUP_M 8 at 4096^3 and 8192^3; 128 x 96, 5 stages, GROUP_M 1 at M=128) as
-#: TMA tiles, and the ping-pong tiles (whole 128 x 128 or 64 x 256 tiles per warpgroup).
+#: TMA tiles, and the ping-pong tiles (whole 128 x 128 or 64 x 256 tiles per warpgroup); then
+#: issue 54's stream-K schedule of the first two (never run on a GPU: a tune verifies each
+#: config it evaluates, bit-exact, before timing it).
 TMA_SEEDS = [
     "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8",
     "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8",
     "PATH=tma_pingpong,BM=64,BN=256,BK=128,STAGES=4,GROUP_M=8",
     "PATH=tma_coop,BM=256,BN=128,BK=128,STAGES=3,GROUP_M=8",
     "PATH=tma_coop,BM=128,BN=96,BK=128,STAGES=5,GROUP_M=1",
+    "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8,SCHED=streamk",
+    "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8,SCHED=streamk,RASTER=n",
+]
+#: Seeds where the tiles do not fill the GPU (M=128, N=11008: 43 tiles of 128 x 256 for 132
+#: SMs; M=16: 32 tiles of 64 x 128): stream-K and the split-K fixup of issue 54
+SKINNY_SEEDS = [
+    "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8,SCHED=streamk",
+    "PATH=tma_pingpong,BM=64,BN=128,BK=128,STAGES=6,GROUP_M=8,SCHED=streamk",
+    "PATH=tma_pingpong,BM=64,BN=128,BK=128,STAGES=6,GROUP_M=8,SPLIT_K=4",
 ]
 
 

@@ -2,12 +2,15 @@
 and gemm_w8a8), compiled for sm_90a and inspected without a GPU: every sampled point compiles
 cleanly or is refused by a constraint that names its reason (and the kernel's static_assert backs
 it up), the SASS holds the TMA loads, mbarrier waits, warpgroup MMA and register reallocation
-each schedule needs, and the launch is one persistent CTA per SM at most."""
+each schedule needs, and the launch is one persistent CTA per SM at most. Split-K and stream-K
+(SCHED=streamk) meet in the workspace with plain vector stores and one release/acquire flag per
+unit, not per-accumulator atomics (tests/test_gemm_schedule.py checks the schedule itself)."""
 
 from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 
 import pytest
 from gpu_checks import gpu
@@ -112,7 +115,7 @@ BACKSTOPS = [
     ({"BM": 64}, "BM in ((128, 256)", "BM: cooperative 128 or 256"),
     ({"BM": 256, "BN": 64, "PATH": "tma_pingpong"}, "BM in ((128, 256)", "ping-pong 64 or 128"),
     ({"BN": 224, "PATH": "tma_pingpong"}, "regs_needed <= regs_cap", "the accumulators plus"),
-    ({"BM": 256, "BN": 160, "SPLIT_K": 2}, "regs_needed <= regs_cap", "(~104 with split-K)"),
+    ({"SCHED": "streamk", "SPLIT_K": 2}, "SCHED == 'static' or SPLIT_K == 1", "SCHED=streamk"),
 ]
 
 
@@ -127,30 +130,117 @@ def test_kernel_preconditions_back_up_the_constraints(
     assert not result.ok and message in result.log, result.log[-1500:]
 
 
-def test_split_k_meets_in_the_workspace(space: Space, cache: CompileCache) -> None:
-    """SPLIT_K > 1: one CTA per K slice of a tile (min(tiles * SPLIT_K, SMs) in all); the slices
-    add their partial sums with global atomics, count their arrival behind a named barrier and
-    broadcast who came last with a barrier reduction; the last takes the totals (L2 loads)."""
-    for knobs, barriers in (
-        ({**COOPERATIVE, "BN": 128, "SPLIT_K": 4}, 4),  # ptxas counts ids 0..3 (0 and 3 used)
-        ({**PINGPONG, "BM": 64, "SPLIT_K": 8, "GROUP_M": 1}, 5),  # 0, turns 1-2, units 3-4
-    ):
-        config = point(space, **knobs)
-        (record,) = static_sweep(space, [config], cache=cache)
-        assert record.ok and record.lints == [] and record.registers == 168, record.lints
-        assert f"used {barriers} barriers" in record.log
-        result = compile_job(make_job(space, config), cache)
-        ops = {i.opcode for i in sass_of(result, cache)[result.entry or ""]}
-        assert "ATOMG.E.ADD.STRONG.GPU" in ops and "BAR.RED.OR.DEFER_BLOCKING" in ops
-        assert "MEMBAR.SC.GPU" in ops and "LDG.E.STRONG.GPU" in ops  # fence; __ldcg totals
+def opcode_counts(space: Space, config: Config, cache: CompileCache) -> Counter[str]:
+    result = compile_job(make_job(space, config), cache)
+    assert result.ok and result.entry is not None, result.log[-1500:]
+    return Counter(i.opcode for i in sass_of(result, cache)[result.entry])
+
+
+#: split-K and stream-K points whose fixup SASS is counted: (kernel, knobs, fixup instances,
+#: partial-tile vectors per thread). One instance per consumer warpgroup that may run it
+#: (cooperative: both together; ping-pong: each has its own named barrier).
+FIXUP_POINTS = [
+    ("gemm_int8", {**COOPERATIVE, "BN": 128, "SPLIT_K": 4}, 1, 16),
+    ("gemm_int8", {**PINGPONG, "BM": 64, "SPLIT_K": 4, "STAGES": 6}, 2, 16),
+    ("gemm_int8", {**COOPERATIVE, "SCHED": "streamk"}, 1, 32),
+    ("gemm_int8", {**PINGPONG, "SCHED": "streamk", "RASTER": "n"}, 2, 32),
+    ("gemm_fp8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "SPLIT_K": 2}, 1, 16),
+    (
+        "gemm_fp8",
+        {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "SCHED": "streamk"},
+        2,
+        16,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "knobs", "instances", "vectors"),
+    FIXUP_POINTS,
+    ids=[f"{k}-{'-'.join(f'{v}' for v in kn.values())}" for k, kn, _, _ in FIXUP_POINTS],
+)
+def test_the_fixup_stores_tiles_and_fences_once_per_unit(
+    cache: CompileCache, kernel: str, knobs: dict, instances: int, vectors: int
+) -> None:
+    """Units that share a tile meet in the workspace with plain 16-byte stores and loads of
+    whole partial tiles (STG.E.128 / LDG.E.128: BM x BN / 4 / threads vectors per thread) and
+    one release reduction on the tile's counter per unit (REDG behind MEMBAR.ALL.GPU, by one
+    thread); the finisher's leader spins on an acquire load (LDG.E.STRONG.GPU + CCTL.IVALL).
+    Before, split-K added every accumulator with a global atomic (ATOMG.E.ADD: 65 of them at
+    128 x 128) after a __threadfence in every thread (MEMBAR.SC.GPU), and took the sums back
+    in a third pass over an M x N buffer."""
+    spec = load_kernel(kernel)
+    decode = Space(spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
+    config = dict(spec.default_config(), **knobs)
+    assert decode.is_valid(config), decode.explain(config)
+    ops = opcode_counts(decode, config, cache)
+    assert not [op for op in ops if op.startswith(("ATOM", "MEMBAR.SC"))], ops
+    assert ops["REDG.E.ADD.S32.STRONG.GPU"] == instances  # one arrival per unit
+    assert ops["MEMBAR.ALL.GPU"] == instances  # its release, once per unit
+    assert ops["STG.E.128.STRONG.GPU"] == vectors * instances  # the partial tile, published
+    assert ops["LDG.E.128.STRONG.GPU"] == vectors * instances  # a peer's, added (a loop)
+    assert ops["CCTL.IVALL"] == instances  # the acquire of the counter
+
+
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_without_shared_tiles_there_is_no_fixup(cache: CompileCache, kernel: str) -> None:
+    spec = load_kernel(kernel)
+    space = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), PATH="tma_coop", BM=128, BN=128, BK=128, RASTER="n")
+    ops = opcode_counts(space, config, cache)
+    assert not [op for op in ops if op.startswith(("ATOM", "RED", "MEMBAR", "CCTL"))], ops
+
+
+def test_split_k_and_stream_k_grids(space: Space) -> None:
+    """SPLIT_K > 1: one CTA per K slice of a tile (min(tiles * SPLIT_K, SMs) in all); stream-K:
+    every SM as soon as the tiles have as many k-iterations (the M=128, N=11008 layer: 43 tiles
+    of 128 x 256 for 132 SMs, each CTA about 10.4 of the 1376 k-iterations)."""
     decode = Space(space.spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
     config = point(space, **{**PINGPONG, "BM": 64, "SPLIT_K": 4})
     assert launch_geometry(decode, config).grid == (128, 1, 1)  # 32 tiles x 4 slices, 1-D
     assert not decode.explain(config)
+    layer = Space(space.spec, shape={"M": 128, "N": 11008, "K": 4096}, arch=SM90A)
+    static = point(space, **COOPERATIVE)
+    assert launch_geometry(layer, static).grid == (43, 1, 1)
+    assert launch_geometry(layer, {**static, "SCHED": "streamk"}).grid == (132, 1, 1)
+    tiny = Space(space.spec, shape={"M": 1, "N": 1, "K": 16}, arch=SM90A)
+    assert launch_geometry(tiny, {**static, "SCHED": "streamk"}).grid == (1, 1, 1)
     # every slice needs a k-tile: K = 256 has two of 128 bytes, so no third slice
     short = Space(space.spec, shape={"M": 16, "N": 4096, "K": 256}, arch=SM90A)
     assert short.explain(point(space, **{**PINGPONG, "SPLIT_K": 4}))
     assert not short.explain(point(space, **{**PINGPONG, "SPLIT_K": 2}))
+    # static split-K of many tiles: the partial tiles would not fit in L2 (stream-K does)
+    problems = [v.message for v in space.explain(point(space, **{**PINGPONG, "SPLIT_K": 2}))]
+    assert len(problems) == 1 and "device.l2_bytes" in problems[0], problems
+    assert not space.explain(point(space, **{**PINGPONG, "SCHED": "streamk"}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_sampled_scheduler_points_compile_clean(cache: CompileCache, kernel: str) -> None:
+    """Valid points of the TMA paths with SPLIT_K > 1 or SCHED=streamk (both rasters), drawn at
+    a decode shape where split-K is valid: each compiles for sm_90a without spills or local
+    memory, 168 registers at launch, the space's expected SASS."""
+    spec = load_kernel(kernel)
+    decode = Space(spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
+    points = [
+        c
+        for c in decode.sample(3000, seed=54)
+        if c["PATH"] in PATHS and (c["SPLIT_K"] > 1 or c["SCHED"] == "streamk")
+    ]
+    sample = points[:10]
+    assert {c["SCHED"] for c in sample} == {"static", "streamk"}, sample
+    assert {c["RASTER"] for c in sample} == {"m", "n"} and {c["PATH"] for c in sample} == set(PATHS)
+    # and the named ones: the SASS counts' points, the GPU checks' (at this shape)
+    named = [dict(spec.default_config(), **k) for n, k, _, _ in FIXUP_POINTS if n == kernel]
+    if kernel == "gemm_int8":
+        named += [point(decode, **k) for k in GPU_CONFIGS if "SCHED" in k or "SPLIT_K" in k]
+    assert named and all(decode.is_valid(c) for c in named)
+    for record in static_sweep(decode, [*named, *sample], cache=cache):
+        assert record.ok, (record.config, record.log[-1500:])
+        assert record.lints == [], (record.config, record.lints)
+        assert record.spill_stores == 0 and record.stack_frame == 0, record.config
+        assert record.registers == 168, record.config
 
 
 def test_the_path_is_refused_on_plain_sm_90(cache: CompileCache) -> None:
@@ -222,19 +312,24 @@ def test_w8a8_fuses_its_scaling_into_the_tma_ws_epilogue(cache: CompileCache, ou
 
 # -- on a GPU: bit-exact at the odd and compare shapes (the device check runs these) ---------
 #: both schedules, one and two m64 blocks per consumer (PINGPONG: 128 rows), the measured best
-#: wgmma tiles as TMA
-#: tiles (128 x 256 at 4096^3 and 8192^3, 128 x 96 with 5 stages at M=128), a 2-stage ring that
-#: wraps every other k-tile, and a 64-row ping-pong tile for decode shapes
+#: wgmma tiles as TMA tiles (128 x 256 at 4096^3 and 8192^3, 128 x 96 with 5 stages at M=128);
+#: stream-K (SCHED=streamk: units starting and ending inside tiles, the workspace fixup) on a
+#: 2-stage ring that wraps every other k-tile, and on a 64-row ping-pong tile along N (the
+#: finisher in either warpgroup); static split-K through the same fixup
 GPU_CONFIGS = [
     COOPERATIVE,
     PINGPONG,
     {"PATH": "tma_coop", "BM": 128, "BN": 96, "BK": 128, "STAGES": 5, "GROUP_M": 1},
-    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 2, "GROUP_M": 1},
-    {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16},
-    # split-K (where K has a k-tile for every slice): the decode shapes' tiles over more SMs
-    {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 2, "GROUP_M": 1,
+     "SCHED": "streamk"},
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16,
+     "SCHED": "streamk", "RASTER": "n"},
+    # split-K (where K has a k-tile for every slice and the partial tiles fit L2): the decode
+    # shapes' tiles over more SMs
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4,
+     "RASTER": "n"},
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 2},
-]
+]  # fmt: skip
 
 
 def verify_tma_paths(
@@ -339,4 +434,11 @@ def test_fp8_promotion_doubles_the_accumulators(cache: CompileCache) -> None:
 def test_fp8_tma_paths_match_the_reference_on_the_gpu(
     shape: dict[str, int], cache: CompileCache
 ) -> None:
-    verify_tma_paths("gemm_fp8", shape, [FP8_COOPERATIVE, FP8_PINGPONG, FP8_FAST], cache)
+    """The three FP8 examples, the ping-pong one with stream-K and the fast-accumulation one
+    with split-K: fp32 partial tiles through the workspace, added in a fixed order."""
+    configs = [
+        FP8_COOPERATIVE,
+        {**FP8_PINGPONG, "SCHED": "streamk", "RASTER": "n"},
+        {**FP8_FAST, "SPLIT_K": 2},
+    ]
+    verify_tma_paths("gemm_fp8", shape, configs, cache)

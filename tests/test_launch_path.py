@@ -388,6 +388,58 @@ def test_tma_paths_lay_out_their_tensor_maps_at_every_shape(
     assert not failures, "\n".join(failures)
 
 
+#: the TMA paths' schedulers: static split-K and stream-K, of both GEMMs with TMA paths
+TMA_SCHEDULES = [
+    ("gemm_int8", {**TMA_WS, "SPLIT_K": 2}),
+    ("gemm_int8", {**TMA_WS, "SCHED": "streamk", "RASTER": "n"}),
+    ("gemm_fp8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "SPLIT_K": 4}),
+    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "SCHED": "streamk"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "knobs"),
+    TMA_SCHEDULES,
+    ids=[f"{n}-{k.get('SCHED', 'static')}-{k['PATH']}" for n, k in TMA_SCHEDULES],
+)
+def test_tma_schedules_lay_out_grid_and_workspace_at_the_odd_and_compare_shapes(
+    name: str, knobs: dict, cache: CompileCache, tmp_path: Path
+) -> None:
+    """Split-K and stream-K at every odd and compare shape where the point is valid (split-K
+    needs a k-tile per slice and its partial tiles within L2): the arguments packed as the
+    kernel's parameters (the workspace a buffer of its own), one CTA per unit up to one per SM
+    (units: tiles x SPLIT_K, or the tiles' k-iterations), and a scratch workspace of the
+    schedule's partial tiles (SPLIT_K - 1 per tile, or one per CTA) plus a counter per tile."""
+    spec = load_kernel(name)
+    config = dict(spec.default_config(), **knobs)
+    stream_k = config["SCHED"] == "streamk"
+    checked, failures = 0, []
+    for shape in [*spec.shapes("odd"), *spec.shapes("compare")]:
+        space = Space(spec, shape=shape, arch=Arch.parse(SM90A))
+        if not space.is_valid(config):
+            assert not stream_k, (shape, space.explain(config))  # stream-K fits every shape
+            continue
+        try:
+            result = compile_job(make_job(space, config), cache)
+            assert result.ok, result.log[-600:]
+            check_layout(space, config, result, InputSets(space, 0, tmp_path, None))
+            job = kernel_job(space, config, result)
+            bm, bn, bk = config["BM"], config["BN"], config["BK"]
+            tiles = -(-shape["M"] // bm) * -(-shape["N"] // bn)
+            units = tiles * (-(-shape["K"] // bk) if stream_k else config["SPLIT_K"])
+            ctas = min(units, space.device.sm_count)
+            assert job.launch.grid == (ctas, 1, 1) and job.launch.block == (384, 1, 1)
+            (workspace,) = [o for o in job.outputs if o.name == "workspace"]
+            slots = ctas if stream_k else tiles * (config["SPLIT_K"] - 1)
+            assert workspace.shape == (slots * bm * bn + tiles,), workspace.shape
+            assert workspace.role is OutputRole.SCRATCH and workspace.np_dtype == np.int32
+            checked += 1
+        except Exception as exc:  # every shape is checked; all failures are reported
+            failures.append(f"{shape_label(shape)}: {type(exc).__name__}: {exc}")
+    assert not failures, "\n".join(failures)
+    assert checked >= 4, checked  # (split-K: 4 to 6 of the 8 or 9 shapes)
+
+
 def test_tma_maps_reach_their_parameter_offsets(cache: CompileCache, tmp_path: Path) -> None:
     """The CUDA worker's own code on host memory at M=77, N=300, K=160: each map is encoded for
     the very buffer passed beside it (A's map for A's address), and its 128 bytes sit at the

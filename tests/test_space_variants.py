@@ -247,6 +247,34 @@ def test_a_recording_without_a_tunable_parameter_is_not_of_the_space(
         write_space(grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [4]}"))
     )
     assert {e.config["UNROLL"] for e in old.for_space(single).entries.values()} == {4}
+    # a tunable knob that says what configs had before it existed (gemm_int8's SCHED): that
+    before = load_space(
+        write_space(
+            grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 2}")
+        )
+    )
+    assert {e.config["UNROLL"] for e in old.for_space(before).entries.values()} == {2}
+    with pytest.raises(SpaceFileError, match="before 3 is not one of the values"):
+        load_space(
+            write_space(
+                grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 3}")
+            )
+        )
+
+
+def test_the_gemm_recordings_replay_after_the_scheduler_knobs(tmp_path: Path) -> None:
+    """gemm_int8's H200 recordings predate SCHED and RASTER (issue 54): they replay as the
+    static schedule along M, which is what every recorded TMA config ran."""
+    folder = builtin_spaces_dir() / "recordings" / "gemm_int8"
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    paths = sorted(folder.glob("*.json.gz"))
+    assert paths
+    for path in paths:
+        recording = load_recording(path)
+        assert not {"SCHED", "RASTER"} & set(recording.parameter_names), path
+        space = Space(load_kernel("gemm_int8"), shape=dict(recording.shape or {}))
+        valid = plan_space_replay(store, space, recording).problem.valid_configs()
+        assert valid and {(c["SCHED"], c["RASTER"]) for c in valid} == {("static", "m")}, path
 
 
 def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:

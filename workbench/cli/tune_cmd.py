@@ -346,7 +346,7 @@ def _store_kept_results(setup: TuneSetup, out: Console) -> None:
     assert setup.spec is not None
     folder = recordings_dir(setup.spec)
     for kept in kept_comparisons(folder):
-        if store_kept_comparison(setup.store, kept) is not None:
+        if store_kept_comparison(setup.store, kept, setup.spec) is not None:
             out.print(
                 f"Stored the comparison with the libraries that run kept: {escape(str(kept.path))}"
             )

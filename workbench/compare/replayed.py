@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 
 from workbench.errors import WorkbenchError
-from workbench.spaces.model import base_kernel, config_label
+from workbench.spaces.model import SpaceSpec, base_kernel, config_label
 from workbench.store import Store
 from workbench.store.models import Comparison, ComparisonVariant
 
@@ -111,10 +111,14 @@ def _is_shape(s: object) -> bool:
     )
 
 
-def store_kept_comparison(store: Store, kept: KeptComparison) -> str | None:
+def store_kept_comparison(
+    store: Store, kept: KeptComparison, spec: SpaceSpec | None = None
+) -> str | None:
     """Store ``kept`` as one comparison batch, each shape's rows linked to the store's study of
     the kernel at that shape on that device where there is one; returns the batch id, or None
-    when the file's rows are already stored (a second replay stores nothing).
+    when the file's rows are already stored (a second replay stores nothing). With the
+    kernel's ``spec``, a tuned config that predates some of its parameters gets their
+    ``before:`` values (as the replayed recording's configs do).
 
     Raises:
         KeptComparisonError: a result holds a field of the wrong type.
@@ -138,7 +142,9 @@ def store_kept_comparison(store: Store, kept: KeptComparison) -> str | None:
         rows = [
             row
             for shape in kept.shapes
-            for row in _shape_rows(kept, shape, batch, studies.get((shape["label"], kept.device)))
+            for row in _shape_rows(
+                kept, shape, batch, studies.get((shape["label"], kept.device)), spec
+            )
         ]
     except (TypeError, ValueError, KeyError) as exc:
         raise KeptComparisonError(kept.path, f"malformed result ({exc})") from exc
@@ -148,9 +154,15 @@ def store_kept_comparison(store: Store, kept: KeptComparison) -> str | None:
 
 
 def _shape_rows(
-    kept: KeptComparison, shape: Mapping[str, Any], batch: str, study_id: int | None
+    kept: KeptComparison,
+    shape: Mapping[str, Any],
+    batch: str,
+    study_id: int | None,
+    spec: SpaceSpec | None,
 ) -> list[Comparison | ComparisonVariant]:
     config = dict(shape.get("config") or {})
+    if spec is not None and config:
+        config = spec.with_before_values(config)
     common = {
         "batch": batch,
         "kernel": kept.kernel,

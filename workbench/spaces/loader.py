@@ -375,8 +375,12 @@ class _Builder:
             raise self.err(
                 (*key, "role"), "a Numba kernel reads its knobs as module globals (role: define)"
             )
+        if p.before is not None and not any(_same(p.before, v) for v in values):
+            raise self.err((*key, "before"), f"before {p.before!r} is not one of the values")
         line = self.doc.line_of(key)
-        return Parameter(name, values, default, role, p.option, p.description, line, p.tunable)
+        return Parameter(
+            name, values, default, role, p.option, p.description, line, p.tunable, p.before
+        )
 
     def _arch_defaults(
         self, arches: Sequence[Arch], params: Sequence[Parameter]

@@ -38,6 +38,8 @@ class Parameter:
     description: str = ""
     line: int | None = None
     tunable: bool = True
+    #: the value configs had before the parameter existed (None: not declared)
+    before: Value | None = None
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,15 @@ class SpaceSpec:
             config.update(variant.arch_defaults.get(arch or "", {}))
             config.update(pins or {})
         return config
+
+    def with_before_values(self, config: Mapping[str, Value]) -> Config:
+        """``config`` as recorded before some parameters existed: each one it lacks that
+        declares ``before:`` takes that value (what every config had then)."""
+        filled = dict(config)
+        for p in self.parameters:
+            if p.name not in filled and p.before is not None:
+                filled[p.name] = p.before
+        return filled
 
     def variant_of(self, config: Mapping[str, Value]) -> Variant | None:
         """The named variant whose values ``config`` takes (the loader makes it unique)."""

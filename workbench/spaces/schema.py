@@ -60,6 +60,9 @@ class ParameterModel(_Strict):
     #: false for a problem variant (the reduction's operator, an output type): a search keeps
     #: it at its default (or at the value given with ``tune --set``) instead of tuning it
     tunable: StrictBool = True
+    #: the value every config had before the parameter existed (one of ``values``): a recording
+    #: made then replays as configs with this value (see ``Recording.for_space``)
+    before: Scalar | None = None
     description: StrictStr = ""
 
 
