@@ -249,6 +249,29 @@ def test_a_recording_without_a_tunable_parameter_is_not_of_the_space(
     assert {e.config["UNROLL"] for e in old.for_space(single).entries.values()} == {4}
 
 
+def test_a_tunable_parameter_says_what_older_recordings_held(
+    project: Path, write_space: WriteSpace
+) -> None:
+    """``absent: VALUE`` on a tunable parameter added since a recording: the recording replays
+    as that value (not the default), and the value must be one of the parameter's."""
+    old = load_recording(_recording_of_the_old_file(project))
+    grown = TINY_SPACE.replace(
+        "  WAVES: {values: [1, 2], default: 1, role: launch}\n",
+        "  WAVES: {values: [1, 2], default: 1, role: launch}\n"
+        "  UNROLL: {values: [1, 2], default: 1, absent: 2}\n",
+    )
+    spec = load_space(write_space(grown))
+    assert spec.parameter("UNROLL").absent == 2
+    replayed = old.for_space(spec)
+    assert {e.config["UNROLL"] for e in replayed.entries.values()} == {2}
+    assert len(replayed.entries) == len(old.entries)
+    with pytest.raises(SpaceFileError) as info:
+        load_space(write_space(grown.replace("absent: 2", "absent: 3")))
+    assert info.value.key == "parameters.UNROLL.absent" and "not one of the values" in str(
+        info.value
+    )
+
+
 def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:
     """Recorded before reduce had DTYPE and quantize_fp8 had IN, OUT and SYMMETRIC: each
     replays as the problem its label names (float32; fp16 -> fp8, symmetric)."""

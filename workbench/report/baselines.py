@@ -132,17 +132,24 @@ class RetimedBest:
 
 
 def retimed_best(
-    b: Baselines, shape: str, devices: Sequence[str], config: Mapping[str, object]
+    b: Baselines,
+    shape: str,
+    devices: Sequence[str],
+    config: Mapping[str, object],
+    absent: Mapping[str, object] | None = None,
 ) -> RetimedBest | None:
     """The tuned row of ``b`` at ``shape`` on one of ``devices`` that timed ``config`` (the
-    study's best), or None when compare timed another config there, or none."""
+    study's best), or None when compare timed another config there, or none. ``absent``: the
+    values of parameters added since a row was timed (the space's ``absent:``), which a row
+    that lacks them held."""
+    before = dict(absent or {})
     for r in b.rows:
         if (
             r.contender == TUNED
             and r.shape == shape
             and r.device in devices
             and r.median_ms is not None
-            and dict(r.config) == dict(config)
+            and {**before, **r.config} == {**before, **config}
         ):
             return RetimedBest(
                 r.shape, r.device, r.median_ms, r.throughput, r.unit, r.replayed_from

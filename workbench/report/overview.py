@@ -302,11 +302,13 @@ def retimed_note(data: StudyData, b: Baselines) -> str | None:
     best = data.best
     if best is None or best.measurement.value is None:
         return None
-    again = retimed_best(b, data.study.shape_label, data.devices, best.config)
+    space, _ = data.space
+    params = space.spec.parameters if space is not None else ()
+    absent = {p.name: p.absent for p in params if p.absent is not None}  # added since a row
+    again = retimed_best(b, data.study.shape_label, data.devices, best.config, absent)
     if again is None:
         return None
     m = best.measurement
-    space, _ = data.space
     tune_rate = _throughput(space, best.config, m.value)
     rate = f", {again.throughput:,.1f} {again.unit}" if again.throughput is not None else ""
     who = f"read from {again.replayed_from}" if again.replayed_from else "by workbench compare"

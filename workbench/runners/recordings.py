@@ -153,16 +153,18 @@ class Recording:
         it was made: a parameter it lacks that is a problem variant (``tunable: false``) or has
         one value is taken to hold, in every recorded config, the value the recording's kernel
         label names (``reduce_f16[OP=sum]``: its variant's values, its bracketed ones), else
-        the space's default (the problem the kernel solved before the parameter existed).
+        the space's default (the problem the kernel solved before the parameter existed); a
+        tunable one that declares ``absent: VALUE`` holds that value (what the kernel did before
+        the knob existed).
 
         Raises:
-            RecordingError: it lacks a tunable parameter of several values: it is not a
-                recording of this space.
+            RecordingError: it lacks a tunable parameter of several values that declares no
+                ``absent`` value: it is not a recording of this space.
         """
         missing = [p for p in spec.parameters if p.name not in self.parameter_names]
         if not missing:
             return self
-        tunable = [p.name for p in missing if p.tunable and len(p.values) > 1]
+        tunable = [p.name for p in missing if p.tunable and len(p.values) > 1 and p.absent is None]
         if tunable:
             raise RecordingError(
                 self.path,
@@ -171,7 +173,9 @@ class Recording:
             )
         named = label_values(spec, self.kernel)
         default = spec.default_config(self.arch, named)
-        return self.with_values({p.name: default[p.name] for p in missing})
+        return self.with_values(
+            {p.name: default[p.name] if p.absent is None else p.absent for p in missing}
+        )
 
     def with_values(self, values: Mapping[str, Value]) -> Recording:
         """This recording with parameters it lacks added, each holding one value in every

@@ -357,6 +357,8 @@ class _Builder:
         default = values[0] if p.default is None else p.default
         if not any(_same(default, v) for v in values):
             raise self.err((*key, "default"), f"default {default!r} is not one of the values")
+        if p.absent is not None and not any(_same(p.absent, v) for v in values):
+            raise self.err((*key, "absent"), f"absent {p.absent!r} is not one of the values")
         role = p.role or self._default_role(name, language)
         if role is schema.Role.OPTION:
             if p.option not in OPTION_KNOBS:
@@ -376,7 +378,9 @@ class _Builder:
                 (*key, "role"), "a Numba kernel reads its knobs as module globals (role: define)"
             )
         line = self.doc.line_of(key)
-        return Parameter(name, values, default, role, p.option, p.description, line, p.tunable)
+        return Parameter(
+            name, values, default, role, p.option, p.description, line, p.tunable, p.absent
+        )
 
     def _arch_defaults(
         self, arches: Sequence[Arch], params: Sequence[Parameter]

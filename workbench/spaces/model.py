@@ -38,6 +38,8 @@ class Parameter:
     description: str = ""
     line: int | None = None
     tunable: bool = True
+    #: what a config recorded before the parameter existed held (None: not declared)
+    absent: Value | None = None
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,9 @@ class ParameterModel(_Strict):
     #: false for a problem variant (the reduction's operator, an output type): a search keeps
     #: it at its default (or at the value given with ``tune --set``) instead of tuning it
     tunable: StrictBool = True
+    #: the value a config that lacks this parameter held: a recording made before a tunable
+    #: parameter existed replays as this value (the kernel then did what this value does)
+    absent: Scalar | None = None
     description: StrictStr = ""
 
 
