@@ -14,7 +14,7 @@
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (one byte per element)
 // with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle. K % 16 == 0.
 
-#include "gemm_tma_ws.cuh"
+#include "gemm_ws_epilogue.cuh"
 
 #if PATH_tma_coop
 constexpr bool WS_COOPERATIVE = true;
@@ -130,21 +130,18 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
     }
   };
   // ---- epilogue: C = acc * scale_a * scale_b, two adjacent columns at a time -----------------
+  // (gemm_ws_epilogue.cuh)
   const float scale = scale_a[0] * scale_b[0];
   auto store = [&](const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
     const int m_base = unit.tile.m * BM + row0;
     const int n_base = unit.tile.n * BN;
-#pragma unroll
-    for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
-#pragma unroll
-      for (int j = 0; j < BN / 2; j += 2) {  // j, j + 1: columns col, col + 1 of one row
-        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-        const int n = n_base + wgmma_acc_col(lane, j);
-        if (m < M) store_scaled_pair(C, N, m, n, acc[mb][j], acc[mb][j + 1], scale);
-      }
-    }
+    auto cols = [](int) { return 0; };  // tensor-wise scales: nothing per column
+    auto pair = [&](int mb, int h, int g, int) {
+      return to_out_pair(acc[mb][4 * g + 2 * h] * scale, acc[mb][4 * g + 2 * h + 1] * scale);
+    };
+    ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
 }

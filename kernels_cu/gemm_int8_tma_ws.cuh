@@ -17,7 +17,7 @@
 // their int32 partial sums into the zeroed workspace (M*N sums + one counter per tile, exact in
 // any order) and the last to arrive writes C through the epilogue, leaving zeros behind.
 
-#include "gemm_tma_ws.cuh"
+#include "gemm_ws_epilogue.cuh"
 
 #if PATH_tma_coop
 constexpr bool WS_COOPERATIVE = true;
@@ -101,7 +101,8 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
   };
   // ---- epilogue: registers -> C, two adjacent columns at a time -----------------------------
   // With split-K every slice adds its partial sums into the workspace; the slice that arrives
-  // last takes the totals (leaving zeros) and writes C through the epilogue.
+  // last takes the totals (leaving zeros) and writes C through the epilogue
+  // (gemm_ws_epilogue.cuh).
   auto store = [&](const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
@@ -134,15 +135,33 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
         }
       }
     }
+#if EPI_w8a8
+    // this thread's scales, loaded once per tile: its 2 rows per m64 block here, its 2 columns
+    // per 8-column group in the epilogue's cols (0 past the edges)
+    float row_scales[WG_MBLOCKS][2];
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
-      for (int j = 0; j < BN / 2; j += 2) {  // j, j + 1: columns col, col + 1 of one row
-        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-        const int n = n_base + wgmma_acc_col(lane, j);
-        if (m < M) store_out_pair(C, N, m, n, acc[mb][j], acc[mb][j + 1], row_scale, col_scale);
+      for (int h = 0; h < 2; ++h) {
+        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, 2 * h);
+        row_scales[mb][h] = m < M ? row_scale[m] : 0.0f;
       }
     }
+    auto cols = [&](int n) {
+      return make_float2(n < N ? col_scale[n] : 0.0f, n + 1 < N ? col_scale[n + 1] : 0.0f);
+    };
+    auto pair = [&](int mb, int h, int g, float2 c) {  // fp32 in the reference's order
+      const float r = row_scales[mb][h];
+      return to_out_pair(static_cast<float>(acc[mb][4 * g + 2 * h]) * r * c.x,
+                         static_cast<float>(acc[mb][4 * g + 2 * h + 1]) * r * c.y);
+    };
+#else
+    auto cols = [](int) { return 0; };
+    auto pair = [&](int mb, int h, int g, int) {
+      return OutPair{acc[mb][4 * g + 2 * h], acc[mb][4 * g + 2 * h + 1]};
+    };
+#endif
+    ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
 }
