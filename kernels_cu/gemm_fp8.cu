@@ -20,8 +20,9 @@
 // fast accumulation is requested). PROMOTE=false accumulates in the tensor core over all of K:
 // fewer registers and instructions, larger error for long K.
 //
-// Signature: gemm_fp8(A, B, C, scale_a, scale_b, M, N, K, tmap_a, tmap_b)
-// tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere).
+// Signature: gemm_fp8(A, B, C, scale_a, scale_b, M, N, K, tmap_a, tmap_b, tmap_c)
+// tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere);
+// tmap_c: a CUtensorMap of C, read by the TMA paths with EPILOGUE=tma only (zeros elsewhere).
 // Alignment: K % 16 == 0 (16-byte cp.async of every row); M and N arbitrary.
 
 // gemm_common.cuh checks EPI/OUT for the int8 epilogues; FP8 output is a scaled float, i.e. the
@@ -68,4 +69,7 @@ __device__ __forceinline__ void store_scaled_pair(OutT* __restrict__ C, int N, i
 #include "gemm_fp8_mma.cuh"
 #else
 #error "PATH must be wgmma, tma_coop, tma_pingpong or mma"
+#endif
+#if EPILOGUE_tma && !(PATH_tma_coop || PATH_tma_pingpong)
+#error "EPILOGUE=tma: only the TMA paths (tma_coop, tma_pingpong) stage their tile for a TMA store"
 #endif

@@ -7,12 +7,15 @@
 // and the epilogue differ). PROMOTE: each stage's products are summed in fresh tensor-core
 // accumulators (scale-d = 0 on the first slice), then added into fp32 registers.
 //
-// Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE;
-// FORMAT, OUT.
+// Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE,
+// EPILOGUE (direct | tma: gemm_ws_epilogue.cuh); FORMAT, OUT.
 // Launch: grid = min(tiles, SMs) CTAs of 384 threads; dynamic shared memory
-//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
+//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes,
+//         plus 2 * WG_ROWS * BN * 2 (a 16-bit staging tile per consumer) with EPILOGUE=tma.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (one byte per element)
-// with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle. K % 16 == 0.
+// with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle; tmap_c (read with
+// EPILOGUE=tma only) a tensor map of C [M, N] with boxes of [WG_ROWS, 64] and the 128-byte
+// swizzle. K % 16 == 0, and N % 8 == 0 with EPILOGUE=tma (16-byte rows of C).
 
 #include "gemm_ws_epilogue.cuh"
 
@@ -40,6 +43,16 @@ static_assert(ACC_REGS + 40 <= WS_CONSUMER_REGS,
               "BM, BN, PROMOTE: the accumulators plus ~40 registers fit a consumer's share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 
+// Shared memory: the consumers' staging tiles (EPILOGUE=tma), then the pipeline (gemm_tma_ws.cuh)
+#if EPILOGUE_tma
+constexpr u32 STAGING_BYTES = WsStaging<WG_ROWS>::BYTES;  // per consumer: WG_ROWS x BN outputs
+#else
+constexpr u32 STAGING_BYTES = 0;
+#endif
+static_assert(STAGES * (BM + BN) * BK + 16 * STAGES + 2 * STAGING_BYTES + 1024 <=
+                  ARCH_MAX_SMEM_PER_BLOCK,
+              "STAGES, BM, BN, BK, EPILOGUE: the stages and staging tiles fit the shared memory");
+
 // D[64 x BN] (+)= A[64 x 32] . B[BN x 32]^T, fp8 x fp8 -> fp32 (wgmma_sm90.cuh); "1, 1" are
 // imm-scale-a and imm-scale-b (no negation); scale-d 0 overwrites D.
 template <bool ACCUMULATE>
@@ -57,9 +70,10 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ C,
          const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N,
          int K, const __grid_constant__ TmaDescriptor tmap_a,
-         const __grid_constant__ TmaDescriptor tmap_b) {
+         const __grid_constant__ TmaDescriptor tmap_b,
+         const __grid_constant__ TmaDescriptor tmap_c) {
   (void)A, (void)B;  // the operands are read through their tensor maps
-  const Pipe pipe{aligned_smem_base()};
+  const Pipe pipe{aligned_smem_base() + 2 * STAGING_BYTES};
   const int warpgroup = threadIdx.x / 128;
   const WsWork work(M, N, K, BM, BN, BK, 1);  // no split-K here: a unit is a tile
 
@@ -130,8 +144,12 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
     }
   };
   // ---- epilogue: C = acc * scale_a * scale_b, two adjacent columns at a time -----------------
-  // (gemm_ws_epilogue.cuh)
+  // (gemm_ws_epilogue.cuh: direct stores, or staged in shared memory and stored with TMA)
   const float scale = scale_a[0] * scale_b[0];
+#if EPILOGUE_tma
+  const WsStaging<WG_ROWS> staging{aligned_smem_base() + u32(consumer) * STAGING_BYTES};
+  if (threadIdx.x % 128 == 0) tma_prefetch_descriptor(&tmap_c);
+#endif
   auto store = [&](const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
@@ -141,7 +159,14 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
     auto pair = [&](int mb, int h, int g, int) {
       return to_out_pair(acc[mb][4 * g + 2 * h] * scale, acc[mb][4 * g + 2 * h + 1] * scale);
     };
+#if EPILOGUE_tma
+    ws_store_tma<WG_MBLOCKS>(staging, &tmap_c, m_base, n_base, consumer, warp, lane, cols, pair);
+#else
     ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
+#endif
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
+#if EPILOGUE_tma
+  if (threadIdx.x % 128 == 0) tma_store_wait_all();  // this warpgroup's last stores are done
+#endif
 }

@@ -37,7 +37,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ C,
          const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N,
          int K, const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
-         const __grid_constant__ TmaDescriptor tmap_b) {
+         const __grid_constant__ TmaDescriptor tmap_b,
+         const __grid_constant__ TmaDescriptor tmap_c) {
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;
   const int tiles_n = (N + BN - 1) / BN;

@@ -6,13 +6,18 @@
 // cooperative or ping-pong schedule of two consumer warpgroups (gemm_tma_ws.cuh says how).
 //
 // Knobs (macros): PATH (tma_coop | tma_pingpong: the schedule), BM, BN, BK, STAGES, SWIZZLE,
-// GROUP_M, SPLIT_K; EPI / OUT as in gemm_common.cuh.
+// GROUP_M, SPLIT_K, EPILOGUE (direct | tma: gemm_ws_epilogue.cuh); EPI / OUT as in
+// gemm_common.cuh.
 // Launch: grid = min(tiles * SPLIT_K, SMs) CTAs of 384 threads; dynamic shared memory
-//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
+//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes,
+//         plus 2 * WG_ROWS * BN * sizeof(OutT) (a staging tile per consumer) with EPILOGUE=tma.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (int8) with boxes of
 // [BM, SWIZZLE] and [BN, SWIZZLE] bytes and the SWIZZLE-byte swizzle (the space file's
-// {tensor_map: ...} entries). Requires K % 16 == 0 (16-byte global strides); M, N, K need not
-// be multiples of the tile: the TMA boxes are zero-filled past the edges, stores are guarded.
+// {tensor_map: ...} entries); tmap_c, read with EPILOGUE=tma only, a tensor map of C [M, N]
+// with boxes of [WG_ROWS, SPAN / sizeof(OutT)] and the SPAN-byte swizzle (WsStaging). Requires
+// K % 16 == 0 (16-byte global strides), and N * sizeof(OutT) % 16 == 0 with EPILOGUE=tma; M, N,
+// K need not be multiples of the tile: the TMA boxes are zero-filled past the edges, direct
+// stores are guarded and TMA stores clipped.
 // SPLIT_K > 1: a work unit is one K slice of a tile (gemm_tma_ws.cuh, WsWork); the slices add
 // their int32 partial sums into the zeroed workspace (M*N sums + one counter per tile, exact in
 // any order) and the last to arrive writes C through the epilogue, leaving zeros behind.
@@ -44,6 +49,19 @@ static_assert(WG_ROWS * BN / 128 + (SPLIT_K == 1 ? 40 : 104) <= WS_CONSUMER_REGS
               "setmaxnreg share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 static_assert(SPLIT_K >= 1, "SPLIT_K: K slices per output tile");
+#if EPILOGUE_tma
+static_assert(SPLIT_K == 1, "EPILOGUE=tma: split-K's last slice writes C with the direct epilogue");
+#endif
+
+// Shared memory: the consumers' staging tiles (EPILOGUE=tma), then the pipeline (gemm_tma_ws.cuh)
+#if EPILOGUE_tma
+constexpr u32 STAGING_BYTES = WsStaging<WG_ROWS>::BYTES;  // per consumer: WG_ROWS x BN outputs
+#else
+constexpr u32 STAGING_BYTES = 0;
+#endif
+static_assert(STAGES * (BM + BN) * BK + 16 * STAGES + 2 * STAGING_BYTES + 1024 <=
+                  ARCH_MAX_SMEM_PER_BLOCK,
+              "STAGES, BM, BN, BK, EPILOGUE: the stages and staging tiles fit the shared memory");
 
 using Pipe = WsPipeline<BM, BN, BK, STAGES>;
 
@@ -52,9 +70,10 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
           i32* __restrict__ workspace, int M, int N, int K,
           const __grid_constant__ TmaDescriptor tmap_a,
-          const __grid_constant__ TmaDescriptor tmap_b) {
+          const __grid_constant__ TmaDescriptor tmap_b,
+          const __grid_constant__ TmaDescriptor tmap_c) {
   (void)A, (void)B;  // the operands are read through their tensor maps
-  const Pipe pipe{aligned_smem_base()};
+  const Pipe pipe{aligned_smem_base() + 2 * STAGING_BYTES};
   const int warpgroup = threadIdx.x / 128;
   const WsWork work(M, N, K, BM, BN, BK, SPLIT_K);
 
@@ -102,7 +121,11 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
   // ---- epilogue: registers -> C, two adjacent columns at a time -----------------------------
   // With split-K every slice adds its partial sums into the workspace; the slice that arrives
   // last takes the totals (leaving zeros) and writes C through the epilogue
-  // (gemm_ws_epilogue.cuh).
+  // (gemm_ws_epilogue.cuh: direct stores, or staged in shared memory and stored with TMA).
+#if EPILOGUE_tma
+  const WsStaging<WG_ROWS> staging{aligned_smem_base() + u32(consumer) * STAGING_BYTES};
+  if (threadIdx.x % 128 == 0) tma_prefetch_descriptor(&tmap_c);
+#endif
   auto store = [&](const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
@@ -161,7 +184,14 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
       return OutPair{acc[mb][4 * g + 2 * h], acc[mb][4 * g + 2 * h + 1]};
     };
 #endif
+#if EPILOGUE_tma
+    ws_store_tma<WG_MBLOCKS>(staging, &tmap_c, m_base, n_base, consumer, warp, lane, cols, pair);
+#else
     ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
+#endif
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, work, consumer, reset, multiply, store);
+#if EPILOGUE_tma
+  if (threadIdx.x % 128 == 0) tma_store_wait_all();  // this warpgroup's last stores are done
+#endif
 }

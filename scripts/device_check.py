@@ -352,6 +352,10 @@ TMA_SEEDS = [
     "PATH=tma_pingpong,BM=64,BN=256,BK=128,STAGES=4,GROUP_M=8",
     "PATH=tma_coop,BM=256,BN=128,BK=128,STAGES=3,GROUP_M=8",
     "PATH=tma_coop,BM=128,BN=96,BK=128,STAGES=5,GROUP_M=1",
+    # issue 54: the staged TMA-store epilogue, and the same tile storing directly (int32
+    # staging tiles of 2 x 64 x 256 leave no room for 4 stages of 128 x 256)
+    "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8,EPILOGUE=tma",
+    "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8",
 ]
 
 
@@ -532,6 +536,21 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 "(Numba's import and JIT on top)",
             ),
             on_request=True,  # never run on a GPU yet
+        ),
+        _pytest_step(
+            py,
+            lay,
+            "pytest_tma_epilogue",
+            "tests/test_kernels_gemm_ws_epilogue.py",
+            240,
+            walls.derived(
+                "pytest_kernels",
+                100,
+                "issue 54: the TMA paths' staged epilogue (EPILOGUE=tma) against the reference "
+                "at gemm_int8's and gemm_w8a8's odd and compare shapes and gemm_fp8's, 35 "
+                "tests, about as many evaluations as pytest_tma",
+            ),
+            on_request=True,  # never run on a GPU yet (no room in a plain run's budget)
         ),
         Step(
             "compare_rmsnorm",
