@@ -114,6 +114,37 @@ __device__ __forceinline__ void store_out_pair(OutT* __restrict__ C, int N, int 
   }
 }
 
+// Two outputs rounded from fp32 at once (one F2FP pack for 16-bit types; each value rounds to
+// nearest even exactly as to_out does).
+__device__ __forceinline__ OutPair to_out_pair(float v0, float v1) {
+#if OUT_float16
+  return __floats2half2_rn(v0, v1);
+#elif OUT_bfloat16
+  return __floats2bfloat162_rn(v0, v1);
+#else
+  OutPair pair;
+  pair.x = to_out(v0);
+  pair.y = to_out(v1);
+  return pair;
+#endif
+}
+
+// C[m, n] and C[m, n + 1] = `pair` (already through the epilogue) for an even n: one vector
+// store when both columns exist and their address is aligned for it, else element by element.
+// Callers guard m < M; the column guard is here. (The test is on the address rather than on
+// N % 2 == 0, as store_out_pair has it: a loop-invariant condition lets the compiler duplicate
+// a whole unrolled epilogue for the two cases, loads included.)
+__device__ __forceinline__ void store_pair(OutT* __restrict__ C, int N, int m, int n,
+                                           OutPair pair) {
+  OutT* row = C + static_cast<i64>(m) * N;
+  if (n + 1 < N && reinterpret_cast<unsigned long long>(row + n) % sizeof(OutPair) == 0) {
+    *reinterpret_cast<OutPair*>(row + n) = pair;
+  } else {
+    if (n < N) row[n] = pair.x;
+    if (n + 1 < N) row[n + 1] = pair.y;
+  }
+}
+
 // ---- Split-K through a workspace -------------------------------------------------------------
 // With SPLIT_K > 1, blockIdx.z picks a slice of the K range, and the slices of one output tile
 // meet in the int32 workspace (zeroed before the first launch):

@@ -20,8 +20,9 @@
 // fast accumulation is requested). PROMOTE=false accumulates in the tensor core over all of K:
 // fewer registers and instructions, larger error for long K.
 //
-// Signature: gemm_fp8(A, B, C, scale_a, scale_b, workspace, M, N, K, tmap_a, tmap_b)
-// tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere).
+// Signature: gemm_fp8(A, B, C, scale_a, scale_b, workspace, M, N, K, tmap_a, tmap_b, tmap_c)
+// tmap_a, tmap_b: CUtensorMaps of A and B by value, read by the TMA paths only (zeros elsewhere);
+// tmap_c: a CUtensorMap of C, read by the TMA paths with EPILOGUE=tma only (zeros elsewhere).
 // workspace: a zeroed int32 scratch buffer, read by the TMA paths with SPLIT_K > 1 or
 // SCHED=streamk (partial tiles and arrival counters, gemm_tma_ws.cuh), which leave it zeroed.
 // Alignment: K % 16 == 0 (16-byte cp.async of every row); M and N arbitrary.
@@ -70,4 +71,7 @@ __device__ __forceinline__ void store_scaled_pair(OutT* __restrict__ C, int N, i
 #include "gemm_fp8_mma.cuh"
 #else
 #error "PATH must be wgmma, tma_coop, tma_pingpong or mma"
+#endif
+#if EPILOGUE_tma && !(PATH_tma_coop || PATH_tma_pingpong)
+#error "EPILOGUE=tma: only the TMA paths (tma_coop, tma_pingpong) stage their tile for a TMA store"
 #endif

@@ -57,7 +57,8 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
          i32* __restrict__ workspace,  // read by the TMA paths only (split-K, stream-K)
          int M, int N, int K,
          const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
-         const __grid_constant__ TmaDescriptor tmap_b) {
+         const __grid_constant__ TmaDescriptor tmap_b,
+         const __grid_constant__ TmaDescriptor tmap_c) {  // read with EPILOGUE=tma only
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;
   const int tiles_n = (N + BN - 1) / BN;

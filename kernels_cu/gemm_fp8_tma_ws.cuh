@@ -8,18 +8,22 @@
 // accumulators (scale-d = 0 on the first slice), then added into fp32 registers.
 //
 // Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE,
-// SPLIT_K, SCHED (static | streamk), RASTER (m | n); FORMAT, OUT.
+// SPLIT_K, SCHED (static | streamk), RASTER (m | n), EPILOGUE (direct | tma:
+// gemm_ws_epilogue.cuh); FORMAT, OUT.
 // Launch: grid = min(units, SMs) CTAs of 384 threads (units: tiles * SPLIT_K, or with
 //         SCHED=streamk tiles * k-tiles); dynamic shared memory
-//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
+//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes,
+//         plus 2 * WG_ROWS * BN * 2 (a 16-bit staging tile per consumer) with EPILOGUE=tma.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (one byte per element)
-// with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle. K % 16 == 0.
+// with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle; tmap_c (read with
+// EPILOGUE=tma only) a tensor map of C [M, N] with boxes of [WG_ROWS, 64] and the 128-byte
+// swizzle. K % 16 == 0, and N % 8 == 0 with EPILOGUE=tma (16-byte rows of C).
 // SPLIT_K > 1 or SCHED=streamk: the units of a tile (parts of its K range, gemm_schedule.cuh)
 // meet in the workspace (zeroed before the first launch, left zeroed): workspace_slots() fp32
 // partial tiles of BM x BN and one arrival counter per tile; the tile's finisher adds its peers'
 // partials to its own fp32 sums in a fixed order (gemm_tma_ws.cuh, ws_fixup), then scales.
 
-#include "gemm_tma_ws.cuh"
+#include "gemm_ws_epilogue.cuh"
 
 #if PATH_tma_coop
 constexpr bool WS_COOPERATIVE = true;
@@ -45,6 +49,16 @@ static_assert(ACC_REGS + 40 <= WS_CONSUMER_REGS,
               "BM, BN, PROMOTE: the accumulators plus ~40 registers fit a consumer's share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 
+// Shared memory: the consumers' staging tiles (EPILOGUE=tma), then the pipeline (gemm_tma_ws.cuh)
+#if EPILOGUE_tma
+constexpr u32 STAGING_BYTES = WsStaging<WG_ROWS>::BYTES;  // per consumer: WG_ROWS x BN outputs
+#else
+constexpr u32 STAGING_BYTES = 0;
+#endif
+static_assert(STAGES * (BM + BN) * BK + 16 * STAGES + 2 * STAGING_BYTES + 1024 <=
+                  ARCH_MAX_SMEM_PER_BLOCK,
+              "STAGES, BM, BN, BK, EPILOGUE: the stages and staging tiles fit the shared memory");
+
 // D[64 x BN] (+)= A[64 x 32] . B[BN x 32]^T, fp8 x fp8 -> fp32 (wgmma_sm90.cuh); "1, 1" are
 // imm-scale-a and imm-scale-b (no negation); scale-d 0 overwrites D.
 template <bool ACCUMULATE>
@@ -63,9 +77,10 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
          const float* __restrict__ scale_a, const float* __restrict__ scale_b,
          i32* __restrict__ workspace, int M, int N, int K,
          const __grid_constant__ TmaDescriptor tmap_a,
-         const __grid_constant__ TmaDescriptor tmap_b) {
+         const __grid_constant__ TmaDescriptor tmap_b,
+         const __grid_constant__ TmaDescriptor tmap_c) {
   (void)A, (void)B;  // the operands are read through their tensor maps
-  const Pipe pipe{aligned_smem_base()};
+  const Pipe pipe{aligned_smem_base() + 2 * STAGING_BYTES};
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
@@ -140,8 +155,14 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   };
   // ---- epilogue: C = acc * scale_a * scale_b, two adjacent columns at a time -----------------
   // Units that share a tile (SPLIT_K > 1, SCHED=streamk) meet in the workspace first (fp32
-  // partial sums): a peer publishes them and is done; the finisher adds them to its own.
+  // partial sums): a peer publishes them and is done; the finisher adds them to its own and
+  // writes C through the epilogue (gemm_ws_epilogue.cuh: direct stores, or staged in shared
+  // memory and stored with TMA).
   const float scale = scale_a[0] * scale_b[0];
+#if EPILOGUE_tma
+  const WsStaging<WG_ROWS> staging{aligned_smem_base() + u32(consumer) * STAGING_BYTES};
+  if (threadIdx.x % 128 == 0) tma_prefetch_descriptor(&tmap_c);
+#endif
   auto store = [&](const GemmSchedule& work, const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
@@ -152,15 +173,18 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
     const TileCoord tile = work.tile(unit);
     const int m_base = tile.m * BM + row0;
     const int n_base = tile.n * BN;
-#pragma unroll
-    for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
-#pragma unroll
-      for (int j = 0; j < BN / 2; j += 2) {  // j, j + 1: columns col, col + 1 of one row
-        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-        const int n = n_base + wgmma_acc_col(lane, j);
-        if (m < M) store_scaled_pair(C, N, m, n, acc[mb][j], acc[mb][j + 1], scale);
-      }
-    }
+    auto cols = [](int) { return 0; };  // tensor-wise scales: nothing per column
+    auto pair = [&](int mb, int h, int g, int) {
+      return to_out_pair(acc[mb][4 * g + 2 * h] * scale, acc[mb][4 * g + 2 * h + 1] * scale);
+    };
+#if EPILOGUE_tma
+    ws_store_tma<WG_MBLOCKS>(staging, &tmap_c, m_base, n_base, consumer, warp, lane, cols, pair);
+#else
+    ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
+#endif
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, schedule, consumer, reset, multiply, store);
+#if EPILOGUE_tma
+  if (threadIdx.x % 128 == 0) tma_store_wait_all();  // this warpgroup's last stores are done
+#endif
 }

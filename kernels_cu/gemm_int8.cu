@@ -13,9 +13,11 @@
 //   dp4a    CUDA cores through __dp4a (any arch), for comparison and pre-tensor-core GPUs
 //
 // Signature (the same for every path):
-//   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K, tmap_a, tmap_b)
+//   gemm_int8(A, B, C, row_scale, col_scale, workspace, M, N, K, tmap_a, tmap_b, tmap_c)
 // tmap_a, tmap_b: CUtensorMaps of A and B by value (const __grid_constant__, 128 bytes), read
-// by the TMA paths only; the other paths receive zeros there (the space file's `when`).
+// by the TMA paths only; tmap_c, a CUtensorMap of C, read by the TMA paths with EPILOGUE=tma
+// only (their staged epilogue, gemm_ws_epilogue.cuh); the others receive zeros there (the space
+// file's `when`).
 // workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1): M*N partial
 // sums and one counter per output tile, M*N + cdiv(M, BM)*cdiv(N, BN) ints; the kernel leaves it
 // zeroed again (see gemm_common.cuh).
@@ -33,4 +35,7 @@
 #include "gemm_int8_dp4a.cuh"
 #else
 #error "PATH must be mma, wgmma, tma_coop, tma_pingpong or dp4a"
+#endif
+#if EPILOGUE_tma && !(PATH_tma_coop || PATH_tma_pingpong)
+#error "EPILOGUE=tma: only the TMA paths (tma_coop, tma_pingpong) stage their tile for a TMA store"
 #endif

@@ -201,7 +201,8 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
           i32* __restrict__ workspace, int M, int N, int K,
           const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
-          const __grid_constant__ TmaDescriptor tmap_b) {
+          const __grid_constant__ TmaDescriptor tmap_b,
+          const __grid_constant__ TmaDescriptor tmap_c) {
   using namespace mma_path;
   extern __shared__ __align__(128) unsigned char smem[];  // (STAGES, A tile | B tile)
   const u32 smem_base = smem_u32(smem);

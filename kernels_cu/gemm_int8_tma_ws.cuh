@@ -6,14 +6,19 @@
 // cooperative or ping-pong schedule of two consumer warpgroups (gemm_tma_ws.cuh says how).
 //
 // Knobs (macros): PATH (tma_coop | tma_pingpong: the schedule), BM, BN, BK, STAGES, SWIZZLE,
-// GROUP_M, SPLIT_K, SCHED (static | streamk), RASTER (m | n); EPI / OUT as in gemm_common.cuh.
+// GROUP_M, SPLIT_K, SCHED (static | streamk), RASTER (m | n), EPILOGUE (direct | tma:
+// gemm_ws_epilogue.cuh); EPI / OUT as in gemm_common.cuh.
 // Launch: grid = min(units, SMs) CTAs of 384 threads (units: tiles * SPLIT_K, or with
 //         SCHED=streamk tiles * k-tiles); dynamic shared memory
-//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes.
+//         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes,
+//         plus 2 * WG_ROWS * BN * sizeof(OutT) (a staging tile per consumer) with EPILOGUE=tma.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (int8) with boxes of
 // [BM, SWIZZLE] and [BN, SWIZZLE] bytes and the SWIZZLE-byte swizzle (the space file's
-// {tensor_map: ...} entries). Requires K % 16 == 0 (16-byte global strides); M, N, K need not
-// be multiples of the tile: the TMA boxes are zero-filled past the edges, stores are guarded.
+// {tensor_map: ...} entries); tmap_c, read with EPILOGUE=tma only, a tensor map of C [M, N]
+// with boxes of [WG_ROWS, SPAN / sizeof(OutT)] and the SPAN-byte swizzle (WsStaging). Requires
+// K % 16 == 0 (16-byte global strides), and N * sizeof(OutT) % 16 == 0 with EPILOGUE=tma; M, N,
+// K need not be multiples of the tile: the TMA boxes are zero-filled past the edges, direct
+// stores are guarded and TMA stores clipped.
 // SPLIT_K > 1 or SCHED=streamk: a work unit is part of the K range of a tile (gemm_schedule.cuh);
 // the units of a tile meet in the workspace (zeroed before the first launch, left zeroed): each
 // one but the tile's finisher stores its int32 partial sums in a slot of its own and counts its
@@ -21,7 +26,7 @@
 // epilogue (gemm_tma_ws.cuh, ws_fixup). The workspace holds workspace_slots() partial tiles of
 // BM x BN int32 and one counter per tile.
 
-#include "gemm_tma_ws.cuh"
+#include "gemm_ws_epilogue.cuh"
 
 #if PATH_tma_coop
 constexpr bool WS_COOPERATIVE = true;
@@ -48,6 +53,16 @@ static_assert(WG_ROWS * BN / 128 + 40 <= WS_CONSUMER_REGS,
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 static_assert(SPLIT_K >= 1, "SPLIT_K: K slices per output tile");
 
+// Shared memory: the consumers' staging tiles (EPILOGUE=tma), then the pipeline (gemm_tma_ws.cuh)
+#if EPILOGUE_tma
+constexpr u32 STAGING_BYTES = WsStaging<WG_ROWS>::BYTES;  // per consumer: WG_ROWS x BN outputs
+#else
+constexpr u32 STAGING_BYTES = 0;
+#endif
+static_assert(STAGES * (BM + BN) * BK + 16 * STAGES + 2 * STAGING_BYTES + 1024 <=
+                  ARCH_MAX_SMEM_PER_BLOCK,
+              "STAGES, BM, BN, BK, EPILOGUE: the stages and staging tiles fit the shared memory");
+
 using Pipe = WsPipeline<BM, BN, BK, STAGES>;
 
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
@@ -55,9 +70,10 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
           i32* __restrict__ workspace, int M, int N, int K,
           const __grid_constant__ TmaDescriptor tmap_a,
-          const __grid_constant__ TmaDescriptor tmap_b) {
+          const __grid_constant__ TmaDescriptor tmap_b,
+          const __grid_constant__ TmaDescriptor tmap_c) {
   (void)A, (void)B;  // the operands are read through their tensor maps
-  const Pipe pipe{aligned_smem_base()};
+  const Pipe pipe{aligned_smem_base() + 2 * STAGING_BYTES};
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
@@ -107,7 +123,13 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
   };
   // ---- epilogue: registers -> C, two adjacent columns at a time -----------------------------
   // Units that share a tile (SPLIT_K > 1, SCHED=streamk) meet in the workspace first: a peer
-  // publishes its partial sums and is done; the finisher adds them to its own and writes C.
+  // publishes its partial sums and is done; the finisher adds them to its own and writes C
+  // through the epilogue (gemm_ws_epilogue.cuh: direct stores, or staged in shared memory and
+  // stored with TMA).
+#if EPILOGUE_tma
+  const WsStaging<WG_ROWS> staging{aligned_smem_base() + u32(consumer) * STAGING_BYTES};
+  if (threadIdx.x % 128 == 0) tma_prefetch_descriptor(&tmap_c);
+#endif
   auto store = [&](const GemmSchedule& work, const WsUnit& unit) {
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
@@ -118,15 +140,40 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
     const TileCoord tile = work.tile(unit);
     const int m_base = tile.m * BM + row0;
     const int n_base = tile.n * BN;
+#if EPI_w8a8
+    // this thread's scales, loaded once per tile: its 2 rows per m64 block here, its 2 columns
+    // per 8-column group in the epilogue's cols (0 past the edges)
+    float row_scales[WG_MBLOCKS][2];
 #pragma unroll
     for (int mb = 0; mb < WG_MBLOCKS; ++mb) {
 #pragma unroll
-      for (int j = 0; j < BN / 2; j += 2) {  // j, j + 1: columns col, col + 1 of one row
-        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, j);
-        const int n = n_base + wgmma_acc_col(lane, j);
-        if (m < M) store_out_pair(C, N, m, n, acc[mb][j], acc[mb][j + 1], row_scale, col_scale);
+      for (int h = 0; h < 2; ++h) {
+        const int m = m_base + 64 * mb + wgmma_acc_row(warp, lane, 2 * h);
+        row_scales[mb][h] = m < M ? row_scale[m] : 0.0f;
       }
     }
+    auto cols = [&](int n) {
+      return make_float2(n < N ? col_scale[n] : 0.0f, n + 1 < N ? col_scale[n + 1] : 0.0f);
+    };
+    auto pair = [&](int mb, int h, int g, float2 c) {  // fp32 in the reference's order
+      const float r = row_scales[mb][h];
+      return to_out_pair(static_cast<float>(acc[mb][4 * g + 2 * h]) * r * c.x,
+                         static_cast<float>(acc[mb][4 * g + 2 * h + 1]) * r * c.y);
+    };
+#else
+    auto cols = [](int) { return 0; };
+    auto pair = [&](int mb, int h, int g, int) {
+      return OutPair{acc[mb][4 * g + 2 * h], acc[mb][4 * g + 2 * h + 1]};
+    };
+#endif
+#if EPILOGUE_tma
+    ws_store_tma<WG_MBLOCKS>(staging, &tmap_c, m_base, n_base, consumer, warp, lane, cols, pair);
+#else
+    ws_store_direct<WG_MBLOCKS>(C, M, N, m_base, n_base, warp, lane, cols, pair);
+#endif
   };
   ws_consume_units<WS_COOPERATIVE>(pipe, schedule, consumer, reset, multiply, store);
+#if EPILOGUE_tma
+  if (threadIdx.x % 128 == 0) tma_store_wait_all();  // this warpgroup's last stores are done
+#endif
 }

@@ -37,7 +37,8 @@ gemm_int8(const i8* __restrict__ A, const i8* __restrict__ B, OutT* __restrict__
           const float* __restrict__ row_scale, const float* __restrict__ col_scale,
           i32* __restrict__ workspace, int M, int N, int K,
           const __grid_constant__ TmaDescriptor tmap_a,  // read by the TMA paths only
-          const __grid_constant__ TmaDescriptor tmap_b) {
+          const __grid_constant__ TmaDescriptor tmap_b,
+          const __grid_constant__ TmaDescriptor tmap_c) {
   (void)workspace;
   // ---- tiling ---------------------------------------------------------------------------------
   const int tiles_m = (M + BM - 1) / BM;

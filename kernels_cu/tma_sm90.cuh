@@ -116,6 +116,12 @@ __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
+// Every committed store group has completed (its writes are done, not just its reads): before
+// the block exits, so that no store still reads shared memory the block gives back.
+__device__ __forceinline__ void tma_store_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // Generic-proxy writes to shared memory (st.shared, stmatrix) become visible to the async proxy
 // (TMA stores, wgmma reads).
 __device__ __forceinline__ void tma_fence_proxy_async() {

@@ -357,6 +357,12 @@ TMA_SEEDS = [
     "PATH=tma_coop,BM=128,BN=96,BK=128,STAGES=5,GROUP_M=1",
     "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8,SCHED=streamk",
     "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8,SCHED=streamk,RASTER=n",
+    # issue 54: the staged TMA-store epilogue, and the same tile storing directly (int32
+    # staging tiles of 2 x 64 x 256 leave no room for 4 stages of 128 x 256), and staged after
+    # stream-K's fixup
+    "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8,EPILOGUE=tma",
+    "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8",
+    "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8,SCHED=streamk,EPILOGUE=tma",
 ]
 #: Seeds where the tiles do not fill the GPU (M=128, N=11008: 43 tiles of 128 x 256 for 132
 #: SMs; M=16: 32 tiles of 64 x 128): stream-K and the split-K fixup of issue 54
@@ -633,6 +639,22 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
                 "(Numba's import and JIT on top)",
             ),
             on_request=True,  # never run on a GPU yet
+        ),
+        _pytest_step(
+            py,
+            lay,
+            "pytest_tma_epilogue",
+            "tests/test_kernels_gemm_ws_epilogue.py",
+            240,
+            walls.derived(
+                "pytest_kernels",
+                125,
+                "issue 54: the TMA paths' staged epilogue (EPILOGUE=tma) against the reference "
+                "at gemm_int8's and gemm_w8a8's odd and compare shapes and gemm_fp8's, 35 "
+                "tests, about as many evaluations as pytest_tma, and a stream-K config each "
+                "of gemm_int8 and gemm_fp8",
+            ),
+            on_request=True,  # never run on a GPU yet (no room in a plain run's budget)
         ),
         Step(
             "compare_rmsnorm",

@@ -23,7 +23,10 @@
 #    while the machine is warm (30 s):
 #      run  command="DEVICE_CHECK_ONLY=env,profile_reduce,profile_aos_soa_aos,profile_aos_soa_soa \
 #            DEVICE_CHECK_HARD_S=200 DEVICE_CHECK_SOFT_S=170 bash scripts/device_check.sh"
-#    then give_back.
+#    then give_back. The TMA paths' staged epilogue (issue 54, EPILOGUE=tma) is verified at
+#    the odd and compare shapes on request only (~174 s estimated, over a plain run's budget):
+#      run  command="DEVICE_CHECK_ONLY=env,pytest_tma_epilogue DEVICE_CHECK_HARD_S=300 \
+#            DEVICE_CHECK_SOFT_S=270 bash scripts/device_check.sh"  carry=[".whl"]  timeout_s=360
 # 3. The reply's files lie read-only under files_at: summary.txt / summary.json (every step:
 #    status, wall s, timeout, estimate), device_check.log, results.tar.gz, recordings.tar.gz,
 #    store.sqlite.gz, ncu.tar.gz. To commit, from the repo root:

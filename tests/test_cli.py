@@ -515,8 +515,8 @@ def test_a_directory_given_as_the_store_is_named_as_one(tmp_path: Path, how: str
 def test_a_space_too_large_to_count_says_how_and_shows_the_counts_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Above AUTO_COUNT_LIMIT points ``space`` does not walk the space (gemm_int8: 8.4e9 points,
-    half a minute): it says how to count, shows the count of the problem a tune searches once a
+    """Above AUTO_COUNT_LIMIT points ``space`` does not walk the space (gemm_int8: 6.7e10 points,
+    a minute): it says how to count, shows the count of the problem a tune searches once a
     tune has listed it, and the count of a ``--count`` ever after (the valid-set cache)."""
     import re
 

@@ -156,7 +156,7 @@ def test_kernels_is_one_line_per_kernel_at_any_width(width: int) -> None:
     header = next(line for line in out.splitlines() if "┃ name" in line)
     assert len(header.split("┃")[-2]) >= 32, out  # the description has room (30 + padding)
     if width >= 140:  # (all of it, as it was)
-        assert "sm_80 sm_89 sm_90 sm_90a" in out and "33,592,320,000" in out  # gemm_int8
+        assert "sm_80 sm_89 sm_90 sm_90a" in out and "67,184,640,000" in out  # gemm_int8
 
 
 def test_kernels_says_errors_and_warnings_whole_below_the_table(
@@ -181,7 +181,7 @@ def test_kernels_says_errors_and_warnings_whole_below_the_table(
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_space_wraps_a_config_between_its_tokens(width: int) -> None:
-    """gemm_int8's 18 parameters as NAME=VALUE,...: each line of a sample (or of --why) ends
+    """gemm_int8's 21 parameters as NAME=VALUE,...: each line of a sample (or of --why) ends
     after a comma, never inside a token (the line broke at SWIZZLE=12 / 8)."""
     from workbench.spaces import config_label, load_kernel
 

@@ -258,6 +258,7 @@ H200_BEST = {
     "SMEM_LAYOUT": "swizzle", "SWIZZLE": 128, "TM": 8, "TN": 8, "VEC": 16, "UNROLL": 2,
     "GROUP_M": 8, "SPLIT_K": 1, "MIN_BLOCKS": 1, "EPI": "raw", "OUT": "int32",
     "SCHED": "static", "RASTER": "m",  # (the TMA paths' scheduler knobs, pinned for wgmma)
+    "EPILOGUE": "direct",  # (the TMA paths' epilogue knob, pinned for wgmma)
 }  # fmt: skip
 
 

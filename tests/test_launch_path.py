@@ -352,22 +352,38 @@ def test_runner_draws_and_loads_inputs_per_config_value(
 # -- tensor maps: the Hopper TMA path of the int8 GEMMs -------------------------------------
 #: gemm_int8's and gemm_w8a8's cooperative TMA path at 128 x 256 x 128
 TMA_WS = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128}
+#: ... with the staged epilogue (EPILOGUE=tma, issue 54): 3 stages leave room for the staging
+#: tiles of 16-bit outputs (2 x 64 x 256 x 2 bytes)
+TMA_WS_STAGED = {**TMA_WS, "STAGES": 3, "EPILOGUE": "tma"}
 SM90A = "sm_90a"
 
 
-@pytest.mark.parametrize("name", ["gemm_int8", "gemm_w8a8"])
+@pytest.mark.parametrize(
+    ("name", "knobs"),
+    [("gemm_int8", TMA_WS), ("gemm_w8a8", TMA_WS), ("gemm_w8a8", TMA_WS_STAGED)],
+    ids=["gemm_int8", "gemm_w8a8", "gemm_w8a8-staged"],
+)
 def test_tma_paths_lay_out_their_tensor_maps_at_every_shape(
-    name: str, cache: CompileCache, tmp_path: Path
+    name: str, knobs: dict, cache: CompileCache, tmp_path: Path
 ) -> None:
     """At every shape of every set: the maps of A [M, K] and B [N, K] with boxes of BM and BN
     rows x 128 bytes and the 128-byte swizzle, encoded for the buffers' addresses and packed as
-    the kernel's 128-byte parameters; one persistent CTA per SM at most."""
+    the kernel's 128-byte parameters; one persistent CTA per SM at most. C's map is zeros with
+    the direct epilogue; with EPILOGUE=tma it is [M, N] with boxes of a consumer's 64 rows x
+    128 bytes, wherever C's rows start 16-byte aligned (elsewhere the space refuses the point,
+    saying so)."""
     spec = load_kernel(name)
+    staged = knobs.get("EPILOGUE") == "tma"
     failures = []
     for set_name, shapes in shape_sets(name).items():
         for shape in shapes:
             space = Space(spec, shape=shape, arch=Arch.parse(SM90A))
-            config = dict(spec.default_config(), **TMA_WS)
+            config = dict(spec.default_config(), **knobs)
+            if staged and shape["N"] % 8:
+                problems = [v.message for v in space.explain(config)]
+                if len(problems) != 1 or "N * out_bytes % 16 == 0" not in problems[0]:
+                    failures.append(f"{set_name} {shape_label(shape)}: {problems}")
+                continue
             try:
                 assert not space.explain(config), space.explain(config)
                 result = compile_job(make_job(space, config), cache)
@@ -376,9 +392,13 @@ def test_tma_paths_lay_out_their_tensor_maps_at_every_shape(
                 job = kernel_job(space, config, result)
                 maps = [a for a in job.args if isinstance(a, TensorMapValue)]
                 m, n, k = shape["M"], shape["N"], shape["K"]
+                c_map = (
+                    ("C", (m, n), (64, 64), 128, False) if staged else ("C", (m, n), (), 0, True)
+                )
                 assert [(t.buffer, t.shape, t.box, t.swizzle, t.zeroed) for t in maps] == [
                     ("A", (m, k), (128, 128), 128, False),
                     ("B", (n, k), (256, 128), 128, False),
+                    c_map,
                 ]
                 tiles = -(-m // 128) * -(-n // 256)
                 assert job.launch.grid == (min(tiles, space.device.sm_count), 1, 1)
@@ -394,13 +414,19 @@ TMA_SCHEDULES = [
     ("gemm_int8", {**TMA_WS, "SCHED": "streamk", "RASTER": "n"}),
     ("gemm_fp8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "SPLIT_K": 4}),
     ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "SCHED": "streamk"}),
+    # the staged epilogue after stream-K's fixup: the workspace and C's map in one signature
+    ("gemm_fp8", {**TMA_WS, "BN": 128, "SCHED": "streamk", "EPILOGUE": "tma"}),
+    ("gemm_w8a8", {**TMA_WS_STAGED, "SCHED": "streamk"}),
 ]
 
 
 @pytest.mark.parametrize(
     ("name", "knobs"),
     TMA_SCHEDULES,
-    ids=[f"{n}-{k.get('SCHED', 'static')}-{k['PATH']}" for n, k in TMA_SCHEDULES],
+    ids=[
+        f"{n}-{k.get('SCHED', 'static')}-{k['PATH']}-{k.get('EPILOGUE', 'direct')}"
+        for n, k in TMA_SCHEDULES
+    ],
 )
 def test_tma_schedules_lay_out_grid_and_workspace_at_the_odd_and_compare_shapes(
     name: str, knobs: dict, cache: CompileCache, tmp_path: Path
@@ -409,15 +435,23 @@ def test_tma_schedules_lay_out_grid_and_workspace_at_the_odd_and_compare_shapes(
     needs a k-tile per slice and its partial tiles within L2): the arguments packed as the
     kernel's parameters (the workspace a buffer of its own), one CTA per unit up to one per SM
     (units: tiles x SPLIT_K, or the tiles' k-iterations), and a scratch workspace of the
-    schedule's partial tiles (SPLIT_K - 1 per tile, or one per CTA) plus a counter per tile."""
+    schedule's partial tiles (SPLIT_K - 1 per tile, or one per CTA) plus a counter per tile.
+    With the staged epilogue (EPILOGUE=tma) C's tensor map follows, encoded, wherever C's rows
+    start 16-byte aligned."""
     spec = load_kernel(name)
     config = dict(spec.default_config(), **knobs)
     stream_k = config["SCHED"] == "streamk"
+    staged = config["EPILOGUE"] == "tma"
     checked, failures = 0, []
     for shape in [*spec.shapes("odd"), *spec.shapes("compare")]:
         space = Space(spec, shape=shape, arch=Arch.parse(SM90A))
         if not space.is_valid(config):
-            assert not stream_k, (shape, space.explain(config))  # stream-K fits every shape
+            problems = [v.message for v in space.explain(config)]
+            if staged:  # the one reason: C's rows (stream-K fits every shape)
+                rows = ("N * out_bytes % 16 == 0", "N % 8 == 0")
+                assert len(problems) == 1 and any(r in problems[0] for r in rows), problems
+            else:
+                assert not stream_k, (shape, problems)  # stream-K fits every shape
             continue
         try:
             result = compile_job(make_job(space, config), cache)
@@ -433,6 +467,12 @@ def test_tma_schedules_lay_out_grid_and_workspace_at_the_odd_and_compare_shapes(
             slots = ctas if stream_k else tiles * (config["SPLIT_K"] - 1)
             assert workspace.shape == (slots * bm * bn + tiles,), workspace.shape
             assert workspace.role is OutputRole.SCRATCH and workspace.np_dtype == np.int32
+            maps = [a for a in job.args if isinstance(a, TensorMapValue)]
+            assert [(t.buffer, t.zeroed) for t in maps] == [
+                ("A", False),
+                ("B", False),
+                ("C", not staged),
+            ]
             checked += 1
         except Exception as exc:  # every shape is checked; all failures are reported
             failures.append(f"{shape_label(shape)}: {type(exc).__name__}: {exc}")
@@ -443,10 +483,17 @@ def test_tma_schedules_lay_out_grid_and_workspace_at_the_odd_and_compare_shapes(
 def test_tma_maps_reach_their_parameter_offsets(cache: CompileCache, tmp_path: Path) -> None:
     """The CUDA worker's own code on host memory at M=77, N=300, K=160: each map is encoded for
     the very buffer passed beside it (A's map for A's address), and its 128 bytes sit at the
-    offset the cubin gives its parameter in the parameter block; other paths get zeros there."""
+    offset the cubin gives its parameter in the parameter block; other paths get zeros there,
+    and so does C's map unless the epilogue is staged (EPILOGUE=tma: a 128 x 128 int32 tile,
+    boxes of 64 rows x 32 columns)."""
     shape = {"M": 77, "N": 300, "K": 160}
     space = Space(load_kernel("gemm_int8"), shape=shape, arch=Arch.parse(SM90A))
-    for config in (dict(space.spec.default_config(), **TMA_WS), space.spec.default_config()):
+    staged = {**TMA_WS, "BN": 128, "STAGES": 4, "EPILOGUE": "tma"}
+    for config in (
+        dict(space.spec.default_config(), **TMA_WS),
+        dict(space.spec.default_config(), **staged),
+        space.spec.default_config(),
+    ):
         result = compile_job(make_job(space, config), cache)
         assert result.ok and result.cubin is not None and result.entry, result.log[-600:]
         sets = InputSets(space, 0, tmp_path, None)
@@ -454,7 +501,7 @@ def test_tma_maps_reach_their_parameter_offsets(cache: CompileCache, tmp_path: P
         job = kernel_job(space, config, result)
         device = HostDevice(SM90A)
         executor = CudaExecutor(gpu=device)  # type: ignore[arg-type]
-        out_dir = tmp_path / f"out-{config['PATH']}"
+        out_dir = tmp_path / f"out-{config['PATH']}-{config['EPILOGUE']}"
         out_dir.mkdir()
         try:
             quiet = lambda stage: None  # noqa: E731
@@ -464,22 +511,28 @@ def test_tma_maps_reach_their_parameter_offsets(cache: CompileCache, tmp_path: P
             executor.close()
         (launched,) = device.launches
         slots = read_cubin(result.cubin).kernels[result.entry].params
-        assert slots is not None and len(slots) == len(job.args) == 11
+        assert slots is not None and len(slots) == len(job.args) == 12
         names = [a.name if isinstance(a, BufferArg) else None for a in job.args]
-        for index, buffer in ((9, "A"), (10, "B")):
+        for index, buffer in ((9, "A"), (10, "B"), (11, "C")):
             slot = slots[index]
             raw = launched.block[slot.offset : slot.offset + slot.size]
             assert slot.size == TENSOR_MAP_BYTES and raw == launched.params[index]
-            if config["PATH"] != "tma_coop":
-                assert raw == bytes(TENSOR_MAP_BYTES) and not device.encoded
+            if config["PATH"] != "tma_coop" or (buffer == "C" and config["EPILOGUE"] != "tma"):
+                assert raw == bytes(TENSOR_MAP_BYTES)
+                assert config["PATH"] == "tma_coop" or not device.encoded
                 continue
             pointer = launched.params[names.index(buffer)]
             fields = read_host_tensor_map(raw)
             assert fields["address"] == int.from_bytes(pointer, "little")
             assert fields["swizzle"] == 3  # CU_TENSOR_MAP_SWIZZLE_128B
+            if buffer == "C":  # int32 [77, 300]: 1200-byte rows
+                assert fields["dims"] == (300, 77) and fields["strides"] == (1200,)
+                assert fields["box"] == (32, 64)  # 128 bytes of a row x a consumer's 64 rows
+                continue
             rows = 77 if buffer == "A" else 300
             assert fields["dims"] == (160, rows) and fields["strides"] == (160,)
-            assert fields["box"] == (128, 128 if buffer == "A" else 256)
-        # both maps 64-byte aligned against the same base, after the nine other parameters
+            assert fields["box"] == (128, 128 if buffer == "A" else config["BN"])
+        # the maps 64-byte aligned against the same base, after the nine other parameters
         assert (slots[10].offset - slots[9].offset) % 64 == 0
+        assert (slots[11].offset - slots[9].offset) % 64 == 0
         assert slots[9].offset >= slots[8].offset + slots[8].size

@@ -19,7 +19,7 @@ from workbench.compare.storage import load_comparisons
 from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.gpu import probe_gpu
 from workbench.profile.storage import load_profiles
-from workbench.report.baselines import gather_baselines, retimed_best
+from workbench.report.baselines import Baselines, ContenderRow, gather_baselines, retimed_best
 from workbench.report.compiled import gather_compiled
 from workbench.report.counters import gather_variants, has_divergence, has_memory, replayed_sources
 from workbench.report.data import StudyData, gather_studies
@@ -98,6 +98,27 @@ def test_the_page_says_which_median_each_tuned_figure_is(replayed) -> None:
     assert f"{tuned['throughput']:,.1f} TOPS" in note and "compare's timing" in note
     assert f"{ops / (best.value * 1e-3) / 1e12:,.1f} TOPS" in note and "tune's median" in note
     assert f"{len(best.samples)} samples" in note and COMPARE.name in note
+
+
+def test_a_row_timed_before_a_knob_existed_matches_the_best_at_its_before_value() -> None:
+    """A comparison stored before gemm_int8 had SCHED, RASTER and EPILOGUE (by compare on a
+    GPU, or by an earlier replay) lacks them: with the space, its tuned row is the study's best
+    config where that holds their ``before:`` values (static, m, direct), and no other."""
+    spec = load_kernel("gemm_int8")
+    best = load_recording(RECORDING).for_space(spec).optimum()
+    assert best is not None
+    old = {k: v for k, v in best.config.items() if k not in ("SCHED", "RASTER", "EPILOGUE")}
+    assert len(old) == len(best.config) - 3
+    row = ContenderRow(
+        SHAPE, "NVIDIA H200", "tuned", "gemm_int8", "ok", None, 1.25, None, None, None, None,
+        None, None, config=old,
+    )  # fmt: skip
+    b = Baselines(rows=(row,), devices=("NVIDIA H200",))
+    again = retimed_best(b, SHAPE, ["NVIDIA H200"], best.config, spec)
+    assert again is not None and again.median_ms == 1.25
+    assert retimed_best(b, SHAPE, ["NVIDIA H200"], best.config) is None  # (without the space)
+    for knob, other in (("EPILOGUE", "tma"), ("RASTER", "n"), ("SCHED", "streamk")):
+        assert retimed_best(b, SHAPE, ["NVIDIA H200"], {**best.config, knob: other}, spec) is None
 
 
 def test_the_replay_imports_the_runs_profile_of_the_shape_it_replays(replayed) -> None:

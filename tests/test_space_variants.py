@@ -253,28 +253,34 @@ def test_a_recording_without_a_tunable_parameter_is_not_of_the_space(
             grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 2}")
         )
     )
-    assert {e.config["UNROLL"] for e in old.for_space(before).entries.values()} == {2}
-    with pytest.raises(SpaceFileError, match="before 3 is not one of the values"):
+    assert before.parameter("UNROLL").before == 2
+    replayed = old.for_space(before)  # (its value, not the default 1)
+    assert {e.config["UNROLL"] for e in replayed.entries.values()} == {2}
+    assert len(replayed.entries) == len(old.entries)
+    with pytest.raises(SpaceFileError, match="before 3 is not one of the values") as info:
         load_space(
             write_space(
                 grown.replace("UNROLL: {values: [1, 2]}", "UNROLL: {values: [1, 2], before: 3}")
             )
         )
+    assert info.value.key == "parameters.UNROLL.before"
 
 
 def test_the_gemm_recordings_replay_after_the_scheduler_knobs(tmp_path: Path) -> None:
-    """gemm_int8's H200 recordings predate SCHED and RASTER (issue 54): they replay as the
-    static schedule along M, which is what every recorded TMA config ran."""
+    """gemm_int8's H200 recordings predate SCHED, RASTER and EPILOGUE (issue 54): they replay
+    as the static schedule along M with the direct epilogue, which is what every recorded TMA
+    config ran."""
     folder = builtin_spaces_dir() / "recordings" / "gemm_int8"
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     paths = sorted(folder.glob("*.json.gz"))
     assert paths
     for path in paths:
         recording = load_recording(path)
-        assert not {"SCHED", "RASTER"} & set(recording.parameter_names), path
+        assert not {"SCHED", "RASTER", "EPILOGUE"} & set(recording.parameter_names), path
         space = Space(load_kernel("gemm_int8"), shape=dict(recording.shape or {}))
         valid = plan_space_replay(store, space, recording).problem.valid_configs()
-        assert valid and {(c["SCHED"], c["RASTER"]) for c in valid} == {("static", "m")}, path
+        held = {(c["SCHED"], c["RASTER"], c["EPILOGUE"]) for c in valid}
+        assert valid and held == {("static", "m", "direct")}, path
 
 
 def test_the_h200_recordings_replay_in_the_folded_files(tmp_path: Path) -> None:

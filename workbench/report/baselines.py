@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import plotly.graph_objects as go
 
@@ -29,6 +30,7 @@ from workbench.compare.table import TUNED
 from workbench.report.data import kernel_matches
 from workbench.report.page import esc
 from workbench.roofline import ShareAboveRoofError, checked_share
+from workbench.spaces.model import SpaceSpec, Value
 from workbench.store import Store
 
 
@@ -132,22 +134,38 @@ class RetimedBest:
 
 
 def retimed_best(
-    b: Baselines, shape: str, devices: Sequence[str], config: Mapping[str, object]
+    b: Baselines,
+    shape: str,
+    devices: Sequence[str],
+    config: Mapping[str, object],
+    spec: SpaceSpec | None = None,
 ) -> RetimedBest | None:
     """The tuned row of ``b`` at ``shape`` on one of ``devices`` that timed ``config`` (the
-    study's best), or None when compare timed another config there, or none."""
+    study's best), or None when compare timed another config there, or none. With the kernel's
+    ``spec``, a row timed before some of its parameters existed (a stored comparison that
+    lacks them) holds their ``before:`` values, as replayed recordings and kept comparisons
+    do (:meth:`SpaceSpec.with_before_values`)."""
+    best = _with_before_values(config, spec)
     for r in b.rows:
         if (
             r.contender == TUNED
             and r.shape == shape
             and r.device in devices
             and r.median_ms is not None
-            and dict(r.config) == dict(config)
+            and _with_before_values(r.config, spec) == best
         ):
             return RetimedBest(
                 r.shape, r.device, r.median_ms, r.throughput, r.unit, r.replayed_from
             )
     return None
+
+
+def _with_before_values(
+    config: Mapping[str, object], spec: SpaceSpec | None
+) -> Mapping[str, object]:
+    if spec is None:
+        return dict(config)
+    return spec.with_before_values(cast("Mapping[str, Value]", config))
 
 
 def baselines_of(

@@ -302,11 +302,12 @@ def retimed_note(data: StudyData, b: Baselines) -> str | None:
     best = data.best
     if best is None or best.measurement.value is None:
         return None
-    again = retimed_best(b, data.study.shape_label, data.devices, best.config)
+    space, _ = data.space
+    spec = space.spec if space is not None else None  # (a row may predate some parameters)
+    again = retimed_best(b, data.study.shape_label, data.devices, best.config, spec)
     if again is None:
         return None
     m = best.measurement
-    space, _ = data.space
     tune_rate = _throughput(space, best.config, m.value)
     rate = f", {again.throughput:,.1f} {again.unit}" if again.throughput is not None else ""
     who = f"read from {again.replayed_from}" if again.replayed_from else "by workbench compare"
