@@ -18,9 +18,10 @@
 // by the TMA paths only; tmap_c, a CUtensorMap of C, read by the TMA paths with EPILOGUE=tma
 // only (their staged epilogue, gemm_ws_epilogue.cuh); the others receive zeros there (the space
 // file's `when`).
-// workspace is a zeroed int32 scratch buffer for split-K (unused when SPLIT_K = 1): M*N partial
-// sums and one counter per output tile, M*N + cdiv(M, BM)*cdiv(N, BN) ints; the kernel leaves it
-// zeroed again (see gemm_common.cuh).
+// workspace is a zeroed int32 scratch buffer for split-K, which the kernel leaves zeroed again:
+// mma and dp4a with SPLIT_K > 1 use M*N partial sums and one counter per output tile (see
+// gemm_common.cuh); the TMA paths with SPLIT_K > 1 or SCHED=streamk use workspace_slots()
+// partial tiles of BM x BN and one counter per tile (gemm_tma_ws.cuh); the others ignore it.
 // Alignment: A, B rows start on 16-byte boundaries, i.e. K % 16 == 0.
 #include "gemm_common.cuh"
 #include "tma_sm90.cuh"  // TmaDescriptor: every path's signature takes the tensor maps
