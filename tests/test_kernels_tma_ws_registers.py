@@ -145,3 +145,40 @@ def test_a_binary_allocated_another_register_count_is_refused_before_its_launch(
     record = StaticRecord("gemm_int8", "sm_90a", space.device.name, config, "", ok=False)
     assert inspect_resources(space, record, forced)
     assert [lint.message for lint in record.lints] == [f"cannot launch: {problem}"]
+
+
+# -- the rules that keep out points that spill or can only be slow ----------------------------
+#: (kernel, knobs, the one constraint they break, the kernel's static_assert that stops them)
+BACKSTOPS = [
+    (
+        "gemm_int8",
+        {**INT8_COOPERATIVE, "STAGES": 2},
+        "not ws or STAGES >= 3",
+        "STAGES: a stage is released one k-tile late",
+    ),
+    (
+        "gemm_fp8",
+        {**FP8_PINGPONG, "STAGES": 2},
+        "PATH == 'mma' or STAGES >= 3",
+        "STAGES: a stage is released one k-tile late",
+    ),
+    ("gemm_fp8", {**FP8_PINGPONG, "SWIZZLE": 64}, "not ws or SWIZZLE == 128", "128-byte boxes"),
+    (
+        "gemm_fp8",
+        {**FP8_PINGPONG, "BK": 64, "SWIZZLE": 32},
+        "not ws or SWIZZLE == 128",
+        "128-byte boxes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kernel", "knobs", "constraint", "message"), BACKSTOPS)
+def test_each_rule_has_a_reason_and_the_kernel_backs_it_up(
+    kernel: str, knobs: dict, constraint: str, message: str, cache: CompileCache
+) -> None:
+    space = Space(load_kernel(kernel), arch=SM90A)
+    config = dict(space.default_config(), **knobs)
+    broken = [v.constraint for v in space.explain(config) if v.constraint is not None]
+    assert [c.expr.text for c in broken] == [constraint] and broken[0].reason
+    result = compile_job(make_job(space, config), cache)
+    assert not result.ok and message in result.log, result.log[-1500:]
