@@ -40,9 +40,9 @@ static_assert(SWIZZLE == 128, "SWIZZLE: TMA boxes of 128 bytes along K, 128-byte
 static_assert(BK % SWIZZLE == 0, "BK: whole swizzle atoms (one TMA box each per operand)");
 static_assert(STAGES >= 3, "STAGES: a stage is released one k-tile late (wgmma_wait<1>): with 2 "
                             "no load runs ahead of the multiplication");
-static_assert(WG_ROWS * BN / 128 + (SPLIT_K == 1 ? 40 : 104) <= WS_CONSUMER_REGS,
-              "BM, BN: the accumulators plus ~40 registers (~104 with split-K) fit a consumer's "
-              "setmaxnreg share");
+static_assert(WG_ROWS * BN / 128 + (SPLIT_K == 1 ? 40 : 88 + BN / 8) <= WS_CONSUMER_REGS,
+              "BM, BN: the accumulators plus ~40 registers (~88 + BN / 8 with split-K) fit a "
+              "consumer's setmaxnreg share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");
 static_assert(SPLIT_K >= 1, "SPLIT_K: K slices per output tile");
 

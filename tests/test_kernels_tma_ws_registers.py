@@ -26,10 +26,11 @@ from workbench.compiler.jobs import CompileJob
 from workbench.errors import LaunchRefusedError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.worker_runner import WorkerRunner
+from workbench.search.configs import select_configs
 from workbench.spaces import Space, config_label, load_kernel
 from workbench.spaces.model import Config
 from workbench.static.register_budget import register_budget_problem, require_register_budget
-from workbench.static.sweep import StaticRecord, inspect_resources
+from workbench.static.sweep import StaticRecord, inspect_resources, static_sweep
 from workbench.toolchain import Arch
 
 SM90A = Arch.parse("sm_90a")
@@ -162,6 +163,19 @@ BACKSTOPS = [
         "PATH == 'mma' or STAGES >= 3",
         "STAGES: a stage is released one k-tile late",
     ),
+    # the split-K points that spilled under the old rule (accumulators + 104): 8 and 40 bytes
+    (
+        "gemm_int8",
+        {**INT8_COOPERATIVE, "BN": 256, "SPLIT_K": 2, "EPI": "w8a8", "OUT": "float16"},
+        "regs_needed <= regs_cap",
+        "~88 + BN / 8 with split-K",
+    ),
+    (
+        "gemm_int8",
+        {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "SPLIT_K": 2},
+        "regs_needed <= regs_cap",
+        "~88 + BN / 8 with split-K",
+    ),
     ("gemm_fp8", {**FP8_PINGPONG, "SWIZZLE": 64}, "not ws or SWIZZLE == 128", "128-byte boxes"),
     (
         "gemm_fp8",
@@ -182,3 +196,66 @@ def test_each_rule_has_a_reason_and_the_kernel_backs_it_up(
     assert [c.expr.text for c in broken] == [constraint] and broken[0].reason
     result = compile_job(make_job(space, config), cache)
     assert not result.ok and message in result.log, result.log[-1500:]
+
+
+# -- the whole TMA sub-space: clean at the launch budget --------------------------------------
+WS_PATHS = ("tma_coop", "tma_pingpong")
+#: every problem variant of the two space files (a sweep each: the epilogue changes registers)
+VARIANTS = [
+    ("gemm_int8", {"EPI": "raw", "OUT": "int32"}),
+    ("gemm_int8", {"EPI": "w8a8", "OUT": "float16"}),
+    ("gemm_int8", {"EPI": "w8a8", "OUT": "bfloat16"}),
+    ("gemm_int8", {"EPI": "w8a8", "OUT": "float32"}),
+    ("gemm_fp8", {"FORMAT": "e4m3", "OUT": "bfloat16"}),
+    ("gemm_fp8", {"FORMAT": "e4m3", "OUT": "float16"}),
+    ("gemm_fp8", {"FORMAT": "e5m2", "OUT": "bfloat16"}),
+    ("gemm_fp8", {"FORMAT": "e5m2", "OUT": "float16"}),
+]
+
+
+@functools.cache
+def tma_subspace(kernel: str) -> tuple[Config, ...]:
+    """Every valid config of the kernel's TMA paths on sm_90a, all problem variants."""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    return tuple(c for c in select_configs(space, all_configs=True) if c["PATH"] in WS_PATHS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_the_sweeps_cover_every_variant_of_the_tma_paths(kernel: str) -> None:
+    listed = [v for k, v in VARIANTS if k == kernel]
+    names = sorted(listed[0])
+    seen = {tuple(c[n] for n in names) for c in tma_subspace(kernel)}
+    assert seen == {tuple(v[n] for n in names) for v in listed}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)
+@pytest.mark.parametrize(
+    ("kernel", "variant"), VARIANTS, ids=["-".join(map(str, v.values())) for _, v in VARIANTS]
+)
+def test_the_whole_tma_subspace_compiles_clean_at_the_launch_budget(
+    kernel: str, variant: dict, cache: CompileCache
+) -> None:
+    """Every valid TMA point of the variant compiles for sm_90a without spills or local memory,
+    with no lint, and with the register count the kernel's setmaxnreg budget (read from each
+    cubin) was balanced for: the space's register, stage and swizzle rules are what ptxas does."""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    configs = [c for c in tma_subspace(kernel) if all(c[n] == v for n, v in variant.items())]
+    assert len(configs) >= 100
+    budgets: dict[str, int | None] = {}
+
+    def keep_budget(result: CompileResult) -> None:
+        budgets[result.key] = register_budget(result.cubin) if result.cubin else None
+
+    failures = []
+    for r in static_sweep(space, configs, cache=cache, on_compiled=keep_budget):
+        budget = budgets.get(r.cache_key or "")
+        clean = r.ok and not r.lints and r.spill_stores == r.spill_loads == r.stack_frame == 0
+        if not clean or r.registers != budget or budget != LAUNCH_REGISTERS:
+            failures.append(
+                f"{r.label}: {r.registers} registers (budget {budget}), spill stores "
+                f"{r.spill_stores}, loads {r.spill_loads}, stack {r.stack_frame}, "
+                f"{[x.text for x in r.lints] or r.error}"
+            )
+    assert not failures, f"{len(failures)} of {len(configs)}:\n" + "\n".join(failures)
