@@ -199,22 +199,23 @@ def header_digests(
     """sha256 of every project header reachable from ``text`` (:func:`project_headers`), each
     with its include as written (``<name>`` for an angle-bracket include)."""
     return tuple(
-        (name, hashlib.sha256(read_source(path)).hexdigest())
-        for name, path in project_headers(text, source_dir, include_dirs)
+        (name, hashlib.sha256(body).hexdigest())
+        for name, _, body in project_headers(text, source_dir, include_dirs)
     )
 
 
 def project_headers(
     text: str, source_dir: Path, include_dirs: list[Path], _seen: set[Path] | None = None
-) -> list[tuple[str, Path]]:
-    """Every project header reachable from ``text``: a quoted ``#include`` found beside the
-    including file or in an include directory, an ``#include <...>`` found in an include
-    directory (the source's own directory and the space's ``include_dirs``, which NVRTC
-    searches before the toolkit's). Headers found in none of them are the toolkit's, covered by
-    the toolchain version in the key. Every include is followed, even under ``#if``: a header
-    that is hashed but not compiled only costs a recompile when it changes."""
+) -> list[tuple[str, Path, bytes]]:
+    """Every project header reachable from ``text``, as (include as written, path, bytes): a
+    quoted ``#include`` found beside the including file or in an include directory, an
+    ``#include <...>`` found in an include directory (the source's own directory and the space's
+    ``include_dirs``, which NVRTC searches before the toolkit's). Headers found in none of them
+    are the toolkit's, covered by the toolchain version in the key. Every include is followed,
+    even under ``#if``: a header that is hashed but not compiled only costs a recompile when it
+    changes."""
     seen = _seen if _seen is not None else set()
-    out: list[tuple[str, Path]] = []
+    out: list[tuple[str, Path, bytes]] = []
     for bracket, name in INCLUDE.findall(text):
         quoted = bracket == '"'
         for d in (source_dir, *include_dirs) if quoted else include_dirs:
@@ -226,9 +227,9 @@ def project_headers(
         if candidate in seen:
             continue
         seen.add(candidate)
-        body = read_source(candidate).decode(errors="replace")
-        out.append((name if quoted else f"<{name}>", candidate))
-        out += project_headers(body, candidate.parent, include_dirs, seen)
+        body = read_source(candidate)
+        out.append((name if quoted else f"<{name}>", candidate, body))
+        out += project_headers(body.decode(errors="replace"), candidate.parent, include_dirs, seen)
     return out
 
 
@@ -241,8 +242,8 @@ def defining_line(job: CompileJob, name: str) -> tuple[Path, int] | None:
     source_dir, *include_dirs = (Path(d) for d in job.options.include_dirs)  # (make_job's order)
     pattern = re.compile(rf"\b{re.escape(name)}\s*=(?!=)")
     files = [(source_dir / job.filename, job.source)]
-    for _, path in project_headers(job.source, source_dir, include_dirs):
-        files.append((path, read_source(path).decode(errors="replace")))
+    for _, path, body in project_headers(job.source, source_dir, include_dirs):
+        files.append((path, body.decode(errors="replace")))
     for path, text in files:
         for number, line in enumerate(text.splitlines(), 1):
             if pattern.search(line):
