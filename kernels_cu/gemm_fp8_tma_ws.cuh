@@ -42,9 +42,11 @@ constexpr int ACC_REGS = WG_ROWS * BN / 128 * (PROMOTE ? 2 : 1);  // fp32 per co
 static_assert(WS_COOPERATIVE ? (BM == 128 || BM == 256) : (BM == 64 || BM == 128),
               "BM: cooperative 128 or 256 (two warpgroups of 64 or 128 rows), ping-pong 64 or 128");
 static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a legal N of wgmma fp8 (8, 16, .., 256)");
-static_assert(SWIZZLE == 32 || SWIZZLE == 64 || SWIZZLE == 128, "SWIZZLE: 32, 64 or 128 bytes");
+static_assert(SWIZZLE == 128, "SWIZZLE: 128-byte boxes (a 32- or 64-byte swizzle issues 4x or 2x "
+                              "the TMA loads per stage)");
 static_assert(BK % SWIZZLE == 0, "BK: whole swizzle atoms (one TMA box each per operand)");
-static_assert(STAGES >= 2, "STAGES: one stage multiplied while the next one loads");
+static_assert(STAGES >= 3, "STAGES: a stage is released one k-tile late (wgmma_wait<1>): with 2 "
+                            "no load runs ahead of the multiplication");
 static_assert(ACC_REGS + 40 <= WS_CONSUMER_REGS,
               "BM, BN, PROMOTE: the accumulators plus ~40 registers fit a consumer's share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");

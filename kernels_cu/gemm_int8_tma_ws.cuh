@@ -47,7 +47,8 @@ static_assert((BN % 8 == 0 && BN <= 32) || (BN % 16 == 0 && BN <= 256),
               "BN: a legal N of wgmma s8 (8, 16, 24, 32, then 48..256 step 16)");
 static_assert(SWIZZLE == 128, "SWIZZLE: TMA boxes of 128 bytes along K, 128-byte swizzle");
 static_assert(BK % SWIZZLE == 0, "BK: whole swizzle atoms (one TMA box each per operand)");
-static_assert(STAGES >= 2, "STAGES: one stage multiplied while the next one loads");
+static_assert(STAGES >= 3, "STAGES: a stage is released one k-tile late (wgmma_wait<1>): with 2 "
+                            "no load runs ahead of the multiplication");
 static_assert(WG_ROWS * BN / 128 + 40 <= WS_CONSUMER_REGS,
               "BM, BN: the accumulators plus ~40 registers fit a consumer's setmaxnreg share");
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row per group");

@@ -75,6 +75,18 @@ constexpr int WS_CONSUMER_REGS = 232;   // accumulators + descriptors + epilogue
 constexpr int WS_LAUNCH_REGS = 168;     // 65536 / 384, rounded down to 8: the launch's share
 static_assert(WS_PRODUCER_REGS + 2 * WS_CONSUMER_REGS <= 3 * WS_LAUNCH_REGS,
               "setmaxnreg: the warpgroups' registers must fit what the launch allocates");
+static_assert(WS_LAUNCH_REGS == 65536 / WS_THREADS / 8 * 8,
+              "WS_LAUNCH_REGS: what __launch_bounds__(WS_THREADS, 1) lets ptxas allocate");
+static_assert(WS_PRODUCER_REGS % 8 == 0 && WS_CONSUMER_REGS % 8 == 0 && WS_PRODUCER_REGS >= 24 &&
+                  WS_CONSUMER_REGS <= 256,
+              "setmaxnreg takes a multiple of 8 registers from 24 to 256");
+// The balance above holds only if the launch allocates exactly WS_LAUNCH_REGS per thread: with
+// fewer, the pool never has the registers the consumers' setmaxnreg.inc waits for, and the
+// kernel hangs. ptxas gives 168 because of __launch_bounds__(WS_THREADS, 1) (ptxas 13.5, this
+// PTX without .maxntid: 91 registers and no warning). The count is exported for the host: the
+// runner reads it from the cubin (workbench.analysis.register_budget) and refuses to launch a
+// binary allocated any other count.
+extern "C" __device__ const int workbench_setmaxnreg_budget = WS_LAUNCH_REGS;
 
 // Ping-pong turns: named barrier 1 + w is "consumer warpgroup w may multiply". The warpgroup
 // that waits (128 threads) and the one that hands over (128) meet there: 256 threads.

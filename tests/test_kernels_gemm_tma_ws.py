@@ -61,7 +61,7 @@ def tma_ws_points(space: Space) -> list[Config]:
 
 def test_the_path_has_points_of_both_schedules(space: Space) -> None:
     points = tma_ws_points(space)
-    assert len(points) > 500
+    assert len(points) > 400  # (456 with 3 to 6 stages)
     assert {(c["PATH"], c["BM"]) for c in points} == {
         ("tma_coop", 128),
         ("tma_coop", 256),
@@ -314,13 +314,14 @@ def test_w8a8_fuses_its_scaling_into_the_tma_ws_epilogue(cache: CompileCache, ou
 #: both schedules, one and two m64 blocks per consumer (PINGPONG: 128 rows), the measured best
 #: wgmma tiles as TMA tiles (128 x 256 at 4096^3 and 8192^3, 128 x 96 with 5 stages at M=128);
 #: stream-K (SCHED=streamk: units starting and ending inside tiles, the workspace fixup) on a
-#: 2-stage ring that wraps every other k-tile, and on a 64-row ping-pong tile along N (the
-#: finisher in either warpgroup); static split-K through the same fixup
+#: 3-stage ring (the fewest the space allows) that wraps every third k-tile, and on a 64-row
+#: ping-pong tile along N (the finisher in either warpgroup); static split-K through the same
+#: fixup
 GPU_CONFIGS = [
     COOPERATIVE,
     PINGPONG,
     {"PATH": "tma_coop", "BM": 128, "BN": 96, "BK": 128, "STAGES": 5, "GROUP_M": 1},
-    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 2, "GROUP_M": 1,
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "GROUP_M": 1,
      "SCHED": "streamk"},
     {"PATH": "tma_pingpong", "BM": 64, "BN": 256, "BK": 128, "STAGES": 4, "GROUP_M": 16,
      "SCHED": "streamk", "RASTER": "n"},
@@ -386,7 +387,7 @@ def test_w8a8_tma_paths_match_the_reference_on_the_gpu(
 
 # -- FP8 (gemm_fp8, gemm_fp8_e5m2): the same pipeline with QGMMA and fp32 accumulators --------
 FP8_COOPERATIVE = {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4}
-FP8_PINGPONG = {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64}
+FP8_PINGPONG = {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128}
 FP8_FAST = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "PROMOTE": False}
 
 
@@ -394,8 +395,8 @@ FP8_FAST = {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "PROMOTE": Fals
     ("kernel", "fmt"), [("gemm_fp8", "E4M3"), ("gemm_fp8_e5m2", "E5M2")], ids=["e4m3", "e5m2"]
 )
 def test_fp8_sample_compiles_clean(kernel: str, fmt: str, cache: CompileCache) -> None:
-    """12 valid points of the two TMA paths (with and without PROMOTE, 64- and 128-byte
-    swizzles) and the three examples: clean, with the expected SASS; QGMMA of the format."""
+    """12 valid points of the two TMA paths (with and without PROMOTE; 128-byte swizzle only)
+    and the three examples: clean, with the expected SASS; QGMMA of the format."""
     spec = load_kernel(kernel)
     fp8 = Space(spec, arch=SM90A)
     points = [c for c in fp8.sample(400, seed=42) if c["PATH"] in PATHS][:12]

@@ -68,6 +68,11 @@ class CompileError(WorkbenchError):
         super().__init__(message + (f"\n{log}" if log else ""))
 
 
+class LaunchRefusedError(WorkbenchError):
+    """A binary that compiled but would hang or fault if launched, refused before the launch
+    (its launch register count is not the setmaxnreg budget it was built for)."""
+
+
 class InternalError(WorkbenchError):
     """An invariant of the workbench broke (a bug, not bad input): refused with one line rather
     than a wrong figure printed."""

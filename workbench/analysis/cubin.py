@@ -13,6 +13,9 @@ for every target, sm_75 included), and what this module relies on:
   4 bytes (the value is in the field; ``BVAL`` uses its low byte). Register counts, frame and
   stack sizes are in the *global* ``.nv.info`` keyed by symbol index, not in ``.nv.info.<name>``.
 * Kernel entry symbols are ``STT_FUNC`` with ``STO_CUDA_ENTRY`` (0x10) in ``st_other``.
+* An initialised ``__device__`` variable is an ``STT_OBJECT`` symbol whose ``st_value`` is its
+  offset in ``.nv.global.init`` (``__constant__``: ``.nv.constant3``); NVRTC keeps an
+  ``extern "C"`` one that no kernel reads.
 * On sm_90 and newer every ``.nv.shared.<name>`` section starts with the 1 KiB the driver
   reserves per block (user data starts at 0x400), so it is 1024 bytes larger than the
   ``N bytes smem`` ptxas prints; cuobjdump ``-res-usage`` prints the section size.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbench.analysis.elf import (
     EIATTR_CBANK_PARAM_SIZE,
@@ -43,6 +46,7 @@ from workbench.analysis.elf import (
     Section,
     check_header,
     cuinfo_virtual_sm,
+    int32_objects,
     parse_nv_info,
     sections,
     symbols,
@@ -103,6 +107,9 @@ class CubinInfo:
     abi_version: int
     e_flags: int
     kernels: dict[str, CubinKernel]
+    #: initialised 4-byte data objects by name (``__device__ const int x = 1;`` and the like):
+    #: what a kernel exports for the host, such as its setmaxnreg budget
+    int32_objects: dict[str, int] = field(default_factory=dict)
 
     @property
     def arch(self) -> str:
@@ -166,7 +173,7 @@ def _read_cubin(data: bytes) -> CubinInfo:
     for sym, name in entries:
         attrs = per_symbol.get(sym, {})
         kernels[name] = _kernel(name, attrs, by_name, reserved=has_reserved and cc >= 90)
-    return CubinInfo(cc, accelerated, virtual, abi, e_flags, kernels)
+    return CubinInfo(cc, accelerated, virtual, abi, e_flags, kernels, int32_objects(secs))
 
 
 def _kernel(

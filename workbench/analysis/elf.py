@@ -14,6 +14,7 @@ from workbench.analysis.errors import CubinError
 
 EM_CUDA = 190
 STO_CUDA_ENTRY = 0x10
+STT_OBJECT = 1
 STT_FUNC = 2
 
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 0x01, 0x02, 0x03, 0x04
@@ -170,19 +171,51 @@ _SHT = {
 }
 
 
-def symbols(all_sections: list[Section]) -> list[tuple[str, int, int]]:
-    """``(name, st_type, st_other)`` per symbol; st_other is raw (pyelftools drops bit 4)."""
+@dataclass(frozen=True)
+class Symbol:
+    """One ``.symtab`` entry (``Elf64_Sym``): ``section`` is the index of the section it lies
+    in (``st_shndx``), ``value`` its offset there in a relocatable cubin."""
+
+    name: str
+    kind: int  #: st_type: STT_OBJECT, STT_FUNC, ...
+    other: int  #: raw st_other (pyelftools drops bit 4, STO_CUDA_ENTRY)
+    section: int
+    value: int
+    size: int
+
+
+def symbol_table(all_sections: list[Section]) -> list[Symbol]:
+    """Every symbol of the cubin, in table order (index 0 is the null symbol)."""
     symtab = next((s for s in all_sections if s.type == 2), None)
     if symtab is None:
         return []
     strtab = next((s for s in all_sections if s.name == ".strtab"), None)
     names = strtab.data if strtab else b""
-    out: list[tuple[str, int, int]] = []
+    out: list[Symbol] = []
     for pos in range(0, len(symtab.data) - 23, 24):
-        name_off, info, other = struct.unpack_from("<IBB", symtab.data, pos)
+        name_off, info, other, shndx, value, size = struct.unpack_from("<IBBHQQ", symtab.data, pos)
         end = names.find(b"\0", name_off)
         name = names[name_off : end if end >= 0 else len(names)].decode(errors="replace")
-        out.append((name, info & 0xF, other))
+        out.append(Symbol(name, info & 0xF, other, shndx, value, size))
+    return out
+
+
+def symbols(all_sections: list[Section]) -> list[tuple[str, int, int]]:
+    """``(name, st_type, st_other)`` per symbol; st_other is raw (pyelftools drops bit 4)."""
+    return [(s.name, s.kind, s.other) for s in symbol_table(all_sections)]
+
+
+def int32_objects(all_sections: list[Section]) -> dict[str, int]:
+    """The value of every initialised 4-byte data object (``STT_OBJECT`` with bytes in the
+    image: a ``__device__`` or ``__constant__`` ``int`` with an initialiser), by name; what a
+    kernel exports for the host to read without a GPU."""
+    out: dict[str, int] = {}
+    for sym in symbol_table(all_sections):
+        if sym.kind != STT_OBJECT or sym.size != 4 or not 0 < sym.section < len(all_sections):
+            continue
+        data = all_sections[sym.section].data  # empty for SHT_NOBITS (uninitialised)
+        if sym.value + 4 <= len(data):
+            out[sym.name] = struct.unpack_from("<i", data, sym.value)[0]
     return out
 
 

@@ -194,16 +194,28 @@ def substitute_ptx(text: str, values: Mapping[str, Value], filename: str) -> str
 
 
 def header_digests(
-    text: str, source_dir: Path, include_dirs: list[Path], _seen: set[Path] | None = None
+    text: str, source_dir: Path, include_dirs: list[Path]
 ) -> tuple[tuple[str, str], ...]:
-    """sha256 of every project header reachable from ``text``: a quoted ``#include`` found
-    beside the including file or in an include directory, an ``#include <...>`` found in an
-    include directory (the source's own directory and the space's ``include_dirs``, which NVRTC
-    searches before the toolkit's). Headers found in none of them are the toolkit's, covered by
-    the toolchain version in the key. Every include is followed, even under ``#if``: a header
-    that is hashed but not compiled only costs a recompile when it changes."""
+    """sha256 of every project header reachable from ``text`` (:func:`project_headers`), each
+    with its include as written (``<name>`` for an angle-bracket include)."""
+    return tuple(
+        (name, hashlib.sha256(body).hexdigest())
+        for name, _, body in project_headers(text, source_dir, include_dirs)
+    )
+
+
+def project_headers(
+    text: str, source_dir: Path, include_dirs: list[Path], _seen: set[Path] | None = None
+) -> list[tuple[str, Path, bytes]]:
+    """Every project header reachable from ``text``, as (include as written, path, bytes): a
+    quoted ``#include`` found beside the including file or in an include directory, an
+    ``#include <...>`` found in an include directory (the source's own directory and the space's
+    ``include_dirs``, which NVRTC searches before the toolkit's). Headers found in none of them
+    are the toolkit's, covered by the toolchain version in the key. Every include is followed,
+    even under ``#if``: a header that is hashed but not compiled only costs a recompile when it
+    changes."""
     seen = _seen if _seen is not None else set()
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Path, bytes]] = []
     for bracket, name in INCLUDE.findall(text):
         quoted = bracket == '"'
         for d in (source_dir, *include_dirs) if quoted else include_dirs:
@@ -216,6 +228,24 @@ def header_digests(
             continue
         seen.add(candidate)
         body = read_source(candidate)
-        out.append((name if quoted else f"<{name}>", hashlib.sha256(body).hexdigest()))
-        out += header_digests(body.decode(errors="replace"), candidate.parent, include_dirs, seen)
-    return tuple(out)
+        out.append((name if quoted else f"<{name}>", candidate, body))
+        out += project_headers(body.decode(errors="replace"), candidate.parent, include_dirs, seen)
+    return out
+
+
+def defining_line(job: CompileJob, name: str) -> tuple[Path, int] | None:
+    """Where a CUDA job's source, or a project header it includes, defines the variable
+    ``name`` (the first line with ``name =``): for errors that point at the kernel's code.
+    None for PTX jobs and for names it does not find."""
+    if job.language != "cuda" or not job.options.include_dirs:
+        return None
+    source_dir, *include_dirs = (Path(d) for d in job.options.include_dirs)  # (make_job's order)
+    pattern = re.compile(rf"\b{re.escape(name)}\s*=(?!=)")
+    files = [(source_dir / job.filename, job.source)]
+    for _, path, body in project_headers(job.source, source_dir, include_dirs):
+        files.append((path, body.decode(errors="replace")))
+    for path, text in files:
+        for number, line in enumerate(text.splitlines(), 1):
+            if pattern.search(line):
+                return path, number
+    return None

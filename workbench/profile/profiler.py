@@ -42,6 +42,7 @@ from workbench.profile.storage import ProfileRecord
 from workbench.roofline import Achieved, achieved_from_metrics
 from workbench.spaces import Space, config_label
 from workbench.spaces.model import Config, shape_label
+from workbench.static.register_budget import require_register_budget
 
 #: Where reports of ``workbench profile`` are kept (they are evidence: never deleted here).
 DEFAULT_REPORT_DIR = Path(".workbench") / "profiles"
@@ -157,11 +158,13 @@ def kernel_symbol(space: Space, config: Config, cache: CompileCache) -> str:
     Raises:
         CompileError: the config does not compile.
         SpaceFileError: the space's ``args`` do not match the kernel's parameters.
+        LaunchRefusedError: the binary's register count is not its setmaxnreg budget.
     """
     result = compile_job(make_job(space, config), cache)
     if not result.ok or not result.entry or result.cubin is None:
         raise CompileError(f"{space.spec.name} {config_label(config)} does not compile", result.log)
     require_matching_arguments(space.spec, result.cubin, result.entry, result.ptx)
+    require_register_budget(space, config, result)
     return result.entry
 
 

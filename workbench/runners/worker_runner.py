@@ -63,6 +63,7 @@ from workbench.spaces.launch import launch_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.schema import DType
 from workbench.spaces.space import Space
+from workbench.static.register_budget import register_budget_problem
 from workbench.supervisor import (
     Executor,
     Supervisor,
@@ -264,6 +265,10 @@ class WorkerRunner(Runner):
             )
         # a space bug, the same for every config: stop rather than launch garbage each time
         require_matching_arguments(self.space.spec, result.cubin, result.entry, result.ptx)
+        if problem := register_budget_problem(self.space, config, result):  # it would hang
+            return Measurement.failure(
+                TrialOutcome.LAUNCH_FAILED, problem, compile_seconds=result.seconds
+            )
         return result
 
     def compiled(self, config: Config) -> CompileResult:

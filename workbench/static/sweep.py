@@ -36,6 +36,7 @@ from workbench.spaces import Space, config_label
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config
 from workbench.spaces.numba_abi import abi_args
+from workbench.static.register_budget import register_budget_problem
 
 if TYPE_CHECKING:
     from workbench.static.artifacts import ArtifactDir
@@ -272,6 +273,8 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         )
     if blocker := occ.launch_blocker():
         record.add_lint(LintCode.CANNOT_LAUNCH, f"cannot launch: {blocker}")
+    if problem := register_budget_problem(space, record.config, result):  # it would hang
+        record.add_lint(LintCode.CANNOT_LAUNCH, f"cannot launch: {problem}")
     return True
 
 
