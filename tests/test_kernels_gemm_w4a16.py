@@ -139,10 +139,14 @@ def from_tiled_inputs(
     """The logical weights of the space's input arrays."""
     return from_tiled(
         tiled_from_inputs(
-            inputs["qweight"], inputs["scales"], inputs["zeros"], n=n, group=group,
+            inputs["qweight"],
+            inputs["scales"],
+            inputs["zeros"],
+            n=n,
+            group=group,
             symmetric=symmetric,
         )
-    )  # fmt: skip
+    )
 
 
 def test_inputs_are_packed_words_of_the_whole_int32_range() -> None:
@@ -733,12 +737,36 @@ GPU_SHAPES = [
     {"M": 64, "N": 4096, "K": 11008},
 ]
 GPU_VARIANTS = ["DTYPE=float16,SYMMETRIC=true,G=128", "DTYPE=bfloat16,SYMMETRIC=false,G=32"]
+#: the wgmma path (sm_90a), one knob changed from its decode tile each, at the same shapes
+WGMMA_GPU_CONFIGS = [
+    ",".join(
+        f"{k}={v}"
+        for k, v in {
+            "PATH": "wgmma",
+            "BN": "256",
+            "WN": "64",
+            "WARPS_K": "1",
+            **dict(a.split("=") for a in change.split(",") if a),
+        }.items()
+    )
+    for change in [
+        "",
+        "CVT=i2f",
+        "SCALE=group",
+        "SPLIT_K=4,WARPS_K=2,HINT=evict_first",
+        "WARPS_K=4,BK=256,STAGES=3",  # a partial last k-tile at K = 4224, 1152, 640
+        "BK=32,STAGES=6",
+        "BM=64,WM=32,BK=64,GROUP_M=8",
+        "BM=32,WM=16,SPLIT_K=2,STAGES=3",
+    ]
+]
 
 
-def gpu_configs(space: Space, variant: str) -> list[Config]:
-    """The GPU_CONFIGS valid at ``space``'s shape, with the problem variant ``variant``."""
+def gpu_configs(space: Space, variant: str, changes: list[str] = GPU_CONFIGS) -> list[Config]:
+    """The ``changes`` (GPU_CONFIGS) valid at ``space``'s shape, with the problem variant
+    ``variant``."""
     out: list[Config] = []
-    for change in GPU_CONFIGS:
+    for change in changes:
         assignments = [a for a in f"{variant},{change}".split(",") if a]
         config = space.parse_config(assignments, space.spec.default_config())
         if space.is_valid(config) and config not in out:
@@ -761,6 +789,50 @@ def test_the_gpu_configs_cover_every_knob_at_every_shape() -> None:
     assert seen["CVT"] == {"lop3", "i2f"} and seen["SCALE"] == {"element", "group"}
     assert seen["HINT"] == {"none", "evict_first"} and seen["WARPS_K"] == {1, 2, 4}
     assert seen["GROUP_M"] == {1, 8} and {2, 4} <= seen["SPLIT_K"] and 256 in seen["BK"]
+
+
+def test_the_wgmma_gpu_configs_cover_its_knobs_at_every_shape() -> None:
+    """(CPU) What the wgmma gpu test will run on sm_90a: at least 3 configs per shape and
+    variant, all on the wgmma path, and over all of them every CVT, SCALE, HINT, WARPS_K,
+    GROUP_M, a split K and a partial k-tile (BK = 256), tokens per warpgroup 16 and 32."""
+    seen: dict[str, set[object]] = {}
+    for shape in GPU_SHAPES:
+        space = _space(SM90A, **shape)
+        for variant in GPU_VARIANTS:
+            configs = gpu_configs(space, variant, WGMMA_GPU_CONFIGS)
+            assert len(configs) >= 3, (shape, variant)
+            assert {c["PATH"] for c in configs} == {"wgmma"}
+            for c in configs:
+                for name in ("CVT", "SCALE", "HINT", "WARPS_K", "GROUP_M", "SPLIT_K", "BK", "WM"):
+                    seen.setdefault(name, set()).add(c[name])
+    assert seen["CVT"] == {"lop3", "i2f"} and seen["SCALE"] == {"element", "group"}
+    assert seen["HINT"] == {"none", "evict_first"} and seen["WARPS_K"] == {1, 2, 4}
+    assert seen["GROUP_M"] == {1, 8} and {2, 4} <= seen["SPLIT_K"] and 256 in seen["BK"]
+    assert seen["WM"] == {16, 32}
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"M{s['M']}_N{s['N']}_K{s['K']}")
+def test_w4a16_wgmma_matches_the_reference_on_the_gpu(
+    shape: dict[str, int], variant: str, cache: CompileCache
+) -> None:
+    """The wgmma path, built for sm_90a, on a Hopper GPU: every WGMMA_GPU_CONFIGS point valid
+    at the shape against the reference."""
+    from gpu_checks import BRIEF, GPU
+
+    from workbench.runners.base import TrialOutcome
+    from workbench.runners.cuda import CudaRunner
+
+    if GPU.cc != 90:
+        pytest.skip(f"the wgmma path needs sm_90a (a Hopper GPU); this one is sm_{GPU.cc}")
+    space = Space(load_kernel("gemm_w4a16"), shape=shape, arch=Arch.parse(SM90A))
+    configs = gpu_configs(space, variant, WGMMA_GPU_CONFIGS)
+    with CudaRunner(space, cache, timing=BRIEF) as runner:
+        for config in configs:
+            m = runner.evaluate(config)
+            assert m.outcome is TrialOutcome.OK, (config, m.reason)
 
 
 @gpu
@@ -791,8 +863,10 @@ def test_the_device_steps_tune_with_valid_seeds_and_compare_with_both_baselines(
     tmp_path: Path,
 ) -> None:
     """(CPU) scripts/device_check.py's W4A16 steps: on request, the gpu tests of this file,
-    tunes at two decode shapes and one prefill shape whose seeds are valid there on sm_90, and
-    two comparisons (fp16: the dense matmul; bf16: tinygemm too)."""
+    tunes at two decode shapes and one prefill shape whose seeds are valid there on sm_90a (the
+    newest declared arch, what a tune builds for on a Hopper GPU) and on sm_90, tunes of the
+    wgmma path alone (PATH fixed) at a decode and a prefill shape, and two comparisons (fp16:
+    the dense matmul; bf16: tinygemm too)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import device_check
 
@@ -804,26 +878,35 @@ def test_the_device_steps_tune_with_valid_seeds_and_compare_with_both_baselines(
         "tune_gemm_w4a16_m1",
         "tune_gemm_w4a16_m16",
         "tune_gemm_w4a16_m2048",
+        "tune_gemm_w4a16_wgmma_m16",
+        "tune_gemm_w4a16_wgmma_m2048",
         "compare_gemm_w4a16",
         "compare_gemm_w4a16_bf16",
     ]
     assert all(steps[n].on_request for n in mine)
     assert steps["pytest_w4a16"].argv[-1] == "tests/test_kernels_gemm_w4a16.py"
     decode = 0
-    for name in mine[1:4]:
+    for name in mine[1:6]:
         argv = steps[name].argv
         shape = dict(
             (k, int(v))
             for k, v in (argv[i + 1].split("=") for i, a in enumerate(argv) if a == "--shape")
         )
         decode += shape["M"] <= 64
-        space = _space("sm_90", **shape)
+        fixed = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
         seeds = [argv[i + 1] for i, a in enumerate(argv) if a == "--enqueue"]
-        assert seeds[-1] == "default" and len(seeds) >= 4
-        for seed in seeds[:-1]:
-            config = space.parse_config(seed.split(","), space.spec.default_config())
-            assert space.is_valid(config), (name, seed, _reasons(space, config))
-    assert decode == 2
+        wgmma = "wgmma" in name
+        assert fixed == (["PATH=wgmma", "BN=256", "WN=64"] if wgmma else [])
+        assert len(seeds) >= (3 if wgmma else 4)
+        assert (seeds[-1] == "default") != wgmma  # the default config is PATH=mma
+        for arch in [SM90A] if wgmma else [SM90A, "sm_90"]:
+            space = _space(arch, **shape)
+            base = space.parse_config(fixed, space.spec.default_config())
+            for seed in seeds[:-1] if not wgmma else seeds:
+                config = space.parse_config(seed.split(","), base)
+                assert space.is_valid(config), (name, arch, seed, _reasons(space, config))
+                assert config["PATH"] == ("wgmma" if wgmma else "mma")
+    assert decode == 3
     bf16 = steps["compare_gemm_w4a16_bf16"].argv
     config = bf16[bf16.index("-c") + 1]
     problem = classify(_space("sm_90"), _config(**dict(a.split("=") for a in config.split(","))))
