@@ -1,6 +1,6 @@
 // gemm_common.cuh: what every GEMM path of the library shares.
 //
-//   * integer types (NVRTC has no <cstdint>),
+//   * integer types (int_types.cuh: NVRTC has no <cstdint>),
 //   * the output type and the epilogue (raw int32, or W8A8 dequantisation:
 //       C[m, n] = (float) acc[m, n] * row_scale[m] * col_scale[n]   -> fp16 / bf16 / fp32),
 //   * block rasterisation: which output tile a block computes (grouped order for L2 reuse;
@@ -14,11 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-using i8 = signed char;
-using u8 = unsigned char;
-using i32 = int;
-using u32 = unsigned int;
-using i64 = long long;
+#include "int_types.cuh"  // i8, u8, i32, u32, i64, u64
 
 #if OUT_int32
 using OutT = i32;

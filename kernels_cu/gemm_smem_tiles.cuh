@@ -29,7 +29,7 @@
 // the kernels align their shared-memory base to 1024 bytes, and every tile size is a multiple of
 // 8 * SW (ROWS % 8 == 0, KBYTES % SW == 0).
 #pragma once
-#include "gemm_common.cuh"
+#include "int_types.cuh"
 
 // Byte offset of (row, k) inside a ROWS x KBYTES tile stored as above; k may be any byte of a
 // 16-byte chunk (the chunk moves as a whole).

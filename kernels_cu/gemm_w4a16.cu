@@ -41,19 +41,30 @@
 //                   k-tile, which must then lie in one group (G % BK == 0)
 //   HINT            none | evict_first: the weight stream's cp.async carries an L2::evict_first
 //                   cache policy (createpolicy), so it does not push A and C out of L2
+//   PATH            mma (mma.sync, sm_80+) | wgmma (warpgroup MMA, operands swapped, sm_90a)
 // Problem variants: DTYPE, G, SYMMETRIC.
 //
-// Not here: a Hopper wgmma path (sm_90a). wgmma takes only its A operand from registers, so
-// in-register dequantization needs the operands swapped (C^T = W^T . A^T: the dequantized
-// weights as A, 64 output columns per warpgroup, the activations from shared memory as B with
-// the tokens as wgmma's N), as vLLM's Machete does; this mma.sync kernel runs on sm_90 as is.
+// PATH=wgmma (sm_90a only; gemm_w4a16_wgmma.cuh): the Hopper warpgroup MMA. wgmma takes only
+// its A operand from registers, so the operands are swapped, C^T = W^T . A^T (as vLLM's Machete
+// does): the dequantized weights are wgmma's A (64 output columns per instruction), the
+// activations its B from shared memory (WM tokens as wgmma's N), through a wgmma_pipeline of
+// the same stages; the same weight layout, conversion, scales, zero points, WARPS_K and SPLIT_K.
 //
 // Launch: grid (cdiv(N, BN), cdiv(M, BM), SPLIT_K), block 32 * (BM/WM) * (BN/WN) * WARPS_K
-// threads, SMEM_BYTES of dynamic shared memory (STAGES stages, or the WARPS_K reduction).
+// threads (wgmma: (BM/WM) * WARPS_K warpgroups), SMEM_BYTES of dynamic shared memory (STAGES
+// stages, or the WARPS_K reduction).
+#include "gemm_smem_tiles.cuh"  // cp.async; the wgmma path's swizzled activation tiles
 #include "gemm_w4a16_convert.cuh"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
 #error "gemm_w4a16 needs sm_80 or newer (mma.sync m16n8k16 f16/bf16, cp.async)"
+#endif
+#if !(PATH_mma || PATH_wgmma)
+#error "PATH must be mma or wgmma"
+#endif
+#if PATH_wgmma
+#include "gemm_w4a16_wgmma_map.cuh"
+#include "gemm_wgmma_mainloop.cuh"  // wgmma_pipeline, kslice_desc; wgmma_sm90.cuh (sm_90a only)
 #endif
 #if !(CVT_lop3 || CVT_i2f)
 #error "CVT must be lop3 or i2f"
@@ -89,21 +100,32 @@ constexpr int WARPS_M = BM / WM;                           // warps along M
 constexpr int WARPS_N = BN / WN;                           // warps along N
 constexpr int WARPS_MN = WARPS_M * WARPS_N;                // warps of one k16 step
 constexpr int THREADS = WARPS_MN * WARPS_K * 32;           // threads per block
-constexpr int MI = WM / 16;                                // m16 tiles per warp
-constexpr int NU = WN / UNIT_N;                            // weight units per warp
-constexpr int NI = WN / 8;                                 // n8 tiles per warp
+// the mma path's warp tiling (PATH=wgmma builds do not use it)
+[[maybe_unused]] constexpr int MI = WM / 16;               // m16 tiles per warp
+[[maybe_unused]] constexpr int NU = WN / UNIT_N;           // weight units per warp
+[[maybe_unused]] constexpr int NI = WN / 8;                // n8 tiles per warp
 constexpr int BNU = BN / UNIT_N;                           // weight units per block row
 constexpr int KSTEPS = BK / 16;                            // k16 steps per k-tile
 constexpr int GROUP_ROWS = BK > G ? BK / G : 1;            // groups (scale rows) per k-tile
 constexpr int ROW_KSTEPS = cmin(BK, G) / 16;               // k16 steps per scale row
 constexpr int A_CHUNKS = BK / 8;                           // 16-byte chunks per A row
+#if PATH_wgmma
+constexpr bool WGMMA = true;
+#else
+constexpr bool WGMMA = false;
+#endif
+// wgmma: the activation tile's swizzle span (its rows are 2 * BK bytes; 128 from BK = 64 on)
+[[maybe_unused]] constexpr int SW = 2 * BK < 128 ? 2 * BK : 128;
 
 constexpr int A_TILE_BYTES = BM * BK * 2;                  // (BM, BK) DTYPE
 constexpr int W_TILE_BYTES = KSTEPS * BNU * UNIT_BYTES;    // (BK/16, BN/64) units
 constexpr int S_TILE_BYTES = GROUP_ROWS * BN * 2;          // (GROUP_ROWS, BN) fp16
 constexpr int Z_TILE_BYTES = SYMMETRIC ? 0 : GROUP_ROWS * BN;  // (GROUP_ROWS, BN) u8
-constexpr int STAGE_BYTES = A_TILE_BYTES + W_TILE_BYTES + S_TILE_BYTES + Z_TILE_BYTES;
-constexpr int PIPE_BYTES = STAGES * STAGE_BYTES;
+constexpr int STAGE_DATA = A_TILE_BYTES + W_TILE_BYTES + S_TILE_BYTES + Z_TILE_BYTES;
+// wgmma: every stage's activation tile starts on the swizzle pattern's 1024-byte period, and the
+// launch adds 1024 bytes of slack to align the base (aligned_smem_base)
+constexpr int STAGE_BYTES = WGMMA ? ceil_div(STAGE_DATA, 1024) * 1024 : STAGE_DATA;
+constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + (WGMMA ? 1024 : 0);
 constexpr int REDUCE_BYTES = (WARPS_K - 1) * BM * BN * 4;  // fp32 partials of warps k > 0
 constexpr int SMEM_BYTES = cmax(PIPE_BYTES, REDUCE_BYTES);  // dynamic shared memory of the launch
 
@@ -127,22 +149,19 @@ static_assert(ROW_KSTEPS % WARPS_K == 0,
 static_assert(STAGES >= 2, "STAGES >= 2: one stage is computed while the next one loads");
 static_assert(THREADS <= 1024, "(BM/WM)*(BN/WN)*WARPS_K <= 32: at most 1024 threads per block");
 static_assert(SPLIT_K >= 1 && GROUP_M >= 1, "SPLIT_K, GROUP_M >= 1");
+#if PATH_wgmma
+static_assert(BN == 4 * UNIT_N && WN == UNIT_N,
+              "wgmma: BN == 256 and WN == 64: a warpgroup's four warps take one 64-column weight unit each");
+static_assert(WM % 8 == 0 && WM <= 256, "wgmma: WM is the N of wgmma.m64nNk16 (a multiple of 8, at most 256)");
+static_assert(STAGES >= 3,
+              "wgmma: STAGES >= 3: one stage multiplied, one whose wgmma may still run, one loading");
+#endif
 static_assert(SMEM_BYTES <= ARCH_MAX_SMEM_PER_BLOCK,
               "shared memory per block: STAGES * stage bytes (and the WARPS_K reduction) fit the arch");
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; valid == false zero-fills (src must stay mapped).
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-
-// The same with an L2 cache policy (createpolicy), for the weight stream.
+// (cp_async_16, cp_async_commit, cp_async_wait: gemm_smem_tiles.cuh)
+// 16 bytes global -> shared with an L2 cache policy (createpolicy), for the weight stream.
 __device__ __forceinline__ void cp_async_16_hint(u32 dst, const void* src, bool valid,
                                                  unsigned long long policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
@@ -154,15 +173,6 @@ __device__ __forceinline__ unsigned long long evict_first_policy() {
   unsigned long long policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Four 8 x 8 b16 matrices: lanes 8j..8j+7 address the rows of matrix j.
@@ -238,24 +248,13 @@ struct Problem {
   int groups;  // K / G
 };
 
-// Issue the copies of k-tile `kt` (global index) of the block tile (m0, n0) into `st`. Thread
-// tid takes chunks tid, tid + THREADS, ... of each operand: consecutive threads read
-// consecutive 16 bytes (coalesced). Outside the matrices the chunks are zero-filled.
-__device__ __forceinline__ void load_stage(const Stage& st, const Problem& p, int m0, int n0,
-                                           int kt, int tid, unsigned long long policy) {
+// Issue the copies of the weights, scales and zero points of k-tile `kt` (global index) of the
+// block's columns from n0 into `st` (both paths). Thread tid takes chunks tid, tid + THREADS, ...
+// of each operand: consecutive threads read consecutive 16 bytes (coalesced). Outside the
+// matrices the chunks are zero-filled.
+__device__ __forceinline__ void load_weights(const Stage& st, const Problem& p, int n0, int kt,
+                                             int tid, unsigned long long policy) {
   const int k0 = kt * BK;
-  // A: (BM, BK), chunks of 8 elements; K % 8 == 0, so a chunk is all in or all out
-  constexpr int A_TOTAL = BM * A_CHUNKS;
-#pragma unroll
-  for (int i = 0; i < ceil_div(A_TOTAL, THREADS); ++i) {
-    const int idx = tid + i * THREADS;
-    if (A_TOTAL % THREADS == 0 || idx < A_TOTAL) {
-      const int r = idx / A_CHUNKS, c = idx % A_CHUNKS;
-      const int m = m0 + r, k = k0 + c * 8;
-      const bool valid = m < p.M && k < p.K;
-      cp_async_16(st.a + a_offset(r, c), valid ? p.A + static_cast<i64>(m) * p.K + k : p.A, valid);
-    }
-  }
   // W: (BK/16, BN/64) units of 32 chunks, copied as they lie (lane l's chunk is chunk l)
   constexpr int W_TOTAL = KSTEPS * BNU * 32;
   const int unit0 = n0 / UNIT_N;
@@ -308,6 +307,26 @@ __device__ __forceinline__ void load_stage(const Stage& st, const Problem& p, in
 #endif
 }
 
+// mma: the copies of k-tile `kt` of the block tile (m0, n0): A in the ldmatrix swizzle, then the
+// weights.
+__device__ __forceinline__ void load_stage(const Stage& st, const Problem& p, int m0, int n0,
+                                           int kt, int tid, unsigned long long policy) {
+  const int k0 = kt * BK;
+  // A: (BM, BK), chunks of 8 elements; K % 8 == 0, so a chunk is all in or all out
+  constexpr int A_TOTAL = BM * A_CHUNKS;
+#pragma unroll
+  for (int i = 0; i < ceil_div(A_TOTAL, THREADS); ++i) {
+    const int idx = tid + i * THREADS;
+    if (A_TOTAL % THREADS == 0 || idx < A_TOTAL) {
+      const int r = idx / A_CHUNKS, c = idx % A_CHUNKS;
+      const int m = m0 + r, k = k0 + c * 8;
+      const bool valid = m < p.M && k < p.K;
+      cp_async_16(st.a + a_offset(r, c), valid ? p.A + static_cast<i64>(m) * p.K + k : p.A, valid);
+    }
+  }
+  load_weights(st, p, n0, kt, tid, policy);
+}
+
 // The zero points of the 8 n8 tiles of one unit at fragment column g, from shared memory.
 __device__ __forceinline__ void load_zeros(Zero (&z)[8], u32 zrow, int unit, int g) {
 #if SYMMETRIC
@@ -332,12 +351,14 @@ __device__ __forceinline__ void load_scales(__half (&s)[8], u32 srow, int unit, 
   for (int j = 0; j < 8; ++j) s[j] = h[j];
 }
 
+#if !PATH_wgmma  // (the wgmma path's k-tile: wgmma_stage, gemm_w4a16_wgmma.cuh)
 // One k-tile of this warp's WM x WN piece: for each group row of the tile, the warp's share
 // (every WARPS_K-th) of its k16 steps. SCALE=group accumulates each row into `part` and adds
 // s * part to `acc` at the row's end.
 __device__ __forceinline__ void compute_stage(const Stage& st, int warp_m0, int warp_unit0, int wk,
                                               int lane, float (&acc)[MI][NI][4]) {
-  const int g = lane / 4, t = lane % 4;
+  const int g = lane / 4;
+  [[maybe_unused]] const int t = lane % 4;  // (SCALE=element reads no scales here)
   const int a_row = lane % 16, a_chunk = lane / 16;  // ldmatrix.x4 lane addressing (a0..a3)
   // (the rows are not unrolled: each starts from its own scales and zero points, and a whole
   // unrolled k-tile of several groups makes ptxas hoist loads until it spills)
@@ -427,6 +448,8 @@ __device__ __forceinline__ void compute_stage(const Stage& st, int warp_m0, int 
   }
 }
 
+#endif  // !PATH_wgmma
+
 // ---- output --------------------------------------------------------------------------------------
 __device__ __forceinline__ T to_t(float v) {
 #if DTYPE_float16
@@ -468,13 +491,16 @@ __device__ __forceinline__ bool splitk_arrive(float* workspace, int M, int N, in
 
 }  // namespace w4
 
+#if PATH_wgmma
+#include "gemm_w4a16_wgmma.cuh"
+#else
 extern "C" __global__ void __launch_bounds__(w4::THREADS, 1)
 gemm_w4a16(const w4::T* __restrict__ A, const u32* __restrict__ qweight,
            const __half* __restrict__ scales, const u8* __restrict__ zeros,
            w4::T* __restrict__ C, float* __restrict__ workspace, int M, int N, int K) {
   using namespace w4;
   extern __shared__ __align__(128) unsigned char smem[];  // (STAGES, A | W | S | Z), then reuse
-  const u32 smem_base = smem_u32(smem);
+  const u32 smem_base = smem_addr(smem);
   const Problem p{A, qweight, scales, zeros, M, N, K, ceil_div(N, UNIT_N), K / G};
 
   // ---- tiling: this block's output tile and K slice ---------------------------------------
@@ -605,3 +631,4 @@ gemm_w4a16(const w4::T* __restrict__ A, const u32* __restrict__ qweight,
       }
   }
 }
+#endif  // PATH_mma

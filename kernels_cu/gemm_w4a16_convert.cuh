@@ -28,9 +28,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-using u8 = unsigned char;
-using u32 = unsigned int;
-using i64 = long long;
+#include "int_types.cuh"  // u8, u32, i64
 
 namespace w4 {
 

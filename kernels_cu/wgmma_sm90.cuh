@@ -2,7 +2,8 @@
 //
 // One wgmma.mma_async.m64nNk32 multiplies a 64 x 32-byte slice of A by an N x 32-byte slice of B
 // (both K-major in shared memory, read through 64-bit matrix descriptors) into a 64 x N
-// accumulator held in the registers of the 128 threads of a warpgroup, asynchronously:
+// accumulator held in the registers of the 128 threads of a warpgroup, asynchronously (WGMMA_SS;
+// WGMMA_RS takes A from registers instead, gemm_w4a16's dequantized weights):
 //
 //   wgmma.fence        before the first wgmma that touches accumulators other instructions wrote
 //   wgmma.mma_async    issue (any number of times)
@@ -15,13 +16,11 @@
 // s8 x s8 -> s32: 8, 16, 24, 32, then 48 to 256 in steps of 16; e4m3/e5m2 -> f32: any multiple
 // of 8 up to 256. SASS: IGMMA.64xNx32.S8.S8 and QGMMA.64xNx32.F32.E4M3.E4M3 (ptxas 13.5).
 #pragma once
-#include "gemm_common.cuh"
+#include "int_types.cuh"
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "wgmma needs the architecture-specific target sm_90a (plain sm_90 rejects it)"
 #endif
-
-using u64 = unsigned long long;
 
 // ---- shared memory matrix descriptor ----------------------------------------------------------
 // 64-bit descriptor of a K-major operand in shared memory (PTX ISA, "Matrix Descriptor Format"
@@ -160,6 +159,41 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 #define WGMMA_ACC_248(C, d) WGMMA_ACC_240(C, d), C(d[120]), C(d[121]), C(d[122]), C(d[123])
 #define WGMMA_ACC_256(C, d) WGMMA_ACC_248(C, d), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
+// The same for a register A operand (WGMMA_RS): operands %0 .. %3 are A's four registers and
+// %4 the descriptor of B (read-write for the same reason), so the accumulators start at %5.
+#define WGMMA_RS_REGS_8 "%5, %6, %7, %8"
+#define WGMMA_RS_REGS_16 WGMMA_RS_REGS_8 ", %9, %10, %11, %12"
+#define WGMMA_RS_REGS_24 WGMMA_RS_REGS_16 ", %13, %14, %15, %16"
+#define WGMMA_RS_REGS_32 WGMMA_RS_REGS_24 ", %17, %18, %19, %20"
+#define WGMMA_RS_REGS_40 WGMMA_RS_REGS_32 ", %21, %22, %23, %24"
+#define WGMMA_RS_REGS_48 WGMMA_RS_REGS_40 ", %25, %26, %27, %28"
+#define WGMMA_RS_REGS_56 WGMMA_RS_REGS_48 ", %29, %30, %31, %32"
+#define WGMMA_RS_REGS_64 WGMMA_RS_REGS_56 ", %33, %34, %35, %36"
+#define WGMMA_RS_REGS_72 WGMMA_RS_REGS_64 ", %37, %38, %39, %40"
+#define WGMMA_RS_REGS_80 WGMMA_RS_REGS_72 ", %41, %42, %43, %44"
+#define WGMMA_RS_REGS_88 WGMMA_RS_REGS_80 ", %45, %46, %47, %48"
+#define WGMMA_RS_REGS_96 WGMMA_RS_REGS_88 ", %49, %50, %51, %52"
+#define WGMMA_RS_REGS_104 WGMMA_RS_REGS_96 ", %53, %54, %55, %56"
+#define WGMMA_RS_REGS_112 WGMMA_RS_REGS_104 ", %57, %58, %59, %60"
+#define WGMMA_RS_REGS_120 WGMMA_RS_REGS_112 ", %61, %62, %63, %64"
+#define WGMMA_RS_REGS_128 WGMMA_RS_REGS_120 ", %65, %66, %67, %68"
+#define WGMMA_RS_REGS_136 WGMMA_RS_REGS_128 ", %69, %70, %71, %72"
+#define WGMMA_RS_REGS_144 WGMMA_RS_REGS_136 ", %73, %74, %75, %76"
+#define WGMMA_RS_REGS_152 WGMMA_RS_REGS_144 ", %77, %78, %79, %80"
+#define WGMMA_RS_REGS_160 WGMMA_RS_REGS_152 ", %81, %82, %83, %84"
+#define WGMMA_RS_REGS_168 WGMMA_RS_REGS_160 ", %85, %86, %87, %88"
+#define WGMMA_RS_REGS_176 WGMMA_RS_REGS_168 ", %89, %90, %91, %92"
+#define WGMMA_RS_REGS_184 WGMMA_RS_REGS_176 ", %93, %94, %95, %96"
+#define WGMMA_RS_REGS_192 WGMMA_RS_REGS_184 ", %97, %98, %99, %100"
+#define WGMMA_RS_REGS_200 WGMMA_RS_REGS_192 ", %101, %102, %103, %104"
+#define WGMMA_RS_REGS_208 WGMMA_RS_REGS_200 ", %105, %106, %107, %108"
+#define WGMMA_RS_REGS_216 WGMMA_RS_REGS_208 ", %109, %110, %111, %112"
+#define WGMMA_RS_REGS_224 WGMMA_RS_REGS_216 ", %113, %114, %115, %116"
+#define WGMMA_RS_REGS_232 WGMMA_RS_REGS_224 ", %117, %118, %119, %120"
+#define WGMMA_RS_REGS_240 WGMMA_RS_REGS_232 ", %121, %122, %123, %124"
+#define WGMMA_RS_REGS_248 WGMMA_RS_REGS_240 ", %125, %126, %127, %128"
+#define WGMMA_RS_REGS_256 WGMMA_RS_REGS_248 ", %129, %130, %131, %132"
+
 #define WGMMA_STR_(x) #x
 #define WGMMA_STR(x) WGMMA_STR_(x)
 #define WGMMA_CAT_(a, b) a##b
@@ -171,6 +205,19 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n" WGMMA_STR(N) "k32" TYPES                     \
                " {" WGMMA_CAT(WGMMA_REGS_, N) "}, %0, %1, " SCALE_D EXTRA ";\n"                 \
                : "+l"(desc_a), "+l"(desc_b), WGMMA_CAT(WGMMA_ACC_, N)(C, d))
+
+// wgmma.mma_async.sync.aligned.m64n<N>k16<TYPES> {d...}, {a0, a1, a2, a3}, desc_b, SCALE_D<EXTRA>;
+// A (64 x 16, 16-bit types) from registers: warp w of the warpgroup supplies rows 16w .. 16w + 15,
+// in the layout of mma.m16n8k16's A fragment (PTX ISA, "Register Fragments", wgmma .m64nNk16
+// matrix A): register j of lane l holds the pair of columns 2 (l % 4) + 8 (j / 2) and the next
+// one, of row 16 w + l / 4 + 8 (j % 2). EXTRA carries the immediates of the type (f16 / bf16:
+// ", 1, 1, 0": scale-a, scale-b, B not transposed, i.e. K-major). The A registers must not be
+// written again until a wgmma.wait_group has retired the instruction.
+#define WGMMA_RS(N, TYPES, SCALE_D, EXTRA, C, d, a, desc_b)                                     \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" WGMMA_STR(N) "k16" TYPES                     \
+               " {" WGMMA_CAT(WGMMA_RS_REGS_, N) "}, {%0, %1, %2, %3}, %4, " SCALE_D EXTRA ";\n" \
+               : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3]), "+l"(desc_b),                  \
+                 WGMMA_CAT(WGMMA_ACC_, N)(C, d))
 
 // Warp w (0..3) of the warpgroup holds accumulator rows 16w .. 16w + 15. Register i of lane l
 // holds (PTX ISA, "Register Fragments and Shared Memory Matrix Layouts" of wgmma, matrix D;

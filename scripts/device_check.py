@@ -430,15 +430,37 @@ W4A16_TUNES = [
     ("m16", {"M": 16, "N": 11008, "K": 4096}, W4A16_DECODE_SEEDS),
     ("m2048", {"M": 2048, "N": 4096, "K": 4096}, W4A16_PREFILL_SEEDS),
 ]
+#: The wgmma path (sm_90a, never run): its tunes fix PATH=wgmma and its tile width (BN = 256,
+#: WN = 64, a warpgroup's four weight units), so the search stays on the new path. Decode
+#: seeds: K split across blocks and warpgroups (N / 256 column tiles alone are 16-43 blocks);
+#: prefill: two warpgroups of 32 tokens, grouped order.
+W4A16_WGMMA_FIXED = ["PATH=wgmma", "BN=256", "WN=64"]
+W4A16_WGMMA_DECODE_SEEDS = [
+    "WARPS_K=2,SPLIT_K=4",
+    "WARPS_K=4,SPLIT_K=2",
+    "WARPS_K=1,SPLIT_K=8,HINT=evict_first",
+    "WARPS_K=2,BK=64,STAGES=6,SPLIT_K=4",
+    "WARPS_K=1,SCALE=group,SPLIT_K=4",
+]
+W4A16_WGMMA_PREFILL_SEEDS = [
+    "BM=64,WM=32,WARPS_K=1,BK=64,STAGES=4,GROUP_M=8",
+    "BM=64,WM=32,WARPS_K=1,BK=128,STAGES=3,GROUP_M=8",
+    "BM=32,WM=16,WARPS_K=1,BK=128,STAGES=4,GROUP_M=8",
+]
+W4A16_WGMMA_TUNES = [
+    ("wgmma_m16", {"M": 16, "N": 11008, "K": 4096}, W4A16_WGMMA_DECODE_SEEDS),
+    ("wgmma_m2048", {"M": 2048, "N": 4096, "K": 4096}, W4A16_WGMMA_PREFILL_SEEDS),
+]
 
 
 def _w4a16_steps(py: str, wb: list[str], lay: Layout, walls: Walls) -> list[Step]:
     """Issue 55's checks of gemm_w4a16, on request (the kernel has never run): its gpu tests
     (every knob's path against the reference at the odd and three decode shapes, fp16
-    symmetric and bf16 with zero points), seeded 20 s tunes at two decode shapes and one
-    prefill shape, then the comparison with the torch baselines: fp16 (the tuned configs vs
-    the dense matmul; tinygemm takes bf16 only) and bf16 with zero points (the default config
-    vs both)."""
+    symmetric and bf16 with zero points; the wgmma path on sm_90a too), seeded 20 s tunes at
+    two decode shapes and one prefill shape (both paths on sm_90a, the newest declared arch),
+    seeded 20 s tunes of the wgmma path alone at one decode and one prefill shape, then the
+    comparison with the torch baselines: fp16 (the tuned configs vs the dense matmul; tinygemm
+    takes bf16 only) and bf16 with zero points (the default config vs both)."""
     ceil = ["--ceilings", str(lay.results / "ceilings.json")]
     steps = [
         _pytest_step(
@@ -446,19 +468,23 @@ def _w4a16_steps(py: str, wb: list[str], lay: Layout, walls: Walls) -> list[Step
             lay,
             "pytest_w4a16",
             "tests/test_kernels_gemm_w4a16.py",
-            330,
+            540,
             walls.derived(
                 "pytest_kernels",
-                200,
-                "14 gpu tests of up to 11 configs each (compile, verify, 0.2 s of timing) "
-                "against its 14 tests of 1-4 configs, CPU references up to 0.4 TFLOP",
+                400,
+                "28 gpu tests (14 per path, mma and wgmma) of up to 11 configs each (compile, "
+                "verify, 0.2 s of timing) against its 14 tests of 1-4 configs, CPU references "
+                "up to 0.4 TFLOP",
             ),
             on_request=True,
         )
     ]
-    for tag, shape, seeds in W4A16_TUNES:
-        enqueue = [a for c in [*seeds, "default"] for a in ("--enqueue", c)]
+    wgmma = [(t, s, seeds, W4A16_WGMMA_FIXED) for t, s, seeds in W4A16_WGMMA_TUNES]
+    for tag, shape, seeds, fixed in [(*t, []) for t in W4A16_TUNES] + wgmma:
+        # (a tune that fixes the path has no "default" seed: the default config is PATH=mma)
+        enqueue = [a for c in [*seeds, *([] if fixed else ["default"])] for a in ("--enqueue", c)]
         argv = [*wb, "tune", "gemm_w4a16", *_shape_args(shape), "--time", "20", "--budget", "60"]
+        argv += [a for f in fixed for a in ("--set", f)]
         base, was = ("tune_gemm_int8_4096", 25) if shape["M"] > 64 else ("tune_gemm_int8_m16", 15)
         steps.append(
             Step(

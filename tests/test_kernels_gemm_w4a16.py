@@ -7,7 +7,10 @@ nibble or group, that the inputs are drawn as packed words, that the constraints
 points that compile without spills on sm_80, sm_89 and sm_90 (a fixed sample, slow), that every
 static_assert fires for a point its constraint rejects, and that the binaries hold what each
 knob is about: HMMA.16816.F32[.BF16], no I2F at all with CVT=lop3 and I2F.F16 with CVT=i2f,
-FFMA of the group scales, the L2 policy of HINT=evict_first, split-K's atomics.
+FFMA of the group scales, the L2 policy of HINT=evict_first, split-K's atomics. PATH=wgmma
+(sm_90a): HGMMA.64xWMx16 from register fragments, four per k16 step, pipelined (ptxas does not
+serialize them), no spills, no I2F with CVT=lop3; its index math is checked on the host by
+tests/test_w4a16_wgmma_map.py.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from workbench.static.sweep import sass_of, static_sweep
 from workbench.toolchain import Arch
 
 ROOT = Path(__file__).resolve().parents[1]
-ARCHES = ["sm_80", "sm_89", "sm_90"]
+ARCHES = ["sm_80", "sm_89", "sm_90"]  #: where the mma path's SASS is read
+SM90A = "sm_90a"  #: the wgmma path's arch (the mma path builds there too)
 LAYERS = {(4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192), (28672, 8192)}
 
 
@@ -135,10 +139,14 @@ def from_tiled_inputs(
     """The logical weights of the space's input arrays."""
     return from_tiled(
         tiled_from_inputs(
-            inputs["qweight"], inputs["scales"], inputs["zeros"], n=n, group=group,
+            inputs["qweight"],
+            inputs["scales"],
+            inputs["zeros"],
+            n=n,
+            group=group,
             symmetric=symmetric,
         )
-    )  # fmt: skip
+    )
 
 
 def test_inputs_are_packed_words_of_the_whole_int32_range() -> None:
@@ -256,7 +264,7 @@ def test_reference_follows_the_runner_convention() -> None:
 
 def test_the_space_declares_the_problem_and_its_knobs() -> None:
     spec = load_kernel("gemm_w4a16")
-    assert list(spec.arches) == ARCHES
+    assert list(spec.arches) == [*ARCHES, SM90A]
     for c in spec.constraints:
         assert c.reason, f"constraint `{c.expr.text}` has no reason"
     variants = {p.name: p for p in spec.parameters if not p.tunable}
@@ -264,6 +272,7 @@ def test_the_space_declares_the_problem_and_its_knobs() -> None:
     assert variants["G"].values == (32, 64, 128)
     knobs = {p.name for p in spec.parameters if p.tunable}
     assert {"BM", "BN", "BK", "STAGES", "SPLIT_K", "CVT", "SCALE", "HINT", "WARPS_K"} <= knobs
+    assert spec.parameter("PATH").values == ("mma", "wgmma") and "PATH" in knobs
     assert spec.parameter("BM").values[0] == 16  # decode tiles
     assert set(spec.shape_sets) == {"llm_decode", "llm_prefill", "compare", "odd"}
     for name, ms in (("llm_decode", {1, 16, 32, 64}), ("llm_prefill", {512, 2048})):
@@ -275,11 +284,13 @@ def test_the_space_declares_the_problem_and_its_knobs() -> None:
     assert all(s["K"] % 128 == 0 for s in odd)  # K % G: the format's groups
     assert any(s["K"] % 256 for s in odd)  # a partial k-tile at BK = 256
     assert any(s["N"] % 2 for s in odd) and any(s["N"] % 64 and s["N"] > 64 for s in odd)
-    for arch in ARCHES:
+    for arch in [*ARCHES, SM90A]:
         for shape in odd + spec.shape_sets["llm_decode"]:
             assert Space(spec, arch=Arch.parse(arch), shape=shape).is_valid(
                 spec.default_config()
             ), (arch, shape)
+            wg = Space(spec, arch=Arch.parse(arch), shape=shape).is_valid(_wgmma())
+            assert wg == (arch == SM90A), (arch, shape)
 
 
 def test_default_launch_and_work_model() -> None:
@@ -303,6 +314,32 @@ def test_default_launch_and_work_model() -> None:
 
 def _reasons(space: Space, config: Config) -> list[str]:
     return [v.message for v in space.explain(config)]
+
+
+def _wgmma(**change: object) -> Config:
+    """The wgmma path's decode tile: one warpgroup of 16 tokens x 256 columns, WARPS_K = 1."""
+    return _config(**{"PATH": "wgmma", "BN": 256, "WN": 64, "WARPS_K": 1, **change})
+
+
+def test_wgmma_constraints_reject_with_reasons() -> None:
+    space = _space(SM90A, M=64)
+    assert space.is_valid(_wgmma())
+    cases: list[tuple[str, Mapping[str, object], str]] = [
+        ("sm_90", {}, "architecture-specific target sm_90a"),
+        (SM90A, {"BN": 128}, "BN = 256, WN = 64"),
+        (SM90A, {"WN": 128, "BN": 256}, "BN = 256, WN = 64"),
+        (SM90A, {"STAGES": 2}, "STAGES >= 3"),
+        (SM90A, {"WM": 64, "BM": 64}, "spill"),  # 128 accumulators + 8 k16 steps ahead
+        (SM90A, {"WM": 32, "BM": 32, "SCALE": "group"}, "spill"),  # and the group's sums
+        (SM90A, {"WM": 16, "BM": 64, "WARPS_K": 2}, "spill"),  # 1024 threads: 64 registers
+    ]
+    for arch, change, reason in cases:
+        config = _wgmma(**change)
+        got = _reasons(_space(arch, M=64), config)
+        assert any(reason in r for r in got), (arch, change, got)
+    # what the register fit keeps: WM = 32 at BK = 128, SCALE=group at WM = 16, WARPS_K = 4
+    for change in ({"WM": 32, "BM": 64}, {"SCALE": "group"}, {"WARPS_K": 4}):
+        assert space.is_valid(_wgmma(**change)), (change, _reasons(space, _wgmma(**change)))
 
 
 def test_constraints_reject_with_reasons() -> None:
@@ -336,7 +373,7 @@ def test_constraints_reject_with_reasons() -> None:
 def test_random_points_are_valid_or_rejected_with_a_reason() -> None:
     spec = load_kernel("gemm_w4a16")
     rng = random.Random(5)
-    for arch in ARCHES:
+    for arch in [*ARCHES, SM90A]:
         space = Space(spec, arch=Arch.parse(arch))
         for _ in range(300):
             config = {p.name: rng.choice(p.values) for p in spec.parameters}
@@ -412,6 +449,60 @@ def test_split_k_and_the_in_block_k_split(cache: CompileCache) -> None:
     assert not has_opcode(_sass(space, single, cache), "STS")
 
 
+#: wgmma configs whose SASS the test reads (sm_90a, M = 64): the decode tile (16 tokens, BK =
+#: 128: 8 k16 steps of 4 wgmma each), and one knob changed each
+WGMMA_NAMED: dict[str, dict[str, object]] = {
+    "wgmma": {},
+    "i2f": {"CVT": "i2f"},
+    "group": {"SCALE": "group"},
+    "bf16": {"DTYPE": "bfloat16"},
+    "awq": {"SYMMETRIC": False},
+    "split_k": {"SPLIT_K": 4},
+    "warps_k": {"WARPS_K": 4, "HINT": "evict_first"},
+    "wm32": {"WM": 32, "BM": 64},
+}
+
+
+def test_wgmma_issues_hgmma_from_registers_pipelined(cache: CompileCache) -> None:
+    """PATH=wgmma on sm_90a: four HGMMA.64xWMx16 per k16 step, one warpgroup arrive (wgmma.fence)
+    per step, never serialized by ptxas (its C7515 warning), no spills, no mma.sync and no
+    ldmatrix (the weights come from registers, the activations through the descriptor); CVT=lop3
+    without any I2F, CVT=i2f with 8 I2F.F16 per word; SCALE=group's fp32 fma per group."""
+    space = _space(SM90A, M=64)
+    configs = {name: _wgmma(**change) for name, change in WGMMA_NAMED.items()}
+    assert all(space.is_valid(c) for c in configs.values()), [
+        (n, _reasons(space, c)) for n, c in configs.items() if not space.is_valid(c)
+    ]
+    records = dict(
+        zip(configs, static_sweep(space, list(configs.values()), cache=cache), strict=True)
+    )
+    for name, r in records.items():
+        assert r.ok, (name, r.error)
+        assert r.lints == [], (name, r.lints)  # expect_sass (HGMMA) satisfied, no spills
+        assert r.spill_stores == 0 and r.stack_frame == 0, name
+        assert "serialized" not in r.log, (name, r.log[-1500:])
+        assert (
+            r.threads_per_block
+            == 128 * (configs[name]["BM"] // configs[name]["WM"]) * (configs[name]["WARPS_K"])
+        ), name
+    sass = {name: _sass(space, c, cache) for name, c in configs.items()}
+    for name, ops in sass.items():
+        steps = 8 // int(configs[name]["WARPS_K"])  # k16 steps per warpgroup and k-tile
+        wm, bf16 = configs[name]["WM"], configs[name]["DTYPE"] == "bfloat16"
+        hgmma = find_opcode(ops, f"HGMMA.64x{wm}x16.F32" + (".BF16" if bf16 else ""))
+        assert len(hgmma) == 4 * steps, name
+        assert len(find_opcode(ops, "HGMMA")) == 4 * steps, name  # no other shape or type
+        assert len(find_opcode(ops, "WARPGROUP.ARRIVE")) == steps, name
+        assert not has_opcode(ops, "HMMA") and not has_opcode(ops, "LDSM"), name
+        if configs[name]["CVT"] == "lop3":
+            assert not has_opcode(ops, "I2F"), name  # GROUP_M = 1: no runtime division either
+    assert len(find_opcode(sass["i2f"], "I2F.F16")) == 8 * 4 * 8
+    assert len(find_opcode(sass["wgmma"], "HMUL2")) == 4 * 4 * 8  # SCALE=element: 4 per word
+    assert not has_opcode(sass["group"], "HMUL2")
+    assert len(find_opcode(sass["group"], "FFMA")) == 4 * 8  # 4 wgmma x 8 sums, one group
+    assert any(op.startswith("ATOMG.E.ADD.F32") for op in records["split_k"].global_memory_ops)
+
+
 def test_the_weight_stream_carries_an_evict_first_policy(cache: CompileCache) -> None:
     """HINT=evict_first: createpolicy + cp.async ... .L2::cache_hint; on sm_80 the weights'
     LDGSTS take the policy as a memory descriptor (desc[UR]), the other copies none."""
@@ -452,6 +543,11 @@ def test_the_weight_stream_carries_an_evict_first_policy(cache: CompileCache) ->
         ("sm_90", {"SCALE": "column"}, "SCALE must be element or group"),
         ("sm_90", {"HINT": "evict_last"}, "HINT must be none or evict_first"),
         ("sm_90", {"DTYPE": "float32"}, "DTYPE must be float16 or bfloat16"),
+        ("sm_90", {"PATH": "tensor"}, "PATH must be mma or wgmma"),
+        # the wgmma path (its knobs: BN = 256, WN = 64, WARPS_K = 1 unless changed)
+        ("sm_90", {"PATH": "wgmma", "BN": 256, "WARPS_K": 1}, "specific target sm_90a"),
+        ("sm_90a", {"PATH": "wgmma", "BN": 128, "WARPS_K": 1}, "wgmma: BN == 256 and WN == 64"),
+        ("sm_90a", {"PATH": "wgmma", "BN": 256, "WARPS_K": 1, "STAGES": 2}, "wgmma: STAGES >= 3"),
     ],
 )  # fmt: skip
 def test_kernel_preconditions_back_up_the_constraints(
@@ -472,25 +568,32 @@ SAMPLE = 14
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("arch", [*ARCHES, SM90A])
 def test_sampled_configs_compile_without_spills(arch: str, cache: CompileCache) -> None:
     """A fixed-seed uniform sample of the valid configs at two shapes (decode M = 16, prefill
     M = 2048), problem variants drawn too: every one compiles, without spills, within the
-    launch-bounds cap (what the register constraint promises)."""
+    launch-bounds cap (what the register constraint promises). On sm_90a every other draw is a
+    wgmma point (its tile pinned to BN = 256, WN = 64, the rest drawn), which a uniform draw
+    would rarely hit; those must also not be serialized by ptxas."""
     spec = load_kernel("gemm_w4a16")
-    rng = random.Random(ARCHES.index(arch) + 55)
+    rng = random.Random([*ARCHES, SM90A].index(arch) + 55)
     configs: list[tuple[Space, Config]] = []
     for m in (16, 2048):
         space = _space(arch, M=m)
         found: list[Config] = []
         while len(found) < SAMPLE // 2:
             config = {p.name: rng.choice(p.values) for p in spec.parameters}
+            if arch == SM90A:
+                path = "wgmma" if len(found) % 2 == 0 else "mma"
+                config["PATH"] = path
+                config.update({"BN": 256, "WN": 64} if path == "wgmma" else {})
             if config not in found and space.is_valid(config):
                 found.append(config)
         configs += [(space, c) for c in found]
     results = compile_jobs([make_job(s, c) for s, c in configs], cache)
     for (_, config), result in zip(configs, results, strict=True):
         assert result.ok, (config, result.log[-2000:])
+        assert "serialized" not in result.log, (config, result.log[-2000:])
         res = kernel_resources(result.cubin, result.log)[result.entry]
         assert res.spill_stores == 0 and res.spill_loads == 0, (config, res)
         assert res.stack_frame == 0, (config, res)
@@ -634,12 +737,36 @@ GPU_SHAPES = [
     {"M": 64, "N": 4096, "K": 11008},
 ]
 GPU_VARIANTS = ["DTYPE=float16,SYMMETRIC=true,G=128", "DTYPE=bfloat16,SYMMETRIC=false,G=32"]
+#: the wgmma path (sm_90a), one knob changed from its decode tile each, at the same shapes
+WGMMA_GPU_CONFIGS = [
+    ",".join(
+        f"{k}={v}"
+        for k, v in {
+            "PATH": "wgmma",
+            "BN": "256",
+            "WN": "64",
+            "WARPS_K": "1",
+            **dict(a.split("=") for a in change.split(",") if a),
+        }.items()
+    )
+    for change in [
+        "",
+        "CVT=i2f",
+        "SCALE=group",
+        "SPLIT_K=4,WARPS_K=2,HINT=evict_first",
+        "WARPS_K=4,BK=256,STAGES=3",  # a partial last k-tile at K = 4224, 1152, 640
+        "BK=32,STAGES=6",
+        "BM=64,WM=32,BK=64,GROUP_M=8",
+        "BM=32,WM=16,SPLIT_K=2,STAGES=3",
+    ]
+]
 
 
-def gpu_configs(space: Space, variant: str) -> list[Config]:
-    """The GPU_CONFIGS valid at ``space``'s shape, with the problem variant ``variant``."""
+def gpu_configs(space: Space, variant: str, changes: list[str] = GPU_CONFIGS) -> list[Config]:
+    """The ``changes`` (GPU_CONFIGS) valid at ``space``'s shape, with the problem variant
+    ``variant``."""
     out: list[Config] = []
-    for change in GPU_CONFIGS:
+    for change in changes:
         assignments = [a for a in f"{variant},{change}".split(",") if a]
         config = space.parse_config(assignments, space.spec.default_config())
         if space.is_valid(config) and config not in out:
@@ -662,6 +789,50 @@ def test_the_gpu_configs_cover_every_knob_at_every_shape() -> None:
     assert seen["CVT"] == {"lop3", "i2f"} and seen["SCALE"] == {"element", "group"}
     assert seen["HINT"] == {"none", "evict_first"} and seen["WARPS_K"] == {1, 2, 4}
     assert seen["GROUP_M"] == {1, 8} and {2, 4} <= seen["SPLIT_K"] and 256 in seen["BK"]
+
+
+def test_the_wgmma_gpu_configs_cover_its_knobs_at_every_shape() -> None:
+    """(CPU) What the wgmma gpu test will run on sm_90a: at least 3 configs per shape and
+    variant, all on the wgmma path, and over all of them every CVT, SCALE, HINT, WARPS_K,
+    GROUP_M, a split K and a partial k-tile (BK = 256), tokens per warpgroup 16 and 32."""
+    seen: dict[str, set[object]] = {}
+    for shape in GPU_SHAPES:
+        space = _space(SM90A, **shape)
+        for variant in GPU_VARIANTS:
+            configs = gpu_configs(space, variant, WGMMA_GPU_CONFIGS)
+            assert len(configs) >= 3, (shape, variant)
+            assert {c["PATH"] for c in configs} == {"wgmma"}
+            for c in configs:
+                for name in ("CVT", "SCALE", "HINT", "WARPS_K", "GROUP_M", "SPLIT_K", "BK", "WM"):
+                    seen.setdefault(name, set()).add(c[name])
+    assert seen["CVT"] == {"lop3", "i2f"} and seen["SCALE"] == {"element", "group"}
+    assert seen["HINT"] == {"none", "evict_first"} and seen["WARPS_K"] == {1, 2, 4}
+    assert seen["GROUP_M"] == {1, 8} and {2, 4} <= seen["SPLIT_K"] and 256 in seen["BK"]
+    assert seen["WM"] == {16, 32}
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"M{s['M']}_N{s['N']}_K{s['K']}")
+def test_w4a16_wgmma_matches_the_reference_on_the_gpu(
+    shape: dict[str, int], variant: str, cache: CompileCache
+) -> None:
+    """The wgmma path, built for sm_90a, on a Hopper GPU: every WGMMA_GPU_CONFIGS point valid
+    at the shape against the reference."""
+    from gpu_checks import BRIEF, GPU
+
+    from workbench.runners.base import TrialOutcome
+    from workbench.runners.cuda import CudaRunner
+
+    if GPU.cc != 90:
+        pytest.skip(f"the wgmma path needs sm_90a (a Hopper GPU); this one is sm_{GPU.cc}")
+    space = Space(load_kernel("gemm_w4a16"), shape=shape, arch=Arch.parse(SM90A))
+    configs = gpu_configs(space, variant, WGMMA_GPU_CONFIGS)
+    with CudaRunner(space, cache, timing=BRIEF) as runner:
+        for config in configs:
+            m = runner.evaluate(config)
+            assert m.outcome is TrialOutcome.OK, (config, m.reason)
 
 
 @gpu
@@ -692,8 +863,10 @@ def test_the_device_steps_tune_with_valid_seeds_and_compare_with_both_baselines(
     tmp_path: Path,
 ) -> None:
     """(CPU) scripts/device_check.py's W4A16 steps: on request, the gpu tests of this file,
-    tunes at two decode shapes and one prefill shape whose seeds are valid there on sm_90, and
-    two comparisons (fp16: the dense matmul; bf16: tinygemm too)."""
+    tunes at two decode shapes and one prefill shape whose seeds are valid there on sm_90a (the
+    newest declared arch, what a tune builds for on a Hopper GPU) and on sm_90, tunes of the
+    wgmma path alone (PATH fixed) at a decode and a prefill shape, and two comparisons (fp16:
+    the dense matmul; bf16: tinygemm too)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import device_check
 
@@ -705,26 +878,35 @@ def test_the_device_steps_tune_with_valid_seeds_and_compare_with_both_baselines(
         "tune_gemm_w4a16_m1",
         "tune_gemm_w4a16_m16",
         "tune_gemm_w4a16_m2048",
+        "tune_gemm_w4a16_wgmma_m16",
+        "tune_gemm_w4a16_wgmma_m2048",
         "compare_gemm_w4a16",
         "compare_gemm_w4a16_bf16",
     ]
     assert all(steps[n].on_request for n in mine)
     assert steps["pytest_w4a16"].argv[-1] == "tests/test_kernels_gemm_w4a16.py"
     decode = 0
-    for name in mine[1:4]:
+    for name in mine[1:6]:
         argv = steps[name].argv
         shape = dict(
             (k, int(v))
             for k, v in (argv[i + 1].split("=") for i, a in enumerate(argv) if a == "--shape")
         )
         decode += shape["M"] <= 64
-        space = _space("sm_90", **shape)
+        fixed = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
         seeds = [argv[i + 1] for i, a in enumerate(argv) if a == "--enqueue"]
-        assert seeds[-1] == "default" and len(seeds) >= 4
-        for seed in seeds[:-1]:
-            config = space.parse_config(seed.split(","), space.spec.default_config())
-            assert space.is_valid(config), (name, seed, _reasons(space, config))
-    assert decode == 2
+        wgmma = "wgmma" in name
+        assert fixed == (["PATH=wgmma", "BN=256", "WN=64"] if wgmma else [])
+        assert len(seeds) >= (3 if wgmma else 4)
+        assert (seeds[-1] == "default") != wgmma  # the default config is PATH=mma
+        for arch in [SM90A] if wgmma else [SM90A, "sm_90"]:
+            space = _space(arch, **shape)
+            base = space.parse_config(fixed, space.spec.default_config())
+            for seed in seeds[:-1] if not wgmma else seeds:
+                config = space.parse_config(seed.split(","), base)
+                assert space.is_valid(config), (name, arch, seed, _reasons(space, config))
+                assert config["PATH"] == ("wgmma" if wgmma else "mma")
+    assert decode == 3
     bf16 = steps["compare_gemm_w4a16_bf16"].argv
     config = bf16[bf16.index("-c") + 1]
     problem = classify(_space("sm_90"), _config(**dict(a.split("=") for a in config.split(","))))
