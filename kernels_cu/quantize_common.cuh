@@ -78,12 +78,19 @@ __device__ __forceinline__ void store_bytes(u8* __restrict__ p, const u8 (&b)[VE
 
 // ---- range statistics and their warp reduction -------------------------------------------------
 
-// max |x| over aligned groups of LANES lanes (butterfly: every lane of a group gets the result).
+// max |x| (sum, min) over aligned groups of LANES lanes (butterfly: every lane of a group gets the
+// result; attention_decode.cu sums its dot products with group_sum).
 template <int LANES>
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
   for (int offset = LANES / 2; offset > 0; offset >>= 1)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+template <int LANES>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int offset = LANES / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 template <int LANES>

@@ -521,6 +521,77 @@ def _w4a16_steps(py: str, wb: list[str], lay: Layout, walls: Walls) -> list[Step
     return steps
 
 
+# -- issue 56: attention_decode (never run on a GPU) -------------------------------------------
+#: Seeds of the attention tunes (valid at both shapes on sm_90a, int8 cache): splits over S that
+#: fill 132 SMs at B = 1 (8 KV heads) and at B = 32, the combine both ways, the load policies.
+ATTENTION_SEEDS = [
+    "SPLITS=16,COMBINE=kernel",
+    "SPLITS=32,COMBINE=last,THREADS=256,KEYS=64",
+    "SPLITS=2,POLICY=cs",
+    "SPLITS=4,POLICY=evict_first,VEC=8,KEYS=16",
+    "THREADS=256,KEYS=64,SPLITS=8,HEADS=q",
+]
+#: The shapes of the attention tunes: the issue's goal shapes (the GPU filled; one long sequence).
+ATTENTION_TUNES = [
+    ("b32", {"B": 32, "Hkv": 8, "S": 8192, "S_MIN": 8192}),
+    ("b1", {"B": 1, "Hkv": 8, "S": 32768, "S_MIN": 32768}),
+]
+
+
+def _attention_steps(py: str, wb: list[str], lay: Layout, walls: Walls) -> list[Step]:
+    """Issue 56's checks of attention_decode, on request (the kernel has never run): its gpu
+    tests (every variant at the odd shapes, 4-7 knob settings each, both combines), seeded 20 s
+    tunes of the int8 cache at the two goal shapes, then the comparison with torch SDPA on the
+    fp16 cache for the int8 cache (the tuned configs) and for the family's own fp16 cache."""
+    ceil = ["--ceilings", str(lay.results / "ceilings.json")]
+    steps = [
+        _pytest_step(
+            py,
+            lay,
+            "pytest_attention",
+            "tests/test_kernels_attention_decode.py",
+            300,
+            walls.derived(
+                "pytest_kernels",
+                170,
+                "32 gpu tests of 4-7 configs each (compile, verify, 0.2 s of timing), CPU "
+                "references of at most 5 x 4099 keys",
+            ),
+            on_request=True,
+        )
+    ]
+    for tag, shape in ATTENTION_TUNES:
+        enqueue = [a for c in [*ATTENTION_SEEDS, "default"] for a in ("--enqueue", c)]
+        argv = [*wb, "tune", "attention_decode", *_shape_args(shape), "--time", "20"]
+        steps.append(
+            Step(
+                f"tune_attention_decode_{tag}",
+                f"seeded tune of attention_decode (int8 cache) at {shape} (20 s of search)",
+                [*argv, "--budget", "60", *enqueue, "--json"],
+                90,
+                *walls.derived("tune_gemm_int8_m16", 5, f"--time 15 -> 20, attention at {shape}"),
+                stdout=f"tune/attention_decode_{tag}.json",
+                on_request=True,
+            )
+        )
+    for name, kernel, what in (
+        ("compare_attention_decode", "attention_decode", "int8 cache (tuned configs)"),
+        ("compare_attention_decode_fp16", "attention_decode_fp16", "fp16 cache (default config)"),
+    ):
+        steps.append(
+            Step(
+                name,
+                f"{what} vs torch SDPA on the fp16 cache, shape set 'compare' (3)",
+                [*wb, "compare", kernel, "--shapes", "compare", *ceil, "--json"],
+                120,
+                *walls.derived("compare_gemm_int8", 0, "3 shapes and 1 torch baseline"),
+                stdout=f"compare/{name}.json",
+                on_request=True,
+            )
+        )
+    return steps
+
+
 def _short_tunes(wb: list[str], walls: Walls) -> list[Step]:
     """Short tunes of the other kernels: the three that never ran (the deadline skipped them
     on 2026-12-04), then the three run2 measured, now on request (recordings committed)."""
@@ -652,6 +723,7 @@ def build_steps(py: str, lay: Layout) -> list[Step]:
         ),
         *_cutlass_steps(wb, ceil, walls),
         *_w4a16_steps(py, wb, lay, walls),
+        *_attention_steps(py, wb, lay, walls),
         _pytest_step(
             py,
             lay,

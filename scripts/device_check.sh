@@ -61,6 +61,12 @@
 #      run  command="DEVICE_CHECK_ONLY=env,ceilings,tune_gemm_w4a16_m1,tune_gemm_w4a16_m16,\
 #            tune_gemm_w4a16_m2048,compare_gemm_w4a16,compare_gemm_w4a16_bf16 \
 #            bash scripts/device_check.sh"  carry=[".whl"]
+#
+# attention_decode (issue 56, never run on a GPU): on request too, in two calls:
+#      run  command="DEVICE_CHECK_ONLY=env,pytest_attention bash scripts/device_check.sh"  carry=[".whl"]
+#      run  command="DEVICE_CHECK_ONLY=env,ceilings,tune_attention_decode_b32,tune_attention_decode_b1,\
+#            compare_attention_decode,compare_attention_decode_fp16 bash scripts/device_check.sh" \
+#           carry=[".whl"]
 set -uo pipefail
 DRY=0
 STAGE=""

@@ -219,10 +219,18 @@ class HostDevice:
     def synchronize(self) -> None:
         pass
 
-    def timed_launch(self, kernel: Kernel, launch: Launch, args: ArgPack) -> float:
+    def timed_launch(
+        self,
+        kernel: Kernel,
+        launch: Launch,
+        args: ArgPack,
+        then: Sequence[tuple[Kernel, Launch, ArgPack]] = (),
+    ) -> float:
         if self.sample_ms is None:
             raise NotImplementedError("nothing runs on host memory: there is no time to measure")
         self.launch(kernel, launch, args)
+        for k, lc, a in then:
+            self.launch(k, lc, a)
         return self.sample_ms
 
     def close(self) -> None:

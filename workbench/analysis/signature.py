@@ -169,10 +169,30 @@ def require_matching_arguments(spec: SpaceSpec, cubin: bytes, entry: str, ptx: s
     """
     try:
         problems = mismatched_arguments(abi_args(spec), cubin, entry, ptx)
+        then = then_problems(spec, cubin, ptx)
     except AnalysisError:
         return  # loading the module will say what is wrong with the binary
     if problems:
         raise spec.error("args", args_error(problems))
+    if then:
+        raise spec.error("then", "; ".join(then))
+
+
+def then_problems(spec: SpaceSpec, cubin: bytes, ptx: str | None) -> list[str]:
+    """What is wrong with the space's second kernel (``then``) in ``cubin``: it is missing, or
+    its ``args`` do not fit its parameters (empty: it fits, or the space has none).
+
+    Raises:
+        CubinError: the cubin is malformed.
+    """
+    then = spec.then
+    if then is None:
+        return []
+    kernels = read_cubin(cubin).kernels
+    if then.kernel not in kernels:
+        return [f"then.kernel {then.kernel} is not in the binary (kernels: {', '.join(kernels)})"]
+    problems = mismatched_arguments(then.args, cubin, then.kernel, ptx)
+    return ["then." + args_error(problems)] if problems else []
 
 
 def args_error(problems: Sequence[str]) -> str:

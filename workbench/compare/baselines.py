@@ -225,6 +225,7 @@ def _candidates(problem: Problem) -> list[Baseline]:
 def _load_all() -> None:
     # the implementations register themselves on import
     from workbench.compare import (  # noqa: F401
+        attention_baselines,
         cutlass_baseline,
         gemm_baselines,
         memory_baselines,

@@ -27,6 +27,8 @@ class Family(enum.Enum):
     GEMM_W8A8 = "gemm_w8a8"  #: the int8 GEMM with a per-row x per-column dequantizing epilogue
     GEMM_FP8 = "gemm_fp8"  #: C = (A . B^T) * scale_a * scale_b, FP8 in, fp16/bf16 out
     GEMM_W4A16 = "gemm_w4a16"  #: C = A . dequant(W), fp16/bf16 A and C, group-wise int4 W
+    #: out = softmax(q . K^T / sqrt(D)) . V, one query per sequence, a (quantized) KV cache
+    ATTENTION_DECODE = "attention_decode"
     REDUCE = "reduce"  #: total = OP(x) over the whole input
     REDUCE_ROWS = "reduce_rows"  #: out[r] = OP(x[r, :])
     STREAM = "stream"  #: anything bandwidth-bound: compared with a copy of its bytes
@@ -38,6 +40,7 @@ REFERENCE_FAMILIES: Mapping[str, Family] = {
     "workbench.references.gemm:gemm_w8a8": Family.GEMM_W8A8,
     "workbench.references.gemm_fp8:gemm_fp8": Family.GEMM_FP8,
     "workbench.references.w4a16:gemm_w4a16": Family.GEMM_W4A16,
+    "workbench.references.attention:attention_decode": Family.ATTENTION_DECODE,
     "workbench.references.reduce:reduce_all": Family.REDUCE,
     "workbench.references.reduce:sum_all": Family.REDUCE,
     "workbench.references.reduce:reduce_rows": Family.REDUCE_ROWS,

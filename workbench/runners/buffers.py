@@ -31,7 +31,7 @@ from workbench.runners.tensor_maps import (
     TensorMapValue,
     check_tensor_map,
 )
-from workbench.spaces.model import InputSpec, OutputSpec, ScalarArg, TensorMapArg, Value
+from workbench.spaces.model import ArgSpec, InputSpec, OutputSpec, ScalarArg, TensorMapArg, Value
 from workbench.spaces.numba_abi import NUMBA, array_fields
 from workbench.spaces.schema import Distribution, DType
 from workbench.spaces.space import Space
@@ -110,6 +110,7 @@ def input_config_names(space: Space) -> tuple[str, ...]:
     ``dtype: DTYPE``) use, sorted (empty: the problem shape alone gives every input)."""
     config_names = set(space.spec.parameter_names) | {name for name, _ in space.spec.derived}
     used = {name for spec in space.spec.inputs for expr in spec.shape for name in expr.names}
+    used |= {name for spec in space.spec.inputs for name in spec.bound_names}
     used |= {n for spec in space.spec.inputs if not _fixed(spec) for n in spec.dtype.names}  # type: ignore[union-attr]
     return tuple(sorted(used & config_names))
 
@@ -117,19 +118,29 @@ def input_config_names(space: Space) -> tuple[str, ...]:
 def input_specs(space: Space, config: Mapping[str, Value] | None = None) -> dict[str, InputSpec]:
     """Every input with its dtype (and that dtype's draw) for ``config``, by name.
 
+    Bounds that are expressions (``low: S_MIN``) are evaluated for the shape and ``config``.
+
     Raises:
         ConfigError: an input's dtype is a problem variant's and no config is given, or the
-            config's names no dtype.
+            config's names no dtype; a bound fails to evaluate.
     """
-    if all(_fixed(spec) for spec in space.spec.inputs):
-        return {spec.name: spec for spec in space.spec.inputs}
-    if config is None:
+    inputs = space.spec.inputs
+    if all(_fixed(spec) and spec.bounds is None for spec in inputs):
+        return {spec.name: spec for spec in inputs}
+    if config is None and not all(_fixed(spec) for spec in inputs):
         raise ConfigError(
             f"{space.spec.name}: input dtypes are problem variants' (values of the config): "
             "the inputs need a config"
         )
-    env = _config_env(space, config)
-    return {spec.name: spec.of_dtype(spec.dtype_for(env)) for spec in space.spec.inputs}
+    env = _config_env(space, config) if config is not None else _shape_env(space)
+    out = {}
+    for spec in inputs:
+        fixed = spec if _fixed(spec) else spec.of_dtype(spec.dtype_for(env))
+        try:
+            out[spec.name] = fixed.with_bounds(env)
+        except ExpressionError as exc:
+            raise ConfigError(f"{space.spec.name}: input {spec.name}: {exc}") from exc
+    return out
 
 
 def _fixed(spec: InputSpec) -> bool:
@@ -214,6 +225,9 @@ def _draw(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> 
         if high <= low:
             raise ConfigError(f"input {spec.name}: no integer in [{spec.low}, {spec.high})")
         return rng.integers(low, high, size=shape, dtype=np.int64)
+    if spec.distribution is Distribution.PERMUTATION:
+        count = math.prod(shape)
+        return (rng.permutation(count) + math.ceil(spec.low)).reshape(shape)
     if spec.distribution is Distribution.NORMAL:
         values = rng.standard_normal(size=shape, dtype=work)
         values *= spec.std
@@ -383,9 +397,14 @@ class ScalarValue:
 KernelArg = BufferArg | ScalarValue | TensorMapValue
 
 
-def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelArg, ...]:
+def kernel_arguments(
+    space: Space, config: Mapping[str, Value], args: Sequence[ArgSpec] | None = None
+) -> tuple[KernelArg, ...]:
     """The kernel's arguments in ``args`` order: buffers by name, scalars evaluated and typed,
     tensor maps evaluated and checked (zeroed where their ``when`` is false).
+
+    Args:
+        args: another list than the space's ``args`` (the ``then`` kernel's).
 
     Raises:
         ConfigError: a scalar expression fails or its value does not fit its type.
@@ -394,13 +413,14 @@ def kernel_arguments(space: Space, config: Mapping[str, Value]) -> tuple[KernelA
     env = _config_env(space, config)
     arrays = _numba_arrays(space, config) if space.spec.language == NUMBA else {}
     out: list[KernelArg] = []
-    for i, arg in enumerate(space.spec.args):
+    label = "args" if args is None else "then.args"
+    for i, arg in enumerate(space.spec.args if args is None else args):
         if isinstance(arg, ScalarArg):
-            where = f"args[{i}]" + (f" ({arg.name})" if arg.name else "")
+            where = f"{label}[{i}]" + (f" ({arg.name})" if arg.name else "")
             value = _evaluate(arg.value, env, where)
             out.append(ScalarValue(arg.dtype, typed_scalar(value, arg.dtype, where), arg.name))
         elif isinstance(arg, TensorMapArg):
-            out.append(tensor_map_value(space, arg, env, f"args[{i}]"))
+            out.append(tensor_map_value(space, arg, env, f"{label}[{i}]"))
         elif arg in arrays:
             shape, itemsize = arrays[arg]
             out.append(BufferArg(arg, shape, itemsize))

@@ -60,6 +60,16 @@ def nvtx_range(kernel: str, config_label: str) -> str:
 
 
 @dataclass(frozen=True)
+class ThenStep:
+    """A second kernel of the job's binary, launched right after the entry (a combine pass):
+    run, verified and timed with it, as one call."""
+
+    entry: str  #: its symbol
+    launch: Launch
+    args: tuple[KernelArg, ...]
+
+
+@dataclass(frozen=True)
 class KernelJob:
     """One configuration, ready to launch."""
 
@@ -70,6 +80,7 @@ class KernelJob:
     launch: Launch
     args: tuple[KernelArg, ...]
     outputs: tuple[OutputBuffer, ...]
+    then: tuple[ThenStep, ...] = ()  #: launched after the entry, in order
 
 
 @dataclass(frozen=True)

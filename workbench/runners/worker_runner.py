@@ -50,6 +50,7 @@ from workbench.runners.protocol import (
     LoadInputs,
     OutputFiles,
     RunOnce,
+    ThenStep,
     TimeKernel,
     Timing,
     nvtx_range,
@@ -59,7 +60,7 @@ from workbench.runners.protocol import (
 from workbench.runners.reference import ExpectedOutputs
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
 from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
-from workbench.spaces.launch import launch_geometry, work_counts
+from workbench.spaces.launch import launch_geometry, then_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.schema import DType
 from workbench.spaces.space import Space
@@ -431,8 +432,10 @@ class InputSets:
         self.directory = directory
         self.reference = reference
         self._sets: dict[str, InputSet] = {}
-        #: (input name, dtype, shape) -> the array and its file: drawn and written once
-        self._arrays: dict[tuple[str, DType, tuple[int, ...]], tuple[np.ndarray, InputFile]] = {}
+        #: (input name, dtype, shape, low, high) -> the array and its file: drawn and written once
+        self._arrays: dict[
+            tuple[str, DType, tuple[int, ...], float, float], tuple[np.ndarray, InputFile]
+        ] = {}
 
     def key(self, config: Mapping[str, Value]) -> str:
         """The key of ``config``'s inputs: the problem shape, the values of the config names
@@ -484,13 +487,20 @@ class InputSets:
     def _array(self, spec: InputSpec, shape: tuple[int, ...]) -> tuple[np.ndarray, InputFile]:
         """Input ``spec`` (its dtype fixed) at ``shape``: drawn and written once."""
         dtype = DType(spec.dtype)
-        known = self._arrays.get((spec.name, dtype, shape))
+        # (bounds that were expressions differ between problems of one shape: they are part of
+        # the array's identity, and of its file's name)
+        key = (spec.name, dtype, shape, spec.low, spec.high)
+        known = self._arrays.get(key)
         if known is None:
             array = draw_named_input(spec, shape, self.seed)
             dims = "x".join(map(str, shape))
-            path = self.directory / f"input-{spec.name}-{dtype.value}-{dims}.npy"
+            same = sum(k[:3] == key[:3] for k in self._arrays)
+            path = (
+                self.directory
+                / f"input-{spec.name}-{dtype.value}-{dims}{f'-{same}' if same else ''}.npy"
+            )
             file = InputFile(spec.name, str(path), write_raw(path, array))
-            known = self._arrays[spec.name, dtype, shape] = (array, file)
+            known = self._arrays[key] = (array, file)
         return known
 
 
@@ -510,7 +520,21 @@ def kernel_job(space: Space, config: Config, compiled: CompileResult) -> KernelJ
         launch=launch_geometry(space, config),
         args=kernel_arguments(space, config),
         outputs=output_buffers(space, config),
+        then=then_steps(space, config),
     )
+
+
+def then_steps(space: Space, config: Config) -> tuple[ThenStep, ...]:
+    """The space's second kernel (``then``) for ``config``, if it runs for it.
+
+    Raises:
+        ConfigError: its geometry or an argument fails to evaluate for ``config``.
+    """
+    then = space.spec.then
+    launch = then_geometry(space, config)
+    if then is None or launch is None:
+        return ()
+    return (ThenStep(then.kernel, launch, kernel_arguments(space, config, then.args)),)
 
 
 def check_launch_layout(space: Space, config: Config) -> None:
@@ -525,6 +549,7 @@ def check_launch_layout(space: Space, config: Config) -> None:
         return
     launch_geometry(space, config)
     kernel_arguments(space, config)
+    then_steps(space, config)
     output_buffers(space, config)
     input_shapes(space, config)
 

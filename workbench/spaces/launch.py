@@ -47,6 +47,29 @@ def launch_geometry(space: Space, config: Mapping[str, Value]) -> Launch:
     return Launch(grid, block, shared, cluster)
 
 
+def then_geometry(space: Space, config: Mapping[str, Value]) -> Launch | None:
+    """Grid, block and dynamic shared memory of the space's second kernel (``then``) for
+    ``config``; None where the space has none or its ``when`` is false for ``config``.
+
+    Raises:
+        ConfigError: an expression fails, or gives a non-positive or non-integer dimension.
+    """
+    then = space.spec.then
+    if then is None:
+        return None
+    g = then.geometry
+    try:
+        env = space.env(config)
+        if not then.when.evaluate(env):
+            return None
+        grid = _dims(env, g.grid, "then.grid")
+        block = _dims(env, g.block, "then.block")
+        shared = _int(g.shared_bytes.evaluate(env), "then.shared_bytes", minimum=0)
+    except ExpressionError as exc:
+        raise ConfigError(f"{space.spec.name}: the then kernel's geometry: {exc}") from exc
+    return Launch(grid, block, shared)
+
+
 def work_counts(space: Space, config: Mapping[str, Value]) -> tuple[float, float]:
     """(operations, minimum bytes) of one launch, from the space's work model.
 

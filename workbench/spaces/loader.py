@@ -36,6 +36,7 @@ from workbench.spaces.model import (
     ScalarArg,
     SpaceSpec,
     TensorMapArg,
+    ThenLaunch,
     UserBaseline,
     Value,
     WorkModel,
@@ -302,6 +303,7 @@ class _Builder:
             arch_defaults=self._arch_defaults(arches, params),
             variants=read_variants(self.doc, self.m.variants, arches, params),
             key_lines=_key_lines(self.doc),
+            then=self._then(language, base, ranks),
         )
         self._check_arch_defaults_valid(spec)
         check_variant_defaults(self.doc, spec)
@@ -529,7 +531,9 @@ class _Builder:
         inputs = []
         for name, b in self.m.inputs.items():
             key = ("inputs", name)
-            self._check_draw(key, b)
+            bounds = self._bounds(key, b, known)
+            if bounds is None:
+                self._check_draw(key, b)
             shape = tuple(self._expr((*key, "shape", i), s, known) for i, s in enumerate(b.shape))
             dtype, dtypes = self._input_dtype(key, b.dtype, known)
             if b.per_dtype and isinstance(dtype, schema.DType):
@@ -543,11 +547,12 @@ class _Builder:
                 dtype,
                 shape,
                 b.distribution,
-                float(b.low),
-                float(b.high),
+                0.0 if bounds else float(b.low),
+                0.0 if bounds else float(b.high),
                 float(b.mean),
                 float(b.std),
                 self._per_dtype(key, b, dtypes),
+                bounds,
             )
             for d in spec.per_dtype:
                 self._check_draw((*key, "per_dtype", d.value), spec.of_dtype(d))
@@ -574,11 +579,26 @@ class _Builder:
             outputs.append(OutputSpec(name, out_dtype, shape, init, o.scratch, allowed))
         return tuple(inputs), tuple(outputs)
 
+    def _bounds(
+        self, key: tuple[str, ...], b: schema.InputModel, known: set[str]
+    ) -> tuple[Expression, Expression] | None:
+        """``low`` and ``high`` as expressions, where either is one (None: both numbers)."""
+        if not isinstance(b.low, str) and not isinstance(b.high, str):
+            return None
+        if b.per_dtype:
+            raise self.err(
+                (*key, "per_dtype"),
+                "bounds that are expressions apply to every dtype: no per_dtype",
+            )
+        if b.distribution is schema.Distribution.NORMAL:
+            raise self.err(key, "a normal draw has no low and high (give mean and std)")
+        return self._expr((*key, "low"), b.low, known), self._expr((*key, "high"), b.high, known)
+
     def _check_draw(self, key: tuple[str, ...], spec: schema.InputModel | InputSpec) -> None:
         """The draw of an input (or of one of its dtypes) gives values, not zeros alone."""
         if _all_zeros(spec):
             raise self.err(key, "inputs must not be all zeros: a zero input hides wrong kernels")
-        if spec.distribution is schema.Distribution.UNIFORM and spec.high <= spec.low:
+        if spec.distribution is schema.Distribution.UNIFORM and _num(spec.high) <= _num(spec.low):
             raise self.err(key, "uniform needs low < high")
 
     def _input_dtype(
@@ -672,17 +692,7 @@ class _Builder:
     def _args(self, known: set[str], ranks: dict[str, int]) -> tuple[ArgSpec, ...]:
         """``args`` checked: buffer names exist, expressions use known names, a tensor map's box
         has one dimension per dimension of its buffer."""
-        args: list[ArgSpec] = []
-        for i, a in enumerate(self.m.args):
-            if isinstance(a, str):
-                if a not in ranks:
-                    raise self.err(("args", i), f"{a!r} is not an input or output buffer")
-                args.append(a)
-            elif isinstance(a, schema.TensorMapArgModel):
-                args.append(self._tensor_map(i, a, known, ranks))
-            else:
-                value = self._expr(("args", i, "value"), a.value, known)
-                args.append(ScalarArg(value, a.dtype, a.name))
+        args = self._arg_list(("args",), self.m.args, known, ranks)
         passed = {a for a in args if isinstance(a, str)}
         passed |= {a.buffer for a in args if isinstance(a, TensorMapArg)}
         missing = [o for o in self.m.outputs if o not in passed]
@@ -692,10 +702,55 @@ class _Builder:
             )
         return tuple(args)
 
+    def _arg_list(
+        self,
+        key: tuple[str, ...],
+        entries: Sequence[object],
+        known: set[str],
+        ranks: dict[str, int],
+    ) -> list[ArgSpec]:
+        """One ``args`` list (the entry's, or ``then``'s) checked entry by entry."""
+        args: list[ArgSpec] = []
+        for i, a in enumerate(entries):
+            if isinstance(a, str):
+                if a not in ranks:
+                    raise self.err((*key, i), f"{a!r} is not an input or output buffer")
+                args.append(a)
+            elif isinstance(a, schema.TensorMapArgModel):
+                args.append(self._tensor_map(i, a, known, ranks, key))
+            else:
+                assert isinstance(a, schema.ScalarArgModel)
+                value = self._expr((*key, i, "value"), a.value, known)
+                args.append(ScalarArg(value, a.dtype, a.name))
+        return args
+
+    def _then(self, language: str, known: set[str], ranks: dict[str, int]) -> ThenLaunch | None:
+        """``then``: the second kernel, its geometry and arguments."""
+        t = self.m.then
+        if t is None:
+            return None
+        key = ("then",)
+        if language == "numba":
+            raise self.err(key, "a Numba kernel is one function: it has no second kernel")
+        if t.kernel == self.m.entry.kernel:
+            raise self.err((*key, "kernel"), "the second kernel is the entry itself")
+        geometry = Geometry(
+            grid=self._dims((*key, "grid"), t.grid, known),
+            block=self._dims((*key, "block"), t.block, known),
+            shared_bytes=self._expr((*key, "shared_bytes"), t.shared_bytes, known),
+        )
+        args = tuple(self._arg_list((*key, "args"), t.args, known, ranks))
+        return ThenLaunch(t.kernel, self._expr((*key, "when"), t.when, known), geometry, args)
+
     def _tensor_map(
-        self, i: int, a: schema.TensorMapArgModel, known: set[str], ranks: dict[str, int]
+        self,
+        i: int,
+        a: schema.TensorMapArgModel,
+        known: set[str],
+        ranks: dict[str, int],
+        where: tuple[str, ...] = ("args",),
     ) -> TensorMapArg:
-        key = ("args", i)
+        key: tuple[str | int, ...] = (*where, i)
         rank = ranks.get(a.tensor_map)
         if rank is None:
             raise self.err(
@@ -802,11 +857,18 @@ def _same(a: Value, b: Value) -> bool:
 
 
 def _all_zeros(b: schema.InputModel | InputSpec) -> bool:
+    if b.distribution is schema.Distribution.PERMUTATION:
+        return False  # (all zeros only when it has one element and low is 0: seen at the draw)
     if b.distribution is schema.Distribution.UNIFORM:
         return b.low == 0 and b.high == 0
     if b.distribution is schema.Distribution.NORMAL:
         return b.mean == 0 and b.std == 0
-    return b.low == 0 and b.high <= 1  # randint's high is exclusive
+    return b.low == 0 and _num(b.high) <= 1  # randint's high is exclusive
+
+
+def _num(bound: float | str) -> float:
+    """A bound as a number (NaN for an expression, which compares false: checked per problem)."""
+    return float("nan") if isinstance(bound, str) else float(bound)
 
 
 __all__ = ["format_key", "load_space", "project_root"]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from workbench.errors import SpaceFileError
+from workbench.errors import ExpressionError, SpaceFileError
 from workbench.expressions import Expression
 from workbench.spaces.schema import Baseline, Distribution, DType, Role
 
@@ -65,6 +65,16 @@ class Geometry:
 
 
 @dataclass(frozen=True)
+class ThenLaunch:
+    """A second kernel of the entry's binary, launched after it where ``when`` holds."""
+
+    kernel: str  #: its plain symbol
+    when: Expression
+    geometry: Geometry
+    args: tuple[ArgSpec, ...]
+
+
+@dataclass(frozen=True)
 class Draw:
     """How an input's values are drawn: a distribution and its bounds."""
 
@@ -92,6 +102,30 @@ class InputSpec:
     mean: float
     std: float
     per_dtype: Mapping[DType, Draw] = field(default_factory=dict)
+    #: ``low`` and ``high`` as expressions of the shape and config (None: the numbers above),
+    #: resolved per problem by :meth:`with_bounds`
+    bounds: tuple[Expression, Expression] | None = None
+
+    @property
+    def bound_names(self) -> frozenset[str]:
+        """The names the bounds' expressions use (none for numbers)."""
+        if self.bounds is None:
+            return frozenset()
+        return frozenset(self.bounds[0].names) | frozenset(self.bounds[1].names)
+
+    def with_bounds(self, env: Mapping[str, object]) -> InputSpec:
+        """This input with its bounds' expressions evaluated in ``env`` (itself without any).
+
+        Raises:
+            ExpressionError: an expression fails, or gives no number.
+        """
+        if self.bounds is None:
+            return self
+        low, high = (e.evaluate(env) for e in self.bounds)
+        for what, value in (("low", low), ("high", high)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ExpressionError(f"input {self.name}: {what} is {value!r}, not a number")
+        return replace(self, low=float(low), high=float(high), bounds=None)  # type: ignore[arg-type]
 
     def dtype_for(self, env: Mapping[str, object]) -> DType:
         """The dtype for one config (or problem variant).
@@ -285,6 +319,8 @@ class SpaceSpec:
     #: the kernel source's bytes as a store kept them with a study (a space rebuilt from the
     #: store, :func:`~workbench.spaces.loader.load_kept_space`); None: read from ``source``
     kept_source: bytes | None = field(default=None, compare=False, repr=False)
+    #: the second kernel launched after the entry (a combine pass), if any
+    then: ThenLaunch | None = None
 
     @property
     def kept(self) -> bool:

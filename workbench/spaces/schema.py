@@ -102,6 +102,9 @@ class Distribution(str, Enum):
     UNIFORM = "uniform"
     NORMAL = "normal"
     RANDINT = "randint"
+    #: each integer of [low, low + n) once, in random order (n: the input's element count):
+    #: a page table that maps every page of a pool exactly once
+    PERMUTATION = "permutation"
 
 
 class DrawModel(_Strict):
@@ -120,8 +123,10 @@ class InputModel(_Strict):
     dtype: DType | StrictStr
     shape: list[ExprText] = Field(..., min_length=1, max_length=8)
     distribution: Distribution = Distribution.UNIFORM
-    low: StrictInt | StrictFloat = -1
-    high: StrictInt | StrictFloat = 1
+    #: a number, or an expression of the shape and config (``low: S_MIN, high: S + 1``: sequence
+    #: lengths within the shape's range), evaluated per problem
+    low: StrictInt | StrictFloat | StrictStr = -1
+    high: StrictInt | StrictFloat | StrictStr = 1
     mean: StrictInt | StrictFloat = 0
     std: StrictInt | StrictFloat = 1
     #: for a variant's dtype, a draw of its own (int8 codes: randint; E4M3 codes: uniform)
@@ -241,6 +246,19 @@ class ExpectSassModel(_Strict):
     when: ExprText = True
 
 
+class ThenModel(_Strict):
+    """A second kernel of the same binary (a combine pass), launched right after the entry on
+    the same stream, for the configs where ``when`` holds; it is verified and timed with it."""
+
+    #: its plain symbol (``extern "C"``, or a PTX ``.entry``) in the entry's binary
+    kernel: Identifier
+    when: ExprText = True
+    grid: ExprText | list[ExprText]
+    block: ExprText | list[ExprText]
+    shared_bytes: ExprText = 0
+    args: list[ArgEntry] = Field(..., min_length=1)
+
+
 class VariantModel(_Strict):
     """A named problem variant: ``workbench tune NAME`` is ``tune FILE --set`` its ``set``."""
 
@@ -280,3 +298,5 @@ class SpaceModel(_Strict):
     work: WorkModel
     baselines: list[Baseline | UserBaselineModel] = Field(default_factory=list)
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
+    #: a second kernel launched after the entry (see ThenModel)
+    then: ThenModel | None = None

@@ -28,7 +28,12 @@ from workbench.analysis import (
     theoretical_occupancy,
 )
 from workbench.analysis.sass import SassInstruction, disassembly_text
-from workbench.analysis.signature import args_error, demangle, mismatched_arguments
+from workbench.analysis.signature import (
+    args_error,
+    demangle,
+    mismatched_arguments,
+    then_problems,
+)
 from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_job
 from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
@@ -232,7 +237,7 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         return False
     record.args_problems = mismatched_arguments(
         abi_args(space.spec), result.cubin, result.entry or "", result.ptx
-    )
+    ) + then_problems(space.spec, result.cubin, result.ptx)
     record.ok = True
     record.registers = res.registers
     record.static_smem = res.smem

@@ -17,7 +17,7 @@ event and memory calls around them, stay on ``cuda.bindings.driver`` in one plac
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -411,10 +411,19 @@ class Gpu:
         """Wait for the stream; a kernel's fault surfaces here."""
         call(cu.cuStreamSynchronize, self.stream)
 
-    def timed_launch(self, kernel: Kernel, launch: Launch, args: ArgPack) -> float:
-        """One launch between an event pair; its duration in milliseconds."""
+    def timed_launch(
+        self,
+        kernel: Kernel,
+        launch: Launch,
+        args: ArgPack,
+        then: Sequence[tuple[Kernel, Launch, ArgPack]] = (),
+    ) -> float:
+        """One launch (and the launches of ``then`` after it, a config's second kernel) between
+        an event pair; its duration in milliseconds."""
         call(cu.cuEventRecord, self._start, self.stream)
         self.launch(kernel, launch, args)
+        for k, lc, a in then:
+            self.launch(k, lc, a)
         call(cu.cuEventRecord, self._stop, self.stream)
         call(cu.cuEventSynchronize, self._stop)
         return float(call(cu.cuEventElapsedTime, self._start, self._stop))

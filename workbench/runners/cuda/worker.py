@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.runners.buffers import BufferArg, OutputBuffer, launch_arguments
+from workbench.runners.buffers import ArgPack, BufferArg, OutputBuffer, launch_arguments
 from workbench.runners.cuda.driver import (
     DeviceBuffer,
     DeviceProperties,
@@ -41,12 +41,14 @@ from workbench.runners.protocol import (
     LoadInputs,
     OutputFiles,
     RunOnce,
+    ThenStep,
     TimeKernel,
     Timing,
     VerifyOnDevice,
     write_raw,
 )
 from workbench.runners.timing import TimingOptions, is_throttled
+from workbench.spaces.launch import Launch
 from workbench.supervisor import Progress
 
 #: Loaded modules kept per worker (a search revisits configs; a module is a few hundred KB).
@@ -236,7 +238,7 @@ class CudaExecutor:
         return InputsLoaded(request.key, total, time.perf_counter() - start)
 
     # -- one config ----------------------------------------------------------------------
-    def _kernel(self, job: KernelJob) -> Kernel:
+    def _kernel(self, job: KernelJob, launch: Launch | None = None) -> Kernel:
         kernel = self.kernels.get(job.module_key)
         if kernel is None:
             kernel = self.gpu.load(job.cubin, job.entry)
@@ -246,7 +248,7 @@ class CudaExecutor:
                 self.gpu.unload(old)
         else:
             self.kernels.move_to_end(job.module_key)
-        self.gpu.prepare(kernel, job.launch)
+        self.gpu.prepare(kernel, job.launch if launch is None else launch)
         return kernel
 
     def _output(self, out: OutputBuffer) -> DeviceBuffer:
@@ -257,10 +259,20 @@ class CudaExecutor:
             buf = self.outputs[out.name] = self.gpu.alloc(out.nbytes)
         return DeviceBuffer(buf.ptr, out.nbytes)
 
-    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[Kernel, Any, list, float]:
+    def _then(self, job: KernelJob, step: ThenStep) -> Kernel:
+        """The kernel of ``job``'s second launch ``step`` (its own module of the same binary)."""
+        return self._kernel(
+            dataclasses.replace(
+                job, module_key=f"{job.module_key}:{step.entry}", entry=step.entry, then=()
+            ),
+            step.launch,
+        )
+
+    def _prepare(self, job: KernelJob, progress: Progress) -> tuple[_Launches, list, float]:
         progress("loading module")
         start = time.perf_counter()
         kernel = self._kernel(job)
+        thens = [(self._then(job, step), step) for step in job.then]
         loaded = time.perf_counter() - start
         outputs = [(o, self._output(o)) for o in job.outputs]
         buffers = {**self.inputs, **{o.name: b for o, b in outputs}}
@@ -270,18 +282,22 @@ class CudaExecutor:
                 raise _NotLoaded(f"buffer {name} is not loaded (inputs: {self.inputs_key})")
         addresses = {name: buf.ptr for name, buf in buffers.items()}
         args = launch_arguments(job.args, addresses, self.gpu.encode_tensor_map)
-        return kernel, args, outputs, loaded
+        then = tuple(
+            (k, step.launch, launch_arguments(step.args, addresses, self.gpu.encode_tensor_map))
+            for k, step in thens
+        )
+        return _Launches(self.gpu, kernel, job.launch, args, then), outputs, loaded
 
     def _run_once(self, request: RunOnce, progress: Progress) -> OutputFiles:
         job = request.job
-        kernel, args, outputs, loaded = self._prepare(job, progress)
+        launches, outputs, loaded = self._prepare(job, progress)
         with self.ranges.range(job.label):
             progress("filling outputs")
             for out, buf in outputs:
                 self.gpu.fill(buf, out.fill)
             progress("launch")
             start = time.perf_counter()
-            self.gpu.launch(kernel, job.launch, args)
+            launches.run()
             self.gpu.synchronize()
             seconds = time.perf_counter() - start
         progress("copying outputs back")
@@ -296,7 +312,7 @@ class CudaExecutor:
 
     def _verify_on_device(self, request: VerifyOnDevice, progress: Progress) -> DeviceVerdicts:
         job = request.job
-        kernel, args, outputs, loaded = self._prepare(job, progress)
+        launches, outputs, loaded = self._prepare(job, progress)
         start = time.perf_counter()
         self._load_expected(request, progress)
         compares = [(c, self._kernel(c.kernel)) for c in request.compares]
@@ -309,7 +325,7 @@ class CudaExecutor:
             for out, buf in outputs:
                 self.gpu.fill(buf, out.fill)
             progress("launch")
-            self.gpu.launch(kernel, job.launch, args)
+            launches.run()
             self.gpu.synchronize()
         by_name = {o.name: b for o, b in outputs}
         results = {}
@@ -346,7 +362,7 @@ class CudaExecutor:
 
     def _time(self, request: TimeKernel, progress: Progress) -> Timing:
         job, opts = request.job, request.options
-        kernel, args, outputs, loaded = self._prepare(job, progress)
+        launches, outputs, loaded = self._prepare(job, progress)
         resets = [(o, b) for o, b in outputs if o.reset_each_launch]
 
         def reset() -> None:
@@ -354,14 +370,14 @@ class CudaExecutor:
                 self.gpu.fill(buf, out.fill)
 
         def launch() -> None:
-            self.gpu.launch(kernel, job.launch, args)
+            launches.run()
             self.gpu.synchronize()
 
         with self.ranges.range(job.label):
             timing = measure(
                 opts,
                 launch=launch,
-                timed_launch=lambda: self.gpu.timed_launch(kernel, job.launch, args),
+                timed_launch=launches.timed,
                 flush=self.flusher.flush,
                 clocks=self.clocks,
                 clock_note=self.clock_note,
@@ -381,6 +397,29 @@ class CudaExecutor:
         if self.clocks:
             self.clocks.close()
         self.gpu.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launches:
+    """A config's launches on the GPU's stream: the entry, then its second kernels (``then``),
+    run and timed as one call."""
+
+    gpu: Any
+    kernel: Kernel
+    launch: Launch
+    args: ArgPack
+    then: tuple[tuple[Kernel, Launch, ArgPack], ...] = ()
+
+    def run(self) -> None:
+        self.gpu.launch(self.kernel, self.launch, self.args)
+        for kernel, launch, args in self.then:
+            self.gpu.launch(kernel, launch, args)
+
+    def timed(self) -> float:
+        """Milliseconds from before the entry to after the last kernel (one event pair)."""
+        if not self.then:
+            return float(self.gpu.timed_launch(self.kernel, self.launch, self.args))
+        return float(self.gpu.timed_launch(self.kernel, self.launch, self.args, then=self.then))
 
 
 class _NotLoaded(RuntimeError):
