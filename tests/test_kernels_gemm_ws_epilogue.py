@@ -486,11 +486,17 @@ STAGED_GPU = [
     },
     # staged by the finisher of each stream-K tile, after the workspace fixup
     {"PATH": "tma_pingpong", "BM": 64, "BN": 96, "BK": 128, "SCHED": "streamk", "EPILOGUE": "tma"},
-]
+    # in thread-block clusters (multicast A, multicast B): tiles of a cluster past the edge of C
+    # store nothing
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "GROUP_M": 1,
+     "CLUSTER_N": 2, "EPILOGUE": "tma"},
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 96, "BK": 128, "CLUSTER_M": 2, "EPILOGUE": "tma"},
+]  # fmt: skip
 FP8_STAGED_GPU = [
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "EPILOGUE": "tma"},
     {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64, "EPILOGUE": "tma"},
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "SCHED": "streamk", "EPILOGUE": "tma"},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "CLUSTER_M": 2, "EPILOGUE": "tma"},
 ]
 
 
