@@ -9,13 +9,16 @@
 //
 // Knobs (macros): PATH (tma_coop | tma_pingpong), BM, BN, BK, STAGES, SWIZZLE, GROUP_M, PROMOTE,
 // SPLIT_K, SCHED (static | streamk), RASTER (m | n), EPILOGUE (direct | tma:
-// gemm_ws_epilogue.cuh); FORMAT, OUT.
+// gemm_ws_epilogue.cuh), CLUSTER_M x CLUSTER_N (1x1, 2x1, 1x2: thread-block clusters that
+// multicast the shared operand, gemm_tma_ws.cuh); FORMAT, OUT.
 // Launch: grid = min(units, SMs) CTAs of 384 threads (units: tiles * SPLIT_K, or with
-//         SCHED=streamk tiles * k-tiles); dynamic shared memory
+//         SCHED=streamk tiles * k-tiles); with a cluster of C = CLUSTER_M * CLUSTER_N CTAs,
+//         C * min(cluster tiles, SMs / C) CTAs in clusters of (C, 1, 1); dynamic shared memory
 //         STAGES * (BM + BN) * BK + 1024 (alignment slack) + 16 * STAGES (mbarriers) bytes,
 //         plus 2 * WG_ROWS * BN * 2 (a 16-bit staging tile per consumer) with EPILOGUE=tma.
 // Arguments: tmap_a, tmap_b are tensor maps of A [M, K] and B [N, K] (one byte per element)
-// with boxes of [BM, SWIZZLE] and [BN, SWIZZLE] and the SWIZZLE-byte swizzle; tmap_c (read with
+// with boxes of [BM / CLUSTER_N, SWIZZLE] and [BN / CLUSTER_M, SWIZZLE] (a CTA's part of a
+// shared operand) and the SWIZZLE-byte swizzle; tmap_c (read with
 // EPILOGUE=tma only) a tensor map of C [M, N] with boxes of [WG_ROWS, 64] and the 128-byte
 // swizzle. K % 16 == 0, and N % 8 == 0 with EPILOGUE=tma (16-byte rows of C).
 // SPLIT_K > 1 or SCHED=streamk: the units of a tile (parts of its K range, gemm_schedule.cuh)
@@ -85,8 +88,7 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   const Pipe pipe{aligned_smem_base() + 2 * STAGING_BYTES};
   const int warpgroup = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) pipe.init(WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage
-  __syncthreads();  // the barriers are initialised before anyone waits on them
+  ws_start(pipe, WS_COOPERATIVE ? 8 : 4);  // consumer warps per stage (gemm_tma_ws.cuh)
 
   // ---- producer warpgroup: one thread issues every TMA load ---------------------------------
   if (warpgroup == 0) {
@@ -173,6 +175,10 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
       if (!ws_unit_fixup<WS_COOPERATIVE>(ws, unit, consumer, acc)) return;  // a peer: published
     }
     const TileCoord tile = work.tile(unit);
+    if constexpr (WS_CLUSTER > 1) {
+      // a cluster's tile past the edge of C (its loads fed the partner CTA): nothing to store
+      if (tile.m * BM >= M || tile.n * BN >= N) return;
+    }
     const int m_base = tile.m * BM + row0;
     const int n_base = tile.n * BN;
     auto cols = [](int) { return 0; };  // tensor-wise scales: nothing per column

@@ -40,3 +40,7 @@
 #if EPILOGUE_tma && !(PATH_tma_coop || PATH_tma_pingpong)
 #error "EPILOGUE=tma: only the TMA paths (tma_coop, tma_pingpong) stage their tile for a TMA store"
 #endif
+#if ((defined(CLUSTER_M) && CLUSTER_M != 1) || (defined(CLUSTER_N) && CLUSTER_N != 1)) && \
+    !(PATH_tma_coop || PATH_tma_pingpong)
+#error "CLUSTER_M, CLUSTER_N: only the TMA paths (tma_coop, tma_pingpong) run in thread-block clusters"
+#endif

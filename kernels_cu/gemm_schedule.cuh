@@ -10,12 +10,30 @@
 //                   order, along M or along N.
 //   GemmSchedule    the persistent schedule of the warp-specialized TMA GEMMs (gemm_tma_ws.cuh):
 //                   grid = min(units, SMs) CTAs, each walking its own list of work units, a unit
-//                   being k-tiles k0 .. k0 + k_count - 1 of one output tile. Two kinds:
+//                   being k-tiles k0 .. k0 + k_count - 1 of one output tile. In thread-block
+//                   clusters of cluster_m x cluster_n CTAs (below) the units are those of
+//                   cluster tiles. Two kinds:
 //     static        unit u = slice u % SPLIT_K of tile u / SPLIT_K; CTA c takes u = c, c + G,
 //                   c + 2G, ... (G CTAs); SPLIT_K = 1 is one unit per tile.
 //     stream-K      the tiles' k-iterations, tiles x k_tiles in all, are divided evenly among the
 //                   G CTAs; CTA c takes the contiguous range [start(c), start(c + 1)), which may
 //                   begin and end in the middle of a tile: one unit per tile it touches.
+//
+// Clusters (gemm_tma_ws.cuh: CLUSTER_M x CLUSTER_N, 1x1, 2x1 or 1x2). The schedule is dealt in
+// cluster units: a cluster tile is cluster_m x cluster_n output tiles (cluster_m tile rows,
+// cluster_n tile columns), the grid is clusters x (cluster_m * cluster_n) CTAs, CTA c belongs to
+// cluster c / size with rank c % size (consecutive CTAs form a cluster: the launch's cluster
+// dimension is (size, 1, 1)), and the clusters walk the cluster tiles exactly as CTAs walk
+// tiles without clusters (static or stream-K, the same raster and GROUP_M, counted in cluster
+// tiles). Every CTA of a cluster therefore has the same units in the same order, each on its own
+// tile of the cluster tile: rank r takes row r % cluster_m and column r / cluster_m of it. So at
+// every unit the CTAs of a 2x1 cluster hold vertically adjacent tiles (the same columns of B)
+// and those of a 1x2 cluster horizontally adjacent ones (the same rows of A), which is what lets
+// them share that operand's loads (TMA multicast). Where the tile count along M (N) is odd, the
+// last cluster tiles of a 2x1 (1x2) cluster have a tile past the edge of C: its CTA still loads
+// and multiplies (zeros: TMA fills the boxes past the tensor) so that its partner gets its half
+// of the shared operand, and stores nothing. With clusters the kernels take no fixup (SPLIT_K = 1
+// and SCHED=static, their constraint): the workspace below is numbered per cluster tile.
 //
 // The fixup (how the units of one tile meet). Exactly one unit of each tile *finalizes* it: it
 // waits until the tile's other units ("peers") have published their partial accumulators, adds
@@ -93,30 +111,35 @@ struct GemmUnit {
 };
 
 struct GemmSchedule {
-  int tiles_m, tiles_n, k_tiles;  // output tiles, k-tiles per tile
+  int cluster_m, cluster_n, rank;  // the cluster shape (in tiles) and this CTA's rank in it
+  int tiles_m, tiles_n, k_tiles;   // (cluster) tiles, k-tiles per tile
   int group;
   bool along_n;
   bool stream_k;
   int slices;  // static: K slices per tile (SPLIT_K)
-  int ctas, cta;
+  int ctas, cta;  // clusters, and this CTA's cluster (CTAs and this CTA without clusters)
   int per_slice;  // static: k-tiles per slice (the last one may have fewer)
   // stream-K: this CTA's k-iterations [begin, end) counted from the start of its first tile
   // (begin < k_tiles), and the CTA holding the first k-tile of that tile
   int first_tile, begin, end, first_cta;
   int count;  // units of this CTA
 
+  // ctas_ CTAs (a multiple of the cluster size), cta_ this CTA's number in the grid.
   GEMM_SCHED_FN GemmSchedule(int M, int N, int K, int tile_m, int tile_n, int tile_k,
                              int group_, bool along_n_, bool stream_k_, int split_k, int ctas_,
-                             int cta_)
-      : tiles_m((M + tile_m - 1) / tile_m),
-        tiles_n((N + tile_n - 1) / tile_n),
+                             int cta_, int cluster_m_ = 1, int cluster_n_ = 1)
+      : cluster_m(cluster_m_),
+        cluster_n(cluster_n_),
+        rank(cta_ % (cluster_m_ * cluster_n_)),
+        tiles_m((M + tile_m * cluster_m_ - 1) / (tile_m * cluster_m_)),
+        tiles_n((N + tile_n * cluster_n_ - 1) / (tile_n * cluster_n_)),
         k_tiles((K + tile_k - 1) / tile_k),
         group(group_),
         along_n(along_n_),
         stream_k(stream_k_),
         slices(stream_k_ ? 1 : split_k),
-        ctas(ctas_),
-        cta(cta_),
+        ctas(ctas_ / (cluster_m_ * cluster_n_)),
+        cta(cta_ / (cluster_m_ * cluster_n_)),
         per_slice(0),
         first_tile(0),
         begin(0),
@@ -193,9 +216,11 @@ struct GemmSchedule {
     return unit;
   }
 
-  // The coordinates of a unit's tile (computed where they are needed: in a kernel, after the
-  // fixup, so that they do not hold registers while the partial tiles are added).
+  // The coordinates of this CTA's tile of a unit (computed where they are needed: in a kernel,
+  // after the fixup, so that they do not hold registers while the partial tiles are added): in
+  // clusters, its place in the unit's cluster tile. It may lie past the edge of C (clusters).
   GEMM_SCHED_FN TileCoord tile(const GemmUnit& unit) const {
-    return tile_of_block(unit.index, tiles_m, tiles_n, group, along_n);
+    const TileCoord t = tile_of_block(unit.index, tiles_m, tiles_n, group, along_n);
+    return TileCoord{t.m * cluster_m + rank % cluster_m, t.n * cluster_n + rank / cluster_m};
   }
 };

@@ -37,6 +37,47 @@
 // The expected bytes are always the whole boxes: TMA writes a box entirely, zeros where it
 // lies outside the tensor (the M, N and K edges), and counts every byte.
 //
+// Thread-block clusters (CLUSTER_M x CLUSTER_N CTAs: 1x1, 2x1 or 1x2; the launch's cluster
+// dimension is (CLUSTER_M * CLUSTER_N, 1, 1)). The scheduler deals cluster tiles
+// (gemm_schedule.cuh): at every unit the CTAs of a 2x1 cluster hold vertically adjacent tiles,
+// which read the same BN rows of B, and those of a 1x2 cluster horizontally adjacent ones, which
+// read the same BM rows of A. Rank r = blockIdx.x % size sits at row r % CLUSTER_M and column
+// r / CLUSTER_M of the cluster tile. The shared operand is loaded once for the cluster: each CTA
+// loads 1/2 of its box (BN / 2 rows of B, or BM / 2 rows of A: a box of the tensor map that
+// size) with a multicast TMA load that writes the rows into the same place of the stage in both
+// CTAs; the other operand each CTA loads whole for itself. The protocol, in CUTLASS's way:
+//   start      thread 0 of each CTA checks that the launch's cluster is the one the kernel was
+//              built for (a trap otherwise, not a hang), initialises its barriers, fences the
+//              init at cluster scope, and all threads of the cluster meet at barrier.cluster
+//              (arrive.release / wait.acquire) instead of __syncthreads: no CTA writes into a
+//              peer's stages or arrives on its barriers before that peer's barriers exist.
+//   full[s]    still one arrival, the CTA's own producer's expect_tx of the whole stage's bytes
+//              (STAGE_BYTES: its own operand box plus both halves of the shared one); the
+//              peer's multicast half completes its bytes on this CTA's full[s] too. Bytes that
+//              land before the expect_tx leave the transaction count negative for a moment; the
+//              phase cannot complete without the producer's arrival.
+//   empty[s]   a producer's multicast overwrites stage s in the peer as well, so its empty[s]
+//              collects the releases of the consumers of every CTA its loads write into (the
+//              CTAs of its cluster row and column, itself included: WS_CLUSTER_PEERS): each
+//              consumer warp releases a stage on each of those CTAs' empty barriers (lane r
+//              arrives on rank r's, through mapa), and the producer waits on its own. The
+//              arrivals and the wait keep PTX's default semantics (release and acquire at CTA
+//              scope), as CUTLASS's ClusterBarrier has them: a release stands for the wgmma
+//              reads of the stage, complete before it (wgmma.wait_group); cluster scope would
+//              cost a MEMBAR.ALL.GPU per release and an L1 invalidation (CCTL.IVALL) per
+//              wait in SASS. Every CTA of a cluster walks the
+//              same units and k-tiles, so stage s in round r holds the same k-tile in both.
+//   exit       a CTA's shared memory must outlive every access from its peers: their multicast
+//              writes into its stages (its consumers wait for those bytes before they finish)
+//              and their consumers' arrivals on its empty barriers. So the producer thread,
+//              after its last load, waits for each stage's release once more (the phase after
+//              its last fill; a stage never filled passes at once): then every arrival of every
+//              peer on this CTA's barriers has happened, and the CTA may exit. The peer's
+//              shared memory is covered by the peer's producer in the same way.
+// Clusters do not combine with the fixup (SPLIT_K > 1, SCHED=streamk): its workspace slots and
+// counters are numbered per tile of one CTA. A cluster never waits for another cluster, so the
+// launch completes whether or not all clusters are resident at once.
+//
 // Shared memory (1024-byte aligned base): NSTAGES x [A tile TILE_M x TILE_K | B tile
 // TILE_N x TILE_K], each tile TILE_K / SW swizzle atoms of rows x SW bytes (gemm_smem_tiles.cuh's
 // layout: one TMA box of rows x SW bytes per atom writes exactly that), then the 2 x NSTAGES
@@ -46,7 +87,11 @@
 #include "gemm_wgmma_mainloop.cuh"
 #include "tma_sm90.cuh"
 
-// ---- the work schedule (SCHED, RASTER, SPLIT_K, GROUP_M; SCHED_static etc. are defined to 1) ---
+// ---- the work schedule (SCHED, RASTER, SPLIT_K, GROUP_M, CLUSTER_M, CLUSTER_N; SCHED_static
+// etc. are defined to 1) ----------------------------------------------------------------------
+#if !defined(CLUSTER_M) || !defined(CLUSTER_N)
+#error "CLUSTER_M, CLUSTER_N: the thread-block cluster's shape in tiles (1x1, 2x1 or 1x2)"
+#endif
 #if SCHED_streamk
 constexpr bool WS_STREAM_K = true;
 #elif SCHED_static
@@ -68,6 +113,18 @@ static_assert(!WS_STREAM_K || SPLIT_K == 1,
 static_assert(GROUP_M >= 1, "GROUP_M: at least one tile row (column) per group");
 // Whether units share tiles, i.e. the kernel runs the fixup through the workspace.
 constexpr bool WS_FIXUP = WS_STREAM_K || SPLIT_K > 1;
+
+// ---- the cluster (CLUSTER_M x CLUSTER_N CTAs) -------------------------------------------------
+constexpr int WS_CLUSTER_M = CLUSTER_M;  // tile rows of a cluster tile (they share B)
+constexpr int WS_CLUSTER_N = CLUSTER_N;  // tile columns (they share A)
+constexpr int WS_CLUSTER = WS_CLUSTER_M * WS_CLUSTER_N;
+// CTAs a CTA's loads write into, itself included: its cluster row and column
+constexpr int WS_CLUSTER_PEERS = WS_CLUSTER_M + WS_CLUSTER_N - 1;
+static_assert(WS_CLUSTER_M >= 1 && WS_CLUSTER_N >= 1 && WS_CLUSTER <= 2,
+              "CLUSTER_M x CLUSTER_N: 1x1, 2x1 or 1x2 (a 2x2 cluster is not built)");
+static_assert(WS_CLUSTER == 1 || !WS_FIXUP,
+              "CLUSTER_M x CLUSTER_N: clusters need SPLIT_K=1 and SCHED=static (the fixup's "
+              "workspace slots and counters are numbered per tile of one CTA)");
 
 constexpr int WS_THREADS = 384;         // producer warpgroup + two consumer warpgroups
 constexpr int WS_PRODUCER_REGS = 40;    // what the TMA-issuing thread needs
@@ -121,7 +178,8 @@ struct WsPipeline {
   __device__ __forceinline__ u32 empty(int s) const { return full(NSTAGES) + 8 * s; }
 
   // One thread: full barriers take the producer's one arrival (plus the bytes), empty ones an
-  // arrival from each consumer warp that reads the stage.
+  // arrival from each consumer warp that reads the stage (in every CTA the stage's loads write:
+  // WS_CLUSTER_PEERS).
   __device__ __forceinline__ void init(u32 empty_arrivals) const {
     for (int s = 0; s < NSTAGES; ++s) {
       mbar_init(full(s), 1);
@@ -131,14 +189,52 @@ struct WsPipeline {
   }
 };
 
+// This CTA's rank in its cluster (the schedule's; ws_start checks the hardware's agrees) and
+// the CTAs its loads of A and of B write into (bit r: rank r).
+__device__ __forceinline__ int ws_cluster_rank() { return int(blockIdx.x) % WS_CLUSTER; }
+__device__ __forceinline__ unsigned short ws_a_mask(int rank) {  // its cluster row: every column
+  unsigned short mask = 0;
+#pragma unroll
+  for (int c = 0; c < WS_CLUSTER_N; ++c) mask |= 1u << (rank % WS_CLUSTER_M + c * WS_CLUSTER_M);
+  return mask;
+}
+__device__ __forceinline__ unsigned short ws_b_mask(int rank) {  // its cluster column: every row
+  unsigned short mask = 0;
+#pragma unroll
+  for (int r = 0; r < WS_CLUSTER_M; ++r) mask |= 1u << (r + rank / WS_CLUSTER_M * WS_CLUSTER_M);
+  return mask;
+}
+
+// The start of every CTA: barriers initialised, and visible to every thread that waits or
+// arrives on them (with clusters, the peers' threads too) before anyone does.
+template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES>
+__device__ __forceinline__ void ws_start(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
+                                         int consumer_warps) {
+  if (threadIdx.x == 0) {
+    if constexpr (WS_CLUSTER > 1) {
+      // launched without the cluster it was built for, a multicast would write into CTAs that
+      // do not expect it and the producers would wait forever: stop with an error instead
+      if (cluster_nctarank() != u32(WS_CLUSTER) || cluster_ctarank() != u32(ws_cluster_rank())) {
+        __trap();
+      }
+    }
+    pipe.init(u32(consumer_warps * WS_CLUSTER_PEERS));
+  }
+  if constexpr (WS_CLUSTER > 1) {
+    cluster_sync();  // every CTA of the cluster has initialised its barriers
+  } else {
+    __syncthreads();  // the barriers are initialised before anyone waits on them
+  }
+}
+
 // The schedule of this CTA: its units work[0 .. count - 1] (GemmUnit: tile index, k0, k_count,
 // and the unit's part in the fixup), in the order the producer loads them and the consumers take
-// them.
+// them; in cluster units with clusters (the same units for every CTA of a cluster).
 using WsUnit = GemmUnit;
 __device__ __forceinline__ GemmSchedule ws_schedule(int M, int N, int K, int tile_m, int tile_n,
                                                     int tile_k) {
   return GemmSchedule(M, N, K, tile_m, tile_n, tile_k, GROUP_M, WS_ALONG_N, WS_STREAM_K, SPLIT_K,
-                      int(gridDim.x), int(blockIdx.x));
+                      int(gridDim.x), int(blockIdx.x), WS_CLUSTER_M, WS_CLUSTER_N);
 }
 
 // The same, computed afresh at each call (a few integer divisions): the consumers build it again
@@ -152,8 +248,27 @@ __device__ __forceinline__ GemmSchedule ws_schedule_again(int M, int N, int K, i
   return ws_schedule(M, N, K, tile_m, tile_n, tile_k);
 }
 
+// The loads of one operand's box of one atom: `rows` rows at `row0` into `dst` (the atom's place
+// in the stage), whole (SHARE 1), or this CTA's part `part` of SHARE (rows / SHARE rows at
+// row0 + part * rows / SHARE, the tensor map's box) multicast to the CTAs of `mask`.
+template <int ROWS, int SW, int SHARE>
+__device__ __forceinline__ void ws_load_box(u32 dst, const TmaDescriptor* map, int k, int row0,
+                                            u32 full, int part, unsigned short mask) {
+  if constexpr (SHARE == 1) {
+    tma_load_2d(dst, map, k, row0, full);
+  } else {
+    constexpr int PART_ROWS = ROWS / SHARE;
+    static_assert(PART_ROWS % 8 == 0,
+                  "a multicast part of a box starts on the 1024-byte period of the 128-byte "
+                  "swizzle (whole groups of 8 rows: BN % 16 == 0 for 2x1, BM % 16 for 1x2)");
+    tma_load_2d_multicast(dst + u32(part * PART_ROWS * SW), map, k, row0 + part * PART_ROWS,
+                          full, mask);
+  }
+}
+
 // The producer thread: every k-tile of every local unit, in order, into the ring of stages.
-// A box is rows x SW bytes at (k, first row): TILE_K / SW boxes per operand per stage.
+// A box is rows x SW bytes at (k, first row): TILE_K / SW boxes per operand per stage (with
+// clusters, the shared operand's box is this CTA's part of the rows, multicast).
 template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES, int SW>
 __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
                                            const TmaDescriptor* map_a, const TmaDescriptor* map_b,
@@ -161,6 +276,9 @@ __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE
   using Pipe = WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>;
   tma_prefetch_descriptor(map_a);
   tma_prefetch_descriptor(map_b);
+  const int rank = ws_cluster_rank();
+  const unsigned short a_mask = ws_a_mask(rank);  // (multicast only where the operand is shared)
+  const unsigned short b_mask = ws_b_mask(rank);
   int s = 0;       // stage of the next k-tile
   u32 round = 0;   // how many times the ring has wrapped (its parity is the phase)
   for (int i = 0; i < work.count; ++i) {
@@ -169,19 +287,51 @@ __device__ __forceinline__ void ws_produce(const WsPipeline<TILE_M, TILE_N, TILE
     const int m0 = tile.m * TILE_M;
     const int n0 = tile.n * TILE_N;
     for (int kt = unit.k0; kt < unit.k0 + unit.k_count; ++kt) {
-      mbar_wait(pipe.empty(s), (round & 1) ^ 1);  // the consumers have released stage s
-      mbar_arrive_expect_tx(pipe.full(s), Pipe::STAGE_BYTES);
+      mbar_wait(pipe.empty(s), (round & 1) ^ 1);  // the consumers (of every CTA it feeds)
+                                                  // have released stage s
+      mbar_arrive_expect_tx(pipe.full(s), Pipe::STAGE_BYTES);  // (the whole stage, clusters too)
 #pragma unroll
       for (int atom = 0; atom < TILE_K / SW; ++atom) {
         const int k = kt * TILE_K + atom * SW;
-        tma_load_2d(pipe.a(s) + u32(atom) * (TILE_M * SW), map_a, k, m0, pipe.full(s));
-        tma_load_2d(pipe.b(s) + u32(atom) * (TILE_N * SW), map_b, k, n0, pipe.full(s));
+        // A: shared by the cluster's row (1x2: part rank / CLUSTER_M); B: by its column (2x1)
+        ws_load_box<TILE_M, SW, WS_CLUSTER_N>(pipe.a(s) + u32(atom) * (TILE_M * SW), map_a, k,
+                                              m0, pipe.full(s), rank / WS_CLUSTER_M, a_mask);
+        ws_load_box<TILE_N, SW, WS_CLUSTER_M>(pipe.b(s) + u32(atom) * (TILE_N * SW), map_b, k,
+                                              n0, pipe.full(s), rank % WS_CLUSTER_M, b_mask);
       }
       if (++s == NSTAGES) {
         s = 0;
         ++round;
       }
     }
+  }
+  if constexpr (WS_CLUSTER > 1) {
+    // Before this CTA may exit: every stage released once more after its last fill (a stage
+    // never filled passes at once), i.e. every consumer of every peer has made its last
+    // arrival on this CTA's barriers (the header's "exit")
+#pragma unroll 1
+    for (int i = 0; i < NSTAGES; ++i) {
+      mbar_wait(pipe.empty(s), (round & 1) ^ 1);
+      if (++s == NSTAGES) {
+        s = 0;
+        ++round;
+      }
+    }
+  }
+}
+
+// A consumer warp's release of stage s: one arrival per warp on the empty barrier of every CTA
+// whose producer writes into this CTA's stage s (lane r on rank r's; without clusters lane 0 on
+// this CTA's own).
+template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES>
+__device__ __forceinline__ void ws_release(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
+                                           int s) {
+  const int lane = int(threadIdx.x % 32);
+  if constexpr (WS_CLUSTER > 1) {
+    const unsigned short peers = ws_a_mask(ws_cluster_rank()) | ws_b_mask(ws_cluster_rank());
+    if (lane < WS_CLUSTER && (peers >> lane & 1)) mbar_arrive_cluster(pipe.empty(s), u32(lane));
+  } else {
+    if (lane == 0) mbar_arrive(pipe.empty(s));
   }
 }
 
@@ -194,7 +344,6 @@ template <int TILE_M, int TILE_N, int TILE_K, int NSTAGES, class Multiply, class
 __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE_K, NSTAGES>& pipe,
                                            u32 first, int k_tiles, Multiply&& multiply,
                                            Issued&& issued) {
-  const bool signals = threadIdx.x % 32 == 0;  // one arrival per warp
   int s = int(first % NSTAGES);
   u32 round = first / NSTAGES;
   int previous = -1;  // the stage whose wgmma may still run
@@ -202,7 +351,7 @@ __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE
     mbar_wait(pipe.full(s), round & 1);  // the stage's bytes have landed
     multiply(pipe.a(s), pipe.b(s));
     wgmma_wait<1>();  // the previous k-tile's wgmma are done: its stage may be refilled
-    if (previous >= 0 && signals) mbar_arrive(pipe.empty(previous));
+    if (previous >= 0) ws_release(pipe, previous);
     previous = s;
     if (++s == NSTAGES) {
       s = 0;
@@ -211,7 +360,7 @@ __device__ __forceinline__ void ws_consume(const WsPipeline<TILE_M, TILE_N, TILE
   }
   issued();
   wgmma_wait<0>();
-  if (previous >= 0 && signals) mbar_arrive(pipe.empty(previous));
+  if (previous >= 0) ws_release(pipe, previous);
 }
 
 // A consumer warpgroup's walk over the local units: all of them (cooperative) or every other

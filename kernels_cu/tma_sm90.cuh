@@ -16,6 +16,10 @@
 //   TMA load        cp.async.bulk.tensor: one thread copies a whole box from global to shared
 //                   memory, swizzled as the map says; elements outside the tensor are written
 //                   as zeros, and the full box's bytes complete on the mbarrier.
+//   multicast       a TMA load with .multicast::cluster writes its box into several CTAs of a
+//                   thread-block cluster at once (the same offset in each), completing the
+//                   bytes on each one's barrier; mapa + mbarrier.arrive.shared::cluster arrive
+//                   on a barrier of another CTA of the cluster.
 //   TMA store       the reverse, from shared memory through the map (elements outside the
 //                   tensor are not written); bulk groups say when the source may be reused.
 #pragma once
@@ -62,6 +66,23 @@ __device__ __forceinline__ void mbar_arrive(tma_u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// One arrival on the barrier at the same shared-memory offset as `bar` in the CTA of rank
+// `cta_rank` of this cluster (itself included): mapa turns the offset into that CTA's
+// shared::cluster address. The default semantics (release, CTA scope), as CUTLASS's
+// ClusterBarrier::arrive(cta_id) has them: the accesses a stage's release stands for are the
+// wgmma reads of this CTA's own stage, complete (wgmma.wait_group) before the arrival; an
+// explicit .release.cluster costs a MEMBAR.ALL.CTA + MEMBAR.ALL.GPU per arrival (ptxas 13.5).
+__device__ __forceinline__ void mbar_arrive_cluster(tma_u32 bar, tma_u32 cta_rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta_rank)
+      : "memory");
+}
+
 __device__ __forceinline__ bool mbar_try_wait(tma_u32 bar, tma_u32 parity) {
   tma_u32 done;
   asm volatile(
@@ -83,6 +104,7 @@ __device__ __forceinline__ void mbar_wait(tma_u32 bar, tma_u32 parity) {
   }
 }
 
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Box at coordinates (c0 innermost, c1) of the map's tensor into shared memory at `dst`,
 // completing its bytes on `bar`. dst must be aligned to the swizzle pattern's period (1024 bytes
@@ -93,6 +115,20 @@ __device__ __forceinline__ void tma_load_2d(tma_u32 dst, const TmaDescriptor* ma
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(param_address(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// The same box, multicast: written at offset `dst` of the shared memory of every CTA of the
+// cluster whose bit is set in `cta_mask` (bit r: the CTA of rank r), each completing the box's
+// bytes on its own barrier at offset `bar`. Every destination CTA must expect those bytes on
+// that barrier (its producer's expect_tx) and must not be reusing the stage.
+__device__ __forceinline__ void tma_load_2d_multicast(tma_u32 dst, const TmaDescriptor* map,
+                                                      int c0, int c1, tma_u32 bar,
+                                                      unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(param_address(map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
       : "memory");
 }
 
@@ -141,6 +177,29 @@ template <int ID>
 __device__ __forceinline__ void named_barrier_arrive(int threads) {
   static_assert(ID >= 1 && ID <= 15, "named barriers 1..15 (0 is __syncthreads)");
   asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "r"(threads) : "memory");
+}
+
+// ---- thread-block clusters (sm_90) -------------------------------------------------------------
+// This CTA's rank in its cluster, and the cluster's CTA count (1 when launched without one).
+__device__ __forceinline__ tma_u32 cluster_ctarank() {
+  tma_u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ tma_u32 cluster_nctarank() {
+  tma_u32 count;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(count));
+  return count;
+}
+
+// Every thread of every CTA of the cluster (all of them, converged: .aligned) arrives, then
+// waits for all the others: what each did before (barrier initialisation, its last accesses to
+// another CTA's shared memory) is visible to all after (release / acquire, cluster scope).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
 }
 
 // ---- register reallocation (sm_90a) ------------------------------------------------------------

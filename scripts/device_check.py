@@ -363,6 +363,10 @@ TMA_SEEDS = [
     "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8,EPILOGUE=tma",
     "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8",
     "PATH=tma_coop,BM=128,BN=128,BK=128,STAGES=4,GROUP_M=8,SCHED=streamk,EPILOGUE=tma",
+    # issue 54: thread-block clusters with TMA multicast (2x1 shares B, 1x2 shares A) on the
+    # first two tiles
+    "PATH=tma_coop,BM=128,BN=256,BK=128,STAGES=4,GROUP_M=8,CLUSTER_M=2",
+    "PATH=tma_pingpong,BM=128,BN=128,BK=128,STAGES=5,GROUP_M=8,CLUSTER_N=2,RASTER=n",
 ]
 #: Seeds where the tiles do not fill the GPU (M=128, N=11008: 43 tiles of 128 x 256 for 132
 #: SMs; M=16: 32 tiles of 64 x 128): stream-K and the split-K fixup of issue 54

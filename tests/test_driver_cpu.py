@@ -360,3 +360,43 @@ def test_uuids_read_as_nvml_writes_them() -> None:
     raw = bytes(range(0xA0, 0xB0))
     assert format_uuid(raw) == "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
     assert format_uuid(raw, prefix="MIG").startswith("MIG-a0a1a2a3-")
+
+
+@pytest.mark.parametrize(("knobs", "cluster"), [({"CLUSTER_M": 2}, (2, 1, 1)), ({}, None)])
+def test_a_cluster_config_of_the_tma_gemm_goes_to_cuLaunchKernelEx(
+    monkeypatch: pytest.MonkeyPatch, knobs: dict, cluster: tuple[int, int, int] | None
+) -> None:
+    """Up to the driver call: gemm_int8's TMA path in a 2x1 cluster (the space file's geometry:
+    132 CTAs in clusters of (2, 1, 1)) is launched with cuLaunchKernelEx and a configuration
+    that carries the grid and the cluster dimension; without a cluster (a (1, 1, 1) cluster) it
+    is a plain cuLaunchKernel. The checked ``call`` is replaced by a recorder: no driver."""
+    from workbench.runners.buffers import pack_arguments
+    from workbench.runners.cuda import driver as runner_driver
+    from workbench.spaces import Space, load_kernel
+    from workbench.spaces.launch import launch_geometry
+    from workbench.toolchain import Arch
+
+    spec = load_kernel("gemm_int8")
+    space = Space(spec, arch=Arch.parse("sm_90a"))
+    config = dict(spec.default_config(), PATH="tma_coop", BM=128, BN=256, BK=128, STAGES=4, **knobs)
+    launch = launch_geometry(space, config)
+    assert launch.grid == (132, 1, 1) and launch.cluster == (cluster or (1, 1, 1))
+    calls: list[tuple[Any, tuple]] = []
+    monkeypatch.setattr(runner_driver, "call", lambda fn, *args: calls.append((fn, args)))
+    gpu = object.__new__(runner_driver.Gpu)  # (its __init__ asks the driver for a context)
+    gpu.stream = driver.CUstream(0)
+    kernel = runner_driver.Kernel(None, driver.CUfunction(), "gemm_int8")
+    gpu.launch(kernel, launch, pack_arguments([]))
+    ((fn, args),) = calls
+    if cluster is None:
+        assert fn is driver.cuLaunchKernel and args[1:7] == (132, 1, 1, 384, 1, 1)
+        return
+    assert fn is driver.cuLaunchKernelEx
+    config_ = args[0]
+    assert (config_.gridDimX, config_.gridDimY, config_.gridDimZ) == launch.grid
+    assert (config_.blockDimX, config_.sharedMemBytes) == (384, launch.shared_bytes)
+    (attr,) = config_.attrs
+    assert attr.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    dim = attr.value.clusterDim
+    assert (dim.x, dim.y, dim.z) == cluster
+    assert config_.gridDimX % dim.x == 0  # whole clusters

@@ -10,7 +10,12 @@ shapes and skinny ones, with the grid and workspace the space files give:
   every slot inside the workspace the space file allocates;
 * the launch cannot deadlock: CTAs computing their units in order, a finisher waiting for its
   peers, all complete (and the structural reasons the header's comment gives hold);
-* stream-K divides the k-iterations evenly (CTAs differ by at most one).
+* stream-K divides the k-iterations evenly (CTAs differ by at most one);
+* in thread-block clusters (2x1, 1x2: CLUSTER_M x CLUSTER_N), the grid is whole clusters, every
+  CTA of a cluster has the same units in the same order, each on its own tile of the cluster
+  tile, so that at every unit the CTAs of a 2x1 cluster hold the same columns of C (they share
+  B) and those of a 1x2 cluster the same rows (they share A); every tile of C is computed
+  exactly once, and a tile past the edge of C only as the partner of a real one.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import dataclasses
 import itertools
 import shutil
 import subprocess
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,9 +58,11 @@ class Case:
     split_k: int
     ctas: int
     workspace_words: int | None = None  #: what the space file allocates (None: not from one)
+    cluster_m: int = 1  #: CLUSTER_M x CLUSTER_N: the thread-block cluster, in tiles
+    cluster_n: int = 1
 
     def line(self) -> str:
-        values = dataclasses.astuple(self)[:11]
+        values = [*dataclasses.astuple(self)[:11], self.cluster_m, self.cluster_n]
         return " ".join(str(int(v)) for v in values)
 
 
@@ -125,6 +132,9 @@ def schedules(harness: Path, cases: list[Case]) -> list[Schedule]:
 
 def check(case: Case, s: Schedule) -> None:
     """Everything the module docstring promises, for one case."""
+    if case.cluster_m * case.cluster_n > 1:
+        check_clusters(case, s)
+        return
     tiles = s.tiles_m * s.tiles_n
     assert (s.tiles_m, s.tiles_n) == (-(-case.M // case.tile_m), -(-case.N // case.tile_n))
     assert s.k_tiles == -(-case.K // case.tile_k) and len(s.ctas) == case.ctas
@@ -213,6 +223,46 @@ def check_stream_k(case: Case, s: Schedule) -> None:
     assert start == s.tiles_m * s.tiles_n * s.k_tiles
 
 
+def check_clusters(case: Case, s: Schedule) -> None:
+    """Clusters of cluster_m x cluster_n CTAs (consecutive CTA numbers, rank = c % size): the
+    same units for each CTA of a cluster, rank r on row r % cluster_m and column r // cluster_m
+    of the unit's cluster tile; the operand they share is the same rows of it at every unit;
+    every tile of C exactly once, whole (no fixup with clusters), and past the edge of C only
+    beside a real tile."""
+    cm, cn = case.cluster_m, case.cluster_n
+    size = cm * cn
+    assert not case.stream_k and case.split_k == 1, "clusters take no fixup"
+    tiles_m, tiles_n = -(-case.M // case.tile_m), -(-case.N // case.tile_n)
+    assert (s.tiles_m, s.tiles_n) == (-(-tiles_m // cm), -(-tiles_n // cn))  # cluster tiles
+    assert s.slots == 0 and case.ctas % size == 0 and len(s.ctas) == case.ctas
+    seen: Counter[tuple[int, int]] = Counter()
+    for first in range(0, case.ctas, size):
+        members = s.ctas[first : first + size]
+        assert len({len(units) for units in members}) == 1, members  # the same count
+        for i, units in enumerate(zip(*members, strict=True)):
+            # one unit of the cluster: the same cluster tile and k range in every CTA
+            assert len({(u.index, u.k0, u.k_count) for u in units}) == 1, units
+            assert all(u.i == i and u.finalizes and u.peers == 0 for u in units), units
+            assert units[0].k0 == 0 and units[0].k_count == s.k_tiles, units
+            base = (units[0].tm - units[0].tm % cm, units[0].tn - units[0].tn % cn)
+            for rank, u in enumerate(units):
+                assert (u.tm, u.tn) == (base[0] + rank % cm, base[1] + rank // cm), (rank, u)
+            if cm > 1:  # 2x1: one tile column, the same BN rows of B for both
+                assert len({u.tn for u in units}) == 1 and len({u.tm for u in units}) == cm
+            if cn > 1:  # 1x2: one tile row, the same BM rows of A for both
+                assert len({u.tm for u in units}) == 1 and len({u.tn for u in units}) == cn
+            inside = [(u.tm, u.tn) for u in units if u.tm < tiles_m and u.tn < tiles_n]
+            assert inside, units  # a cluster tile holds at least one real tile
+            seen.update(inside)
+    assert seen == Counter(itertools.product(range(tiles_m), range(tiles_n))), "tiles not once"
+    if case.M * case.N <= 1 << 26:  # every element of C written once
+        hits = np.zeros((case.M, case.N), dtype=np.uint8)
+        for tm, tn in seen:
+            hits[tm * case.tile_m : (tm + 1) * case.tile_m,
+                 tn * case.tile_n : (tn + 1) * case.tile_n] += 1  # fmt: skip
+        assert (hits == 1).all()
+
+
 def runs_to_completion(s: Schedule) -> bool:
     """Simulate the launch: every CTA resident, computing its units one after the other (what
     the kernel guarantees at most: the ping-pong warpgroups overlap a unit with the next, which
@@ -256,15 +306,27 @@ TILES = {
         {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128},
     ],
     "gemm_fp8": [
-        {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64},
+        # (was BK 64 with the 64-byte swizzle, which the space no longer allows on TMA paths)
+        {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128},
         {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128},
+        {"PATH": "tma_coop", "BM": 128, "BN": 256, "BK": 128, "PROMOTE": False},  # 43 at N=11008
     ],
 }
 
 
-def space_cases(kernel: str, shapes: Iterable[dict[str, int]], sm_count: int = 0) -> list[Case]:
-    """Every valid point of TILES x SCHEDULES x RASTERS at each shape, with the grid and the
-    workspace size the space file gives (on an H200, or one with ``sm_count`` SMs)."""
+#: the thread-block clusters (CLUSTER_M x CLUSTER_N); 1x1 is every point above
+CLUSTERS = [{"CLUSTER_M": 2}, {"CLUSTER_N": 2}]
+
+
+def space_cases(
+    kernel: str,
+    shapes: Iterable[dict[str, int]],
+    sm_count: int = 0,
+    clusters: Iterable[dict[str, int]] = ({},),
+) -> list[Case]:
+    """Every valid point of TILES x SCHEDULES x RASTERS (x ``clusters``) at each shape, with the
+    grid, the cluster and the workspace size the space file gives (on an H200, or one with
+    ``sm_count`` SMs)."""
     spec = load_kernel(kernel)
     device = DEVICES["h200"]
     if sm_count:
@@ -272,17 +334,22 @@ def space_cases(kernel: str, shapes: Iterable[dict[str, int]], sm_count: int = 0
     cases = []
     for shape in shapes:
         space = Space(spec, shape=shape, arch=SM90A, device=device)
-        for tile, sched, raster in itertools.product(TILES[kernel], SCHEDULES, RASTERS):
-            config = dict(spec.default_config(), **tile, **sched, **raster)
+        points = itertools.product(TILES[kernel], SCHEDULES, RASTERS, clusters)
+        for tile, sched, raster, cluster in points:
+            config = dict(spec.default_config(), **tile, **sched, **raster, **cluster)
             if not space.is_valid(config):
                 continue
-            (ctas, y, z) = launch_geometry(space, config).grid
+            launch = launch_geometry(space, config)
+            (ctas, y, z) = launch.grid
             assert (y, z) == (1, 1)
+            size = config["CLUSTER_M"] * config["CLUSTER_N"]
+            assert launch.cluster == (size, 1, 1)
             (workspace,) = [b for b in output_buffers(space, config) if b.name == "workspace"]
             cases.append(
                 Case(shape["M"], shape["N"], shape["K"], config["BM"], config["BN"],
                      config["BK"], config["GROUP_M"], config["RASTER"] == "n",
-                     config["SCHED"] == "streamk", config["SPLIT_K"], ctas, workspace.size)
+                     config["SCHED"] == "streamk", config["SPLIT_K"], ctas, workspace.size,
+                     config["CLUSTER_M"], config["CLUSTER_N"])
             )  # fmt: skip
     return cases
 
@@ -308,7 +375,8 @@ def test_skinny_shapes_and_small_gpus(harness: Path) -> None:
     """Decode shapes (M = 1, 16, 128; the M=128, N=11008 layer has 43 tiles of 128 x 256 for
     132 SMs: stream-K's case) on the H200, and the odd shapes on GPUs with few SMs, where a CTA
     has many units and split-K's slices wrap around the grid."""
-    cases = space_cases("gemm_int8", SKINNY) + space_cases("gemm_fp8", SKINNY[:2])
+    int8 = space_cases("gemm_int8", SKINNY)
+    cases = int8 + space_cases("gemm_fp8", SKINNY[:2])
     for sms in (1, 3, 7, 20):
         cases += space_cases("gemm_int8", shapes_of("gemm_int8", "odd"), sm_count=sms)
     assert len(cases) > 100
@@ -316,7 +384,7 @@ def test_skinny_shapes_and_small_gpus(harness: Path) -> None:
         check(case, s)
     (layer,) = [
         c
-        for c in cases
+        for c in int8
         if (c.M, c.N, c.tile_m, c.tile_n, c.stream_k, c.along_n)
         == (128, 11008, 128, 256, True, False)
     ]
@@ -352,3 +420,61 @@ def test_a_deadlocking_schedule_is_caught() -> None:
     peer = Unit(0, 1, 0, 0, 0, 1, 1, False, 0, 0)
     assert not runs_to_completion(Schedule(1, 1, 2, 1, [[unit, peer]]))
     assert runs_to_completion(Schedule(1, 1, 2, 1, [[peer, unit]]))
+
+
+# -- thread-block clusters ---------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_clusters_pair_tiles_that_share_an_operand(harness: Path, kernel: str) -> None:
+    """2x1 and 1x2 clusters at the odd, compare and skinny shapes with the space files' grids
+    (whole clusters, at most the SMs rounded down: 132 on an H200), and on GPUs of 3, 7 and 20
+    SMs where each cluster walks many cluster tiles."""
+    shapes = shapes_of(kernel, "odd", "compare") + SKINNY
+    cases = space_cases(kernel, shapes, clusters=CLUSTERS)
+    for sms in (3, 7, 20):
+        cases += space_cases(kernel, shapes_of(kernel, "odd"), sm_count=sms, clusters=CLUSTERS)
+    assert {(c.cluster_m, c.cluster_n) for c in cases} == {(2, 1), (1, 2)}
+    assert {c.along_n for c in cases} == {False, True}
+    # odd tile counts: cluster tiles with a tile past the edge of C
+    assert any(-(-c.M // c.tile_m) % 2 for c in cases if c.cluster_m == 2)
+    assert any(-(-c.N // c.tile_n) % 2 for c in cases if c.cluster_n == 2)
+    assert all(c.ctas % 2 == 0 and c.ctas <= 132 for c in cases)
+    assert {c.ctas for c in cases if c.M * c.N >= 4096 * 4096} == {132}
+    for case, s in zip(cases, schedules(harness, cases), strict=True):
+        check(case, s)
+
+
+def test_cluster_grids_the_space_files_never_pick(harness: Path) -> None:
+    """The header alone: clusters of 2 over any number of clusters up to one per cluster tile,
+    odd tile counts along the shared direction."""
+    cases = []
+    for M, N, K, tm, tn, tk in [
+        (77, 300, 160, 64, 64, 64), (1000, 1000, 1008, 128, 96, 128),
+        (333, 4095, 4112, 128, 256, 128), (4097, 100, 272, 256, 16, 32),
+        (129, 129, 16, 64, 64, 128),
+    ]:  # fmt: skip
+        for cm, cn in ((2, 1), (1, 2)):
+            clusters = -(-M // (tm * cm)) * -(-N // (tn * cn))
+            for count in sorted({1, 2, 3, 7, clusters}):
+                if count <= clusters:
+                    for group, along_n in ((1, False), (4, True), (2, False)):
+                        cases.append(Case(M, N, K, tm, tn, tk, group, along_n, False, 1,
+                                          2 * count, None, cm, cn))  # fmt: skip
+    for case, s in zip(cases, schedules(harness, cases), strict=True):
+        check(case, s)
+
+
+def test_a_cluster_that_does_not_share_its_operand_is_caught(harness: Path) -> None:
+    """The cluster check is a real check: in a 2x1 schedule, the second CTA of the first
+    cluster moved to the next column of C at one unit (its pair no longer shares B), or its
+    unit dropped (a tile never computed), fails it."""
+    case = Case(1000, 1000, 1008, 128, 96, 128, 4, False, False, 1, 8, None, 2, 1)
+    (s,) = schedules(harness, [case])
+    check(case, s)
+    for broken in (
+        lambda u: dataclasses.replace(u, tn=u.tn + 1),
+        lambda u: dataclasses.replace(u, k_count=u.k_count - 1),
+    ):
+        ctas = [list(units) for units in s.ctas]
+        ctas[1][0] = broken(ctas[1][0])
+        with pytest.raises(AssertionError):
+            check(case, dataclasses.replace(s, ctas=ctas))

@@ -259,6 +259,7 @@ H200_BEST = {
     "GROUP_M": 8, "SPLIT_K": 1, "MIN_BLOCKS": 1, "EPI": "raw", "OUT": "int32",
     "SCHED": "static", "RASTER": "m",  # (the TMA paths' scheduler knobs, pinned for wgmma)
     "EPILOGUE": "direct",  # (the TMA paths' epilogue knob, pinned for wgmma)
+    "CLUSTER_M": 1, "CLUSTER_N": 1,  # (the TMA paths' cluster knobs, pinned for wgmma)
 }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ unit, not per-accumulator atomics (tests/test_gemm_schedule.py checks the schedu
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -116,7 +117,13 @@ BACKSTOPS = [
     ({"BM": 256, "BN": 64, "PATH": "tma_pingpong"}, "BM in ((128, 256)", "ping-pong 64 or 128"),
     ({"BN": 224, "PATH": "tma_pingpong"}, "regs_needed <= regs_cap", "the accumulators plus"),
     ({"SCHED": "streamk", "SPLIT_K": 2}, "SCHED == 'static' or SPLIT_K == 1", "SCHED=streamk"),
-]
+    # thread-block clusters (CLUSTER_M x CLUSTER_N)
+    ({"CLUSTER_M": 2, "CLUSTER_N": 2}, "CLUSTER_M * CLUSTER_N <= 2", "1x1, 2x1 or 1x2"),
+    ({"CLUSTER_M": 2, "SCHED": "streamk"}, "CLUSTER_M * CLUSTER_N == 1 or",
+     "clusters need SPLIT_K=1"),
+    ({"CLUSTER_N": 2, "PATH": "mma", "BM": 128, "BN": 128, "BK": 64},
+     "ws or (CLUSTER_M == 1 and CLUSTER_N == 1)", "only the TMA paths"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("knobs", "constraint", "message"), BACKSTOPS)
@@ -288,6 +295,88 @@ def test_sass_of_each_schedule(
     assert not any(op.startswith(("LDGSTS", "IMMA", "LDL", "STL")) for op in ops)
 
 
+# -- thread-block clusters with TMA multicast (CLUSTER_M x CLUSTER_N) --------------------------
+#: cluster points of both schedules, raw and W8A8, direct and staged epilogue, both rasters
+CLUSTER_POINTS = [
+    ("gemm_int8", {**COOPERATIVE, "CLUSTER_M": 2}),
+    ("gemm_int8", {**PINGPONG, "CLUSTER_N": 2, "RASTER": "n"}),
+    ("gemm_int8", {**COOPERATIVE_TALL, "CLUSTER_N": 2, "GROUP_M": 1}),
+    ("gemm_int8", {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 4,
+                   "CLUSTER_M": 2, "EPILOGUE": "tma"}),
+    ("gemm_w8a8", {**COOPERATIVE, "CLUSTER_N": 2, "OUT": "float16"}),
+    ("gemm_w8a8", {**PINGPONG, "CLUSTER_M": 2, "OUT": "bfloat16", "EPILOGUE": "tma"}),
+    ("gemm_fp8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4,
+                  "CLUSTER_M": 2}),
+    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "CLUSTER_N": 2,
+                  "PROMOTE": False}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kernel", "knobs"),
+    CLUSTER_POINTS,
+    ids=[f"{k}-{'-'.join(f'{v}' for v in kn.values())}" for k, kn in CLUSTER_POINTS],
+)
+def test_clusters_multicast_the_shared_operand(
+    cache: CompileCache, kernel: str, knobs: dict
+) -> None:
+    """In a 2x1 or 1x2 cluster the producer loads its own operand's box whole (UTMALDG.2D) and
+    its half of the shared one multicast (UTMALDG.2D.MULTICAST); the cluster meets at
+    barrier.cluster once, after the barriers' init (UCGABAR_ARV / UCGABAR_WAIT); every stage
+    release is a remote arrival through mapa (SYNCS.ARRIVE.TRANS64.RED, no local one left); a
+    launch without the cluster traps (BPT.TRAP). It still compiles clean: 168 registers at
+    launch, no spills, no local memory, the space's shared memory, and a launch of whole
+    clusters of two."""
+    spec = load_kernel(kernel)
+    space = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), **knobs)
+    assert space.is_valid(config), space.explain(config)
+    (record,) = static_sweep(space, [config], cache=cache)
+    assert record.ok and record.lints == [], (record.lints, record.log[-1500:])
+    assert record.spill_stores == 0 and record.stack_frame == 0
+    assert record.registers == 168 and record.threads_per_block == 384
+    launch = launch_geometry(space, config)
+    assert launch.cluster == (2, 1, 1) and launch.grid == (132, 1, 1)
+    ops = opcode_counts(space, config, cache)
+    assert ops["UTMALDG.2D.MULTICAST"] == 1 and ops["UTMALDG.2D"] == 1, ops
+    assert ops["UCGABAR_ARV"] == 1 and ops["UCGABAR_WAIT"] == 1, ops
+    assert ops["SYNCS.ARRIVE.TRANS64.RED.A1T0"] >= 2, ops  # in the main loop and after it
+    assert ops["SYNCS.ARRIVE.TRANS64.A1T0"] == 0, ops
+    assert ops["BPT.TRAP"] == 1, ops
+    assert ops["MEMBAR.ALL.GPU"] <= 1, ops  # once, at the start: none per stage release
+
+
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_without_a_cluster_there_is_no_multicast(cache: CompileCache, kernel: str) -> None:
+    spec = load_kernel(kernel)
+    space = Space(spec, arch=SM90A)
+    config = dict(spec.default_config(), PATH="tma_coop", BM=128, BN=128, BK=128)
+    assert launch_geometry(space, config).cluster == (1, 1, 1)  # a plain launch
+    ops = opcode_counts(space, config, cache)
+    assert ops["UTMALDG.2D"] == 2 and ops["SYNCS.ARRIVE.TRANS64.A1T0"] >= 2, ops
+    assert not [op for op in ops if "MULTICAST" in op or "CGA" in op or ".RED" in op], ops
+    assert "BPT.TRAP" not in ops
+
+
+def test_cluster_grids(space: Space) -> None:
+    """Whole clusters of two, at most 66 of them on 132 SMs: 2x1 at 4096^3 has 16 x 16 cluster
+    tiles of 128 x 256 tiles (256 > 66); the decode shape M=16 (one tile row) only 1x2 (a 2x1
+    cluster's second tile would lie wholly past C), 8 clusters of 128 x 256 for N=4096; an odd
+    tile count (3 tile columns at N=300, BN 128) rounds the cluster tiles up."""
+    config = point(space, **COOPERATIVE)
+    assert launch_geometry(space, {**config, "CLUSTER_M": 2}).grid == (132, 1, 1)
+    decode = Space(space.spec, shape={"M": 16, "N": 4096, "K": 4096}, arch=SM90A)
+    problems = [v.message for v in decode.explain({**config, "CLUSTER_M": 2})]
+    assert len(problems) == 1 and "cdiv(M, BM) >= CLUSTER_M" in problems[0], problems
+    assert launch_geometry(decode, {**config, "CLUSTER_N": 2}).grid == (16, 1, 1)
+    odd = Space(space.spec, shape={"M": 77, "N": 300, "K": 160}, arch=SM90A)
+    launch = launch_geometry(odd, point(space, **{**PINGPONG, "CLUSTER_N": 2}))
+    assert launch.grid == (4, 1, 1) and launch.cluster == (2, 1, 1)  # 1 x 2 cluster tiles
+    small = dataclasses.replace(space.device, sm_count=7)  # 3 clusters of 2 fit
+    seven = Space(space.spec, arch=SM90A, device=small)
+    assert launch_geometry(seven, {**config, "CLUSTER_M": 2}).grid == (6, 1, 1)
+
+
 def test_persistent_grid(space: Space) -> None:
     """At most one CTA per SM (132 on an H200), fewer when there are fewer tiles."""
     config = point(space, **COOPERATIVE)
@@ -330,7 +419,20 @@ GPU_CONFIGS = [
     {"PATH": "tma_pingpong", "BM": 64, "BN": 128, "BK": 128, "STAGES": 6, "SPLIT_K": 4,
      "RASTER": "n"},
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "SPLIT_K": 2},
+    # thread-block clusters with TMA multicast (where C has two tiles along the cluster): 2x1
+    # sharing B on the measured best tile, 1x2 sharing A on a ping-pong tile along N, and 1x2
+    # on a 3-stage ring with GROUP_M 1
+    {**COOPERATIVE, "CLUSTER_M": 2},
+    {**PINGPONG, "CLUSTER_N": 2, "RASTER": "n"},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "GROUP_M": 1,
+     "CLUSTER_N": 2},
 ]  # fmt: skip
+#: the shape rules a config of GPU_CONFIGS may break at a small shape (then it is skipped there):
+#: a K slice per split-K slice, two tiles along a cluster
+SHAPE_RULES = (
+    "SPLIT_K == 1 or (SPLIT_K - 1) * cdiv(k_tiles, SPLIT_K) < k_tiles",
+    "cdiv(M, BM) >= CLUSTER_M and cdiv(N, BN) >= CLUSTER_N",
+)
 
 
 def verify_tma_paths(
@@ -351,8 +453,9 @@ def verify_tma_paths(
         for knobs in configs:
             config = dict(spec.default_config(), **knobs)
             assert all(v in spec.parameter(k).values for k, v in knobs.items()), knobs
-            if knobs.get("SPLIT_K", 1) > 1 and not space.is_valid(config):
-                continue  # too few k-tiles at this shape for every slice
+            broken = {v.constraint.expr.text for v in space.explain(config) if v.constraint}
+            if broken and broken <= set(SHAPE_RULES):
+                continue  # too few k-tiles for every slice, or tiles for the cluster, here
             assert space.is_valid(config), (shape, knobs, space.explain(config))
             m = runner.evaluate(config)
             if m.outcome is not TrialOutcome.OK:
@@ -382,7 +485,8 @@ def test_tma_paths_are_bit_exact_on_the_gpu(shape: dict[str, int], cache: Compil
 def test_w8a8_tma_paths_match_the_reference_on_the_gpu(
     shape: dict[str, int], cache: CompileCache
 ) -> None:
-    verify_tma_paths("gemm_w8a8", shape, [COOPERATIVE, PINGPONG], cache)
+    configs = [COOPERATIVE, PINGPONG, {**COOPERATIVE, "CLUSTER_N": 2}, {**PINGPONG, "CLUSTER_M": 2}]
+    verify_tma_paths("gemm_w8a8", shape, configs, cache)
 
 
 # -- FP8 (gemm_fp8, gemm_fp8_e5m2): the same pipeline with QGMMA and fp32 accumulators --------
@@ -436,10 +540,13 @@ def test_fp8_tma_paths_match_the_reference_on_the_gpu(
     shape: dict[str, int], cache: CompileCache
 ) -> None:
     """The three FP8 examples, the ping-pong one with stream-K and the fast-accumulation one
-    with split-K: fp32 partial tiles through the workspace, added in a fixed order."""
+    with split-K (fp32 partial tiles through the workspace, added in a fixed order), and a 2x1
+    and a 1x2 cluster (multicast B, multicast A)."""
     configs = [
         FP8_COOPERATIVE,
         {**FP8_PINGPONG, "SCHED": "streamk", "RASTER": "n"},
         {**FP8_FAST, "SPLIT_K": 2},
+        {**FP8_COOPERATIVE, "CLUSTER_M": 2},
+        {**FP8_PINGPONG, "CLUSTER_N": 2, "RASTER": "n"},
     ]
     verify_tma_paths("gemm_fp8", shape, configs, cache)

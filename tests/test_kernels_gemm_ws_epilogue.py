@@ -108,12 +108,13 @@ W8A8_POINTS = [
         "EPILOGUE": "tma",
     },
     {"PATH": "tma_coop", "BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "OUT": "float32"},
+    # (128 x 128 float32 staging tiles leave room for 2 stages only, under the 3 the TMA paths need)
     {
         "PATH": "tma_coop",
         "BM": 256,
-        "BN": 128,
+        "BN": 64,
         "BK": 128,
-        "STAGES": 2,
+        "STAGES": 3,
         "OUT": "float32",
         "EPILOGUE": "tma",
     },
@@ -176,7 +177,7 @@ STAGED = [
     ("gemm_w8a8", {"PATH": "tma_pingpong", "BM": 64, "BN": 16, "BK": 128, "OUT": "float16"}),
     ("gemm_w8a8", {"PATH": "tma_pingpong", "BM": 128, "BN": 64, "BK": 128, "OUT": "float32"}),
     ("gemm_fp8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4}),
-    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64}),
+    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "SWIZZLE": 128}),
 ]
 
 
@@ -216,7 +217,7 @@ def test_sass_of_the_staged_epilogue(kernel: str, knobs: dict, cache: CompileCac
 STAGED_STREAM_K = [
     ("gemm_int8", {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4}, 1),
     ("gemm_w8a8", {"PATH": "tma_pingpong", "BM": 128, "BN": 128, "BK": 128, "OUT": "bfloat16"}, 2),
-    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64}, 2),
+    ("gemm_fp8", {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "SWIZZLE": 128}, 2),
 ]
 
 
@@ -486,11 +487,17 @@ STAGED_GPU = [
     },
     # staged by the finisher of each stream-K tile, after the workspace fixup
     {"PATH": "tma_pingpong", "BM": 64, "BN": 96, "BK": 128, "SCHED": "streamk", "EPILOGUE": "tma"},
-]
+    # in thread-block clusters (multicast A, multicast B): tiles of a cluster past the edge of C
+    # store nothing
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "GROUP_M": 1,
+     "CLUSTER_N": 2, "EPILOGUE": "tma"},
+    {"PATH": "tma_pingpong", "BM": 64, "BN": 96, "BK": 128, "CLUSTER_M": 2, "EPILOGUE": "tma"},
+]  # fmt: skip
 FP8_STAGED_GPU = [
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES": 4, "EPILOGUE": "tma"},
     {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 64, "SWIZZLE": 64, "EPILOGUE": "tma"},
     {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "SCHED": "streamk", "EPILOGUE": "tma"},
+    {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "CLUSTER_M": 2, "EPILOGUE": "tma"},
 ]
 
 

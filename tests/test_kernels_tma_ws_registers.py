@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import re
 from pathlib import Path
 
@@ -246,3 +247,26 @@ def test_the_whole_tma_subspace_compiles_clean_at_the_launch_budget(
                 f"{[x.text for x in r.lints] or r.error}"
             )
     assert not failures, f"{len(failures)} of {len(configs)}:\n" + "\n".join(failures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
+def test_cluster_points_compile_clean_at_the_launch_budget(
+    kernel: str, cache: CompileCache
+) -> None:
+    """A seeded sample of the TMA points in 2x1 and 1x2 clusters (every problem variant of the
+    space file): the multicast loads, remote releases and the producer's exit wait cost no
+    spill, and the cubin's register count is still the budget it exports."""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    clustered = [c for c in tma_subspace(kernel) if c["CLUSTER_M"] * c["CLUSTER_N"] > 1]
+    assert {(c["CLUSTER_M"], c["CLUSTER_N"]) for c in clustered} == {(2, 1), (1, 2)}
+    configs = random.Random(54).sample(clustered, 16)
+    budgets: dict[str, int | None] = {}
+
+    def keep_budget(result: CompileResult) -> None:
+        budgets[result.key] = register_budget(result.cubin) if result.cubin else None
+
+    for r in static_sweep(space, configs, cache=cache, on_compiled=keep_budget):
+        assert r.ok and not r.lints, (r.label, r.lints, r.error)
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, r.label
+        assert r.registers == budgets.get(r.cache_key or "") == LAUNCH_REGISTERS, r.label

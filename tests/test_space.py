@@ -194,6 +194,39 @@ def test_launch_geometry_and_work(project: Path) -> None:
     assert work_counts(space, {"BLOCK": 128, "SCALE": 2, "WAVES": 1}) == (2000.0, 12000.0)
 
 
+def test_a_cluster_must_divide_the_grid(write_space: Callable[..., Path], project: Path) -> None:
+    """geometry.cluster: whole clusters (each dimension divides the grid's), at most 8 CTAs,
+    sm_90 and later; a config that breaks a rule is invalid with the reason at the cluster's
+    line, and a launch made of it anyway is refused with that line, before any driver call."""
+    text = (project / "spaces" / "tiny.yaml").read_text()
+    text = text.replace("  block: BLOCK\n", "  block: BLOCK\n  cluster: [WAVES * 2, 1, 1]\n")
+    text = text.replace("WAVES: {values: [1, 2]", "WAVES: {values: [1, 2, 3, 4, 8]")
+    path = write_space(text)
+    line = text.splitlines().index("  cluster: [WAVES * 2, 1, 1]") + 1
+    spec = load_space(path)
+    assert spec.geometry.cluster_line == line
+    space = Space(spec, shape={"n": 1024}, arch=Arch.parse("sm_90"))
+    # n = 1024, BLOCK 128: 8 blocks; clusters of 2 and 4 divide them, 6 does not, 16 is too big
+    ok = {"BLOCK": 128, "SCALE": 2, "WAVES": 2}
+    assert space.is_valid(ok) and launch_geometry(space, ok).cluster == (4, 1, 1)
+    ragged = {**ok, "WAVES": 3}
+    (problem,) = space.explain(ragged)
+    assert problem.constraint is not None and problem.constraint.line == line
+    assert "cluster.x is a whole number that divides grid.x" in problem.message
+    assert f"(line {line})" in problem.message
+    with pytest.raises(ConfigError, match=rf"case.yaml:{line} \[geometry.cluster\]: cluster "
+                       r"\(6, 1, 1\) does not divide grid \(8, 1, 1\)"):  # fmt: skip
+        launch_geometry(space, ragged)
+    big = {**ok, "BLOCK": 32, "WAVES": 8}  # 32 blocks in clusters of 16
+    (problem,) = space.explain(big)
+    assert "at most 8 CTAs (the portable size)" in problem.message
+    with pytest.raises(ConfigError, match=rf"case.yaml:{line} .*16 CTAs, more than the portable 8"):
+        launch_geometry(space, big)
+    ampere = Space(spec, shape={"n": 1024}, arch=Arch.parse("sm_80"))
+    (problem,) = ampere.explain(ok)
+    assert "thread-block clusters need sm_90 or later" in problem.message
+
+
 def test_shape_must_match(project: Path) -> None:
     with pytest.raises(ConfigError, match="exactly"):
         tiny(project, shape={"m": 3})

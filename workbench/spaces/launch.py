@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import ConfigError, ExpressionError
 from workbench.spaces.model import Value
-from workbench.spaces.space import Space
+from workbench.spaces.space import MAX_PORTABLE_CLUSTER, Space
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ def launch_geometry(space: Space, config: Mapping[str, Value]) -> Launch:
     """Grid, block and dynamic shared memory of ``config`` on ``space``'s shape and device.
 
     Raises:
-        ConfigError: an expression fails, or gives a non-positive or non-integer dimension.
+        ConfigError: an expression fails, or gives a non-positive or non-integer dimension, or
+            a cluster that does not divide the grid or holds more than 8 CTAs (the error names
+            the space file's line of ``geometry.cluster``).
     """
     g = space.spec.geometry
     try:
@@ -44,6 +47,8 @@ def launch_geometry(space: Space, config: Mapping[str, Value]) -> Launch:
         cluster = None if g.cluster is None else _dims(env, g.cluster, "cluster")
     except ExpressionError as exc:
         raise ConfigError(f"{space.spec.name}: launch geometry: {exc}") from exc
+    if cluster is not None:
+        _check_cluster(space, grid, cluster)
     return Launch(grid, block, shared, cluster)
 
 
@@ -68,6 +73,26 @@ def then_geometry(space: Space, config: Mapping[str, Value]) -> Launch | None:
     except ExpressionError as exc:
         raise ConfigError(f"{space.spec.name}: the then kernel's geometry: {exc}") from exc
     return Launch(grid, block, shared)
+
+
+def _check_cluster(space: Space, grid: tuple[int, int, int], cluster: tuple[int, int, int]) -> None:
+    """The driver launches whole clusters of at most 8 CTAs (without the non-portable opt-in):
+    the space's launch limits make a config that breaks this invalid; this is the same rule
+    for a launch made of any config, before anything reaches the driver."""
+    g = space.spec.geometry
+    line = f":{g.cluster_line}" if g.cluster_line else ""
+    where = f"{space.spec.path.name}{line} [geometry.cluster]"
+    for axis, n, c in zip("xyz", grid, cluster, strict=True):
+        if n % c:
+            raise ConfigError(
+                f"{where}: cluster {cluster} does not divide grid {grid}: grid.{axis} = {n} is "
+                f"not a multiple of cluster.{axis} = {c} (a launch runs whole clusters)"
+            )
+    if math.prod(cluster) > MAX_PORTABLE_CLUSTER:
+        raise ConfigError(
+            f"{where}: cluster {cluster} holds {math.prod(cluster)} CTAs, more than the portable "
+            f"{MAX_PORTABLE_CLUSTER}"
+        )
 
 
 def work_counts(space: Space, config: Mapping[str, Value]) -> tuple[float, float]:

@@ -505,6 +505,7 @@ class _Builder:
             cluster=None
             if g.cluster is None
             else self._dims(("geometry", "cluster"), g.cluster, known),
+            cluster_line=None if g.cluster is None else self.doc.line_of(("geometry", "cluster")),
         )
 
     def _shape_sets(self, names: list[str]) -> dict[str, tuple[dict[str, int], ...]]:

@@ -62,6 +62,8 @@ class Geometry:
     block: tuple[Expression, ...]
     shared_bytes: Expression
     cluster: tuple[Expression, ...] | None = None
+    #: the space file's line of ``geometry.cluster`` (for errors that name it)
+    cluster_line: int | None = None
 
 
 @dataclass(frozen=True)

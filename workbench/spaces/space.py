@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from workbench.devices import DeviceSpec, arch_namespace, device_for
 from workbench.errors import ConfigError, ExpressionError, WorkbenchError
 from workbench.expressions import Expression
-from workbench.spaces.model import Config, Constraint, Shape, SpaceSpec, Value
+from workbench.spaces.model import Config, Constraint, Geometry, Shape, SpaceSpec, Value
 from workbench.toolchain import Arch
 
 #: Up to this many cartesian points, ``sample`` lists the valid set to draw from; above, it
@@ -499,6 +499,8 @@ def launch_limits(spec: SpaceSpec) -> list[Constraint]:
             e = f"({expr.text})"
             add(f"{e} >= 1 and floor({e}) == {e} and {e} <= {cap}",
                 f"{what}.{axis} is a whole number from 1 to {cap}")  # fmt: skip
+    if g.cluster is not None:
+        out += cluster_limits(g)
     threads = " * ".join(f"({e.text})" for e in g.block)
     add(f"{threads} <= device.max_threads_per_block", "threads per block within the device's")
     smem = f"({g.shared_bytes.text})"
@@ -506,6 +508,40 @@ def launch_limits(spec: SpaceSpec) -> list[Constraint]:
         f"{smem} >= 0 and {smem} <= device.max_smem_per_block",
         "dynamic shared memory within the device's per-block limit",
     )
+    return out
+
+
+#: The most CTAs a thread-block cluster may hold without the driver's non-portable opt-in
+#: (CUDA Programming Guide, "Thread Block Clusters": 8 is the portable maximum).
+MAX_PORTABLE_CLUSTER = 8
+
+
+def cluster_limits(g: Geometry) -> list[Constraint]:
+    """What a launch in thread-block clusters obeys, as constraints at ``geometry.cluster``'s
+    line: each cluster dimension a positive integer dividing the grid's (the driver launches
+    whole clusters only), at most :data:`MAX_PORTABLE_CLUSTER` CTAs, and clusters only on sm_90
+    and later (a cluster of one CTA is a plain launch anywhere)."""
+    assert g.cluster is not None
+    one = Expression.parse("1")
+    grid = [*g.grid, *[one] * (3 - len(g.grid))]
+    cluster = [*g.cluster, *[one] * (3 - len(g.cluster))]
+    out: list[Constraint] = []
+
+    def add(text: str, reason: str) -> None:
+        out.append(Constraint(Expression.parse(text), f"launch limit: {reason}", g.cluster_line))
+
+    for axis, n, c in zip("xyz", grid, cluster, strict=True):
+        cx, gx = f"({c.text})", f"({n.text})"
+        add(
+            f"{cx} >= 1 and floor({cx}) == {cx} and {gx} % {cx} == 0",
+            f"cluster.{axis} is a whole number that divides grid.{axis} (whole clusters)",
+        )
+    size = " * ".join(f"({c.text})" for c in cluster)
+    add(
+        f"{size} <= {MAX_PORTABLE_CLUSTER}",
+        f"a cluster holds at most {MAX_PORTABLE_CLUSTER} CTAs (the portable size)",
+    )
+    add(f"{size} == 1 or arch.cc >= 90", "thread-block clusters need sm_90 or later")
     return out
 
 
