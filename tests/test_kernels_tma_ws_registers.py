@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import random
 import re
 from pathlib import Path
@@ -217,20 +218,9 @@ def test_the_sweeps_cover_every_variant_of_the_tma_paths(kernel: str) -> None:
     assert seen == {tuple(v[n] for n in names) for v in listed}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)
-@pytest.mark.parametrize(
-    ("kernel", "variant"), VARIANTS, ids=["-".join(map(str, v.values())) for _, v in VARIANTS]
-)
-def test_the_whole_tma_subspace_compiles_clean_at_the_launch_budget(
-    kernel: str, variant: dict, cache: CompileCache
-) -> None:
-    """Every valid TMA point of the variant compiles for sm_90a without spills or local memory,
-    with no lint, and with the register count the kernel's setmaxnreg budget (read from each
-    cubin) was balanced for: the space's register, stage and swizzle rules are what ptxas does."""
-    space = Space(load_kernel(kernel), arch=SM90A)
-    configs = [c for c in tma_subspace(kernel) if all(c[n] == v for n, v in variant.items())]
-    assert len(configs) >= 100
+def unclean_at_the_budget(space: Space, configs: list[Config], cache: CompileCache) -> list[str]:
+    """The configs that compile with a spill, local memory or a lint, or whose cubin's register
+    count is not the setmaxnreg budget it exports (168), one line each."""
     budgets: dict[str, int | None] = {}
 
     def keep_budget(result: CompileResult) -> None:
@@ -246,6 +236,119 @@ def test_the_whole_tma_subspace_compiles_clean_at_the_launch_budget(
                 f"{r.spill_stores}, loads {r.spill_loads}, stack {r.stack_frame}, "
                 f"{[x.text for x in r.lints] or r.error}"
             )
+    return failures
+
+
+def register_group(config: Config) -> tuple:
+    """What sets a consumer's registers, as the compiles of docs/tma-registers.md found: the
+    schedule and its rows, the accumulators' precision, the workspace fixup (none, static
+    split-K, stream-K), the epilogue and the cluster; not STAGES, BK, RASTER or GROUP_M."""
+    fixup = "streamk" if config["SCHED"] == "streamk" else "split" if config["SPLIT_K"] > 1 else ""
+    clustered = config["CLUSTER_M"] * config["CLUSTER_N"] > 1
+    return (
+        config["PATH"],
+        config["BM"],
+        config.get("PROMOTE"),
+        fixup,
+        config["EPILOGUE"],
+        clustered,
+    )
+
+
+def widest_points(kernel: str, variant: dict) -> list[Config]:
+    """Per register group of the variant, its point with the most accumulators (the widest BN),
+    then the most stages: where a group would spill first."""
+    widest: dict[tuple, Config] = {}
+    for c in tma_subspace(kernel):
+        if all(c[n] == v for n, v in variant.items()):
+            g = register_group(c)
+            if g not in widest or (c["BN"], c["STAGES"]) > (widest[g]["BN"], widest[g]["STAGES"]):
+                widest[g] = c
+    # static split-K's workspace must fit L2, which the default shape's tiles do not: its groups
+    # come from the widest whole-tile points at a decode shape (the registers do not depend on
+    # the shape, an argument of the kernel)
+    decode = Space(load_kernel(kernel), shape={"M": 128, "N": 4096, "K": 4096}, arch=SM90A)
+    split = [
+        dict(c, SPLIT_K=2)
+        for g, c in widest.items()
+        if g[3:] == ("", "direct", False) and decode.is_valid(dict(c, SPLIT_K=2))
+    ]
+    return [*widest.values(), *split]
+
+
+#: the variants with the most epilogue code (the W8A8 scales and a 16-bit conversion; fp8's
+#: format changes only the wgmma's type)
+WIDEST_VARIANTS = [
+    ("gemm_int8", {"EPI": "w8a8", "OUT": "float16"}),
+    ("gemm_fp8", {"FORMAT": "e4m3", "OUT": "bfloat16"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kernel", "variant"), WIDEST_VARIANTS, ids=[k for k, _ in WIDEST_VARIANTS]
+)
+def test_the_widest_point_of_every_register_group_compiles_clean(
+    kernel: str, variant: dict, cache: CompileCache
+) -> None:
+    """The space's register rule (accumulators + 40 <= 232, with or without the workspace
+    fixup, the staged epilogue or a cluster) holds where it is tightest: each group's widest
+    point compiles for sm_90a without spills or local memory at the budget's register count.
+    (Every group of every variant, one point each, and the whole sub-space are the tests below
+    the WORKBENCH_EXHAUSTIVE switch.)"""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    configs = widest_points(kernel, variant)
+    assert len({register_group(c)[3:] for c in configs}) >= 6  # every fixup, epilogue, cluster
+    failures = unclean_at_the_budget(space, configs, cache)
+    assert not failures, f"{len(failures)} of {len(configs)}:\n" + "\n".join(failures)
+
+
+#: compiles by the hour on a 2-core machine: run by hand (WORKBENCH_EXHAUSTIVE=1) after a change
+#: to the kernels' register use or to the rules, not in CI
+exhaustive = pytest.mark.skipif(
+    os.environ.get("WORKBENCH_EXHAUSTIVE") != "1",
+    reason="tens of thousands of compiles: WORKBENCH_EXHAUSTIVE=1 runs it",
+)
+
+
+@exhaustive
+@pytest.mark.slow
+@pytest.mark.timeout(12 * 3600)
+@pytest.mark.parametrize(
+    ("kernel", "variant"), VARIANTS, ids=["-".join(map(str, v.values())) for _, v in VARIANTS]
+)
+def test_one_point_of_every_register_group_compiles_clean(
+    kernel: str, variant: dict, cache: CompileCache
+) -> None:
+    """Every register group of every variant, at its most stages (812 compiles for the spaces
+    before clusters, all clean on 2026-12-05: docs/tma-registers.md)."""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    groups: dict[tuple, Config] = {}
+    for c in tma_subspace(kernel):
+        if all(c[n] == v for n, v in variant.items()):
+            g = (*register_group(c), c["BN"])
+            if g not in groups or c["STAGES"] > groups[g]["STAGES"]:
+                groups[g] = c
+    failures = unclean_at_the_budget(space, list(groups.values()), cache)
+    assert not failures, f"{len(failures)} of {len(groups)}:\n" + "\n".join(failures)
+
+
+@exhaustive
+@pytest.mark.slow
+@pytest.mark.timeout(48 * 3600)
+@pytest.mark.parametrize(
+    ("kernel", "variant"), VARIANTS, ids=["-".join(map(str, v.values())) for _, v in VARIANTS]
+)
+def test_the_whole_tma_subspace_compiles_clean_at_the_launch_budget(
+    kernel: str, variant: dict, cache: CompileCache
+) -> None:
+    """Every valid TMA point of the variant compiles for sm_90a without spills or local memory,
+    with no lint, and with the register count the kernel's setmaxnreg budget (read from each
+    cubin) was balanced for: the space's register, stage and swizzle rules are what ptxas does."""
+    space = Space(load_kernel(kernel), arch=SM90A)
+    configs = [c for c in tma_subspace(kernel) if all(c[n] == v for n, v in variant.items())]
+    assert len(configs) >= 100
+    failures = unclean_at_the_budget(space, configs, cache)
     assert not failures, f"{len(failures)} of {len(configs)}:\n" + "\n".join(failures)
 
 
