@@ -86,7 +86,7 @@ def shown(text: object) -> str:
 console = PipeAwareConsole(highlight=False, emoji=False)
 err_console = PipeAwareConsole(stderr=True, highlight=False, emoji=False)
 
-KernelArg = Annotated[
+KernelNameArg = Annotated[
     str,
     typer.Argument(
         help="A kernel name from the library (see `workbench kernels`) or the path of a space "

@@ -39,7 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import text
 
 from workbench.errors import WorkbenchError
-from workbench.fleet.claims import Claim, Completion, Progress, WorkerId
+from workbench.fleet.claims import Claim, CompletedClaim, StudyProgress, WorkerId
 from workbench.fleet.connection import Database, quiet_experimental
 from workbench.fleet.sql import (
     DEVICE_CLASS,
@@ -164,7 +164,7 @@ class SharedStudy:
         return None
 
     # -- claims (see the module) --------------------------------------------------------------
-    def progress(self, since: int) -> Progress:
+    def progress(self, since: int) -> StudyProgress:
         """Completions after order ``since``, the keys in flight and the counts, in one query."""
 
         def read() -> list[Any]:
@@ -179,7 +179,7 @@ class SharedStudy:
         done, flight, counts, waiting = [], {}, {"complete": 0, "live": 0}, []
         for kind, key, params, value, n, outcome, reason in self.db.outage.call(read):
             if kind == "done":
-                done.append(Completion(int(n), key, json.loads(params), value, outcome, reason))
+                done.append(CompletedClaim(int(n), key, json.loads(params), value, outcome, reason))
             elif kind == "flight":
                 flight[key] = json.loads(params)
             elif kind == "waiting":
@@ -187,7 +187,7 @@ class SharedStudy:
             else:
                 counts[kind] = int(n)
         done.sort(key=lambda d: d.order)
-        return Progress(done, flight, counts["complete"], counts["live"], sorted(waiting))
+        return StudyProgress(done, flight, counts["complete"], counts["live"], sorted(waiting))
 
     @property
     def grace(self) -> float:

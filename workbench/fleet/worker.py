@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.fleet.claims import Completion, WorkerId
+from workbench.fleet.claims import CompletedClaim, WorkerId
 from workbench.fleet.heartbeat import Pulse
 from workbench.fleet.sql import CLAIM, Skip
 from workbench.fleet.status import trial_value
@@ -255,7 +255,7 @@ class ClaimsLedger(Ledger):
         self.call(self.store.record_phases, self.run_id, phases)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _learn(self, proposer: Proposer, done: Sequence[Completion]) -> None:
+    def _learn(self, proposer: Proposer, done: Sequence[CompletedClaim]) -> None:
         """Tell the proposer every trial completed (elsewhere) since the last round."""
         new = []
         for c in done:
@@ -368,7 +368,7 @@ class SharedTuner:
         return self.search.run(budget)
 
 
-def completed_measurement(c: Completion) -> Measurement:
+def completed_measurement(c: CompletedClaim) -> Measurement:
     """What a proposer needs to know of a trial completed elsewhere: its value, or how it
     failed and why (a claim completed by an older version says only that it failed)."""
     if c.value is not None and math.isfinite(c.value):

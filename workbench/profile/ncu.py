@@ -86,7 +86,7 @@ def kernel_filter(mangled: str) -> str:
 
 
 @dataclass(frozen=True)
-class Selection:
+class LaunchSelection:
     """Which launch ncu profiles.
 
     Attributes:
@@ -104,7 +104,7 @@ def ncu_command(
     ncu: Path | str,
     *,
     metrics: Sequence[str],
-    selection: Selection,
+    selection: LaunchSelection,
     output: Path,
     target: Sequence[str],
 ) -> list[str]:

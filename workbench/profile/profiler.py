@@ -29,8 +29,8 @@ from workbench.profile.errors import (
 from workbench.profile.metrics import MetricSet, ResolvedSet, resolve
 from workbench.profile.ncu import (
     NCU_TIMEOUT_S,
+    LaunchSelection,
     NcuRun,
-    Selection,
     find_ncu,
     ncu_command,
     nvtx_filter,
@@ -94,7 +94,7 @@ class Plan:
     symbol: str
     report_base: Path  #: ``--export`` path (ncu appends ``.ncu-rep``)
     target: tuple[str, ...]
-    selection: Selection
+    selection: LaunchSelection
 
     @property
     def report(self) -> Path:
@@ -103,7 +103,7 @@ class Plan:
     def command(self, ncu: Path | str, *, nvtx: bool = True) -> list[str]:
         selection = self.selection
         if not nvtx:
-            selection = Selection(selection.mangled, None, selection.launch_skip)
+            selection = LaunchSelection(selection.mangled, None, selection.launch_skip)
         return ncu_command(
             ncu,
             metrics=self.resolved.collect,
@@ -194,7 +194,7 @@ def plan(request: ProfileRequest, *, nvtx_available: bool = True) -> Plan:
         seed=request.seed,
     )
     nvtx = nvtx_filter(space.spec.name, label) if nvtx_available else None
-    selection = Selection(symbol, nvtx, request.launch_skip)
+    selection = LaunchSelection(symbol, nvtx, request.launch_skip)
     return Plan(chip, resolved, symbol, base, tuple(target), selection)
 
 

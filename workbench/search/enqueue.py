@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from workbench.errors import ConfigError
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.search.session import TunePlan
 from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces.space import parse_assignments
@@ -90,7 +90,7 @@ def parse_enqueued(plan: TunePlan, item: str) -> dict:
 
 
 def warm_starts(
-    problem: Problem, study: StudyInfo, item: str, store: Store, say: Say
+    problem: SearchProblem, study: StudyInfo, item: str, store: Store, say: Say
 ) -> list[dict]:
     """``--enqueue best``: the fastest config of each other study of this kernel in the store
     than ``study`` (those that fit ``problem``, at most MAX_WARM_STARTS; the others are named
