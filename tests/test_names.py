@@ -1,13 +1,17 @@
-"""Names say what they are, read from the package's source (AST, nothing imported): no public
-class or type alias is defined in two modules (``StopReason`` of a timing loop and of a search
-were two different things under one name)."""
+"""Names say what they are, read from the package's source (AST): no public class or type alias
+is defined in two modules (``StopReason`` of a timing loop and of a search were two different
+things under one name), and the library's errors name its parameters, not the command line's
+flags (a Python caller never typed ``--budget``); the CLI puts the flags back."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+
+from workbench.cli.common import FLAG_OF, flag_wording
 
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
@@ -84,3 +88,84 @@ def test_no_public_class_or_type_alias_is_defined_in_two_modules() -> None:
         f"public names defined in more than one module (give each a name that says what it is): "
         f"{twice}"
     )
+
+
+# -- errors below the CLI name parameters -------------------------------------------------------
+#: A flag of ours or of another program (``--budget``, ``--kernel-name``), not a dash in prose.
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+#: Messages that name another program's flag (ptxas, ncu), which the user may pass on: (module,
+#: flag) -> why. None today.
+OTHER_PROGRAMS_FLAGS: dict[tuple[str, str], str] = {}
+#: A name in backticks: the library's way to name a parameter (the CLI swaps in the flag);
+#: ``backup=False`` too. Other backticked text (a path, ``module:function``) is not one.
+BACKTICKED = re.compile(r"`([a-z_][a-z0-9_]*(?:=\w+)?)`")
+
+
+def raise_texts(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """The string constants of each ``raise`` (f-strings' literal parts included), by line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for part in ast.walk(node.exc):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    yield node.lineno, part.value
+
+
+def library_modules() -> Iterator[tuple[str, ast.Module]]:
+    return ((m, t) for m, t in modules() if not m.startswith("workbench.cli"))
+
+
+def test_the_scan_finds_flags_in_raise_messages() -> None:
+    tree = ast.parse(
+        "def f(n):\n"
+        "    if n < 1:\n"
+        "        raise ValueError(f'--budget {n}: the budget must be at least 1')\n"
+        "    raise KeyError('x-y--z, and a well-known dash -- in prose')\n"
+    )
+    found = [(line, FLAG.findall(text)) for line, text in raise_texts(tree)]
+    assert [(line, flags) for line, flags in found if flags] == [(3, ["--budget"])]
+
+
+def test_library_errors_name_parameters_not_command_line_flags() -> None:
+    found = [
+        f"{module}:{line}: {flag} in {text!r}"
+        for module, tree in library_modules()
+        for line, text in raise_texts(tree)
+        for flag in FLAG.findall(text)
+        if (module, flag) not in OTHER_PROGRAMS_FLAGS
+    ]
+    assert not found, "a library error names a flag (name the parameter, in backticks; the CLI "
+    "maps it: workbench.cli.common.FLAG_OF):\n" + "\n".join(found)
+
+
+def test_every_parameter_an_error_names_has_its_flag() -> None:
+    named = {
+        name
+        for _, tree in library_modules()
+        for _, text in raise_texts(tree)
+        for name in BACKTICKED.findall(text)
+    }
+    assert named >= {"evaluations", "shape", "enqueue", "study"}, named  # the scan sees them
+    assert named <= set(FLAG_OF), f"no flag for {sorted(named - set(FLAG_OF))} in FLAG_OF"
+
+
+def test_every_flag_in_the_table_is_an_option_of_a_command() -> None:
+    import click
+    import typer
+
+    from workbench.cli.main import app
+
+    def options(command: click.Command) -> Iterator[str]:
+        for param in command.params:
+            yield from param.opts + param.secondary_opts
+        for sub in getattr(command, "commands", {}).values():
+            yield from options(sub)
+
+    known = set(options(typer.main.get_command(app)))
+    assert {"--budget", "--shape", "--no-backup"} <= known, sorted(known)
+    assert not {f.split()[0] for f in FLAG_OF.values()} - known
+
+
+def test_the_cli_words_a_library_error_in_flags() -> None:
+    said = flag_wording("`evaluations` 0: the budget must be at least 1; see `workbench tune`")
+    assert said == "--budget 0: the budget must be at least 1; see `workbench tune`"
+    assert flag_wording("`all_configs` cannot go with `sample`") == "--all cannot go with --sample"

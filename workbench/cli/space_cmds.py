@@ -22,6 +22,7 @@ from workbench.cli.common import (
     check_user_code,
     cli_errors,
     console,
+    flag_wording,
 )
 from workbench.cli.tables import CELL_FRAME
 from workbench.devices import device_for
@@ -80,7 +81,7 @@ def kernels(
                         "name": entry.name,
                         "builtin": entry.builtin,
                         "path": str(entry.path),
-                        "error": str(exc),
+                        "error": flag_wording(str(exc)),
                     }
                 )
                 continue

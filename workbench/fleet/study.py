@@ -113,7 +113,7 @@ class SharedStudy:
             raise WorkbenchError(
                 f"study {self.name!r} holds timings of {theirs}; this worker measures on "
                 f"{device_class}. Timings of different device classes never mix: give these "
-                f"workers a study of their own (--study '{self.name} | {device_class}')"
+                f"workers a study of their own (`study` '{self.name} | {device_class}')"
             )
 
     # -- trials ------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def find_ncu(explicit: str | Path | None = None) -> Path:
                 return Path(candidate)
     raise NcuUnavailable(
         NcuProblem.NOT_FOUND,
-        f"not on $PATH nor in {', '.join(SEARCH_GLOBS)}; set ${NCU_ENV} or pass --ncu",
+        f"not on $PATH nor in {', '.join(SEARCH_GLOBS)}; set ${NCU_ENV} or give its path as `ncu`",
     )
 
 

@@ -142,7 +142,7 @@ def target_chip(space: Space, device_preset: str | None = None) -> str:
             return chip
     raise ProfileError(
         f"no Perfworks chip known for {space.device.name} (cc {space.device.cc}); "
-        "pass --device with a preset (a100, h100, h200, ...)"
+        "name a `device` preset (a100, h100, h200, ...)"
     )
 
 
@@ -218,8 +218,8 @@ def profile_config(request: ProfileRequest) -> ProfileOutcome:
     probe = probe_gpu()
     if not probe.available:
         raise NoGpuToProfile(
-            f"{probe.reason}: nothing can be measured here (--dry-run checks the metrics and "
-            "prints the ncu command; --import reads a report made elsewhere)"
+            f"{probe.reason}: nothing can be measured here (the metrics and the ncu command can "
+            "still be checked, and a report made elsewhere imported)"
         )
     has_nvtx = nvtx_available()
     the_plan = plan(request, nvtx_available=has_nvtx)

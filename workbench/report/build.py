@@ -111,8 +111,7 @@ def build_reports(
         if kernel is None:
             raise NothingToReport(
                 f"the store {store.shown_url} holds no study, profile or regression run: nothing "
-                "to report (run workbench tune, workbench profile --import or workbench regress "
-                "record first)"
+                "to report (tune a kernel, import a profile or record a regression run first)"
             )
         pages.append(_static(kernel, options, say))
     out = options.out_dir

@@ -72,13 +72,13 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.evaluations is None and self.seconds is None and self.patience is None:
-            raise WorkbenchError("a budget needs --budget N, --time SECONDS or --patience N")
+            raise WorkbenchError("a budget needs `evaluations`, `seconds` or `patience`")
         if self.evaluations is not None and self.evaluations < 1:
-            raise WorkbenchError(f"--budget {self.evaluations}: the budget must be at least 1")
+            raise WorkbenchError(f"`evaluations` {self.evaluations}: the budget must be at least 1")
         if self.seconds is not None and self.seconds <= 0:
-            raise WorkbenchError(f"--time {self.seconds}: the time budget must be positive")
+            raise WorkbenchError(f"`seconds` {self.seconds}: the time budget must be positive")
         if self.patience is not None and self.patience < 1:
-            raise WorkbenchError(f"--patience {self.patience}: patience must be at least 1")
+            raise WorkbenchError(f"`patience` {self.patience}: patience must be at least 1")
 
     def as_dict(self) -> dict[str, object]:
         return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}

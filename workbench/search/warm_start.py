@@ -97,10 +97,10 @@ def best_elsewhere(
         try:
             chosen = [store.find_study(source, unlisted=study.id)]
         except ConfigError as exc:
-            raise ConfigError(f"--enqueue best:{source}: {exc}") from None
+            raise ConfigError(f"`enqueue` best:{source}: {exc}") from None
         if chosen[0].id == study.id:
             raise ConfigError(
-                f"--enqueue best:{source} names the study being tuned; its evaluations are "
+                f"`enqueue` best:{source} names the study being tuned; its evaluations are "
                 "already the search's history"
             )
     found = []
