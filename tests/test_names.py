@@ -169,3 +169,44 @@ def test_the_cli_words_a_library_error_in_flags() -> None:
     said = flag_wording("`evaluations` 0: the budget must be at least 1; see `workbench tune`")
     assert said == "--budget 0: the budget must be at least 1; see `workbench tune`"
     assert flag_wording("`all_configs` cannot go with `sample`") == "--all cannot go with --sample"
+
+
+# -- Optuna through its public API ----------------------------------------------------------------
+#: Private attributes of Optuna's objects (FrozenTrial, Study, its cached storage).
+OPTUNA_PRIVATE_ATTRIBUTES = {"_trial_id", "_study_id", "_storage", "_backend"}
+
+
+def optuna_private_uses(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``optuna.storages._CachedStorage``, ``from optuna._x import y``, ``from optuna import
+    _x``, and ``trial._trial_id`` (on anything but ``self``), by line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "optuna":
+            parts = (node.module or "").split(".") + [a.name for a in node.names]
+            if any(p.startswith("_") for p in parts):
+                yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.Attribute):
+            dotted = ast.unparse(node)
+            root = dotted.split(".")[0]
+            of_optuna = root == "optuna" and any(p.startswith("_") for p in dotted.split("."))
+            if of_optuna or (node.attr in OPTUNA_PRIVATE_ATTRIBUTES and root != "self"):
+                yield node.lineno, dotted
+
+
+def test_the_scan_finds_private_optuna_names() -> None:
+    tree = ast.parse(
+        "import optuna\n"
+        "from optuna.storages._cached_storage import _CachedStorage\n"
+        "s = optuna.storages._CachedStorage(rdb)\n"
+        "n = trial._trial_id + self._study_id\n"
+        "ok = optuna.storages.RDBStorage(url)\n"
+    )
+    assert [line for line, _ in optuna_private_uses(tree)] == [2, 3, 4]
+
+
+def test_the_package_uses_optuna_through_its_public_api() -> None:
+    found = [
+        f"{module}:{line}: {what}"
+        for module, tree in modules()
+        for line, what in optuna_private_uses(tree)
+    ]
+    assert not found, "\n".join(found)

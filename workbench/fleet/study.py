@@ -59,15 +59,14 @@ class SharedStudy:
     def __init__(self, db: Database, name: str) -> None:
         self.db = db
         self.name = name
-        # Whole-study reads (status, seeding, tests) go through Optuna's cache: finished trials
-        # never change. A worker's rounds read the claims table instead (:meth:`progress`).
-        # Trials are created on the RDB storage itself: the cache would keep a trial it created
-        # as it was then.
-        self.rdb = db.storage()
-        self.storage = optuna.storages._CachedStorage(self.rdb)
+        # Writes and single reads go to the RDB storage. Whole-study reads (status, seeding,
+        # tests) go through the Study, which Optuna gives a cache of its trials (finished
+        # trials never change; it reads only the new ones). A worker's rounds read the claims
+        # table instead (:meth:`progress`).
+        self.storage = db.storage()
         self.study_id = db.outage.call(self.storage.get_study_id_from_name, name)
-        with quiet_experimental():  # the study (for fail_stale_trials) has a cache of its own
-            self.study = optuna.load_study(study_name=name, storage=self.rdb)
+        with quiet_experimental():
+            self.study = optuna.load_study(study_name=name, storage=self.storage)
         # RUNNING trials seen without a heartbeat, and when (this process's clock)
         self._unbeaten: dict[int, float] = {}
 
@@ -119,10 +118,7 @@ class SharedStudy:
     # -- trials ------------------------------------------------------------------------------
     def trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
         return self.db.outage.call(
-            self.storage.get_all_trials,
-            self.study_id,
-            deepcopy=False,
-            states=tuple(states) if states else None,
+            self.study.get_trials, deepcopy=False, states=tuple(states) if states else None
         )
 
     def create_trial(
@@ -149,16 +145,17 @@ class SharedStudy:
             intermediate_values={},
             trial_id=0,
         )
-        return self.db.outage.call(self.rdb.create_new_trial, self.study_id, template)
+        return self.db.outage.call(self.storage.create_new_trial, self.study_id, template)
 
-    def pop_waiting(self, trial_ids: Sequence[int]) -> FrozenTrial | None:
-        """Take one of the WAITING trials ``trial_ids`` (re-queued or enqueued) as RUNNING."""
+    def pop_waiting(self, trial_ids: Sequence[int]) -> tuple[int, FrozenTrial] | None:
+        """Take one of the WAITING trials ``trial_ids`` (re-queued or enqueued) as RUNNING: its
+        id and the trial."""
         for trial_id in trial_ids:
             try:
                 if self.db.outage.call(
-                    self.rdb.set_trial_state_values, trial_id, TrialState.RUNNING
+                    self.storage.set_trial_state_values, trial_id, TrialState.RUNNING
                 ):
-                    return self.db.outage.call(self.rdb.get_trial, trial_id)
+                    return trial_id, self.db.outage.call(self.storage.get_trial, trial_id)
             except UpdateFinishedTrialError:
                 continue
         return None

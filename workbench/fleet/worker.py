@@ -179,24 +179,21 @@ class ClaimsLedger(Ledger):
 
     def requeued(self, budget: Budget) -> TrialSlot | None:
         """A re-queued trial of a dead worker (or an enqueued one), claimed for this one."""
-        trial = self.shared.pop_waiting(self.waiting) if self.waiting else None
-        if trial is None:
+        popped = self.shared.pop_waiting(self.waiting) if self.waiting else None
+        if popped is None:
             return None
-        self._hold_trial(trial._trial_id)
+        trial_id, trial = popped
+        self._hold_trial(trial_id)
         config = self.problem.decode(trial.params)
         key = self.problem.key(config)
-        claim = self.shared.claim(
-            key, trial.params, self.worker.key, budget.evaluations, trial._trial_id
-        )
+        claim = self.shared.claim(key, trial.params, self.worker.key, budget.evaluations, trial_id)
         if claim.skip is not None:
             self._skip(claim.skip)
             return None
         with _suppress_db():  # who holds it, for status and tests (best effort)
-            self.call(
-                self.shared.storage.set_trial_system_attr, trial._trial_id, CLAIM, self.worker.key
-            )
+            self.call(self.shared.storage.set_trial_system_attr, trial_id, CLAIM, self.worker.key)
         recovered = "failed_trial" in trial.system_attrs
-        return TrialSlot(config, key, False, trial._trial_id, claim.claim_id or 0, True, recovered)
+        return TrialSlot(config, key, False, trial_id, claim.claim_id or 0, True, recovered)
 
     def reserve(self, config: Config, key: str, budget: Budget) -> TrialSlot | None:
         params = self.problem.encode(config)
