@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.compare.problems import classify
-from workbench.compare.table import Entry, ShapeComparison, Status
+from workbench.compare.table import ContenderEntry, ShapeComparison, Status
 from workbench.devices import DEVICES, device_for
 from workbench.roofline import Ceilings, CeilingSource, datasheet_ceilings, measured_ceilings
 from workbench.spaces import Space, load_kernel
@@ -49,7 +49,7 @@ def recorded_int8_compare() -> list[ShapeComparison]:
         p = classify(space, {**spec.default_config(), **s["config"]})
         assert (p.ops, p.min_bytes) == (s["work"]["ops"], s["work"]["min_bytes"])
         entries = [
-            Entry(r["name"], r["title"], Status(r["status"]), r["reason"], r["median_ms"],
+            ContenderEntry(r["name"], r["title"], Status(r["status"]), r["reason"], r["median_ms"],
                   library=r["library"], verify_max_error=r["verify_max_error"], ops=p.ops,
                   nbytes=p.min_bytes)
             for r in s["results"]

@@ -131,7 +131,7 @@ def test_without_gpu_or_recording_the_compile_stage_runs() -> None:
         (["tune", "--replay", "/no/such/file.json"], "cannot read"),
         (
             ["tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--budget", "0"],
-            "at least 1",
+            "--budget 0: the budget must be at least 1",
         ),
         (
             ["tune", "--replay", str(CACHES / "pnpoly_RTX_3090.json.gz"), "--sampler", "magic"],
@@ -144,7 +144,7 @@ def test_without_gpu_or_recording_the_compile_stage_runs() -> None:
         (["tune", "reduce", "--shapes", "nope"], "no shape set"),
         (["tune", "reduce", "--shapes", "odd", "--shape", "n=5"], "--shape and --shapes"),
         (["tune", "stream_scale", "--all", "--sample", "2"], "cannot go with --sample"),
-        (["tune", "reduce", "--enqueue", "bogus"], "expected default, none, best, best:STUDY"),
+        (["tune", "reduce", "--enqueue", "bogus"], "--enqueue 'bogus': expected default, none"),
         (["tune", "reduce", "--sample", "-1"], "Invalid value for '--sample'"),
         (["tune", "reduce", "--seed", "-1"], "Invalid value for '--seed'"),
         (["tune", "reduce", "--replay-delay", "-1"], "Invalid value for '--replay-delay'"),

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 from workbench.cli.main import app
 from workbench.compare.baselines import REGISTRY, Baseline, Choice, select
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
-from workbench.compare.problems import Family, Problem, classify
+from workbench.compare.problems import BaselineProblem, Family, classify
 from workbench.compare.run import check_outputs
 from workbench.compare.storage import load_comparisons, save_comparisons
 from workbench.compare.table import (
     TUNED,
-    Entry,
+    ContenderEntry,
     ShapeComparison,
     Status,
     fit_ceilings,
@@ -52,12 +52,12 @@ def _space(kernel: str, **shape: int) -> Space:
     return Space(spec, shape={**spec.default_shape, **shape}, arch=arch, device=device_for(arch))
 
 
-def _problem(kernel: str, config: dict | None = None, **shape: int) -> Problem:
+def _problem(kernel: str, config: dict | None = None, **shape: int) -> BaselineProblem:
     space = _space(kernel, **shape)
     return classify(space, {**space.spec.default_config(), **(config or {})})
 
 
-def _installed(b: Baseline, p: Problem, cc: int | None) -> str | None:
+def _installed(b: Baseline, p: BaselineProblem, cc: int | None) -> str | None:
     """Baseline.check on a machine where every library is installed (the lent GPU's image)."""
     saved = type(b).modules, type(b).distributions
     try:
@@ -186,10 +186,16 @@ H200 = Ceilings(datasheet_ceilings(DEVICES["h200"]))
 
 def _gemm_comparison() -> ShapeComparison:
     p = _problem("gemm_int8")  # 4096^3
-    tuned = Entry(TUNED, "gemm_int8", Status.OK, median_ms=0.1, ops=p.ops, nbytes=p.min_bytes)
-    cublas = Entry("cublas", "cuBLAS", Status.OK, median_ms=0.12, ops=p.ops, nbytes=p.min_bytes)
-    wrong = Entry("cublaslt", "cuBLASLt", Status.WRONG, "C differs", 0.05, ops=p.ops, nbytes=1)
-    skipped = Entry("cutlass", "CUTLASS", Status.SKIPPED, "not here")
+    tuned = ContenderEntry(
+        TUNED, "gemm_int8", Status.OK, median_ms=0.1, ops=p.ops, nbytes=p.min_bytes
+    )
+    cublas = ContenderEntry(
+        "cublas", "cuBLAS", Status.OK, median_ms=0.12, ops=p.ops, nbytes=p.min_bytes
+    )
+    wrong = ContenderEntry(
+        "cublaslt", "cuBLASLt", Status.WRONG, "C differs", 0.05, ops=p.ops, nbytes=1
+    )
+    skipped = ContenderEntry("cutlass", "CUTLASS", Status.SKIPPED, "not here")
     return ShapeComparison(
         p, "tensor_int8", {"PATH": "mma"}, "given", tuned, (cublas, wrong, skipped), (), H200
     )
@@ -218,8 +224,12 @@ def test_gemm_table_by_hand() -> None:
 
 def test_memory_bound_table_by_hand() -> None:
     p = _problem("reduce")  # n = 2^24 floats: 67,108,868 bytes, 16,777,216 adds
-    tuned = Entry(TUNED, "reduce", Status.OK, median_ms=0.02, ops=p.ops, nbytes=p.min_bytes)
-    copy = Entry("copy", "copy", Status.OK, median_ms=0.016, ops=0.0, nbytes=2 * p.copy_bytes)
+    tuned = ContenderEntry(
+        TUNED, "reduce", Status.OK, median_ms=0.02, ops=p.ops, nbytes=p.min_bytes
+    )
+    copy = ContenderEntry(
+        "copy", "copy", Status.OK, median_ms=0.016, ops=0.0, nbytes=2 * p.copy_bytes
+    )
     c = ShapeComparison(p, "fp32", {}, "given", tuned, (copy,), (), H200)
     assert throughput(tuned, "GB/s") == pytest.approx(67_108_868 / 2e-5 / 1e9)  # 3355.4 GB/s
     b = roofline_bound(tuned, "fp32", H200)
@@ -351,14 +361,14 @@ def test_bad_input_to_compare(tmp_path: Path) -> None:
 def test_a_baseline_worker_that_cannot_start_is_reported_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
-    from workbench.compare.baselines import Selection
+    from workbench.compare.baselines import BaselineSelection
     from workbench.compare.run import CompareOptions, _BaselineWorker
 
     space = _space("reduce", n=1000)
     config = space.spec.default_config()
     problem = classify(space, config)
     inputs = make_inputs(space, seed=0, config=config)
-    copy = Selection("copy", "copy", "copy", Choice.RUN)
+    copy = BaselineSelection("copy", "copy", "copy", Choice.RUN)
     with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
         entries = [worker.run(copy, problem, inputs, space, config, lambda: None) for _ in range(2)]
     for e in entries:  # no driver here: the worker's context cannot be made, every time

@@ -21,8 +21,8 @@ from workbench.compare.baselines import (
     REGISTRY,
     Baseline,
     BaselineUnsupported,
+    BaselineVariant,
     Choice,
-    Variant,
     missing_here,
     select,
 )
@@ -35,15 +35,15 @@ from workbench.compare.cutlass_baseline import (
     operator_variant,
     target_sm,
 )
-from workbench.compare.problems import Problem, classify
+from workbench.compare.problems import BaselineProblem, classify
 from workbench.compare.run import fastest_variant, variants_note
 from workbench.compare.storage import load_variants, save_comparisons
-from workbench.compare.table import Entry, ShapeComparison, Status
+from workbench.compare.table import ContenderEntry, ShapeComparison, Status
 from workbench.devices import device_for
 from workbench.gpu import probe_gpu
 from workbench.report.baselines import gather_baselines
 from workbench.report.overview import _baselines
-from workbench.report.page import Section
+from workbench.report.page import PageSection
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.targets import resolve_arches
 from workbench.store import Store
@@ -67,12 +67,12 @@ def _space(kernel: str, **shape: int) -> Space:
     return Space(spec, shape={**spec.default_shape, **shape}, arch=arch, device=device_for(arch))
 
 
-def _problem(kernel: str, **shape: int) -> Problem:
+def _problem(kernel: str, **shape: int) -> BaselineProblem:
     space = _space(kernel, **shape)
     return classify(space, space.spec.default_config())
 
 
-def _installed(b: Baseline, p: Problem, cc: int | None) -> str | None:
+def _installed(b: Baseline, p: BaselineProblem, cc: int | None) -> str | None:
     """Baseline.check where every library is installed (the lent GPU's image with the extra)."""
     saved = type(b).modules, type(b).distributions
     try:
@@ -158,14 +158,14 @@ def test_without_a_gpu_the_row_says_which_of_the_two_is_missing(
 def test_without_a_gpu_the_worker_cannot_list_operators_and_the_row_says_so() -> None:
     """compare's path to the operators goes through the baseline worker, which holds the GPU:
     here it cannot start, and the CUTLASS row is a failure with that reason, no variants."""
-    from workbench.compare.baselines import Selection
+    from workbench.compare.baselines import BaselineSelection
     from workbench.compare.run import CompareOptions, _BaselineWorker
     from workbench.runners.buffers import make_inputs
 
     space = _space("gemm_int8", M=64, N=64, K=64)
     config = space.spec.default_config()
     problem = classify(space, config)
-    sel = Selection("cutlass", "cutlass", CUTLASS.title, Choice.RUN)
+    sel = BaselineSelection("cutlass", "cutlass", CUTLASS.title, Choice.RUN)
     lines: list[str] = []
     with _BaselineWorker(CompareOptions(call_timeout_s=60)) as worker:
         inputs = make_inputs(space, seed=0, config=config)
@@ -176,19 +176,21 @@ def test_without_a_gpu_the_worker_cannot_list_operators_and_the_row_says_so() ->
 
 
 # -- the fastest operator, the store and the report (no extra needed) ------------------------
-def _variants() -> list[tuple[Variant, Entry]]:
+def _variants() -> list[tuple[BaselineVariant, ContenderEntry]]:
     p = _problem("gemm_int8")
 
-    def entry(status: Status, ms: float | None, compile_s: float, reason: str = "") -> Entry:
+    def entry(
+        status: Status, ms: float | None, compile_s: float, reason: str = ""
+    ) -> ContenderEntry:
         samples = (ms, ms) if ms else ()
-        return Entry(
+        return ContenderEntry(
             "cutlass", "CUTLASS", status, reason, ms, ms, ms, samples,
             ops=p.ops, nbytes=p.min_bytes, compile_s=compile_s, compile_note="JIT",
         )  # fmt: skip
 
-    def variant(tile: str, cluster: str) -> Variant:
+    def variant(tile: str, cluster: str) -> BaselineVariant:
         config = {"operator": "Sm90StaticPersistentGemm", "tile": tile, "cluster": cluster}
-        return Variant(f"op_{tile}_{cluster}", f"tile {tile}, cluster {cluster}", config)
+        return BaselineVariant(f"op_{tile}_{cluster}", f"tile {tile}, cluster {cluster}", config)
 
     return [
         (variant("64x64x64", "1x1x1"), entry(Status.OK, 0.30, 1.0)),
@@ -199,7 +201,7 @@ def _variants() -> list[tuple[Variant, Entry]]:
 
 
 def test_the_row_is_the_fastest_correct_operator_with_its_configuration() -> None:
-    base = Entry("cutlass", "CUTLASS Operator API (CuTe DSL)", Status.SKIPPED)
+    base = ContenderEntry("cutlass", "CUTLASS Operator API (CuTe DSL)", Status.SKIPPED)
     row = fastest_variant(base, _variants())
     assert row.status is Status.OK and row.median_ms == 0.11  # the wrong 0.05 never wins
     assert row.title == (
@@ -216,7 +218,7 @@ def test_the_row_is_the_fastest_correct_operator_with_its_configuration() -> Non
 
 
 def test_without_a_correct_operator_the_row_says_why() -> None:
-    base = Entry("cutlass", "CUTLASS Operator API (CuTe DSL)", Status.SKIPPED)
+    base = ContenderEntry("cutlass", "CUTLASS Operator API (CuTe DSL)", Status.SKIPPED)
     row = fastest_variant(base, _variants()[2:])
     assert row.status is Status.WRONG and row.median_ms is None
     assert row.reason == (
@@ -229,8 +231,10 @@ def test_every_operator_is_stored_and_the_report_shows_them_under_the_chart(
     tmp_path: Path,
 ) -> None:
     p = _problem("gemm_int8")
-    tuned = Entry("tuned", "gemm_int8", Status.OK, median_ms=0.1, ops=p.ops, nbytes=p.min_bytes)
-    row = fastest_variant(Entry("cutlass", "CUTLASS", Status.SKIPPED), _variants())
+    tuned = ContenderEntry(
+        "tuned", "gemm_int8", Status.OK, median_ms=0.1, ops=p.ops, nbytes=p.min_bytes
+    )
+    row = fastest_variant(ContenderEntry("cutlass", "CUTLASS", Status.SKIPPED), _variants())
     c = ShapeComparison(p, "tensor_int8", {"PATH": "mma"}, "given", tuned, (row,))
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     batch = save_comparisons(store, [c], device="NVIDIA H200")
@@ -243,7 +247,7 @@ def test_every_operator_is_stored_and_the_report_shows_them_under_the_chart(
     assert c.to_json()["results"][1]["variants"][1]["chosen"] is True
     b = gather_baselines(store, "gemm_int8")
     assert len(b.variants) == 4 and b.variants[1].contender == "CUTLASS"
-    sec = Section("compare", "compare")
+    sec = PageSection("compare", "compare")
     _baselines(sec, b)
     html = "".join(part for part in sec.parts if isinstance(part, str))
     assert "CUTLASS: every configuration timed" in html

@@ -23,7 +23,7 @@ from workbench.runners.objectives import (
     ObjectiveRunner,
 )
 from workbench.runners.protocol import Timing
-from workbench.runners.timing import StoppingRule, StopReason, TimingOptions
+from workbench.runners.timing import StoppingRule, TimingOptions, TimingStopReason
 from workbench.runners.worker_runner import energy_metrics
 from workbench.spaces.model import Config
 from workbench.store import Store
@@ -88,7 +88,9 @@ def test_the_energy_counter_is_read_around_the_timed_samples() -> None:
 
 
 def test_a_counter_that_did_not_move_gives_no_energy() -> None:
-    timing = Timing((1.0, 1.0), (), (False, False), None, StopReason.CONVERGED, 2, 0.1, "", 0.0)
+    timing = Timing(
+        (1.0, 1.0), (), (False, False), None, TimingStopReason.CONVERGED, 2, 0.1, "", 0.0
+    )
     assert energy_metrics(timing) == {}
 
 

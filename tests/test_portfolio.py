@@ -26,7 +26,7 @@ from workbench.runners.recordings import Recording, load_recording, write_record
 from workbench.runners.replay import ReplayRunner
 from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
-from workbench.search.tuner import Budget, StopReason, Tuner
+from workbench.search.tuner import Budget, SearchStopReason, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -138,7 +138,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 def test_proposals_are_valid_and_never_repeat(tmp_path: Path, synthetic) -> None:
     result = run(tmp_path, synthetic, "portfolio", 1000, seed=0)
-    assert result.stop is StopReason.EXHAUSTED
+    assert result.stop is SearchStopReason.EXHAUSTED
     assert result.evaluations == len(synthetic.entries)
     assert result.proposals == result.evaluations  # no repeats, nothing outside the space
     assert result.best.measurement.value == 1.0

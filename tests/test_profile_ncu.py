@@ -22,7 +22,7 @@ from workbench.profile import profiler
 from workbench.profile.errors import NcuProblem, NcuUnavailable
 from workbench.profile.metrics import MetricSet
 from workbench.profile.ncu import (
-    Selection,
+    LaunchSelection,
     classify,
     find_ncu,
     kernel_filter,
@@ -107,7 +107,7 @@ def test_the_command_selects_one_launch_of_one_config() -> None:
     command = ncu_command(
         "/opt/ncu",
         metrics=["dram__bytes.sum", "gpu__time_duration.sum"],
-        selection=Selection(symbol, nvtx_filter("reduce", "BLOCK=256,ITEMS=8")),
+        selection=LaunchSelection(symbol, nvtx_filter("reduce", "BLOCK=256,ITEMS=8")),
         output=Path("out/r"),
         target=["python", "-m", "workbench.profile.target", "reduce"],
     )
@@ -130,7 +130,7 @@ def test_the_command_selects_one_launch_of_one_config() -> None:
     assert not pattern.search(symbol[1:])
     assert kernel_filter("_Z3fooi") == "regex:^_Z3fooi$"
     without = ncu_command(
-        "ncu", metrics=[], selection=Selection(symbol, None), output=Path("o"), target=["t"]
+        "ncu", metrics=[], selection=LaunchSelection(symbol, None), output=Path("o"), target=["t"]
     )
     assert "--nvtx" not in without and "--metrics" not in without
 

@@ -220,10 +220,10 @@ def test_the_compile_table_marks_the_default_config(project: Path) -> None:
 
 
 def test_a_space_may_pin_cublaslt_fp8_by_name(write_space: Callable[..., Path]) -> None:
-    from workbench.spaces.schema import Baseline
+    from workbench.spaces.schema import BaselineKind
 
     spec = load_space(write_space(TINY_SPACE + "baselines: [cublaslt_fp8, copy]\n"))
-    assert spec.baselines == (Baseline.CUBLASLT_FP8, Baseline.COPY)
+    assert spec.baselines == (BaselineKind.CUBLASLT_FP8, BaselineKind.COPY)
 
 
 @pytest.mark.parametrize("short", ['""', "no_colon", '" spaced:f"'])

@@ -24,8 +24,8 @@ from workbench.runners.timing import (
     MIN_SAMPLES,
     Noise,
     StoppingRule,
-    StopReason,
     TimingOptions,
+    TimingStopReason,
     is_throttled,
     median_interval,
     summarize,
@@ -173,7 +173,7 @@ def test_quiet_series_stop_at_the_minimum(series: list[tuple[str, str, np.ndarra
     for times in quiet:
         rule = StoppingRule(min_time_s=0.0, max_samples=len(times))
         assert run_rule(rule, times) <= 12
-        assert rule.stop_reason is StopReason.CONVERGED
+        assert rule.stop_reason is TimingStopReason.CONVERGED
 
 
 def test_noisy_series_run_to_the_cap(series: list[tuple[str, str, np.ndarray]]) -> None:
@@ -184,7 +184,7 @@ def test_noisy_series_run_to_the_cap(series: list[tuple[str, str, np.ndarray]]) 
     for times in noisy:
         rule = StoppingRule(min_time_s=0.0, max_samples=len(times))
         assert run_rule(rule, times) == len(times)
-        assert rule.stop_reason is StopReason.MAX_SAMPLES
+        assert rule.stop_reason is TimingStopReason.MAX_SAMPLES
 
 
 def test_a_converged_rule_meant_it(series: list[tuple[str, str, np.ndarray]]) -> None:
@@ -194,7 +194,7 @@ def test_a_converged_rule_meant_it(series: list[tuple[str, str, np.ndarray]]) ->
     for _, _, times in series[::7]:
         rule = StoppingRule(min_time_s=0.0, max_samples=len(times))
         n = run_rule(rule, times)
-        if rule.stop_reason is StopReason.CONVERGED:
+        if rule.stop_reason is TimingStopReason.CONVERGED:
             early += 1
             seen = times[:n]
             assert n >= MIN_SAMPLES
@@ -212,7 +212,7 @@ def test_nvbench_statistic_is_much_stricter(series: list[tuple[str, str, np.ndar
         for _, _, times in picks:
             rule = StoppingRule(noise=noise, min_time_s=0.0, max_samples=len(times))
             run_rule(rule, times)
-            converged += rule.stop_reason is StopReason.CONVERGED
+            converged += rule.stop_reason is TimingStopReason.CONVERGED
         stops[noise] = converged / len(picks)
     assert stops[Noise.REL_STDERR] > stops[Noise.REL_STDEV] + 0.2
 
@@ -228,14 +228,14 @@ def test_median_ci_noise_shrugs_off_an_outlier(series: list[tuple[str, str, np.n
         ci_rule = StoppingRule(noise=Noise.MEDIAN_CI, min_time_s=0.0, max_samples=len(times))
         run_rule(stderr_rule, spoiled)
         run_rule(ci_rule, spoiled)
-        assert stderr_rule.stop_reason is StopReason.MAX_SAMPLES
-        assert ci_rule.stop_reason is StopReason.CONVERGED
+        assert stderr_rule.stop_reason is TimingStopReason.MAX_SAMPLES
+        assert ci_rule.stop_reason is TimingStopReason.CONVERGED
 
 
 def test_embedded_quiet_series_stops_at_ten() -> None:
     rule = StoppingRule(min_time_s=0.0, max_samples=32)
     assert run_rule(rule, np.array(QUIET)) == 10
-    assert rule.stop_reason is StopReason.CONVERGED
+    assert rule.stop_reason is TimingStopReason.CONVERGED
     s = summarize(QUIET[:10])
     assert s.ci_low <= float(np.median(QUIET)) <= s.ci_high
 
@@ -244,7 +244,7 @@ def test_embedded_noisy_series_runs_to_the_cap() -> None:
     for noise in Noise:
         rule = StoppingRule(noise=noise, min_time_s=0.0, max_samples=32)
         assert run_rule(rule, np.array(NOISY)) == 32, noise
-        assert rule.stop_reason is StopReason.MAX_SAMPLES
+        assert rule.stop_reason is TimingStopReason.MAX_SAMPLES
 
 
 def test_a_speed_change_after_the_minimum_goes_unseen() -> None:
@@ -281,7 +281,7 @@ def test_time_cap_stops_a_noisy_loop() -> None:
     values = iter([1.0, 3.0] * 100)
     while not rule.done():
         rule.add(next(values))
-    assert rule.stop_reason is StopReason.TIME_CAP
+    assert rule.stop_reason is TimingStopReason.TIME_CAP
     assert rule.count == 8
 
 
@@ -289,7 +289,7 @@ def test_min_time_holds_a_quiet_loop_back() -> None:
     rule = StoppingRule(min_time_s=0.05)  # 50 ms of samples at 1 ms each
     while not rule.done():
         rule.add(1.0)
-    assert rule.count == 50 and rule.stop_reason is StopReason.CONVERGED
+    assert rule.count == 50 and rule.stop_reason is TimingStopReason.CONVERGED
 
 
 def test_throttled_samples_count_toward_caps_only() -> None:
@@ -299,7 +299,7 @@ def test_throttled_samples_count_toward_caps_only() -> None:
         assert not rule.done()
     for _ in range(5):
         rule.add(1.0)
-    assert rule.done() and rule.stop_reason is StopReason.MAX_SAMPLES
+    assert rule.done() and rule.stop_reason is TimingStopReason.MAX_SAMPLES
     assert math.isinf(StoppingRule().current_noise)
 
 

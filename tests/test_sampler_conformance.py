@@ -20,7 +20,7 @@ from workbench.runners.recordings import Recording, load_recording, write_record
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
 from workbench.search.samplers import EXTRA_PACKAGES, SAMPLERS, make_proposer
-from workbench.search.tuner import Budget, StopReason, Tuner, TuneResult
+from workbench.search.tuner import Budget, SearchStopReason, Tuner, TuneResult
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -125,7 +125,7 @@ def test_the_budget_counts_unique_evaluations_and_the_best_is_the_fastest_correc
     sampler: str, recording: Recording, tmp_path: Path
 ) -> None:
     result = tune(tmp_path / "s.sqlite", recording, sampler, Budget(evaluations=15))
-    assert result.stop is StopReason.BUDGET and result.evaluations == 15
+    assert result.stop is SearchStopReason.BUDGET and result.evaluations == 15
     keys = [tuple(sorted(e.config.items())) for e in result.history]
     assert len(set(keys)) == len(keys)  # nothing measured twice
     assert all(recording.lookup(e.config) is not None for e in result.history)  # in the space
@@ -161,7 +161,7 @@ def test_the_search_ends_when_every_config_of_the_space_is_evaluated(
     sampler: str, recording: Recording, tmp_path: Path
 ) -> None:
     result = tune(tmp_path / "s.sqlite", recording, sampler, Budget(evaluations=100))
-    assert result.stop is StopReason.EXHAUSTED
+    assert result.stop is SearchStopReason.EXHAUSTED
     assert result.evaluations == len(recording.entries) == 30
     assert result.best is not None and result.best.measurement.value == 1.0
     failed = [e.config for e in result.history if e.measurement.outcome.failed]

@@ -36,7 +36,7 @@ def test_the_budget_defaults_to_100_evaluations_unless_a_limit_is_given() -> Non
     assert asked(seconds=30.0).budget == Budget(seconds=30.0)
     assert asked(patience=5).budget == Budget(patience=5)
     assert asked(evaluations=7).budget_given
-    with pytest.raises(WorkbenchError, match="at least 1"):
+    with pytest.raises(WorkbenchError, match="`evaluations` 0: the budget must be at least 1"):
         asked(evaluations=0)
     # one home of the shared-study timing: the study's defaults are the coordination's
     assert (Coordination().heartbeat_s, Coordination().grace_s) == (10, 60)
@@ -48,8 +48,8 @@ def test_the_budget_defaults_to_100_evaluations_unless_a_limit_is_given() -> Non
     [
         ({}, "name a kernel"),
         ({"kernel": "reduce", "sampler": "magic"}, "unknown sampler"),
-        ({"kernel": "reduce", "enqueue": ("none", "default")}, "--enqueue none"),
-        ({"kernel": "reduce", "all_configs": True, "sample": 2}, "cannot go with --sample"),
+        ({"kernel": "reduce", "enqueue": ("none", "default")}, "`enqueue` none"),
+        ({"kernel": "reduce", "all_configs": True, "sample": 2}, "cannot go with `sample`"),
     ],
 )
 def test_what_no_path_can_take_is_refused(fields: dict, message: str) -> None:
@@ -59,7 +59,7 @@ def test_what_no_path_can_take_is_refused(fields: dict, message: str) -> None:
 
 def test_a_shared_study_refuses_fresh_and_shape_sets() -> None:
     TuneRequest(kernel="reduce", fresh=True, shapes="odd").check()  # one process: fine
-    with pytest.raises(WorkbenchError, match="--fresh makes a study of this process's own"):
+    with pytest.raises(WorkbenchError, match="`fresh` makes a study of this process's own"):
         TuneRequest(kernel="reduce", fresh=True).check(shared=True)
     with pytest.raises(WorkbenchError, match="a shared study tunes one shape"):
         TuneRequest(kernel="reduce", shapes="odd").check(shared=True)
@@ -135,7 +135,7 @@ def test_a_recording_that_cannot_be_read_opens_no_store(tmp_path: Path) -> None:
     request = TuneRequest(replay=tmp_path / "missing.json")
     with pytest.raises(RecordingError, match="cannot read"):
         plan_tune(request, never)
-    with pytest.raises(WorkbenchError, match="which is not on this machine: --replay FILE"):
+    with pytest.raises(WorkbenchError, match="not on this machine: give its path as `replay`"):
         plan_tune(request, never, shared=True)
 
 

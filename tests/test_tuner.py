@@ -20,7 +20,7 @@ from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.recordings import Recording, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
-from workbench.search.tuner import Budget, StopReason, Tuner
+from workbench.search.tuner import Budget, SearchStopReason, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store, StudyInfo
 
@@ -82,7 +82,7 @@ def pnpoly() -> Recording:
 @pytest.mark.parametrize("sampler", ["tpe", "random", "brute"])
 def test_budget_counts_unique_evaluations(tmp_path: Path, pnpoly: Recording, sampler: str) -> None:
     result, runner = tune(tmp_path / "s.sqlite", pnpoly, Budget(evaluations=40), sampler=sampler)
-    assert result.stop is StopReason.BUDGET
+    assert result.stop is SearchStopReason.BUDGET
     assert result.evaluations == result.new_evaluations == 40
     keys = [json.dumps(c, sort_keys=True) for c in runner.calls]
     assert len(keys) == len(set(keys)) == 40  # nothing measured twice
@@ -108,7 +108,7 @@ def test_brute_force_follows_domain_order_and_exhausts(tmp_path: Path) -> None:
     result, runner = tune(
         tmp_path / "s.sqlite", load_recording(path), Budget(evaluations=50), sampler="brute"
     )
-    assert result.stop is StopReason.EXHAUSTED and result.evaluations == 6
+    assert result.stop is SearchStopReason.EXHAUSTED and result.evaluations == 6
     assert runner.calls == [c for c, _ in entries]
     assert result.best.config == {"a": 2, "b": 3}
 
@@ -130,7 +130,7 @@ def test_interrupt_then_resume_loses_nothing(tmp_path: Path, pnpoly: Recording) 
     first, runner = tune(
         store_path, pnpoly, Budget(evaluations=30), runner=CountingRunner(pnpoly, interrupt_at=12)
     )
-    assert first.stop is StopReason.INTERRUPTED and first.evaluations == 12
+    assert first.stop is SearchStopReason.INTERRUPTED and first.evaluations == 12
     second, runner2 = tune(store_path, pnpoly, Budget(evaluations=30))
     assert second.evaluations == 30 and second.new_evaluations == 18
     before = {json.dumps(c, sort_keys=True) for c in runner.calls}
@@ -145,7 +145,7 @@ def test_interrupt_then_resume_loses_nothing(tmp_path: Path, pnpoly: Recording) 
 @needs_caches
 def test_patience_and_time_budgets(tmp_path: Path, pnpoly: Recording) -> None:
     result, _ = tune(tmp_path / "a.sqlite", pnpoly, Budget(patience=5), sampler="brute")
-    assert result.stop is StopReason.PATIENCE
+    assert result.stop is SearchStopReason.PATIENCE
     ok = [e.measurement.value for e in result.history if e.measurement.outcome is TrialOutcome.OK]
     best_at = ok.index(min(ok))
     assert len(ok) - 1 - best_at <= 5
@@ -156,7 +156,7 @@ def test_patience_and_time_budgets(tmp_path: Path, pnpoly: Recording) -> None:
     result, _ = tune(
         tmp_path / "b.sqlite", pnpoly, Budget(seconds=0.5), sampler="random", runner=slow
     )
-    assert result.stop is StopReason.TIME and time.perf_counter() - start < 5
+    assert result.stop is SearchStopReason.TIME and time.perf_counter() - start < 5
     assert 0 < result.evaluations < len(pnpoly.entries)
 
 
@@ -173,7 +173,7 @@ def test_a_space_where_everything_fails(tmp_path: Path) -> None:
     )
     result, _ = tune(tmp_path / "s.sqlite", load_recording(path), Budget(evaluations=10))
     assert result.best is None and result.evaluations == 3
-    assert result.stop is StopReason.EXHAUSTED
+    assert result.stop is SearchStopReason.EXHAUSTED
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"evaluations": 0}, {"seconds": -1}, {"patience": 0}])
@@ -280,7 +280,7 @@ def test_valid_configs_missing_from_the_recording_end_the_search_not_hang_it(
     tuner = Tuner(SpaceProblem(space), runner, store, study, sampler=sampler)
     # (a time budget, so that a regression fails the test instead of hanging it)
     result = tuner.run(Budget(evaluations=50, seconds=30))
-    assert result.stop is StopReason.EXHAUSTED
+    assert result.stop is SearchStopReason.EXHAUSTED
     assert result.evaluations == 16 and result.unanswered == 6
     assert len(runner.calls) == 22  # each missing config was asked for once, never again
 
@@ -304,7 +304,7 @@ def test_a_replayed_space_is_searched_over_the_configs_its_recording_holds(
     result = Tuner(problem, runner, store, study, sampler=sampler).run(
         Budget(evaluations=50, seconds=30)
     )
-    assert result.stop is StopReason.EXHAUSTED
+    assert result.stop is SearchStopReason.EXHAUSTED
     assert result.evaluations == len(runner.calls) == 16 and result.unanswered == 6
     assert all(c["SCALE"] != 3 for c in runner.calls)
     assert problem.violations({"BLOCK": 32, "SCALE": 3, "WAVES": 1}) == [
@@ -377,7 +377,7 @@ def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
     result = Tuner(problem, runner, store, study, sampler="portfolio", seed=1).run(
         Budget(evaluations=50, seconds=30)
     )
-    assert result.stop is StopReason.EXHAUSTED and result.evaluations == 10
+    assert result.stop is SearchStopReason.EXHAUSTED and result.evaluations == 10
     assert {str(c) for c in runner.calls} == {str(c) for c in held}
 
 
@@ -400,7 +400,7 @@ def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
     store.record = record_then_interrupt  # type: ignore[method-assign]
     tuner = Tuner(problem, CountingRunner(pnpoly), store, study, sampler="random")
     result = tuner.run(Budget(evaluations=20))
-    assert result.stop is StopReason.INTERRUPTED
+    assert result.stop is SearchStopReason.INTERRUPTED
     assert result.evaluations == result.new_evaluations == store.count_evaluations(study) == 5
     assert len(result.history) == 5
 

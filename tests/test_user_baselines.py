@@ -20,7 +20,7 @@ from workbench.errors import SpaceFileError
 from workbench.runners.reference import ReferenceNotFoundError, bind_by_name, load_function
 from workbench.spaces import Space, load_space
 from workbench.spaces.model import UserBaseline
-from workbench.spaces.schema import Baseline
+from workbench.spaces.schema import BaselineKind
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
@@ -40,7 +40,7 @@ def test_a_space_names_its_own_baseline_beside_it(rmsnorm: Path) -> None:
     assert mine == UserBaseline(
         "python:torch_rmsnorm", f"{rmsnorm.parent / 'baseline.py'}:torch_rmsnorm"
     )
-    assert copy is Baseline.COPY
+    assert copy is BaselineKind.COPY
 
 
 def test_a_missing_baseline_file_is_located(write_space: Callable[..., Path]) -> None:

@@ -190,7 +190,7 @@ def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
         if arch is not None and not runs_on(arch, device.cc):
             raise ArchError(
                 f"{arch.sm} binaries do not run on {device.name} (compute capability "
-                f"{device.cc // 10}.{device.cc % 10}): pick an arch it runs, or another --device"
+                f"{device.cc // 10}.{device.cc % 10}): pick an arch it runs, or another `device`"
             )
         return device
     if arch is None:
@@ -198,7 +198,7 @@ def device_for(arch: Arch | None = None, name: str | None = None) -> DeviceSpec:
     preset = DEFAULT_DEVICE_FOR_CC.get(arch.cc)
     if preset is None:
         raise ArchError(
-            f"no device preset for {arch.sm}; pass --device with one of: {', '.join(DEVICES)}"
+            f"no device preset for {arch.sm}; name a `device` preset, one of: {', '.join(DEVICES)}"
         )
     return DEVICES[preset]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from workbench.analysis.cubin import CubinInfo, CubinKernel, parse_nv_info, read_cubin
 from workbench.analysis.errors import AnalysisError, CubinError, SassError
 from workbench.analysis.lints import Lint, LintCode, Severity, lint
-from workbench.analysis.occupancy import Occupancy, theoretical_occupancy
+from workbench.analysis.occupancy import TheoreticalOccupancy, theoretical_occupancy
 from workbench.analysis.resources import KernelResources, kernel_resources, parse_ptxas_log
 from workbench.analysis.sass import (
     SassInstruction,
@@ -39,10 +39,10 @@ __all__ = [
     "KernelResources",
     "Lint",
     "LintCode",
-    "Occupancy",
     "SassError",
     "SassInstruction",
     "Severity",
+    "TheoreticalOccupancy",
     "arch_limits",
     "category",
     "category_histogram",

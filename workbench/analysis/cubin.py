@@ -43,7 +43,7 @@ from workbench.analysis.elf import (
     EIFMT_SVAL,
     STO_CUDA_ENTRY,
     STT_FUNC,
-    Section,
+    ElfSection,
     check_header,
     cuinfo_virtual_sm,
     int32_objects,
@@ -177,7 +177,7 @@ def _read_cubin(data: bytes) -> CubinInfo:
 
 
 def _kernel(
-    name: str, attrs: dict[int, int], by_name: dict[str, Section], *, reserved: bool
+    name: str, attrs: dict[int, int], by_name: dict[str, ElfSection], *, reserved: bool
 ) -> CubinKernel:
     max_threads: tuple[int, int, int] | None = None
     required: tuple[int, int, int] | None = None

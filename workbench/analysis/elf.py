@@ -83,7 +83,7 @@ def parse_nv_info(data: bytes, section: str = ".nv.info") -> list[NvInfoRecord]:
 
 
 @dataclass(frozen=True)
-class Section:
+class ElfSection:
     """One ELF section: name, raw ``sh_type``, size and bytes (empty for NOBITS)."""
 
     name: str
@@ -130,7 +130,7 @@ def check_header(data: bytes) -> None:
             )
 
 
-def sections(data: bytes) -> list[Section]:
+def sections(data: bytes) -> list[ElfSection]:
     """All sections, each bounds-checked against the image.
 
     Raises:
@@ -138,7 +138,7 @@ def sections(data: bytes) -> list[Section]:
     """
     from elftools.elf.elffile import ELFFile
 
-    out: list[Section] = []
+    out: list[ElfSection] = []
     try:
         elf = ELFFile(io.BytesIO(data))
         for sec in elf.iter_sections():
@@ -151,7 +151,7 @@ def sections(data: bytes) -> list[Section]:
                     f"the image has {len(data)}"
                 )
             body = b"" if raw_type == 8 else bytes(data[offset : offset + size])
-            out.append(Section(sec.name, raw_type, size, body))
+            out.append(ElfSection(sec.name, raw_type, size, body))
     except CubinError:
         raise
     except Exception as exc:  # pyelftools raises ELFError, construct errors, struct.error...
@@ -184,7 +184,7 @@ class Symbol:
     size: int
 
 
-def symbol_table(all_sections: list[Section]) -> list[Symbol]:
+def symbol_table(all_sections: list[ElfSection]) -> list[Symbol]:
     """Every symbol of the cubin, in table order (index 0 is the null symbol)."""
     symtab = next((s for s in all_sections if s.type == 2), None)
     if symtab is None:
@@ -200,12 +200,12 @@ def symbol_table(all_sections: list[Section]) -> list[Symbol]:
     return out
 
 
-def symbols(all_sections: list[Section]) -> list[tuple[str, int, int]]:
+def symbols(all_sections: list[ElfSection]) -> list[tuple[str, int, int]]:
     """``(name, st_type, st_other)`` per symbol; st_other is raw (pyelftools drops bit 4)."""
     return [(s.name, s.kind, s.other) for s in symbol_table(all_sections)]
 
 
-def int32_objects(all_sections: list[Section]) -> dict[str, int]:
+def int32_objects(all_sections: list[ElfSection]) -> dict[str, int]:
     """The value of every initialised 4-byte data object (``STT_OBJECT`` with bytes in the
     image: a ``__device__`` or ``__constant__`` ``int`` with an initialiser), by name; what a
     kernel exports for the host to read without a GPU."""
@@ -219,7 +219,7 @@ def int32_objects(all_sections: list[Section]) -> dict[str, int]:
     return out
 
 
-def cuinfo_virtual_sm(note: Section | None) -> int | None:
+def cuinfo_virtual_sm(note: ElfSection | None) -> int | None:
     """The virtual SM from ``.note.nv.cuinfo``: desc = u16 version, u16 virtual SM, u32 tool."""
     if note is None or len(note.data) < 12:
         return None

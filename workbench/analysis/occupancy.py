@@ -24,7 +24,7 @@ LIMITING_FACTORS = ("threads", "blocks", "warps", "registers", "shared memory")
 
 
 @dataclass(frozen=True)
-class Occupancy:
+class TheoreticalOccupancy:
     """Result of :func:`theoretical_occupancy`.
 
     ``block_limits`` gives the resident blocks each resource alone would allow (``None`` when the
@@ -71,7 +71,7 @@ def theoretical_occupancy(
     dynamic_shared_bytes: int = 0,
     shared_carveout_bytes: int | None = None,
     limits: ArchLimits | None = None,
-) -> Occupancy:
+) -> TheoreticalOccupancy:
     """Resident blocks and warps per SM for a launch configuration.
 
     Args:
@@ -85,9 +85,9 @@ def theoretical_occupancy(
         limits: override the table entry (for a GPU the table does not list).
 
     Returns:
-        The :class:`Occupancy`; an impossible configuration (block larger than 1024 threads,
-        more than 255 registers, more shared memory than a block may have) gives 0 blocks and
-        names the resource, it does not raise.
+        The :class:`TheoreticalOccupancy`; an impossible configuration (block larger than 1024
+        threads, more than 255 registers, more shared memory than a block may have) gives 0
+        blocks and names the resource, it does not raise.
 
     Raises:
         ArchError: unknown compute capability and no ``limits``.
@@ -114,8 +114,8 @@ def theoretical_occupancy(
     user_smem = shared_bytes_per_block + dynamic_shared_bytes
     smem = _round_up(user_smem + lim.reserved_shared_per_block, lim.shared_alloc_unit)
 
-    def result(blocks: int, factor: str, table: dict[str, int | None]) -> Occupancy:
-        return Occupancy(
+    def result(blocks: int, factor: str, table: dict[str, int | None]) -> TheoreticalOccupancy:
+        return TheoreticalOccupancy(
             cc=lim.cc,
             active_blocks=blocks,
             active_warps=blocks * warps,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -86,7 +87,7 @@ def shown(text: object) -> str:
 console = PipeAwareConsole(highlight=False, emoji=False)
 err_console = PipeAwareConsole(stderr=True, highlight=False, emoji=False)
 
-KernelArg = Annotated[
+KernelNameArg = Annotated[
     str,
     typer.Argument(
         help="A kernel name from the library (see `workbench kernels`) or the path of a space "
@@ -195,6 +196,44 @@ DbWaitOpt = Annotated[
 ]
 
 
+#: What the library's messages name in backticks (a parameter of its API, as in "`shape` 'n=0':
+#: sizes must be positive") -> how a command line says it: the error a flag caused names the flag.
+FLAG_OF = {
+    "all_configs": "--all",
+    "arch": "--arch",
+    "backup=False": "--no-backup",
+    "config": "--config",
+    "device": "--device",
+    "emit": "--emit",
+    "enqueue": "--enqueue",
+    "evaluations": "--budget",
+    "export_kt_cache": "--format kt-cache",
+    "fresh": "--fresh",
+    "grace_s": "--grace",
+    "heartbeat_s": "--heartbeat",
+    "label": "--label",
+    "ncu": "--ncu",
+    "objective": "--objective",
+    "patience": "--patience",
+    "replay": "--replay",
+    "sample": "--sample",
+    "seconds": "--time",
+    "shape": "--shape",
+    "shapes": "--shapes",
+    "spaces": "--spaces",
+    "storage": "--storage",
+    "study": "--study",
+}
+_BACKTICKED = re.compile(r"`([^`\s]+)`")
+
+
+def flag_wording(message: str) -> str:
+    """A library error's message as a command line's user reads it: each parameter it names in
+    backticks becomes its flag (evaluations in backticks -> ``--budget``); other backticked
+    text (a command) stays as it is."""
+    return _BACKTICKED.sub(lambda m: FLAG_OF.get(m[1], m[0]), message)
+
+
 @contextlib.contextmanager
 def cli_errors(json_errors: bool = False) -> Iterator[None]:
     """Turn the workbench's own errors, and a file that cannot be written or read (an output
@@ -214,17 +253,18 @@ def cli_errors(json_errors: bool = False) -> Iterator[None]:
         # in the BrokenPipeError branch below and not in click's exit status 1
         sys.stdout.flush()
     except NoGpuError as exc:
-        err_console.print(f"[bold red]needs a GPU:[/] {shown(str(exc))}", soft_wrap=True)
+        text = flag_wording(str(exc))
+        err_console.print(f"[bold red]needs a GPU:[/] {shown(text)}", soft_wrap=True)
         if json_errors:
-            _json_error(str(exc), EXIT_NO_GPU)
+            _json_error(text, EXIT_NO_GPU)
         raise typer.Exit(EXIT_NO_GPU) from None
     except WorkbenchError as exc:
-        message = _headline(exc)
+        message = flag_wording(_headline(exc))
         err_console.print(f"[bold red]error:[/] {shown(message)}", soft_wrap=True)
         if isinstance(exc, CompileError) and exc.log:  # the compiler's evidence, in its lines
             err_console.print(escape(exc.log), soft_wrap=True)
         if json_errors:
-            _json_error(str(exc))
+            _json_error(flag_wording(str(exc)))
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except MemoryError:  # (a problem too large for this machine: said, not a traceback)
         text = "out of memory: the problem is too large for this machine; give a smaller --shape"

@@ -19,7 +19,7 @@ from workbench.cli.common import (
     CacheOpt,
     DeviceOpt,
     JobsOpt,
-    KernelArg,
+    KernelNameArg,
     PinOpt,
     ShapeOpt,
     SpacesOpt,
@@ -62,7 +62,7 @@ SampleOpt = Annotated[
 
 
 def compile_command(
-    kernel: KernelArg,
+    kernel: KernelNameArg,
     spaces: SpacesOpt = None,
     arch: ArchOpt = None,
     device: DeviceOpt = None,

@@ -17,7 +17,7 @@ from enum import Enum
 
 from workbench.errors import ConfigError
 from workbench.spaces import Space, config_label
-from workbench.spaces.completion import Completion, complete_config
+from workbench.spaces.completion import ConfigCompletion, complete_config
 from workbench.spaces.model import Config, Value, shape_label
 from workbench.spaces.space import parse_assignments
 from workbench.store import Store, StudyInfo
@@ -102,7 +102,7 @@ class ResolvedConfig:
     #: ``best``: the study it was taken from
     study: StudyInfo | None = None
     #: NAME=VALUE,...: what was filled in
-    completion: Completion | None = None
+    completion: ConfigCompletion | None = None
 
     @property
     def origin(self) -> str:

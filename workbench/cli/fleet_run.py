@@ -25,7 +25,7 @@ from workbench.fleet.joining import (
 )
 from workbench.jsontext import strict_dumps
 from workbench.search.request import TuneRequest
-from workbench.search.tuner import StopReason, TuneResult
+from workbench.search.tuner import SearchStopReason, TuneResult
 from workbench.store import Store
 
 
@@ -77,7 +77,7 @@ def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: boo
         doc["worker"] = stats
         sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
     db.close()
-    if result.stop is StopReason.INTERRUPTED:
+    if result.stop is SearchStopReason.INTERRUPTED:
         raise typer.Exit(130)
     if result.best is None:
         raise typer.Exit(EXIT_FAILED)

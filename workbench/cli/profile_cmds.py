@@ -27,7 +27,7 @@ from workbench.cli.common import (
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
-from workbench.profile.errors import NcuUnavailable
+from workbench.profile.errors import NcuUnavailable, NoGpuToProfile
 from workbench.profile.metrics import MetricSet
 from workbench.profile.ncu import NCU_TIMEOUT_S, find_ncu
 from workbench.roofline import Ceilings, datasheet_ceilings, measured_ceilings
@@ -163,7 +163,13 @@ def profile(
         if dry_run:
             _dry_run(request, as_json)
             return
-        outcome = profiler.profile_config(request)
+        try:
+            outcome = profiler.profile_config(request)
+        except NoGpuToProfile as exc:  # what this command can still do here, by its flags
+            raise NoGpuToProfile(
+                f"{exc.detail}; here, --dry-run checks the metrics and prints the ncu command "
+                "and --import reads a report made elsewhere"
+            ) from None
         if outcome.fallback:
             err_console.print(f"[yellow]no counters:[/] {escape(outcome.fallback)}")
             err_console.print("falling back to the event-timing roofline (work model / time)")

@@ -25,6 +25,7 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
+    flag_wording,
     open_store,
 )
 from workbench.errors import ConfigError
@@ -224,11 +225,10 @@ def check_command(
         except MissingBaselineError as exc:
             if not missing_ok:
                 raise
-            err_console.print(f"note: {escape(str(exc))}; nothing to compare (--missing-ok)")
+            note = flag_wording(str(exc))
+            err_console.print(f"note: {escape(note)}; nothing to compare (--missing-ok)")
             if as_json:
-                sys.stdout.write(
-                    strict_dumps({"exit_status": 0, "note": str(exc), "rows": []}) + "\n"
-                )
+                sys.stdout.write(strict_dumps({"exit_status": 0, "note": note, "rows": []}) + "\n")
             return
         for warning in report.warnings:  # (stderr: --json's stdout stays one document)
             err_console.print(f"[yellow]warning:[/] {escape(warning)}")

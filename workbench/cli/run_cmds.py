@@ -18,7 +18,7 @@ from workbench.cli.common import (
     BestStudyOpt,
     CacheOpt,
     DeviceOpt,
-    KernelArg,
+    KernelNameArg,
     OneConfigOpt,
     ShapeOpt,
     SpacesOpt,
@@ -32,7 +32,7 @@ from workbench.jsontext import strict_dumps
 
 
 def run(
-    kernel: KernelArg,
+    kernel: KernelNameArg,
     spaces: SpacesOpt = None,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
@@ -106,7 +106,7 @@ def run(
 
 
 def record(
-    kernel: KernelArg,
+    kernel: KernelNameArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Recording file (.json or .json.gz).")],
     spaces: SpacesOpt = None,
     arch: ArchOpt = None,

@@ -86,7 +86,7 @@ def worker(
     from workbench.cli.fleet_run import open_shared, work_shared
     from workbench.fleet.connection import Coordination
     from workbench.fleet.joining import WorkerOptions, join_as_worker, wait_for_study
-    from workbench.search.tuner import StopReason
+    from workbench.search.tuner import SearchStopReason
 
     if gpus is not None:
         with cli_errors(json_errors=as_json):
@@ -115,7 +115,7 @@ def worker(
             }
             sys.stdout.write(strict_dumps(doc, default=str) + "\n")
         db.close()
-        if result.stop is StopReason.INTERRUPTED:
+        if result.stop is SearchStopReason.INTERRUPTED:
             raise typer.Exit(130)
 
 

@@ -16,12 +16,13 @@ from rich.text import Text
 from workbench.cli.common import (
     ArchOpt,
     DeviceOpt,
-    KernelArg,
+    KernelNameArg,
     ShapeOpt,
     SpacesOpt,
     check_user_code,
     cli_errors,
     console,
+    flag_wording,
 )
 from workbench.cli.tables import CELL_FRAME
 from workbench.devices import device_for
@@ -29,7 +30,7 @@ from workbench.errors import ArchError, SpaceFileError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
-from workbench.spaces.model import ArgSpec, Config, SpaceSpec, TensorMapArg, Variant
+from workbench.spaces.model import ArgSpec, Config, SpaceSpec, SpaceVariant, TensorMapArg
 from workbench.spaces.registry import SpaceEntry, variant_names
 from workbench.spaces.space import WALK_SECONDS, WalkTimeout
 from workbench.spaces.targets import one_arch, parse_shape
@@ -80,7 +81,7 @@ def kernels(
                         "name": entry.name,
                         "builtin": entry.builtin,
                         "path": str(entry.path),
-                        "error": str(exc),
+                        "error": flag_wording(str(exc)),
                     }
                 )
                 continue
@@ -202,7 +203,7 @@ def _near_path(path: str) -> str:
 
 
 def space(
-    kernel: KernelArg,
+    kernel: KernelNameArg,
     spaces: SpacesOpt = None,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
@@ -369,7 +370,7 @@ def _print_config(lead: str, config: Config) -> None:
         console.print((lead if n == 0 else " " * indent) + escape(line), soft_wrap=True)
 
 
-def _variant_row(spec: SpaceSpec, variant: Variant, entry: SpaceEntry) -> dict[str, object]:
+def _variant_row(spec: SpaceSpec, variant: SpaceVariant, entry: SpaceEntry) -> dict[str, object]:
     """A named variant's row: its space, and what its name stands for (``= reduce --set
     DTYPE=float16``)."""
     view = variant_spec(spec, variant.name)

@@ -108,7 +108,7 @@ SamplerOpt = Annotated[
     str, typer.Option("--sampler", help="Search strategy: " + ", ".join(SAMPLERS) + ".")
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the sampler.")]
-StorageOpt = Annotated[
+TuneStorageOpt = Annotated[
     str | None,
     typer.Option(
         "--storage",
@@ -158,7 +158,7 @@ EnqueueOpt = Annotated[
         show_default=False,
     ),
 ]
-JsonOpt = Annotated[
+TuneJsonOpt = Annotated[
     bool,
     typer.Option("--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
 ]
@@ -171,13 +171,13 @@ ReplayDelayOpt = Annotated[
         "a fleet at a GPU's pace).",
     ),
 ]
-AllOpt = Annotated[
+TuneAllOpt = Annotated[
     bool,
     typer.Option(
         "--all", help="Without a GPU or recording: compile every valid config of the space."
     ),
 ]
-SampleOpt = Annotated[
+TuneSampleOpt = Annotated[
     int | None,
     typer.Option(
         min=0,
@@ -222,7 +222,7 @@ def tune(
     seed: SeedOpt = 0,
     arch: ArchOpt = None,
     device: DeviceOpt = None,
-    storage: StorageOpt = None,
+    storage: TuneStorageOpt = None,
     study: StudyOpt = None,
     fresh: FreshOpt = False,
     heartbeat: HeartbeatOpt = DEFAULT_HEARTBEAT_S,
@@ -230,10 +230,10 @@ def tune(
     db_wait: DbWaitOpt = 300.0,
     enqueue: EnqueueOpt = None,
     pin: PinOpt = None,
-    as_json: JsonOpt = False,
+    as_json: TuneJsonOpt = False,
     replay_delay: ReplayDelayOpt = 0.0,
-    all_configs: AllOpt = False,
-    sample: SampleOpt = None,
+    all_configs: TuneAllOpt = False,
+    sample: TuneSampleOpt = None,
     jobs: JobsOpt = None,
     cache_dir: CacheOpt = None,
     pipeline: PipelineOpt = Pipeline.OLD,
@@ -293,7 +293,7 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
     """Tune in this process, into a SQLite store (or one on a database server)."""
     from workbench.cli.tune_output import print_result
     from workbench.search.planning import Source, plan_tune
-    from workbench.search.tuner import StopReason
+    from workbench.search.tuner import SearchStopReason
 
     out = err_console if as_json else console
     setup = plan_tune(request, lambda: open_store(storage))
@@ -313,7 +313,7 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
     if as_json:
         doc = summaries[0] if len(summaries) == 1 else {"results": summaries}
         sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
-    if any(r.stop is StopReason.INTERRUPTED for r in results):
+    if any(r.stop is SearchStopReason.INTERRUPTED for r in results):
         raise typer.Exit(130)
     if not any(r.best for r in results):
         raise typer.Exit(EXIT_FAILED)

@@ -18,14 +18,14 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
 from workbench.compare.gemm_baselines import _torch_version, _TorchRun, to_torch, torch_on_stream
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.references import ReferenceCall
 from workbench.references.attention import Q_DTYPES, dequantized_cache, layout_of
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 
 def dense_cache(
-    problem: Problem, inputs: Mapping[str, np.ndarray]
+    problem: BaselineProblem, inputs: Mapping[str, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(K, V as float32 ``[B, Hkv, S, D]`` with zeros past each sequence's length, the
     ``[B, S]`` mask of valid keys) of an attention_decode problem's inputs."""
@@ -62,7 +62,9 @@ class TorchSdpa(Baseline):
     min_cc = 70
     modules = ("torch",)
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         torch = torch_on_stream(stream)
         functional = torch.nn.functional
         dtype = str(problem.config.get("QTYPE", "float16"))

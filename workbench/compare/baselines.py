@@ -20,10 +20,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.errors import WorkbenchError
 from workbench.spaces.model import UserBaseline
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 
 class BaselineUnsupported(WorkbenchError):
@@ -48,7 +48,7 @@ class Prepared(Protocol):
 
 
 @dataclass(frozen=True)
-class Variant:
+class BaselineVariant:
     """One configuration of a library call that offers several (a CUTLASS operator: tile,
     cluster): compare verifies and times each, and the fastest correct one is the baseline's
     row."""
@@ -89,7 +89,7 @@ class Baseline(ABC):
     #: it solves whatever the space's reference computes (the user's own baselines)
     any_problem: ClassVar[bool] = False
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         """Why the library's documented limits exclude ``problem`` (None: they do not)."""
         return None
 
@@ -118,7 +118,7 @@ class Baseline(ABC):
                 out.append(dist)
         return out
 
-    def check(self, problem: Problem, cc: int | None) -> str | None:
+    def check(self, problem: BaselineProblem, cc: int | None) -> str | None:
         """Why this baseline cannot run ``problem`` on a GPU of compute capability ``cc``
         (None: it can, as far as can be told before running it)."""
         if problem.family not in self.families and not self.any_problem:
@@ -137,7 +137,9 @@ class Baseline(ABC):
         return self.limits(problem)
 
     @abstractmethod
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Prepared:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Prepared:
         """Upload ``inputs`` and get ready to run on CUDA stream ``stream`` (a CUstream
         address). Runs in the baseline worker, with the device's primary context current.
 
@@ -145,7 +147,7 @@ class Baseline(ABC):
             BaselineUnsupported: the library is absent or refuses the problem.
         """
 
-    def variants(self, problem: Problem, cc: int) -> tuple[Variant, ...]:
+    def variants(self, problem: BaselineProblem, cc: int) -> tuple[BaselineVariant, ...]:
         """The configurations to time for ``problem`` on a GPU of compute capability ``cc``
         (worker side, for a baseline that :attr:`has_variants`).
 
@@ -156,7 +158,7 @@ class Baseline(ABC):
 
     def prepare_variant(
         self,
-        problem: Problem,
+        problem: BaselineProblem,
         inputs: Mapping[str, np.ndarray],
         stream: int,
         *,
@@ -203,7 +205,7 @@ def missing_here(name: str) -> list[str]:
     return baseline.missing() if baseline is not None else []
 
 
-def baseline_for(name: str, problem: Problem) -> Baseline:
+def baseline_for(name: str, problem: BaselineProblem) -> Baseline:
     """The registered baseline ``name``, or the space's own baseline of that name.
 
     Raises:
@@ -217,7 +219,7 @@ def baseline_for(name: str, problem: Problem) -> Baseline:
     return user_baseline(name, problem.user_baselines[name])
 
 
-def _candidates(problem: Problem) -> list[Baseline]:
+def _candidates(problem: BaselineProblem) -> list[Baseline]:
     """Every registered baseline, then the space's own."""
     return [*REGISTRY.values(), *(baseline_for(n, problem) for n in problem.user_baselines)]
 
@@ -239,7 +241,7 @@ class Choice(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Selection:
+class BaselineSelection:
     """One baseline for one problem: run it, or skip it and why."""
 
     name: str
@@ -250,7 +252,9 @@ class Selection:
 
 
 def requested_kinds(
-    declared: Iterable[BaselineKind | UserBaseline], problem: Problem, only: Iterable[str] = ()
+    declared: Iterable[BaselineKind | UserBaseline],
+    problem: BaselineProblem,
+    only: Iterable[str] = (),
 ) -> tuple[list[str], list[str]]:
     """The baseline kinds to consider for ``problem``, and notes on how they were chosen.
 
@@ -269,12 +273,12 @@ def requested_kinds(
 
 def select(
     declared: Iterable[BaselineKind | UserBaseline],
-    problem: Problem,
+    problem: BaselineProblem,
     cc: int | None,
     *,
     only: Iterable[str] = (),
-    check: Callable[[Baseline, Problem, int | None], str | None] | None = None,
-) -> tuple[list[Selection], list[str]]:
+    check: Callable[[Baseline, BaselineProblem, int | None], str | None] | None = None,
+) -> tuple[list[BaselineSelection], list[str]]:
     """Which baselines run for ``problem`` on a GPU of compute capability ``cc``.
 
     Args:
@@ -302,17 +306,17 @@ def select(
             f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
     check = check or (lambda b, p, c: b.check(p, c))
-    out: list[Selection] = []
+    out: list[BaselineSelection] = []
     for kind in kinds:
         members = [b for b in candidates if kind in (b.kind.value, b.name)]
         fitting = [b for b in members if problem.family in b.families or b.any_problem]
         if not fitting:
             fam = problem.family.value if problem.family else "none"
             why = problem.why_none or f"no {kind} baseline for the {fam} family"
-            out.append(Selection(kind, kind, kind, Choice.SKIP, why))
+            out.append(BaselineSelection(kind, kind, kind, Choice.SKIP, why))
             continue
         for b in fitting:
             reason = check(b, problem, cc)
             choice = Choice.RUN if reason is None else Choice.SKIP
-            out.append(Selection(b.name, b.kind.value, b.title, choice, reason or ""))
+            out.append(BaselineSelection(b.name, b.kind.value, b.title, choice, reason or ""))
     return out, notes

@@ -4,10 +4,11 @@
 ``nvidia-cutlass-dsl``) lists the operators that accept a problem's arguments on a target: for
 8-bit operands on sm_90a, the persistent TMA warp-specialized Hopper GEMM
 (``Sm90StaticPersistentGemmOperator``) in 24 configurations, CTA tile 64/128 x 64/128/256 x 64
-and cluster 1/2 x 1/2. Each is a :class:`~workbench.compare.baselines.Variant` of this baseline:
-compare compiles (CuTe DSL JIT), verifies and times every one on the inputs and protocol of the
-other contenders, and the fastest correct one is the CUTLASS row, so the comparison is with
-CUTLASS tuned for the shape, as its profiler would pick, not with the first operator listed.
+and cluster 1/2 x 1/2. Each is a :class:`~workbench.compare.baselines.BaselineVariant` of this
+baseline: compare compiles (CuTe DSL JIT), verifies and times every one on the inputs and
+protocol of the other contenders, and the fastest correct one is the CUTLASS row, so the
+comparison is with CUTLASS tuned for the shape, as its profiler would pick, not with the first
+operator listed.
 
 Layouts: A [M, K] and B [N, K] row-major (K-major, as the API's 8-bit GEMMs require), C [M, N]
 row-major. The API computes ``out = A @ B`` with B [K, N]: B's column-major view (``B.t()``),
@@ -41,16 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import Baseline, BaselineUnsupported, Variant, register
+from workbench.compare.baselines import Baseline, BaselineUnsupported, BaselineVariant, register
 from workbench.compare.gemm_baselines import (
     to_torch,
     torch_dtype,
     torch_on_stream,
     torch_to_numpy,
 )
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.runners.buffers import INT_POISON_BYTE
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 #: The pip packages of the extra (``pip install 'workbench[cutlass]'``).
 OPERATORS_DIST = "nvidia-cutlass-operators"
@@ -79,18 +80,20 @@ class CutlassGemm(Baseline):
     extra = EXTRA
     has_variants = True
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         return gemm_limits(problem)
 
-    def variants(self, problem: Problem, cc: int) -> tuple[Variant, ...]:
+    def variants(self, problem: BaselineProblem, cc: int) -> tuple[BaselineVariant, ...]:
         return tuple(operator_variant(op) for op in find_operators(problem, cc))
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         raise BaselineUnsupported("the CUTLASS baseline runs one operator at a time (variants)")
 
     def prepare_variant(
         self,
-        problem: Problem,
+        problem: BaselineProblem,
         inputs: Mapping[str, np.ndarray],
         stream: int,
         *,
@@ -130,7 +133,7 @@ class CutlassGemm(Baseline):
 # -- what the API accepts (no import: the selection runs anywhere) ---------------------------
 
 
-def gemm_limits(problem: Problem) -> str | None:
+def gemm_limits(problem: BaselineProblem) -> str | None:
     """Why the API's 8-bit GEMMs refuse ``problem`` (None: they take it). Their operands must
     have 16-byte aligned rows; so must the output, int32 for int8 and fp32 for FP8."""
     if problem.inputs.get("A") != problem.inputs.get("B"):
@@ -146,12 +149,12 @@ def gemm_limits(problem: Problem) -> str | None:
     return None
 
 
-def raw_dtype(problem: Problem) -> str:
+def raw_dtype(problem: BaselineProblem) -> str:
     """The API's output (its accumulator type): int32 for int8, float32 for FP8 (then scaled)."""
     return "int32" if problem.family is Family.GEMM_INT8 else "float32"
 
 
-def out_dtype(problem: Problem) -> str:
+def out_dtype(problem: BaselineProblem) -> str:
     """The problem's output type: int32 for int8, the space's ``OUT`` for FP8."""
     return "int32" if problem.family is Family.GEMM_INT8 else str(problem.out_dtype)
 
@@ -189,7 +192,7 @@ def target_sm(cc: int) -> str:
     return f"{cc}a" if cc >= 90 else str(cc)
 
 
-def gemm_arguments(problem: Problem, a: Any, b: Any, out: Any) -> Any:
+def gemm_arguments(problem: BaselineProblem, a: Any, b: Any, out: Any) -> Any:
     """``out = a . b^T`` as the API's ``GemmArguments``: ``b`` [N, K] passed as its [K, N]
     column-major view, the accumulator of the family."""
     cutlass, ops = load_api()
@@ -197,7 +200,7 @@ def gemm_arguments(problem: Problem, a: Any, b: Any, out: Any) -> Any:
     return ops.GemmArguments(a, b.t(), out, accumulator_type=acc)
 
 
-def meta_arguments(problem: Problem) -> Any:
+def meta_arguments(problem: BaselineProblem) -> Any:
     """:func:`gemm_arguments` of ``problem`` on torch meta tensors: shapes, strides and dtypes
     without memory, enough to list (and compile) operators anywhere."""
     import torch
@@ -211,7 +214,7 @@ def meta_arguments(problem: Problem) -> Any:
     return gemm_arguments(problem, a, b, meta((m, n), raw_dtype(problem)))
 
 
-def find_operators(problem: Problem, cc: int, args: Any = None) -> list[Any]:
+def find_operators(problem: BaselineProblem, cc: int, args: Any = None) -> list[Any]:
     """The API's operators that accept ``problem`` (``args``: its arguments; default: meta
     tensors) on a GPU of compute capability ``cc``, in the API's order.
 
@@ -249,7 +252,7 @@ def operator_name(op: Any) -> str:
     return str(op.metadata.operator_name)
 
 
-def operator_variant(op: Any) -> Variant:
+def operator_variant(op: Any) -> BaselineVariant:
     """An operator as a variant: its name, and its design (tile, cluster) as the config."""
     design = op.metadata.design
     config: dict[str, Any] = {"operator": type(op).__name__.removesuffix("Operator")}
@@ -260,7 +263,7 @@ def operator_variant(op: Any) -> Variant:
                 "x".join(map(str, value)) if isinstance(value, tuple) else value
             )
     label = ", ".join(f"{k} {v}" for k, v in config.items() if k != "operator")
-    return Variant(operator_name(op), label or config["operator"], config)
+    return BaselineVariant(operator_name(op), label or config["operator"], config)
 
 
 def library_version() -> str:

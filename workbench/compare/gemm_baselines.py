@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.runners.buffers import INT_POISON_BYTE
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 # cuBLAS / CUDA enum values (cublas_api.h, library_types.h): part of the C ABI
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
@@ -40,7 +40,9 @@ class CublasGemmEx(Baseline):
     min_cc = 61  # int8 GEMMs need dp4a (sm_61) or tensor cores
     modules = ("cupy",)  # find_spec of a submodule would import its parents here
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         cp = cupy_on_stream(stream)
         try:
             from cupy_backends.cuda.libs import cublas
@@ -58,7 +60,9 @@ class CublasGemmEx(Baseline):
 
 
 class _CublasRun:
-    def __init__(self, cp: Any, cublas: Any, problem: Problem, inputs: Mapping[str, np.ndarray]):
+    def __init__(
+        self, cp: Any, cublas: Any, problem: BaselineProblem, inputs: Mapping[str, np.ndarray]
+    ):
         self.cp, self.cublas = cp, cublas
         self.m, self.n, self.k = problem.dim("M"), problem.dim("N"), problem.dim("K")
         self.a = cp.asarray(np.ascontiguousarray(inputs["A"]))
@@ -103,7 +107,7 @@ class TorchIntMM(Baseline):
     min_cc = 75
     modules = ("torch",)
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         # the checks aten's _int_mm_cuda makes before it calls cuBLASLt
         m, n, k = problem.dim("M"), problem.dim("N"), problem.dim("K")
         if m <= 16:
@@ -112,7 +116,9 @@ class TorchIntMM(Baseline):
             return f"torch._int_mm needs K and N multiples of 8 (K = {k}, N = {n})"
         return None
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         torch = torch_on_stream(stream)
         a = to_torch(torch, inputs["A"], "int8")
         b = to_torch(torch, inputs["B"], "int8")
@@ -141,7 +147,7 @@ class TorchScaledMM(Baseline):
     min_cc = 89  # FP8 tensor cores: Ada and Hopper
     modules = ("torch",)
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         n, k = problem.dim("N"), problem.dim("K")
         if k % 16 or n % 16:
             return f"torch._scaled_mm needs K and N multiples of 16 (K = {k}, N = {n})"
@@ -151,7 +157,9 @@ class TorchScaledMM(Baseline):
             return f"no output type {problem.out_dtype!r} in torch._scaled_mm"
         return None
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         torch = torch_on_stream(stream)
         a = to_torch(torch, inputs["A"], problem.inputs["A"])
         b = to_torch(torch, inputs["B"], problem.inputs["B"])

@@ -15,9 +15,9 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
 from workbench.compare.gemm_baselines import cupy_on_stream
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.runners.buffers import INT_POISON_BYTE
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 #: Output name of the copy baseline (never a kernel output: it is checked against its source).
 COPY_OUTPUT = "copy"
@@ -35,7 +35,7 @@ class CubReduce(Baseline):
     dtypes = frozenset({"float32", "float16"})
     modules = ("cupy",)
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         if problem.op not in ("sum", "max"):
             return f"CUB has sum and max reductions, not {problem.op} (it would take two kernels)"
         if problem.op == "sum" and "float16" in problem.input_dtypes:
@@ -45,7 +45,9 @@ class CubReduce(Baseline):
             )
         return None
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         cp = cupy_on_stream(stream)
         try:
             from cupy.cuda import cub
@@ -97,7 +99,9 @@ class DeviceCopy(Baseline):
     families = frozenset({Family.STREAM, Family.REDUCE, Family.REDUCE_ROWS})
     modules = ("cuda.bindings",)
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         return _CopyRun(copy_source(inputs, problem.copy_bytes), stream)
 
     def version(self) -> str:

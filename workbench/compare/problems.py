@@ -48,7 +48,7 @@ REFERENCE_FAMILIES: Mapping[str, Family] = {
 
 
 @dataclass(frozen=True)
-class Problem:
+class BaselineProblem:
     """One kernel problem a baseline may solve.
 
     Attributes:
@@ -97,7 +97,7 @@ class Problem:
         return max(1, int(self.min_bytes) // 2)
 
 
-def classify(space: Space, config: Config) -> Problem:
+def classify(space: Space, config: Config) -> BaselineProblem:
     """The problem ``space`` solves at its shape with ``config`` (its problem variants).
 
     Raises:
@@ -125,7 +125,7 @@ def classify(space: Space, config: Config) -> Problem:
         )
     op = config.get("OP")
     out = config.get("OUT")
-    return Problem(
+    return BaselineProblem(
         kernel=spec.name,
         family=family,
         shape=dict(space.shape),

@@ -91,7 +91,8 @@ def load_kept_comparison(path: Path) -> KeptComparison:
         raise KeptComparisonError(path, f"cannot read it as JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("measured") is not True:
         raise KeptComparisonError(
-            path, "not the output of workbench compare --json on a GPU (no 'measured': true)"
+            path,
+            "not a comparison measured on a GPU (compare's JSON document with 'measured': true)",
         )
     shapes = doc.get("shapes")
     if not isinstance(shapes, list) or not all(_is_shape(s) for s in shapes):

@@ -22,12 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import Choice, Selection, Variant, baseline_for, select
+from workbench.compare.baselines import (
+    BaselineSelection,
+    BaselineVariant,
+    Choice,
+    baseline_for,
+    select,
+)
 from workbench.compare.memory_baselines import COPY_OUTPUT, copy_source
-from workbench.compare.problems import Problem, classify
+from workbench.compare.problems import BaselineProblem, classify
 from workbench.compare.table import (
     TUNED,
-    Entry,
+    ContenderEntry,
     ShapeComparison,
     Status,
     VariantResult,
@@ -48,7 +54,7 @@ from workbench.runners.buffers import kernel_arguments, named_scalars, output_bu
 from workbench.runners.protocol import write_raw
 from workbench.runners.reference import ExpectedOutputs
 from workbench.runners.timing import TimingOptions, summarize
-from workbench.runners.verify import Verdict, compare_output, tolerance_for, verify_outputs
+from workbench.runners.verify import Verification, compare_output, tolerance_for, verify_outputs
 from workbench.runners.worker_runner import STARTUP_TIMEOUT_S
 from workbench.spaces.launch import work_precision
 from workbench.spaces.model import Config, config_label
@@ -88,7 +94,9 @@ class CompareOptions:
         return str(self.cache.root if self.cache is not None else default_cache_dir())
 
 
-def plan_baselines(plan: ShapePlan, cc: int | None, only: Sequence[str] = ()) -> list[Selection]:
+def plan_baselines(
+    plan: ShapePlan, cc: int | None, only: Sequence[str] = ()
+) -> list[BaselineSelection]:
     """Which baselines would run for ``plan`` on a GPU of compute capability ``cc``."""
     problem = classify(plan.space, plan.config)
     selections, _ = select(plan.space.spec.baselines, problem, cc, only=only)
@@ -143,7 +151,7 @@ def _one_shape(
     for sel in selections:
         if sel.choice is Choice.SKIP:
             log(f"  {sel.name}: skipped ({sel.reason})")
-            entries.append(Entry(sel.name, sel.title, Status.SKIPPED, sel.reason))
+            entries.append(ContenderEntry(sel.name, sel.title, Status.SKIPPED, sel.reason))
             continue
         log(f"  {sel.name}: {sel.title}")
         entry = worker.run(sel, problem, inputs, live, plan.config, expected, log)
@@ -162,7 +170,9 @@ def _one_shape(
     )
 
 
-def fastest_variant(base: Entry, results: Sequence[tuple[Variant, Entry]]) -> Entry:
+def fastest_variant(
+    base: ContenderEntry, results: Sequence[tuple[BaselineVariant, ContenderEntry]]
+) -> ContenderEntry:
     """A baseline's row from its variants' rows: the fastest correct one, titled with its
     configuration; else why none is (wrong before failed before skipped). Either way it carries
     every variant's result and the compile time of them all."""
@@ -193,7 +203,7 @@ def fastest_variant(base: Entry, results: Sequence[tuple[Variant, Entry]]) -> En
     return replace(e, title=title, compile_s=compile_s, variants=variants)
 
 
-def variants_note(entry: Entry) -> str:
+def variants_note(entry: ContenderEntry) -> str:
     """One line on a baseline's variants at a shape: how many ran correctly, which won, and
     what compiling them cost."""
     vs = entry.variants
@@ -209,7 +219,9 @@ def variants_note(entry: Entry) -> str:
     return f"{entry.contender}: {ok} of {len(vs)} variants correct, {won}{spent}"
 
 
-def tuned_entry(m: Measurement, space: Space, config: Config, problem: Problem) -> Entry:
+def tuned_entry(
+    m: Measurement, space: Space, config: Config, problem: BaselineProblem
+) -> ContenderEntry:
     """The tuned config's row from the CUDA runner's measurement."""
     title = f"{space.spec.name} {config_label(config)}"
     status = {
@@ -217,7 +229,7 @@ def tuned_entry(m: Measurement, space: Space, config: Config, problem: Problem) 
         TrialOutcome.WRONG: Status.WRONG,
         TrialOutcome.INFEASIBLE: Status.SKIPPED,
     }.get(m.outcome, Status.FAILED)
-    return Entry(
+    return ContenderEntry(
         contender=TUNED,
         title=title,
         status=status,
@@ -248,10 +260,10 @@ def _expected(space: Space, config: Config, inputs: Mapping[str, np.ndarray]) ->
 def check_outputs(
     name: str,
     got: Mapping[str, np.ndarray],
-    problem: Problem,
+    problem: BaselineProblem,
     inputs: Mapping[str, np.ndarray],
     expected: Callable[[], Any],
-) -> Verdict:
+) -> Verification:
     """A baseline's outputs against the reference (the copy: against what it copied).
 
     Raises:
@@ -261,7 +273,9 @@ def check_outputs(
         source = copy_source(inputs, problem.copy_bytes)
         from workbench.runners.verify import Tolerance
 
-        return Verdict((compare_output(COPY_OUTPUT, got[COPY_OUTPUT], source, Tolerance(True)),))
+        return Verification(
+            (compare_output(COPY_OUTPUT, got[COPY_OUTPUT], source, Tolerance(True)),)
+        )
     values, buffers, tolerance = expected()
     cast = {
         b.name: got[b.name].astype(b.np_dtype, copy=False) if b.name in got else None
@@ -292,17 +306,17 @@ class _BaselineWorker:
 
     def run(
         self,
-        sel: Selection,
-        problem: Problem,
+        sel: BaselineSelection,
+        problem: BaselineProblem,
         inputs: Mapping[str, np.ndarray],
         space: Space,
         config: Config,
         expected: Callable[[], Any],
         log: Log | None = None,
-    ) -> Entry:
+    ) -> ContenderEntry:
         """``sel`` verified and timed on ``inputs``; a baseline with variants runs each, and
         its row is the fastest correct one (:func:`fastest_variant`)."""
-        base = Entry(sel.name, sel.title, Status.SKIPPED, ops=_ops(sel.name, problem))
+        base = ContenderEntry(sel.name, sel.title, Status.SKIPPED, ops=_ops(sel.name, problem))
         base = replace(
             base, nbytes=2 * problem.copy_bytes if sel.name == "copy" else problem.min_bytes
         )
@@ -324,13 +338,13 @@ class _BaselineWorker:
 
     def _run_one(
         self,
-        base: Entry,
-        problem: Problem,
+        base: ContenderEntry,
+        problem: BaselineProblem,
         inputs: Mapping[str, np.ndarray],
         space: Space,
         expected: Callable[[], Any],
-        variant: Variant | None = None,
-    ) -> Entry:
+        variant: BaselineVariant | None = None,
+    ) -> ContenderEntry:
         name = base.contender
         files = self._inputs(inputs, problem.inputs)
         job = BaselineJob(
@@ -399,11 +413,11 @@ class _BaselineWorker:
             path.unlink(missing_ok=True)
 
 
-def _ops(name: str, problem: Problem) -> float:
+def _ops(name: str, problem: BaselineProblem) -> float:
     return 0.0 if name == "copy" else problem.ops
 
 
-def _not_run(base: Entry, exc: WorkerError | WorkerFault) -> Entry:
+def _not_run(base: ContenderEntry, exc: WorkerError | WorkerFault) -> ContenderEntry:
     """``base`` skipped (the library refused) or failed (it raised, crashed or hung)."""
     if isinstance(exc, WorkerError):
         status = Status.SKIPPED if exc.type_name == "BaselineUnsupported" else Status.FAILED
@@ -411,7 +425,7 @@ def _not_run(base: Entry, exc: WorkerError | WorkerFault) -> Entry:
     return replace(base, status=Status.FAILED, reason=str(exc))
 
 
-def _outcome(e: Entry) -> str:
+def _outcome(e: ContenderEntry) -> str:
     """A variant's result in a log line."""
     done = f"{e.median_ms:.4g} ms" if e.timed else f"{e.status.value}: {e.reason}"
     if e.compile_s:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from workbench.compare.table import Entry, ShapeComparison
+from workbench.compare.table import ContenderEntry, ShapeComparison
 from workbench.spaces.model import config_label
 from workbench.store import Store
 from workbench.store.mapping import record_from_row
@@ -146,7 +146,7 @@ def save_comparisons(
 
 
 def _variant_rows(
-    batch: str, c: ShapeComparison, entry: Entry, device: str | None
+    batch: str, c: ShapeComparison, entry: ContenderEntry, device: str | None
 ) -> list[ComparisonVariant]:
     return [
         ComparisonVariant(

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workbench.compare.problems import Problem
+from workbench.compare.problems import BaselineProblem
 from workbench.devices import DeviceSpec
 from workbench.roofline import Ceiling, Ceilings, Reached, raise_to_reached
 from workbench.roofline.timed import (
@@ -80,7 +80,7 @@ class VariantResult:
 
 
 @dataclass(frozen=True)
-class Entry:
+class ContenderEntry:
     """One contender (the tuned config or a baseline) on one shape."""
 
     contender: str
@@ -113,7 +113,7 @@ class Entry:
         return self.median_ms * 1e-3 if self.timed else None  # type: ignore[operator]
 
 
-def throughput(entry: Entry, unit: str) -> float | None:
+def throughput(entry: ContenderEntry, unit: str) -> float | None:
     """Operations (TOPS / TFLOP/s) or bytes (GB/s) per second in the space's unit
     (:func:`~workbench.roofline.timed.rate_in_unit`; None for an entry not timed)."""
     if not entry.timed:
@@ -122,7 +122,7 @@ def throughput(entry: Entry, unit: str) -> float | None:
 
 
 def roofline_bound(
-    entry: Entry, precision: str, ceilings: Ceilings, at_mhz: float | None = None
+    entry: ContenderEntry, precision: str, ceilings: Ceilings, at_mhz: float | None = None
 ) -> Bound | None:
     """The share of the roofline bound ``entry`` reaches under ``ceilings`` (None: not timed,
     or no roofs; :func:`~workbench.roofline.timed.timed_bound`).
@@ -144,7 +144,7 @@ def roofline_bound(
     )
 
 
-def reached(entry: Entry, precision: str, who: str) -> list[Reached]:
+def reached(entry: ContenderEntry, precision: str, who: str) -> list[Reached]:
     """The rates a correct, timed ``entry`` reached: operations per second at ``precision``
     and the work model's bytes per second at DRAM (none for an entry not timed)."""
     if not entry.timed:
@@ -152,7 +152,7 @@ def reached(entry: Entry, precision: str, who: str) -> list[Reached]:
     return timed_reached(entry.ops, entry.nbytes, entry.seconds, precision, who)  # type: ignore[arg-type]
 
 
-def speedup(tuned: Entry, other: Entry) -> float | None:
+def speedup(tuned: ContenderEntry, other: ContenderEntry) -> float | None:
     """``other``'s median over the tuned config's (None unless both are timed and correct)."""
     if not tuned.timed or not other.timed:
         return None
@@ -163,12 +163,12 @@ def speedup(tuned: Entry, other: Entry) -> float | None:
 class ShapeComparison:
     """The tuned config and every baseline on one shape."""
 
-    problem: Problem
+    problem: BaselineProblem
     precision: str  #: the compute roof the work is compared with (``tensor_int8``, ``fp32``)
     config: Mapping[str, Any]
     config_origin: str  #: ``best of study NAME``, ``given``, ``default (...)``
-    tuned: Entry
-    baselines: tuple[Entry, ...]
+    tuned: ContenderEntry
+    baselines: tuple[ContenderEntry, ...]
     notes: tuple[str, ...] = ()
     #: roofs of no clock of their own (measured), raised by :func:`fit_ceilings`
     ceilings: Ceilings = field(default_factory=Ceilings)
@@ -185,16 +185,16 @@ class ShapeComparison:
         return ",".join(f"{k}={v}" for k, v in self.problem.shape.items())
 
     @property
-    def entries(self) -> tuple[Entry, ...]:
+    def entries(self) -> tuple[ContenderEntry, ...]:
         return (self.tuned, *self.baselines)
 
-    def roofs(self, entry: Entry) -> tuple[Ceilings, float | None]:
+    def roofs(self, entry: ContenderEntry) -> tuple[Ceilings, float | None]:
         """The roofs ``entry`` is placed under, and the SM clock its samples ran at: the
         measured ones and the datasheet's at that clock, raised to every contender."""
         roofs, at = timed_roofs(self.datasheet, entry.sm_clock_mhz, self.ceilings)
         return raise_to_reached(roofs, self.reached)[0], at
 
-    def bound(self, entry: Entry) -> Bound | None:
+    def bound(self, entry: ContenderEntry) -> Bound | None:
         """``entry``'s share of the roofline bound at the clock its samples ran at (None: not
         timed, or no roofs).
 
@@ -210,7 +210,7 @@ class ShapeComparison:
         found = {c.label: c for e in timed for c in self.roofs(e)[0]}
         return list(found.values())
 
-    def row(self, entry: Entry) -> dict[str, Any]:
+    def row(self, entry: ContenderEntry) -> dict[str, Any]:
         """One contender as plain data (JSON, the store)."""
         b = self.bound(entry)
         is_tuned = entry.contender == TUNED
@@ -234,7 +234,7 @@ class ShapeComparison:
             "variants": [v.to_json() for v in entry.variants],
         }
 
-    def unit_of(self, entry: Entry) -> str:
+    def unit_of(self, entry: ContenderEntry) -> str:
         """The space's unit; a copy has no operations, so it is always in GB/s."""
         return self.problem.unit if entry.ops > 0 or entry.contender == TUNED else "GB/s"
 
@@ -275,7 +275,7 @@ def fit_ceilings(comparisons: Sequence[ShapeComparison]) -> list[ShapeComparison
     return out
 
 
-def _who(entry: Entry, shape_label: str) -> str:
+def _who(entry: ContenderEntry, shape_label: str) -> str:
     name = "the tuned config" if entry.contender == TUNED else entry.title
     return f"{name} at {shape_label}"
 

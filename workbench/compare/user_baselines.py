@@ -30,7 +30,7 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported
 from workbench.compare.gemm_baselines import cupy_on_stream, torch_on_stream
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.runners.reference import (
     BadReferenceError,
     ReferenceNotFoundError,
@@ -39,7 +39,7 @@ from workbench.runners.reference import (
     load_function,
 )
 from workbench.spaces.model import SpaceSpec, UserBaseline
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 from workbench.user_code import guarded, in_user_process, load_timeout
 
 
@@ -52,7 +52,9 @@ class PythonBaseline(Baseline):
     modules = ("cupy",)
     target: str = ""
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         cp = cupy_on_stream(stream)
         try:
             fn = load_function(self.target, what="baseline")

@@ -22,16 +22,16 @@ import numpy as np
 
 from workbench.compare.baselines import Baseline, BaselineUnsupported, register
 from workbench.compare.gemm_baselines import _torch_version, _TorchRun, to_torch, torch_on_stream
-from workbench.compare.problems import Family, Problem
+from workbench.compare.problems import BaselineProblem, Family
 from workbench.quant.int4 import Int4Weights, from_tiled
 from workbench.references.w4a16 import DTYPES, tiled_from_inputs
-from workbench.spaces.schema import Baseline as BaselineKind
+from workbench.spaces.schema import BaselineKind
 
 #: Group sizes ``torch._weight_int4pack_mm`` accepts.
 TINYGEMM_GROUPS = (32, 64, 128, 256)
 
 
-def problem_weights(problem: Problem, inputs: Mapping[str, np.ndarray]) -> Int4Weights:
+def problem_weights(problem: BaselineProblem, inputs: Mapping[str, np.ndarray]) -> Int4Weights:
     """The logical int4 weights of a gemm_w4a16 problem's inputs."""
     config = problem.config
     tiled = tiled_from_inputs(
@@ -45,7 +45,7 @@ def problem_weights(problem: Problem, inputs: Mapping[str, np.ndarray]) -> Int4W
     return from_tiled(tiled)
 
 
-def problem_dtype(problem: Problem) -> str:
+def problem_dtype(problem: BaselineProblem) -> str:
     """The activation and output type (the space's DTYPE)."""
     return str(problem.config.get("DTYPE", "float16"))
 
@@ -78,7 +78,9 @@ class TorchDenseMatmul(Baseline):
     min_cc = 70
     modules = ("torch",)
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         torch = torch_on_stream(stream)
         dtype = problem_dtype(problem)
         dense = problem_weights(problem, inputs).dequantize().astype(DTYPES[dtype])  # [K, N]
@@ -108,7 +110,7 @@ class TorchInt4PackMM(Baseline):
     min_cc = 80
     modules = ("torch",)
 
-    def limits(self, problem: Problem) -> str | None:
+    def limits(self, problem: BaselineProblem) -> str | None:
         n, k = problem.dim("N"), problem.dim("K")
         group = int(problem.config.get("G", 128))
         if n % 8:
@@ -119,7 +121,9 @@ class TorchInt4PackMM(Baseline):
             return f"torch._weight_int4pack_mm takes groups of 32, 64, 128, 256 (G = {group})"
         return None
 
-    def prepare(self, problem: Problem, inputs: Mapping[str, np.ndarray], stream: int) -> Any:
+    def prepare(
+        self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int
+    ) -> Any:
         torch = torch_on_stream(stream)
         if not hasattr(torch, "_weight_int4pack_mm"):
             raise BaselineUnsupported(f"PyTorch {torch.__version__} has no _weight_int4pack_mm")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.compare.baselines import BaselineUnsupported, Prepared, _load_all, baseline_for
-from workbench.compare.problems import Problem
+from workbench.compare.problems import BaselineProblem
 from workbench.runners.protocol import Timing, read_raw, write_raw
 from workbench.runners.timing import TimingOptions
 from workbench.supervisor import Progress
@@ -47,7 +47,7 @@ class BaselineJob:
     timed. ``cache_dir``: where a library may keep what it compiles between runs."""
 
     baseline: str
-    problem: Problem
+    problem: BaselineProblem
     inputs: tuple[ArrayFile, ...]
     out_dir: str
     options: TimingOptions
@@ -58,10 +58,10 @@ class BaselineJob:
 @dataclass(frozen=True)
 class VariantsJob:
     """List the variants of a baseline that :attr:`~Baseline.has_variants` for a problem on
-    this GPU; the reply is a tuple of :class:`~workbench.compare.baselines.Variant`."""
+    this GPU; the reply is a tuple of :class:`~workbench.compare.baselines.BaselineVariant`."""
 
     baseline: str
-    problem: Problem
+    problem: BaselineProblem
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Completion:
+class CompletedClaim:
     """A claim whose trial completed: what the other workers learn from."""
 
     order: int  #: completions are read in this order (and after the last one read)
@@ -50,10 +50,10 @@ class Completion:
 
 
 @dataclass
-class Progress:
+class StudyProgress:
     """A shared study as one worker's round sees it (one query of the claims table)."""
 
-    done: list[Completion]  #: completions since the last read, in order
+    done: list[CompletedClaim]  #: completions since the last read, in order
     in_flight: dict[str, dict[str, Any]]  #: key -> params of live claims not complete yet
     complete: int  #: claims whose trial is COMPLETE (they count against the budget)
     live: int  #: claims holding a budget slot (complete or running)

@@ -40,8 +40,8 @@ class Coordination:
     def __post_init__(self) -> None:
         if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
             raise WorkbenchError(
-                f"--heartbeat {self.heartbeat_s} / --grace {self.grace_s}: need heartbeat >= 1 s "
-                "and a grace period longer than the heartbeat"
+                f"`heartbeat_s` {self.heartbeat_s} / `grace_s` {self.grace_s}: need heartbeat "
+                ">= 1 s and a grace period longer than the heartbeat"
             )
 
 
@@ -153,7 +153,8 @@ class Database:
         if not is_postgresql(url):
             raise WorkbenchError(
                 f"{shown_url(url)}: several workers on one study need PostgreSQL "
-                "(--storage postgresql://USER@HOST/DB); a SQLite store serves one process per study"
+                "(a `storage` URL postgresql://USER@HOST/DB); a SQLite store serves one process "
+                "per study"
             )
         self.url = sqlalchemy_url(url)
         self.settings = settings

@@ -138,8 +138,8 @@ def wait_for_study(db: Database, name: str, seconds: float | None, say: Say) -> 
         if time.monotonic() >= deadline:
             raise ConfigError(
                 f"no shared study {name!r} in {db.outage.where} after {wait:.0f} s: create it "
-                f"with workbench tune K --storage URL --study {shlex.quote(name)} (which also "
-                "works as the first worker)"
+                f"with a tune of `study` {shlex.quote(name)} on this `storage` (which also works "
+                "as the first worker)"
             )
         if not told:
             say(

@@ -39,7 +39,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import text
 
 from workbench.errors import WorkbenchError
-from workbench.fleet.claims import Claim, Completion, Progress, WorkerId
+from workbench.fleet.claims import Claim, CompletedClaim, StudyProgress, WorkerId
 from workbench.fleet.connection import Database, quiet_experimental
 from workbench.fleet.sql import (
     DEVICE_CLASS,
@@ -59,15 +59,14 @@ class SharedStudy:
     def __init__(self, db: Database, name: str) -> None:
         self.db = db
         self.name = name
-        # Whole-study reads (status, seeding, tests) go through Optuna's cache: finished trials
-        # never change. A worker's rounds read the claims table instead (:meth:`progress`).
-        # Trials are created on the RDB storage itself: the cache would keep a trial it created
-        # as it was then.
-        self.rdb = db.storage()
-        self.storage = optuna.storages._CachedStorage(self.rdb)
+        # Writes and single reads go to the RDB storage. Whole-study reads (status, seeding,
+        # tests) go through the Study, which Optuna gives a cache of its trials (finished
+        # trials never change; it reads only the new ones). A worker's rounds read the claims
+        # table instead (:meth:`progress`).
+        self.storage = db.storage()
         self.study_id = db.outage.call(self.storage.get_study_id_from_name, name)
-        with quiet_experimental():  # the study (for fail_stale_trials) has a cache of its own
-            self.study = optuna.load_study(study_name=name, storage=self.rdb)
+        with quiet_experimental():
+            self.study = optuna.load_study(study_name=name, storage=self.storage)
         # RUNNING trials seen without a heartbeat, and when (this process's clock)
         self._unbeaten: dict[int, float] = {}
 
@@ -113,16 +112,13 @@ class SharedStudy:
             raise WorkbenchError(
                 f"study {self.name!r} holds timings of {theirs}; this worker measures on "
                 f"{device_class}. Timings of different device classes never mix: give these "
-                f"workers a study of their own (--study '{self.name} | {device_class}')"
+                f"workers a study of their own (`study` '{self.name} | {device_class}')"
             )
 
     # -- trials ------------------------------------------------------------------------------
     def trials(self, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
         return self.db.outage.call(
-            self.storage.get_all_trials,
-            self.study_id,
-            deepcopy=False,
-            states=tuple(states) if states else None,
+            self.study.get_trials, deepcopy=False, states=tuple(states) if states else None
         )
 
     def create_trial(
@@ -149,22 +145,23 @@ class SharedStudy:
             intermediate_values={},
             trial_id=0,
         )
-        return self.db.outage.call(self.rdb.create_new_trial, self.study_id, template)
+        return self.db.outage.call(self.storage.create_new_trial, self.study_id, template)
 
-    def pop_waiting(self, trial_ids: Sequence[int]) -> FrozenTrial | None:
-        """Take one of the WAITING trials ``trial_ids`` (re-queued or enqueued) as RUNNING."""
+    def pop_waiting(self, trial_ids: Sequence[int]) -> tuple[int, FrozenTrial] | None:
+        """Take one of the WAITING trials ``trial_ids`` (re-queued or enqueued) as RUNNING: its
+        id and the trial."""
         for trial_id in trial_ids:
             try:
                 if self.db.outage.call(
-                    self.rdb.set_trial_state_values, trial_id, TrialState.RUNNING
+                    self.storage.set_trial_state_values, trial_id, TrialState.RUNNING
                 ):
-                    return self.db.outage.call(self.rdb.get_trial, trial_id)
+                    return trial_id, self.db.outage.call(self.storage.get_trial, trial_id)
             except UpdateFinishedTrialError:
                 continue
         return None
 
     # -- claims (see the module) --------------------------------------------------------------
-    def progress(self, since: int) -> Progress:
+    def progress(self, since: int) -> StudyProgress:
         """Completions after order ``since``, the keys in flight and the counts, in one query."""
 
         def read() -> list[Any]:
@@ -179,7 +176,7 @@ class SharedStudy:
         done, flight, counts, waiting = [], {}, {"complete": 0, "live": 0}, []
         for kind, key, params, value, n, outcome, reason in self.db.outage.call(read):
             if kind == "done":
-                done.append(Completion(int(n), key, json.loads(params), value, outcome, reason))
+                done.append(CompletedClaim(int(n), key, json.loads(params), value, outcome, reason))
             elif kind == "flight":
                 flight[key] = json.loads(params)
             elif kind == "waiting":
@@ -187,7 +184,7 @@ class SharedStudy:
             else:
                 counts[kind] = int(n)
         done.sort(key=lambda d: d.order)
-        return Progress(done, flight, counts["complete"], counts["live"], sorted(waiting))
+        return StudyProgress(done, flight, counts["complete"], counts["live"], sorted(waiting))
 
     @property
     def grace(self) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.fleet.claims import Completion, WorkerId
+from workbench.fleet.claims import CompletedClaim, WorkerId
 from workbench.fleet.heartbeat import Pulse
 from workbench.fleet.sql import CLAIM, Skip
 from workbench.fleet.status import trial_value
@@ -179,24 +179,21 @@ class ClaimsLedger(Ledger):
 
     def requeued(self, budget: Budget) -> TrialSlot | None:
         """A re-queued trial of a dead worker (or an enqueued one), claimed for this one."""
-        trial = self.shared.pop_waiting(self.waiting) if self.waiting else None
-        if trial is None:
+        popped = self.shared.pop_waiting(self.waiting) if self.waiting else None
+        if popped is None:
             return None
-        self._hold_trial(trial._trial_id)
+        trial_id, trial = popped
+        self._hold_trial(trial_id)
         config = self.problem.decode(trial.params)
         key = self.problem.key(config)
-        claim = self.shared.claim(
-            key, trial.params, self.worker.key, budget.evaluations, trial._trial_id
-        )
+        claim = self.shared.claim(key, trial.params, self.worker.key, budget.evaluations, trial_id)
         if claim.skip is not None:
             self._skip(claim.skip)
             return None
         with _suppress_db():  # who holds it, for status and tests (best effort)
-            self.call(
-                self.shared.storage.set_trial_system_attr, trial._trial_id, CLAIM, self.worker.key
-            )
+            self.call(self.shared.storage.set_trial_system_attr, trial_id, CLAIM, self.worker.key)
         recovered = "failed_trial" in trial.system_attrs
-        return TrialSlot(config, key, False, trial._trial_id, claim.claim_id or 0, True, recovered)
+        return TrialSlot(config, key, False, trial_id, claim.claim_id or 0, True, recovered)
 
     def reserve(self, config: Config, key: str, budget: Budget) -> TrialSlot | None:
         params = self.problem.encode(config)
@@ -255,7 +252,7 @@ class ClaimsLedger(Ledger):
         self.call(self.store.record_phases, self.run_id, phases)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _learn(self, proposer: Proposer, done: Sequence[Completion]) -> None:
+    def _learn(self, proposer: Proposer, done: Sequence[CompletedClaim]) -> None:
         """Tell the proposer every trial completed (elsewhere) since the last round."""
         new = []
         for c in done:
@@ -368,7 +365,7 @@ class SharedTuner:
         return self.search.run(budget)
 
 
-def completed_measurement(c: Completion) -> Measurement:
+def completed_measurement(c: CompletedClaim) -> Measurement:
     """What a proposer needs to know of a trial completed elsewhere: its value, or how it
     failed and why (a claim completed by an older version says only that it failed)."""
     if c.value is not None and math.isfinite(c.value):

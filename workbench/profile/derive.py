@@ -12,8 +12,9 @@ touches 4 sectors of 32 bytes for 4-byte elements (128 bytes per request).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from workbench.roofline.model import Metrics
 
 #: Threads per warp.
 WARP_SIZE = 32
@@ -21,8 +22,6 @@ WARP_SIZE = 32
 DIVERGENCE_THRESHOLD = 24.0
 #: Bytes per L1/L2 sector.
 SECTOR_BYTES = 32
-
-Metrics = Mapping[str, "float | None"]
 
 
 def first(metrics: Metrics, *names: str) -> tuple[float | None, str | None]:
@@ -216,7 +215,7 @@ def memory_access(metrics: Metrics) -> MemoryAccess:
 
 
 @dataclass(frozen=True)
-class Occupancy:
+class ProfiledOccupancy:
     """Achieved and theoretical occupancy and the launch resources behind them."""
 
     achieved_pct: float | None
@@ -236,9 +235,9 @@ class Occupancy:
         return min(known, key=lambda k: known[k]) if known else None
 
 
-def occupancy(metrics: Metrics) -> Occupancy:
+def occupancy(metrics: Metrics) -> ProfiledOccupancy:
     """Occupancy figures of one kernel."""
-    return Occupancy(
+    return ProfiledOccupancy(
         achieved_pct=metrics.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
         theoretical_pct=metrics.get("sm__maximum_warps_per_active_cycle_pct"),
         registers_per_thread=metrics.get("launch__registers_per_thread"),

@@ -71,6 +71,7 @@ class NcuUnavailable(ProfileError):
 
     def __init__(self, problem: NcuProblem, message: str) -> None:
         self.problem = problem
+        self.detail = message
         super().__init__(f"{problem.value}: {message}")
 
 

@@ -71,7 +71,7 @@ def find_ncu(explicit: str | Path | None = None) -> Path:
                 return Path(candidate)
     raise NcuUnavailable(
         NcuProblem.NOT_FOUND,
-        f"not on $PATH nor in {', '.join(SEARCH_GLOBS)}; set ${NCU_ENV} or pass --ncu",
+        f"not on $PATH nor in {', '.join(SEARCH_GLOBS)}; set ${NCU_ENV} or give its path as `ncu`",
     )
 
 
@@ -86,7 +86,7 @@ def kernel_filter(mangled: str) -> str:
 
 
 @dataclass(frozen=True)
-class Selection:
+class LaunchSelection:
     """Which launch ncu profiles.
 
     Attributes:
@@ -104,7 +104,7 @@ def ncu_command(
     ncu: Path | str,
     *,
     metrics: Sequence[str],
-    selection: Selection,
+    selection: LaunchSelection,
     output: Path,
     target: Sequence[str],
 ) -> list[str]:

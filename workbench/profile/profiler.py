@@ -29,8 +29,8 @@ from workbench.profile.errors import (
 from workbench.profile.metrics import MetricSet, ResolvedSet, resolve
 from workbench.profile.ncu import (
     NCU_TIMEOUT_S,
+    LaunchSelection,
     NcuRun,
-    Selection,
     find_ncu,
     ncu_command,
     nvtx_filter,
@@ -94,7 +94,7 @@ class Plan:
     symbol: str
     report_base: Path  #: ``--export`` path (ncu appends ``.ncu-rep``)
     target: tuple[str, ...]
-    selection: Selection
+    selection: LaunchSelection
 
     @property
     def report(self) -> Path:
@@ -103,7 +103,7 @@ class Plan:
     def command(self, ncu: Path | str, *, nvtx: bool = True) -> list[str]:
         selection = self.selection
         if not nvtx:
-            selection = Selection(selection.mangled, None, selection.launch_skip)
+            selection = LaunchSelection(selection.mangled, None, selection.launch_skip)
         return ncu_command(
             ncu,
             metrics=self.resolved.collect,
@@ -142,7 +142,7 @@ def target_chip(space: Space, device_preset: str | None = None) -> str:
             return chip
     raise ProfileError(
         f"no Perfworks chip known for {space.device.name} (cc {space.device.cc}); "
-        "pass --device with a preset (a100, h100, h200, ...)"
+        "name a `device` preset (a100, h100, h200, ...)"
     )
 
 
@@ -194,7 +194,7 @@ def plan(request: ProfileRequest, *, nvtx_available: bool = True) -> Plan:
         seed=request.seed,
     )
     nvtx = nvtx_filter(space.spec.name, label) if nvtx_available else None
-    selection = Selection(symbol, nvtx, request.launch_skip)
+    selection = LaunchSelection(symbol, nvtx, request.launch_skip)
     return Plan(chip, resolved, symbol, base, tuple(target), selection)
 
 
@@ -218,8 +218,8 @@ def profile_config(request: ProfileRequest) -> ProfileOutcome:
     probe = probe_gpu()
     if not probe.available:
         raise NoGpuToProfile(
-            f"{probe.reason}: nothing can be measured here (--dry-run checks the metrics and "
-            "prints the ncu command; --import reads a report made elsewhere)"
+            f"{probe.reason}: nothing can be measured here (the metrics and the ncu command can "
+            "still be checked, and a report made elsewhere imported)"
         )
     has_nvtx = nvtx_available()
     the_plan = plan(request, nvtx_available=has_nvtx)

@@ -76,7 +76,8 @@ def _listing(path: Path, reports: Path) -> list[KeptProfile]:
         raise KeptProfileError(path, f"cannot read it as JSON ({exc})") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise KeptProfileError(
-            path, f"not a workbench profile --json listing ({type(exc).__name__}: {exc})"
+            path,
+            f"not a listing of profiles (profile's JSON document; {type(exc).__name__}: {exc})",
         ) from exc
 
 

@@ -147,7 +147,7 @@ def best_config(
         try:
             found = [store.find_study(study)]
         except ConfigError as exc:
-            raise ConfigError(f"--config best: {exc}") from None
+            raise ConfigError(f"`config` best: {exc}") from None
     else:
         found = select_studies(store, StudySelection(kernel, Variants.AS_NAMED, shape))
     if len(found) > 1 and device is not None:
@@ -155,13 +155,13 @@ def best_config(
     if not found:
         what = repr(study) if study else f"of {kernel} at {shape}"
         raise ConfigError(
-            f"--config best: the store has no study {what}; tune first or give --config"
+            f"`config` best: the store has no study {what}; tune first or give a `config`"
         )
     if len(found) > 1:
         names = "; ".join(s.name for s in found)
-        raise ConfigError(f"--config best: several studies match ({names}); pass --study NAME")
+        raise ConfigError(f"`config` best: several studies match ({names}); name one as `study`")
     chosen = found[0]
     best = study_best(store, chosen)
     if best is None:
-        raise ConfigError(f"--config best: study {chosen.name!r} has no correct evaluation")
+        raise ConfigError(f"`config` best: study {chosen.name!r} has no correct evaluation")
     return dict(best.config), chosen

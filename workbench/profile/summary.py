@@ -16,7 +16,7 @@ from workbench.profile.chips import chip_for_name
 from workbench.profile.derive import (
     Divergence,
     MemoryAccess,
-    Occupancy,
+    ProfiledOccupancy,
     divergence,
     memory_access,
     occupancy,
@@ -51,7 +51,7 @@ class Summary:
     bandwidth_fraction: dict[str, float]
     divergence: Divergence | None
     memory: MemoryAccess | None
-    occupancy: Occupancy | None
+    occupancy: ProfiledOccupancy | None
     missing_by_set: dict[str, list[str]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 

@@ -12,6 +12,6 @@ def add_periodic(call: ReferenceCall) -> dict[str, np.ndarray]:
     x = np.asarray(call.inputs["x"], dtype=np.float32)
     hot = np.asarray(call.inputs["hot"], dtype=np.float32)
     if hot.size == 0:
-        raise ValueError("the table `hot` must not be empty")
+        raise ValueError("the table 'hot' must not be empty")
     # np.resize repeats the table cyclically: element i is hot[i % h]
     return {"out": x + np.resize(hot, x.shape)}

@@ -460,7 +460,7 @@ def resolve_baseline(runs: Sequence[RunInfo], spec: str, cand: RunInfo) -> RunIn
             return (same_gpu or before)[-1]
         raise MissingBaselineError(
             f"no baseline: {cand.describe()} is the first regression run of {cand.kernel}; "
-            "record a baseline first (`workbench regress record K --label baseline`)"
+            "record a baseline first (a regression run with `label` baseline)"
         )
     return _named(runs, before, spec, "baseline")
 

@@ -18,7 +18,7 @@ from workbench.gitinfo import repo_state
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
-from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
+from workbench.search.problem import RecordingProblem, SearchProblem, SpaceProblem
 from workbench.search.session import recording_for_shape, replay_banner, shipped_recordings
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec, Value, shape_label
@@ -31,7 +31,7 @@ class RecordPlan:
     """Everything a regression recording needs; close the runners when done."""
 
     kernel: str
-    problems: list[Problem]
+    problems: list[SearchProblem]
     runners: dict[str, Runner]  #: by shape label
     device: DeviceInfo
     environment_id: int
@@ -104,7 +104,7 @@ def plan_space(
         NoGpuError: no replay, no GPU and no kept recording of every shape.
         WorkbenchError: the recording is not of this space, or the runner cannot start.
     """
-    problems: list[Problem] = [SpaceProblem(sp, pinned) for sp in spaces]
+    problems: list[SearchProblem] = [SpaceProblem(sp, pinned) for sp in spaces]
     if replay is not None:
         recording = load_recording(replay).for_space(spec)  # (see Recording.for_space)
         problems = _matching(problems, spaces, recording)
@@ -122,7 +122,7 @@ def plan_space(
 
 def _replayed(
     store: Store,
-    problems: list[Problem],
+    problems: list[SearchProblem],
     recordings: Sequence[Recording],
     shape_set: str | None,
 ) -> RecordPlan:
@@ -157,7 +157,7 @@ def _plan_live(
     store: Store,
     spec: SpaceSpec,
     spaces: Sequence[Space],
-    problems: list[Problem],
+    problems: list[SearchProblem],
     shape_set: str | None,
     cache_dir: Path | None,
 ) -> RecordPlan:
@@ -181,8 +181,8 @@ def _plan_live(
 
 
 def _matching(
-    problems: list[Problem], spaces: Sequence[Space], recording: Recording
-) -> list[Problem]:
+    problems: list[SearchProblem], spaces: Sequence[Space], recording: Recording
+) -> list[SearchProblem]:
     """The problems a recording (of their space) can answer: those of its shape when it names
     one."""
     if not recording.shape:

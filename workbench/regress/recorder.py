@@ -30,7 +30,7 @@ from workbench.regress.records import (
 )
 from workbench.runners.base import Runner
 from workbench.runners.timing import Noise, StoppingRule, TimingOptions
-from workbench.search.problem import Problem, RecordingProblem, SpaceProblem
+from workbench.search.problem import RecordingProblem, SearchProblem, SpaceProblem
 from workbench.spaces.model import Config, config_label
 from workbench.store import Store
 from workbench.store.best import StudySelection, Variants, best_selected
@@ -89,7 +89,7 @@ def best_from_studies(
 
 def choose_targets(
     store: Store,
-    problems: Sequence[Problem],
+    problems: Sequence[SearchProblem],
     device_name: str,
     *,
     include_previous: bool = True,
@@ -192,14 +192,14 @@ def record(
     return Recorded(run_id, kernel, tuple(records), replayed)
 
 
-def _fallbacks(problem: Problem) -> list[Config]:
+def _fallbacks(problem: SearchProblem) -> list[Config]:
     if isinstance(problem, RecordingProblem):
         best = problem.recording.optimum()
         return [dict(best.config)] if best is not None else []
     return problem.defaults()
 
 
-def _fallback_origin(problem: Problem) -> str:
+def _fallback_origin(problem: SearchProblem) -> str:
     return "recorded-best" if isinstance(problem, RecordingProblem) else "default"
 
 

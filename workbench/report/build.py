@@ -10,7 +10,6 @@ that says what the store holds.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from workbench.profile.storage import ProfileRecord, load_profiles
 from workbench.report import DEFAULT_OUT
 from workbench.report.baselines import Baselines, gather_baselines
 from workbench.report.data import StudyData, gather_studies, kernel_matches
-from workbench.report.manifest import Entry, read_manifest, tidy, write_manifest
+from workbench.report.manifest import ManifestEntry, read_manifest, tidy, write_manifest
 from workbench.report.overview import best_throughput
 from workbench.report.page import PLOTLY_JS, Page, slug, write_plotly_js
 from workbench.report.pages import Link, index_page, profiles_page, static_page, study_page
@@ -29,6 +28,7 @@ from workbench.report.static import gather_static
 from workbench.roofline import Ceilings
 from workbench.spaces.model import base_kernel, config_label
 from workbench.store import Store, StoreError
+from workbench.supervisor import Progress
 
 
 class NothingToReport(WorkbenchError):
@@ -57,9 +57,6 @@ class ReportResult:
     figures: int = 0
     #: what happened to the pages earlier reports left in the directory (kept, deleted)
     housekeeping: list[str] = field(default_factory=list)
-
-
-Progress = Callable[[str], None]
 
 
 def build_reports(
@@ -114,8 +111,7 @@ def build_reports(
         if kernel is None:
             raise NothingToReport(
                 f"the store {store.shown_url} holds no study, profile or regression run: nothing "
-                "to report (run workbench tune, workbench profile --import or workbench regress "
-                "record first)"
+                "to report (tune a kernel, import a profile or record a regression run first)"
             )
         pages.append(_static(kernel, options, say))
     out = options.out_dir
@@ -167,14 +163,16 @@ def _write(
     messages.append(f"Made {stamp} from the store only: no kernel was run for this report.")
     shown = links + [replace(e.link, details=f"{e.link.details} (made {e.made})") for e in kept]
     result.index.write_text(index_page(shown, store.shown_url, messages).render(), encoding="utf-8")
-    entries = [Entry(link, stamp) for link in links] + kept
+    entries = [ManifestEntry(link, stamp) for link in links] + kept
     write_manifest(out, store.shown_url, entries)
     result.figures = len(figures)
     if options.png:
         say(f"PNG export of {len(figures)} figures")
         paths = [out / p for name in pngs for p in pngs[name]]
         result.pngs = write_pngs(figures, paths)
-        entries = [Entry(link, stamp, tuple(pngs.get(link.file, ()))) for link in links] + kept
+        entries = [
+            ManifestEntry(link, stamp, tuple(pngs.get(link.file, ()))) for link in links
+        ] + kept
         write_manifest(out, store.shown_url, entries)
     return result
 

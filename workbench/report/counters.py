@@ -35,7 +35,7 @@ class DramShare:
 
 
 @dataclass(frozen=True)
-class Variant:
+class LaunchCounters:
     """One profiled launch and its derived counter figures."""
 
     label: str
@@ -58,13 +58,13 @@ def variant_label(p: ProfileRecord) -> str:
 
 def gather_variants(
     profiles: list[ProfileRecord], measured: Ceilings | None = None
-) -> list[Variant]:
+) -> list[LaunchCounters]:
     """Counter figures of every profile that has hardware counters (not event timing); the
     DRAM share against the most trusted DRAM roof (``measured``, the profile's own peak, then
     the GPU's datasheet)."""
     counted = [p for p in profiles if p.source != "event-timing"]
     return [
-        Variant(
+        LaunchCounters(
             variant_label(p),
             divergence(p.metrics),
             memory_access(p.metrics),
@@ -134,12 +134,12 @@ def _dram(p: ProfileRecord, measured: Ceilings | None) -> DramShare | None:
     return DramShare(fraction, summary.achieved.bytes_per_s["dram"], roof.legend)
 
 
-def has_divergence(v: Variant) -> bool:
+def has_divergence(v: LaunchCounters) -> bool:
     d = v.divergence
     return d.threads_per_inst is not None or d.branch_uniform_pct is not None
 
 
-def has_memory(v: Variant) -> bool:
+def has_memory(v: LaunchCounters) -> bool:
     m = v.memory
     return any(
         x is not None
@@ -168,7 +168,7 @@ def _bars(
         fig.add_trace(bar)
 
 
-def draw_divergence(variants: list[Variant]) -> go.Figure:
+def draw_divergence(variants: list[LaunchCounters]) -> go.Figure:
     """Active and predicated-on threads per warp instruction (of 32), per variant."""
     labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
@@ -200,7 +200,7 @@ def draw_divergence(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def draw_uniformity(variants: list[Variant]) -> go.Figure:
+def draw_uniformity(variants: list[LaunchCounters]) -> go.Figure:
     labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(
@@ -217,7 +217,7 @@ def draw_uniformity(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def draw_stalls(variants: list[Variant]) -> go.Figure:
+def draw_stalls(variants: list[LaunchCounters]) -> go.Figure:
     """Warps stalled per issued instruction by reason, stacked per variant."""
     totals: dict[str, float] = {}
     for v in variants:
@@ -243,7 +243,7 @@ def draw_stalls(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def draw_dram_share(variants: list[Variant]) -> go.Figure:
+def draw_dram_share(variants: list[LaunchCounters]) -> go.Figure:
     """Achieved DRAM bandwidth as a share of the DRAM roof, per variant (labelled in %)."""
     shares = [v.dram for v in variants if v.dram is not None]
     roofs = sorted({d.roof for d in shares})
@@ -265,7 +265,7 @@ def draw_dram_share(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def draw_memory(variants: list[Variant]) -> go.Figure:
+def draw_memory(variants: list[LaunchCounters]) -> go.Figure:
     """Sectors per request (loads, stores) and bytes used per sector."""
     labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
@@ -296,7 +296,7 @@ def draw_memory(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def draw_hit_rates(variants: list[Variant]) -> go.Figure:
+def draw_hit_rates(variants: list[LaunchCounters]) -> go.Figure:
     labels = [esc(v.axis) for v in variants]
     fig = go.Figure()
     _bars(fig, "L1 hit rate (%)", labels, [v.memory.l1_hit_rate_pct for v in variants])
@@ -310,7 +310,7 @@ def draw_hit_rates(variants: list[Variant]) -> go.Figure:
     return fig
 
 
-def missing_lines(variants: list[Variant]) -> list[str]:
+def missing_lines(variants: list[LaunchCounters]) -> list[str]:
     """One line per variant that lacks metrics for a figure above."""
     out = []
     for v in variants:

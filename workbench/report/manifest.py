@@ -25,7 +25,7 @@ FORMAT = 1
 
 
 @dataclass(frozen=True)
-class Entry:
+class ManifestEntry:
     """One page of the directory: its index entry, when it was made, its PNG files."""
 
     link: Link
@@ -45,7 +45,7 @@ class Earlier:
     """What the manifest says earlier runs wrote: the store they read and their pages."""
 
     store: str | None
-    entries: tuple[Entry, ...]
+    entries: tuple[ManifestEntry, ...]
     problem: str | None = None  #: why the manifest could not be read (then nothing is known)
 
 
@@ -62,7 +62,7 @@ def read_manifest(out: Path) -> Earlier:
         if doc["format"] != FORMAT:
             return Earlier(None, (), f"{path} is of format {doc['format']!r}, not {FORMAT}")
         entries = tuple(
-            Entry(
+            ManifestEntry(
                 Link(**{**e["link"], "kernels": tuple(e["link"]["kernels"])}),
                 str(e["made"]),
                 tuple(str(p) for p in e["pngs"]),
@@ -74,7 +74,7 @@ def read_manifest(out: Path) -> Earlier:
     return Earlier(str(doc["store"]), entries)
 
 
-def write_manifest(out: Path, store: str, entries: Sequence[Entry]) -> Path:
+def write_manifest(out: Path, store: str, entries: Sequence[ManifestEntry]) -> Path:
     """Write the manifest of ``out`` (every page it holds now)."""
     path = out / MANIFEST
     doc = {"format": FORMAT, "store": store, "pages": [asdict(e) for e in entries]}
@@ -88,7 +88,7 @@ def tidy(
     store: str,
     kernel: str | None,
     written: set[str],
-) -> tuple[list[Entry], list[str]]:
+) -> tuple[list[ManifestEntry], list[str]]:
     """Keep the earlier pages about other kernels (of the same store, still there), delete
     the stale pages of this run's scope and every PNG of a page not kept. Returns the entries
     kept and what to tell the user about it."""

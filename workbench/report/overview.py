@@ -14,7 +14,7 @@ from workbench.report.baselines import (
     retimed_best,
 )
 from workbench.report.data import StudyData
-from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
+from workbench.report.page import Page, PageSection, cell, esc, num, scrolling, table
 from workbench.spaces.model import config_label
 
 TOP = 10
@@ -50,7 +50,7 @@ def replay_banner(data: StudyData, also: Sequence[tuple[str, str]] = ()) -> str 
 
 def add_overview(
     page: Page, data: StudyData, baselines: Baselines, also: Sequence[tuple[str, str]] = ()
-) -> Section:
+) -> PageSection:
     banner = replay_banner(data, also)
     if banner:
         page.banners.append(("banner", banner))
@@ -161,7 +161,7 @@ def _budget(budget: object) -> str | None:
     return ", ".join(f"{k}={v}" for k, v in budget.items() if v is not None) or None
 
 
-def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None:
+def _best(sec: PageSection, data: StudyData, space: object, why: str | None) -> None:
     st = data.study
     best = data.best
     sec.html("<h3>Best config</h3>")
@@ -219,7 +219,7 @@ def _best(sec: Section, data: StudyData, space: object, why: str | None) -> None
     )
 
 
-def _for_your_build(sec: Section, data: StudyData) -> None:
+def _for_your_build(sec: PageSection, data: StudyData) -> None:
     """The best config as ``workbench store header`` writes it: the macros to define."""
     from workbench.errors import CompileError, ConfigError
     from workbench.spaces.model import base_kernel
@@ -262,7 +262,7 @@ def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     return None if rate is None else f"{rate:,.1f} {unit}"
 
 
-def _baselines(sec: Section, b: Baselines) -> None:
+def _baselines(sec: PageSection, b: Baselines) -> None:
     """The speedup chart first, then one short row per (shape, contender): each reason a
     contender did not run is a numbered footnote, each library is named once below."""
     where = f" on {', '.join(b.devices)}" if len(b.devices) == 1 else ""
@@ -321,7 +321,7 @@ def retimed_note(data: StudyData, b: Baselines) -> str | None:
     )
 
 
-def _variant_table(sec: Section, variants: list[VariantRow]) -> None:
+def _variant_table(sec: PageSection, variants: list[VariantRow]) -> None:
     """Every configuration a baseline timed (one row each) at every shape (one column each):
     its median, or its status (the reason on hover); the one its row reports marked."""
     several = len({v.device for v in variants}) > 1
@@ -386,7 +386,7 @@ def _baseline_row(r: ContenderRow, with_device: bool) -> str:
     return f"<tr>{''.join(tds)}</tr>"
 
 
-def _drift(sec: Section, data: StudyData) -> None:
+def _drift(sec: PageSection, data: StudyData) -> None:
     """The re-timings of each run's reference config, when the run made any."""
     checks = [(r.id, c) for r in data.runs for c in r.drift]
     if not checks:

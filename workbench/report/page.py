@@ -98,7 +98,7 @@ def table(
 
 
 @dataclass
-class Section:
+class PageSection:
     """A titled part of a page: escaped HTML fragments and figures, in order."""
 
     title: str
@@ -128,11 +128,11 @@ class Page:
     title: str
     subtitle: str = ""
     banners: list[tuple[str, str]] = field(default_factory=list)  #: (css class, escaped html)
-    sections: list[Section] = field(default_factory=list)
+    sections: list[PageSection] = field(default_factory=list)
     footer: str = ""
 
-    def section(self, title: str, anchor: str) -> Section:
-        s = Section(title, anchor)
+    def section(self, title: str, anchor: str) -> PageSection:
+        s = PageSection(title, anchor)
         self.sections.append(s)
         return s
 

@@ -18,7 +18,7 @@ from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
 from workbench.report.overview import add_overview
-from workbench.report.page import Page, Section, cell, esc, num, scrolling, table
+from workbench.report.page import Page, PageSection, cell, esc, num, scrolling, table
 from workbench.report.parallel import draw_parallel
 from workbench.report.phases import (
     draw_phases,
@@ -319,7 +319,7 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
                 f"report files named; nothing ran on this machine.<ul>{items}</ul>",
             )
         )
-    sec: Section = page.section("Launches", "launches")
+    sec: PageSection = page.section("Launches", "launches")
     configs = short_labels([p.config_key for p in profiles])
     sec.html(
         table(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from workbench.compiler import CompileCache
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.report.data import StudyData
-from workbench.report.page import Section, esc, table
+from workbench.report.page import PageSection, esc, table
 from workbench.search.configs import select_configs
 from workbench.static.diff import StaticDiff, diff_command, static_diff
 from workbench.static.sweep import static_sweep
@@ -77,7 +77,7 @@ def gather_tuned_binary(
     )
 
 
-def add_tuned_binary(sec: Section, tuned: TunedBinary) -> None:
+def add_tuned_binary(sec: PageSection, tuned: TunedBinary) -> None:
     """The section's body: what changed, largest first, or why nothing is shown."""
     d = tuned.diff
     if d is None:

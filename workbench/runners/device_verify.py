@@ -39,7 +39,7 @@ from workbench.runners.verify import (
     Mismatch,
     OutputCheck,
     Tolerance,
-    Verdict,
+    Verification,
     output_tolerance,
     poison_is_nan,
 )
@@ -406,7 +406,7 @@ class DeviceVerifier:
 
     def verdict(
         self, job: KernelJob, reply: DeviceVerdicts, tolerance: Tolerance
-    ) -> Verdict | None:
+    ) -> Verification | None:
         """What the GPU found; None when a comparison did not check every element (it did not
         run: the host must verify)."""
         checks = []
@@ -416,7 +416,7 @@ class DeviceVerifier:
             if result is None or result.checked != out.size:
                 return None
             checks.append(result.check(out, output_tolerance(out, tolerance)))
-        return Verdict(tuple(checks))
+        return Verification(tuple(checks))
 
     def _compiled(self, out: OutputBuffer, expected: np.ndarray) -> CompileResult | None:
         job = compare_job(out, expected, self.arch)

@@ -96,7 +96,7 @@ def on_objective(
     if energy is None:
         if not source_gives_energy and not any(n in m.metrics for n in ENERGY_METRICS):
             raise NoEnergyError(
-                f"--objective {kind.value}: {where} gives no energy reading (NVML's total energy "
+                f"`objective` {kind.value}: {where} gives no energy reading (NVML's total energy "
                 "counter, nvidia-ml-py, on a GPU that has one; or a recording with energy)"
             )
         return _unusable(m, kind, _energy_problem(m))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workbench.runners.timing import StopReason, TimingOptions
+from workbench.runners.timing import TimingOptions, TimingStopReason
 from workbench.spaces.launch import Launch
 
 if TYPE_CHECKING:  # (the buffers bring ml_dtypes, which the profiler's NVTX names do not need)
@@ -141,7 +141,7 @@ class Timing:
     sm_clock_mhz: tuple[float | None, ...]  #: per sample; None where it could not be read
     throttled: tuple[bool, ...]
     max_sm_clock_mhz: float | None
-    stop_reason: StopReason
+    stop_reason: TimingStopReason
     warmup_launches: int
     seconds: float  #: wall time of warm-up and sampling
     clock_note: str = ""  #: why no clock was read ("" when it was)

@@ -530,7 +530,7 @@ def check_memory(space: Space, config: Mapping[str, Value], available: int | Non
         f"the reference's inputs and outputs need {si(need, 'B')} "
         f"({each}{', ...' if len(sizes) > len(largest) else ''}), more than "
         f"{MEMORY_SHARE:.0%} of the {si(available, 'B')} this machine has available; "
-        "give a smaller --shape"
+        "give a smaller `shape`"
     )
 
 

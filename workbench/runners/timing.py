@@ -66,7 +66,7 @@ class Noise(enum.Enum):
     MEDIAN_CI = "median_ci"
 
 
-class StopReason(enum.Enum):
+class TimingStopReason(enum.Enum):
     """Why a timing loop ended."""
 
     CONVERGED = "converged"  #: enough samples, enough time, noise below the threshold
@@ -103,7 +103,7 @@ class StoppingRule:
     _total_ms: float = field(default=0.0, init=False, repr=False)
     _sorted: list[float] = field(default_factory=list, init=False, repr=False)
     _started: float = field(default=0.0, init=False, repr=False)
-    _reason: StopReason | None = field(default=None, init=False, repr=False)
+    _reason: TimingStopReason | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.min_samples < 2:
@@ -174,15 +174,15 @@ class StoppingRule:
             and self._total_ms >= self.min_time_s * 1e3
             and self.current_noise < self.max_noise
         ):
-            self._reason = StopReason.CONVERGED
+            self._reason = TimingStopReason.CONVERGED
         elif self._count >= self.max_samples:
-            self._reason = StopReason.MAX_SAMPLES
+            self._reason = TimingStopReason.MAX_SAMPLES
         elif self._count > 0 and self.clock() - self._started >= self.max_time_s:
-            self._reason = StopReason.TIME_CAP
+            self._reason = TimingStopReason.TIME_CAP
         return self._reason is not None
 
     @property
-    def stop_reason(self) -> StopReason | None:
+    def stop_reason(self) -> TimingStopReason | None:
         """Why ``done()`` returned True (None while the loop should go on)."""
         return self._reason
 

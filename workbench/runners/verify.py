@@ -127,7 +127,7 @@ class OutputCheck:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verification:
     """Every compared output of one launch."""
 
     checks: tuple[OutputCheck, ...]
@@ -155,7 +155,7 @@ def verify_outputs(
     expected: Mapping[str, np.ndarray],
     buffers: tuple[OutputBuffer, ...],
     tolerance: Tolerance,
-) -> Verdict:
+) -> Verification:
     """Compare every compared output, each by :func:`output_tolerance`.
 
     Raises:
@@ -168,7 +168,7 @@ def verify_outputs(
         poison = buf.fill.pattern if buf.role is OutputRole.POISONED else None
         tol = output_tolerance(buf, tolerance)
         checks.append(compare_output(buf.name, got[buf.name], expected[buf.name], tol, poison))
-    return Verdict(tuple(checks))
+    return Verification(tuple(checks))
 
 
 def compare_output(

@@ -59,7 +59,7 @@ from workbench.runners.protocol import (
 )
 from workbench.runners.reference import ExpectedOutputs
 from workbench.runners.timing import TimingOptions, TimingSummary, summarize
-from workbench.runners.verify import Verdict, tolerance_for, verify_outputs
+from workbench.runners.verify import Verification, tolerance_for, verify_outputs
 from workbench.spaces.launch import launch_geometry, then_geometry, work_counts
 from workbench.spaces.model import Config, InputSpec, Value, config_label, shape_label
 from workbench.spaces.schema import DType
@@ -136,7 +136,7 @@ class WorkerRunner(Runner):
         self.timing = timing or TimingOptions()
         self.launch_timeout_s = launch_timeout_s
         self.startup_timeout_s = startup_timeout_s
-        self.verdicts: dict[str, Verdict] = {}
+        self.verdicts: dict[str, Verification] = {}
         #: where this runner's time went, summed over its evaluations
         self.phases = PhaseTimes()
         self.ahead = compile_ahead
@@ -281,7 +281,7 @@ class WorkerRunner(Runner):
         job = make_job(self.space, config)
         return self.ahead.result(job) if self.ahead is not None else compile_job(job, self.cache)
 
-    def _verify(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
+    def _verify(self, config: Config, job: KernelJob, inputs: InputSet) -> Verification:
         """On the GPU when it can, else (and when the GPU finds it wrong) on the host."""
         if inputs.expected is None:
             return self._verify_on_host(config, job, inputs)
@@ -304,7 +304,7 @@ class WorkerRunner(Runner):
 
     def _verify_on_device(
         self, config: Config, job: KernelJob, inputs: InputSet, expected: Mapping[str, np.ndarray]
-    ) -> Verdict | None:
+    ) -> Verification | None:
         if self.on_device is None or self.space.spec.reference is None:
             return None
         tolerance = tolerance_for(self.space.spec.reference, self.space.env(config))
@@ -320,7 +320,7 @@ class WorkerRunner(Runner):
             self.phases.add(Phase.MODULE_LOAD, reply.load_seconds)
         return self.on_device.verdict(job, reply, tolerance)
 
-    def _verify_on_host(self, config: Config, job: KernelJob, inputs: InputSet) -> Verdict:
+    def _verify_on_host(self, config: Config, job: KernelJob, inputs: InputSet) -> Verification:
         out_dir = self._tmp / "outputs"
         out_dir.mkdir(exist_ok=True)
         with self.phases.timed(Phase.VERIFICATION):
@@ -556,7 +556,7 @@ def check_launch_layout(space: Space, config: Config) -> None:
 
 def output_verdict(
     space: Space, config: Config, job: KernelJob, inputs: InputSet, reply: OutputFiles
-) -> Verdict:
+) -> Verification:
     """What a worker wrote for ``job`` (``reply``'s files) against the reference on ``inputs``.
 
     Raises:

@@ -64,7 +64,7 @@ def select_configs(
         raise ConfigError(
             f"{space.spec.name}: the default config is invalid ("
             + "; ".join(v.message for v in space.explain(default))
-            + "); ask for --sample N or --all"
+            + "); ask for a `sample` of N configs or `all_configs`"
         )
     return picked
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from workbench.errors import ConfigError
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.search.session import TunePlan
 from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces.space import parse_assignments
@@ -24,11 +24,13 @@ def check_enqueue(enqueue: Sequence[str] | None) -> None:
             NAME=VALUE,...
     """
     if "none" in (enqueue or []) and len(enqueue or []) > 1:
-        raise ConfigError("--enqueue none puts nothing first: it cannot go with other --enqueue")
+        raise ConfigError(
+            "`enqueue` none puts nothing first: it cannot go with other `enqueue` items"
+        )
     for item in enqueue or []:
         if not is_keyword(item) and not all("=" in part for part in item.split(",")):
             raise ConfigError(
-                f"--enqueue {item!r}: expected default, none, best, best:STUDY or NAME=VALUE,..."
+                f"`enqueue` {item!r}: expected default, none, best, best:STUDY or NAME=VALUE,..."
             )
 
 
@@ -61,7 +63,7 @@ def enqueued_configs(
             config = parse_enqueued(plan, item)
             violations = plan.problem.violations(config)
             if violations:  # said, not silently skipped
-                raise ConfigError(f"--enqueue {item}: invalid here: {'; '.join(violations)}")
+                raise ConfigError(f"`enqueue` {item}: invalid here: {'; '.join(violations)}")
             queue.append(config)
     unique: dict[str, dict] = {}
     for config in queue:  # in order, the first of equal configs
@@ -84,13 +86,13 @@ def parse_enqueued(plan: TunePlan, item: str) -> dict:
     config = parse_assignments(domains, item.split(","), {})
     if missing := [n for n in domains if n not in config]:
         raise ConfigError(
-            f"--enqueue {item}: a recorded space has no defaults; name {', '.join(missing)} too"
+            f"`enqueue` {item}: a recorded space has no defaults; name {', '.join(missing)} too"
         )
     return config
 
 
 def warm_starts(
-    problem: Problem, study: StudyInfo, item: str, store: Store, say: Say
+    problem: SearchProblem, study: StudyInfo, item: str, store: Store, say: Say
 ) -> list[dict]:
     """``--enqueue best``: the fastest config of each other study of this kernel in the store
     than ``study`` (those that fit ``problem``, at most MAX_WARM_STARTS; the others are named
@@ -98,11 +100,11 @@ def warm_starts(
     source = item.partition(":")[2] if ":" in item else None
     if source == "":
         raise ConfigError(
-            "--enqueue best: takes a study, e.g. best:3 or 'best:NAME' (see store list)"
+            "`enqueue` best: takes a study, e.g. best:3 or 'best:NAME' (see store list)"
         )
     found = best_elsewhere(store, problem, study, source)
     if source is not None and found[0].config is None:
-        raise ConfigError(f"--enqueue {item}: {found[0].describe()}")
+        raise ConfigError(f"`enqueue` {item}: {found[0].describe()}")
     if not found:
         say(f"--enqueue best: no other study of {study.kernel} in the store")
     queue: list[dict] = []

@@ -38,7 +38,7 @@ from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
 from workbench.runners.phases import Phase, PhaseTimes
 from workbench.search.drift import DriftCheck, DriftWatch
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
 from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
 from workbench.spaces.model import Config
@@ -54,7 +54,7 @@ INFEASIBLE = Measurement.failure(TrialOutcome.INFEASIBLE, "outside the space")
 IN_FLIGHT = Measurement.failure(TrialOutcome.INFEASIBLE, "being measured by another worker")
 
 
-class StopReason(enum.Enum):
+class SearchStopReason(enum.Enum):
     BUDGET = "budget"  #: the evaluation budget is used
     TIME = "time"  #: the wall-time budget is used
     PATIENCE = "patience"  #: no improvement in the last N evaluations
@@ -72,13 +72,13 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.evaluations is None and self.seconds is None and self.patience is None:
-            raise WorkbenchError("a budget needs --budget N, --time SECONDS or --patience N")
+            raise WorkbenchError("a budget needs `evaluations`, `seconds` or `patience`")
         if self.evaluations is not None and self.evaluations < 1:
-            raise WorkbenchError(f"--budget {self.evaluations}: the budget must be at least 1")
+            raise WorkbenchError(f"`evaluations` {self.evaluations}: the budget must be at least 1")
         if self.seconds is not None and self.seconds <= 0:
-            raise WorkbenchError(f"--time {self.seconds}: the time budget must be positive")
+            raise WorkbenchError(f"`seconds` {self.seconds}: the time budget must be positive")
         if self.patience is not None and self.patience < 1:
-            raise WorkbenchError(f"--patience {self.patience}: patience must be at least 1")
+            raise WorkbenchError(f"`patience` {self.patience}: patience must be at least 1")
 
     def as_dict(self) -> dict[str, object]:
         return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}
@@ -90,7 +90,7 @@ class TuneResult:
 
     study: StudyInfo
     run_id: int
-    stop: StopReason
+    stop: SearchStopReason
     evaluations: int  #: unique configs evaluated in the study, failed ones included
     new_evaluations: int  #: ... of which by this run
     proposals: int  #: sampler proposals in this run (repeats and infeasible included)
@@ -174,7 +174,9 @@ class Ledger(ABC):
     #: the best evaluation so far, told with each new one (None where it is not tracked)
     best: StoredEvaluation | None = None
 
-    def __init__(self, problem: Problem, study: StudyInfo, stats: RunStats | None = None) -> None:
+    def __init__(
+        self, problem: SearchProblem, study: StudyInfo, stats: RunStats | None = None
+    ) -> None:
         self.problem = problem
         self.study = study
         self.stats = stats or RunStats()
@@ -257,7 +259,7 @@ class Ledger(ABC):
 
 
 def draw_open(
-    problem: Problem, rng: random.Random, is_open: Callable[[str], bool]
+    problem: SearchProblem, rng: random.Random, is_open: Callable[[str], bool]
 ) -> Config | None:
     """A valid config whose key is open, at random: from the valid set when it is enumerated,
     else from up to MAX_DRAWS draws of the cartesian product; None when none was found."""
@@ -326,13 +328,16 @@ class Search:
                 proposer.enqueue(config)
         self.started, cpu_started = time.perf_counter(), time.process_time()
         runner_before = self._runner_phases().copy()
-        stop, status = StopReason.EXHAUSTED, RunStatus.FAILED  # unless the loop ends or Ctrl-C
+        stop, status = (
+            SearchStopReason.EXHAUSTED,
+            RunStatus.FAILED,
+        )  # unless the loop ends or Ctrl-C
         phases = PhaseTimes()
         try:
             stop = self._loop(proposer, budget)
             status = RunStatus.FINISHED
         except KeyboardInterrupt:
-            stop, status = StopReason.INTERRUPTED, RunStatus.INTERRUPTED
+            stop, status = SearchStopReason.INTERRUPTED, RunStatus.INTERRUPTED
         finally:
             stats = self.ledger.stats
             stats.seconds = time.perf_counter() - self.started
@@ -369,22 +374,22 @@ class Search:
             ran.add(Phase.WORKER, stats.runner_seconds)
         return stats.phases.merged(ran).with_idle(wall_s)
 
-    def _loop(self, proposer: Proposer, budget: Budget) -> StopReason:
+    def _loop(self, proposer: Proposer, budget: Budget) -> SearchStopReason:
         ledger, phases = self.ledger, self.ledger.stats.phases
         while True:
             with phases.timed(Phase.STORE):  # the ledger reads what changed
                 standing = ledger.refresh(proposer, budget)
             if budget.evaluations is not None and standing.complete >= budget.evaluations:
                 if ledger.settled():
-                    return StopReason.BUDGET
+                    return SearchStopReason.BUDGET
                 ledger.wait()  # a dead worker's trial is handed back within the grace period
                 continue
             if budget.seconds is not None and time.perf_counter() - self.started >= budget.seconds:
-                return StopReason.TIME
+                return SearchStopReason.TIME
             if budget.patience is not None and standing.since_best >= budget.patience:
-                return StopReason.PATIENCE
+                return SearchStopReason.PATIENCE
             if standing.exhausted:
-                return StopReason.EXHAUSTED
+                return SearchStopReason.EXHAUSTED
             slot = ledger.requeued(budget)
             if slot is None:
                 if standing.busy:
@@ -394,7 +399,7 @@ class Search:
                 if not self.queue:  # nothing open: others hold the rest, or the space is done
                     if ledger.wait():
                         continue
-                    return StopReason.EXHAUSTED
+                    return SearchStopReason.EXHAUSTED
                 slot = self.queue.popleft()
             self._measure(proposer, slot)
 

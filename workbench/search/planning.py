@@ -108,7 +108,7 @@ def plan_tune(
     if shared:
         raise WorkbenchError(
             f"no CUDA GPU here ({gpu.reason}): a worker of a live study needs one (or rehearse "
-            "the fleet with --replay FILE)"
+            "the fleet with a recording as `replay`)"
         )
     setup.no_gpu = gpu.reason
     setup.plans = _shipped(setup, request)
@@ -137,7 +137,8 @@ def _recording(request: TuneRequest, shared: bool) -> Recording | None:
         return None
     if shared and not Path(request.replay).exists():  # a study's path, from another host
         raise ConfigError(
-            f"the study replays {request.replay}, which is not on this machine: --replay FILE"
+            f"the study replays {request.replay}, which is not on this machine: give its path "
+            "as `replay`"
         )
     return load_recording(request.replay)
 

@@ -32,7 +32,7 @@ from scipy.special import ndtri
 
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.pair_model import PairModel, random_walk_basis
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
 from workbench.spaces.model import Config
 from workbench.store import StoredEvaluation
@@ -99,7 +99,7 @@ class PortfolioProposer(Proposer):
 
     def __init__(
         self,
-        problem: Problem,
+        problem: SearchProblem,
         configs: Sequence[Config],
         *,
         seed: int | None = None,

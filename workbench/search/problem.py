@@ -63,7 +63,7 @@ class Param:
         return raw
 
 
-class Problem(ABC):
+class SearchProblem(ABC):
     """A search problem: parameters, validity, and (when small enough) the valid set."""
 
     kernel: str
@@ -143,7 +143,7 @@ class Problem(ABC):
         )
 
 
-class SpaceProblem(Problem):
+class SpaceProblem(SearchProblem):
     """A space file's configs for one shape, arch and device.
 
     Parameters marked ``tunable: false`` (problem variants) are pinned: to ``pinned[name]``
@@ -287,7 +287,7 @@ class RecordedSpaceProblem(SpaceProblem):
         )
 
 
-class RecordingProblem(Problem):
+class RecordingProblem(SearchProblem):
     """The space recorded in a file: valid means recorded (failed entries included)."""
 
     def __init__(self, recording: Recording) -> None:

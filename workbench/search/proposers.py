@@ -19,7 +19,7 @@ from optuna.samplers import BaseSampler
 from optuna.trial import TrialState, create_trial
 
 from workbench.runners.base import Measurement, TrialOutcome
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.spaces.model import Config
 from workbench.store import StoredEvaluation
 
@@ -38,7 +38,7 @@ class Proposer(ABC):
     by its config, in any order.
     """
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: SearchProblem) -> None:
         self.problem = problem
         self._queue: deque[Config] = deque()
 
@@ -81,7 +81,7 @@ class Proposer(ABC):
 class OptunaProposer(Proposer):
     """Any Optuna sampler, through ask/tell on an in-memory study."""
 
-    def __init__(self, problem: Problem, sampler: BaseSampler) -> None:
+    def __init__(self, problem: SearchProblem, sampler: BaseSampler) -> None:
         super().__init__(problem)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self.dists = problem.distributions()
@@ -152,7 +152,7 @@ class ValidOrderProposer(Proposer):
     the baseline of the autotuning-methodology score) or in domain order (brute force)."""
 
     def __init__(
-        self, problem: Problem, configs: Sequence[Config], *, shuffle: bool, seed: int | None
+        self, problem: SearchProblem, configs: Sequence[Config], *, shuffle: bool, seed: int | None
     ) -> None:
         super().__init__(problem)
         self.order = list(configs)
@@ -180,7 +180,7 @@ class RandomProposer(Proposer):
     """Uniform random configs of the cartesian product (for spaces too large to enumerate;
     the tuner rejects the invalid ones)."""
 
-    def __init__(self, problem: Problem, seed: int | None) -> None:
+    def __init__(self, problem: SearchProblem, seed: int | None) -> None:
         super().__init__(problem)
         self.rng = random.Random(seed)
 

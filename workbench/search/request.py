@@ -171,20 +171,24 @@ class TuneRequest:
                 options that do not go together.
         """
         if self.kernel is None and self.replay is None:
-            raise ConfigError("name a kernel, or give --replay FILE to tune a recorded space")
+            raise ConfigError(
+                "name a kernel, or give a recording as `replay` to tune a recorded space"
+            )
         from workbench.search.enqueue import check_enqueue  # (it brings the store, Optuna)
 
         check_sampler(self.sampler)
         check_enqueue(self.enqueue)
         if self.all_configs and self.sample is not None:
-            raise ConfigError("--all compiles every valid config: it cannot go with --sample")
+            raise ConfigError(
+                "`all_configs` compiles every valid config: it cannot go with `sample`"
+            )
         if shared and self.fresh:  # every host runs the same command: each would make its own
             raise ConfigError(
-                "--fresh makes a study of this process's own; a shared study is joined by "
-                "name: give a new one with --study NAME"
+                "`fresh` makes a study of this process's own; a shared study is joined by "
+                "name: give a new one as `study`"
             )
         if shared and self.shapes is not None:
-            raise ConfigError("a shared study tunes one shape: use --shape, not --shapes")
+            raise ConfigError("a shared study tunes one shape: use `shape`, not `shapes`")
 
     # -- a shared study's spec ------------------------------------------------------------------
     def to_spec(self) -> dict[str, Any]:

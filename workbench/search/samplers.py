@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
-    from workbench.search.problem import Problem
+    from workbench.search.problem import SearchProblem
     from workbench.search.proposers import Proposer
 
-ProposerFactory = Callable[["Problem", "int | None"], "Proposer"]
+ProposerFactory = Callable[["SearchProblem", "int | None"], "Proposer"]
 
 
-def _tpe(problem: Problem, seed: int | None) -> Proposer:
+def _tpe(problem: SearchProblem, seed: int | None) -> Proposer:
     import optuna
 
     from workbench.search.proposers import OptunaProposer
@@ -32,7 +32,7 @@ def _tpe(problem: Problem, seed: int | None) -> Proposer:
 EXTRA_PACKAGES = {"gp": (("torch", "scipy"), "pip install 'workbench[gp]'")}
 
 
-def _gp(problem: Problem, seed: int | None) -> Proposer:
+def _gp(problem: SearchProblem, seed: int | None) -> Proposer:
     import optuna
 
     from workbench.search.proposers import OptunaProposer
@@ -40,7 +40,7 @@ def _gp(problem: Problem, seed: int | None) -> Proposer:
     return OptunaProposer(problem, optuna.samplers.GPSampler(seed=seed))
 
 
-def _random(problem: Problem, seed: int | None) -> Proposer:
+def _random(problem: SearchProblem, seed: int | None) -> Proposer:
     from workbench.search.proposers import RandomProposer, ValidOrderProposer
 
     valid = problem.valid_configs()
@@ -49,7 +49,7 @@ def _random(problem: Problem, seed: int | None) -> Proposer:
     return ValidOrderProposer(problem, valid, shuffle=True, seed=seed)
 
 
-def _brute(problem: Problem, seed: int | None) -> Proposer:
+def _brute(problem: SearchProblem, seed: int | None) -> Proposer:
     from workbench.search.proposers import ValidOrderProposer
 
     valid = problem.valid_configs()
@@ -62,7 +62,7 @@ def _brute(problem: Problem, seed: int | None) -> Proposer:
     return ValidOrderProposer(problem, valid, shuffle=False, seed=seed)
 
 
-def _portfolio(problem: Problem, seed: int | None) -> Proposer:
+def _portfolio(problem: SearchProblem, seed: int | None) -> Proposer:
     from workbench.search.portfolio import PortfolioProposer
 
     valid = problem.valid_configs()
@@ -102,7 +102,7 @@ def check_sampler(name: str) -> None:
         raise WorkbenchError(f"the {name} sampler needs {' and '.join(missing)}: {how}")
 
 
-def make_proposer(name: str, problem: Problem, seed: int | None) -> Proposer:
+def make_proposer(name: str, problem: SearchProblem, seed: int | None) -> Proposer:
     """The strategy registered under ``name``.
 
     Raises:

@@ -19,7 +19,7 @@ from workbench.roofline.timed import Bound, clocked_bound, rate_in_unit
 from workbench.runners.base import DeviceInfo, Measurement, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
-from workbench.search.problem import Problem, RecordedSpaceProblem, RecordingProblem
+from workbench.search.problem import RecordedSpaceProblem, RecordingProblem, SearchProblem
 from workbench.search.tuner import Budget
 from workbench.spaces.launch import work_counts, work_precision
 from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, space_sha256
@@ -38,7 +38,7 @@ RooflineBound = Callable[[Config, Measurement], Bound | None]
 class TunePlan:
     """Everything one study of a tune needs."""
 
-    problem: Problem
+    problem: SearchProblem
     runner: Runner
     study: StudyInfo
     environment_id: int

@@ -23,13 +23,13 @@ from workbench.search.loop import (
     Ledger,
     OnEvaluation,
     Search,
+    SearchStopReason,
     Slot,
     Standing,
-    StopReason,
     TuneResult,
     best_of,
 )
-from workbench.search.problem import Problem
+from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
 from workbench.search.samplers import DEFAULT_SAMPLER
 from workbench.spaces.model import Config
@@ -39,7 +39,7 @@ __all__ = [
     "INFEASIBLE",
     "Budget",
     "OnEvaluation",
-    "StopReason",
+    "SearchStopReason",
     "StoreLedger",
     "TuneResult",
     "Tuner",
@@ -56,7 +56,7 @@ class StoreLedger(Ledger):
     max_stalled = MAX_STALLED_PROPOSALS
 
     def __init__(
-        self, problem: Problem, store: Store, study: StudyInfo, environment_id: int | None
+        self, problem: SearchProblem, store: Store, study: StudyInfo, environment_id: int | None
     ) -> None:
         super().__init__(problem, study)
         self.store = store
@@ -135,7 +135,7 @@ class Tuner:
 
     def __init__(
         self,
-        problem: Problem,
+        problem: SearchProblem,
         runner: Runner,
         store: Store,
         study: StudyInfo,

@@ -18,7 +18,7 @@ from workbench.errors import ConfigError
 from workbench.spaces.model import Config, Value, config_label
 
 if TYPE_CHECKING:  # (light to import: tune --help names MAX_WARM_STARTS)
-    from workbench.search.problem import Problem
+    from workbench.search.problem import SearchProblem
     from workbench.store import Store, StudyInfo
 
 #: ``--enqueue best`` evaluates the best of this many other studies at most (the nearest
@@ -46,7 +46,9 @@ class WarmStart:
         )
 
 
-def fit_config(problem: Problem, config: Mapping[str, Value]) -> tuple[Config | None, str | None]:
+def fit_config(
+    problem: SearchProblem, config: Mapping[str, Value]
+) -> tuple[Config | None, str | None]:
     """``config`` as a config of ``problem``, or None and why it is not one.
 
     Parameters this problem does not tune (one value: a pinned problem variant) take this
@@ -74,7 +76,7 @@ def fit_config(problem: Problem, config: Mapping[str, Value]) -> tuple[Config | 
 
 
 def best_elsewhere(
-    store: Store, problem: Problem, study: StudyInfo, source: str | None = None
+    store: Store, problem: SearchProblem, study: StudyInfo, source: str | None = None
 ) -> list[WarmStart]:
     """The best config (:mod:`workbench.store.best`) of each other measured study of the same
     kernel, any problem variant (studies on the same device first, then in the order they were
@@ -95,10 +97,10 @@ def best_elsewhere(
         try:
             chosen = [store.find_study(source, unlisted=study.id)]
         except ConfigError as exc:
-            raise ConfigError(f"--enqueue best:{source}: {exc}") from None
+            raise ConfigError(f"`enqueue` best:{source}: {exc}") from None
         if chosen[0].id == study.id:
             raise ConfigError(
-                f"--enqueue best:{source} names the study being tuned; its evaluations are "
+                f"`enqueue` best:{source} names the study being tuned; its evaluations are "
                 "already the search's history"
             )
     found = []

@@ -24,7 +24,7 @@ SEARCH_STEPS = 2_000_000
 
 
 @dataclass(frozen=True)
-class Completion:
+class ConfigCompletion:
     """A partial config made whole, and what was filled in."""
 
     config: Config
@@ -57,7 +57,7 @@ class Completion:
         return line
 
 
-def complete_config(space: Space, given: Mapping[str, Value]) -> Completion:
+def complete_config(space: Space, given: Mapping[str, Value]) -> ConfigCompletion:
     """``given`` (typed values of some parameters) completed to a valid config of ``space``.
 
     Raises:
@@ -76,7 +76,7 @@ def complete_config(space: Space, given: Mapping[str, Value]) -> Completion:
     broken = tuple(space.explain(start))
     filled = {n: v for n, v in default.items() if n not in given}
     if not broken:
-        return Completion(start, given, filled, {}, default, name)
+        return ConfigCompletion(start, given, filled, {}, default, name)
     _refuse_impossible(space, given, broken)
     found = _nearest(space, start, set(given))
     if found is None:
@@ -86,7 +86,7 @@ def complete_config(space: Space, given: Mapping[str, Value]) -> Completion:
         )
     moved = {n: v for n, v in found.items() if n not in given and v != default[n]}
     kept = {n: v for n, v in filled.items() if n not in moved}
-    return Completion(found, given, kept, moved, default, name, broken)
+    return ConfigCompletion(found, given, kept, moved, default, name, broken)
 
 
 def _refuse_impossible(space: Space, given: Config, broken: Sequence[Violation]) -> None:

@@ -809,10 +809,10 @@ class _Builder:
         atol = self._expr((*key, "atol"), r.atol, known)
         return Reference(target, exact, rtol, atol)
 
-    def _baselines(self) -> tuple[schema.Baseline | UserBaseline, ...]:
-        out: list[schema.Baseline | UserBaseline] = []
+    def _baselines(self) -> tuple[schema.BaselineKind | UserBaseline, ...]:
+        out: list[schema.BaselineKind | UserBaseline] = []
         for i, b in enumerate(self.m.baselines):
-            if isinstance(b, schema.Baseline):
+            if isinstance(b, schema.BaselineKind):
                 out.append(b)
                 continue
             target = self._python_target(("baselines", i, "python"), b.python, "baseline file")

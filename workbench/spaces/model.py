@@ -11,7 +11,7 @@ from pathlib import Path
 
 from workbench.errors import ExpressionError, SpaceFileError
 from workbench.expressions import Expression
-from workbench.spaces.schema import Baseline, Distribution, DType, Role
+from workbench.spaces.schema import BaselineKind, Distribution, DType, Role
 
 Value = bool | int | float | str
 Config = dict[str, Value]
@@ -265,7 +265,7 @@ class ExpectSass:
 
 
 @dataclass(frozen=True)
-class Variant:
+class SpaceVariant:
     """A named problem variant of a space file (``variants:``): the kernel name ``name`` is
     the file with the ``tunable: false`` parameters of ``values`` at those values, and its
     other defaults (``defaults``; per arch, ``arch_defaults``) over the file's."""
@@ -307,7 +307,7 @@ class SpaceSpec:
     args: tuple[ArgSpec, ...]
     reference: Reference | None
     work: WorkModel
-    baselines: tuple[Baseline | UserBaseline, ...]
+    baselines: tuple[BaselineKind | UserBaseline, ...]
     #: the space file's text this spec was parsed from: what it describes, whatever the file
     #: holds by the time a hash of the space is taken (see :func:`space_sha256`)
     text: str = field(compare=False, repr=False)
@@ -315,7 +315,7 @@ class SpaceSpec:
     #: per arch (``sm_90a``), the values that replace the parameters' defaults there
     arch_defaults: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)
     #: the named problem variants (``variants:``), in the file's order
-    variants: tuple[Variant, ...] = ()
+    variants: tuple[SpaceVariant, ...] = ()
     #: 1-based line of each top-level key of the file, for errors found after loading
     key_lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: the kernel source's bytes as a store kept them with a study (a space rebuilt from the
@@ -393,7 +393,7 @@ class SpaceSpec:
                 filled[p.name] = p.before
         return filled
 
-    def variant_of(self, config: Mapping[str, Value]) -> Variant | None:
+    def variant_of(self, config: Mapping[str, Value]) -> SpaceVariant | None:
         """The named variant whose values ``config`` takes (the loader makes it unique)."""
         return next((v for v in self.variants if v.matches(config)), None)
 

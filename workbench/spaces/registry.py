@@ -57,7 +57,7 @@ def search_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
     for d in dirs:
         if d.is_file():
             raise UnknownKernelError(
-                f"space directory {d} is a file: --spaces takes a directory of space files "
+                f"space directory {d} is a file: `spaces` takes a directory of space files "
                 "(a space file is given as the kernel itself)"
             )
         if not d.is_dir():

@@ -205,14 +205,14 @@ class ReferenceModel(_Strict):
     atol: ExprText = 0
 
 
-class WorkModel(_Strict):
+class WorkSectionModel(_Strict):
     flops: ExprText = 0
     bytes: ExprText
     #: what the headline throughput is: TOPS for integer math, TFLOP/s, or GB/s (memory-bound)
     unit: Literal["TOPS", "TFLOP/s", "GB/s"] = "GB/s"
 
 
-class Baseline(str, Enum):
+class BaselineKind(str, Enum):
     """A library a space is compared with: a kind (every member that fits the problem) or one
     member by name (``cublaslt_fp8``: cuBLASLt's FP8 GEMM only)."""
 
@@ -295,8 +295,8 @@ class SpaceModel(_Strict):
     #: a mapping, or just ``file.py:function`` / ``module:function`` (integer outputs only:
     #: floats need a tolerance)
     reference: ReferenceModel | PythonTarget | None = None
-    work: WorkModel
-    baselines: list[Baseline | UserBaselineModel] = Field(default_factory=list)
+    work: WorkSectionModel
+    baselines: list[BaselineKind | UserBaselineModel] = Field(default_factory=list)
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
     #: a second kernel launched after the entry (see ThenModel)
     then: ThenModel | None = None

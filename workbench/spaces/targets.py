@@ -26,7 +26,7 @@ def resolve_arches(spec: SpaceSpec, requested: str | None) -> list[Arch]:
     else:
         chosen = [Arch.parse(a) for a in requested.split(",") if a.strip()]
         if not chosen:
-            raise ArchError(f"--arch {requested!r} names no arch (e.g. sm_90, or 'all')")
+            raise ArchError(f"`arch` {requested!r} names no arch (e.g. sm_90, or 'all')")
     for arch in chosen:
         if arch not in declared:
             names = ", ".join(a.sm for a in declared)
@@ -52,7 +52,7 @@ def one_arch(spec: SpaceSpec, requested: str | None) -> Arch:
     if len(chosen) > 1:
         names = ", ".join(a.sm for a in chosen)
         raise ArchError(
-            f"--arch {requested}: this command builds for one arch; name one of {names}"
+            f"`arch` {requested}: this command builds for one arch; name one of {names}"
         )
     return chosen[0]
 
@@ -74,7 +74,7 @@ def shape_spaces(
     from workbench.devices import device_for
 
     if shape is not None and shapes is not None:
-        raise ConfigError("--shape and --shapes both name the shapes: give one of them")
+        raise ConfigError("`shape` and `shapes` both name the shapes: give one of them")
     dev = device_for(target, device)
     if shapes is not None:
         if shapes != "default" and shapes not in spec.shape_sets:
@@ -96,15 +96,15 @@ def parse_shape(items: list[str] | None, default: dict[str, int]) -> dict[str, i
     for item in (part.strip() for raw in items or [] for part in raw.split(",")):
         name, sep, text = item.partition("=")
         if not sep or name not in shape:
-            raise ConfigError(f"--shape {item!r}: expected NAME=INT with NAME in {list(shape)}")
+            raise ConfigError(f"`shape` {item!r}: expected NAME=INT with NAME in {list(shape)}")
         try:
             value = int(text)
         except ValueError:
-            raise ConfigError(f"--shape {item!r}: {text!r} is not an integer") from None
+            raise ConfigError(f"`shape` {item!r}: {text!r} is not an integer") from None
         if value <= 0:
-            raise ConfigError(f"--shape {item!r}: sizes must be positive")
+            raise ConfigError(f"`shape` {item!r}: sizes must be positive")
         if value >= 2**63:  # kernels take sizes as 64-bit integers at most
-            raise ConfigError(f"--shape {item!r}: larger than a 64-bit size")
+            raise ConfigError(f"`shape` {item!r}: larger than a 64-bit size")
         shape[name] = value
     return shape
 

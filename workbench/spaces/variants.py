@@ -16,13 +16,13 @@ from workbench.devices import device_for
 from workbench.errors import ArchError, ExpressionError
 from workbench.expressions import Expression
 from workbench.spaces import schema
-from workbench.spaces.model import Config, Parameter, SpaceSpec, Value, Variant
+from workbench.spaces.model import Config, Parameter, SpaceSpec, SpaceVariant, Value
 from workbench.spaces.space import Space
 from workbench.spaces.yamlmarks import MarkedDocument
 from workbench.toolchain import Arch
 
 
-def variant_named(spec: SpaceSpec, name: str) -> Variant | None:
+def variant_named(spec: SpaceSpec, name: str) -> SpaceVariant | None:
     return next((v for v in spec.variants if v.name == name), None)
 
 
@@ -62,7 +62,7 @@ def variant_spec(spec: SpaceSpec, name: str) -> SpaceSpec:
 
 
 def _possible(
-    spec: SpaceSpec, variant: Variant, name: str, values: tuple[Value, ...]
+    spec: SpaceSpec, variant: SpaceVariant, name: str, values: tuple[Value, ...]
 ) -> tuple[Value, ...]:
     """The values of problem variant ``name`` that the constraints reading only it and the
     variant's parameters allow with the variant's values (all of them, when none would)."""
@@ -82,7 +82,7 @@ def _holds(expr: Expression, env: Mapping[str, Value]) -> bool:
         return True  # (decided with the other names, config by config)
 
 
-def variant_command(spec: SpaceSpec, variant: Variant) -> str:
+def variant_command(spec: SpaceSpec, variant: SpaceVariant) -> str:
     """``reduce --set DTYPE=float16``: what a variant's name stands for, as a command's words."""
     sets = " ".join(f"--set {k}={_text(v)}" for k, v in variant.values.items())
     return f"{spec.name} {sets}"
@@ -130,7 +130,7 @@ def read_variants(
     variants: Mapping[str, schema.VariantModel],
     arches: Sequence[Arch],
     params: Sequence[Parameter],
-) -> tuple[Variant, ...]:
+) -> tuple[SpaceVariant, ...]:
     """``variants:`` checked: each sets problem variants to values of their domains, no two can
     hold for one config, and their defaults lie in the domains.
 
@@ -139,7 +139,7 @@ def read_variants(
     """
     declared = {a.sm for a in arches}
     by_name = {p.name: p for p in params}
-    out: list[Variant] = []
+    out: list[SpaceVariant] = []
     for name, v in variants.items():
         key = ("variants", name)
         for param, value in v.set.items():
@@ -168,7 +168,7 @@ def read_variants(
             for param, x in given.items():
                 _check_value(doc, (*where, param), by_name, param, x)
             per_arch[arch] = dict(given)
-        variant = Variant(name, dict(v.set), plain, per_arch, v.description)
+        variant = SpaceVariant(name, dict(v.set), plain, per_arch, v.description)
         for other in out:
             shared = set(other.values) & set(variant.values)
             if all(_same(other.values[k], variant.values[k]) for k in shared):

@@ -39,14 +39,14 @@ class ArtifactDir:
 
     def __init__(self, path: Path) -> None:
         if path.exists() and not path.is_dir():
-            raise ArtifactError(f"--emit {path}: not a directory")
+            raise ArtifactError(f"`emit` {path}: not a directory")
         self.path = path
         self._entries = self._read_index()
         self._lock = threading.Lock()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ArtifactError(f"--emit {path}: cannot create it: {exc.strerror}") from None
+            raise ArtifactError(f"`emit` {path}: cannot create it: {exc.strerror}") from None
 
     def _read_index(self) -> dict[tuple[str, ...], dict]:
         index = self.path / INDEX
@@ -59,7 +59,7 @@ class ArtifactDir:
             return {_entry_key(e): e for e in entries}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ArtifactError(
-                f"--emit {self.path}: {INDEX} there is not an index workbench wrote ({exc}); "
+                f"`emit` {self.path}: {INDEX} there is not an index workbench wrote ({exc}); "
                 "choose another directory or move it away"
             ) from None
 
@@ -110,7 +110,7 @@ class ArtifactDir:
             os.replace(partial, target)
         except OSError as exc:
             raise ArtifactError(
-                f"--emit {self.path}: cannot write {name}: {exc.strerror}"
+                f"`emit` {self.path}: cannot write {name}: {exc.strerror}"
             ) from None
 
     def close(self) -> Path:

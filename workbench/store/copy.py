@@ -94,7 +94,7 @@ def _refuse_clashing_studies(src: Store, dst: Store) -> None:
                 f"store copy: study {study.name!r} exists in {dst.shown_url} for kernel "
                 f"{other.kernel} with parameters {other_names}; the source's is for "
                 f"{study.kernel} with {names}. Nothing was copied: rename one of them "
-                "(tune --study NAME makes a new study)"
+                "(a tune with a new `study` name makes a new study)"
             )
 
 

@@ -95,8 +95,8 @@ def export_table(store: Store, study: StudyInfo, path: Path) -> Path:
     """
     if path.suffix not in (".csv", ".parquet"):
         raise ConfigError(
-            f"{path}: a table is written as .csv or .parquet (a Kernel Tuner cache file: "
-            "--format kt-cache, .json or .json.gz)"
+            f"{path}: a table is written as .csv or .parquet (a Kernel Tuner cache file as "
+            ".json or .json.gz, by `export_kt_cache`)"
         )
     df = to_dataframe(store, study)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -111,7 +111,7 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
         chosen = [store.find_study(name) for name in studies]
         others = [s.name for s in chosen if base_kernel(s.kernel) != base_kernel(kernel)]
         if others:
-            raise ConfigError(f"--study {others[0]!r} is not a study of {kernel}")
+            raise ConfigError(f"`study` {others[0]!r} is not a study of {kernel}")
     else:
         chosen = select_studies(store, StudySelection(kernel, Variants.AS_NAMED))
     if not chosen:
@@ -124,7 +124,7 @@ def collect(store: Store, kernel: str, studies: Sequence[str] = ()) -> TunedHead
         raise ConfigError(
             f"the studies of {kernel} have different parameters "
             f"({' / '.join(', '.join(n) for n in sorted(names))}): one header holds one "
-            "parameter list; choose studies with --study"
+            "parameter list; choose studies with `study`"
         )
     entries: list[TunedEntry] = []
     skipped: list[tuple[str, str]] = []

@@ -77,7 +77,7 @@ def migrate(conn: Connection, version: int) -> None:
             raise StoreError(
                 f"the store has schema version {version}; this workbench reads version "
                 f"{SCHEMA_VERSION} and has no migration from {version}: export it with the "
-                "workbench that wrote it, or start a new store (--storage)"
+                "workbench that wrote it, or start a new store (another `storage`)"
             )
         step(conn)
         version += 1

@@ -264,8 +264,8 @@ class Store:
             raise StoreError(
                 f"{self.shown_url} says schema version {SCHEMA_VERSION} but lacks the columns "
                 f"{', '.join(columns)}: it was written by a development build of the workbench "
-                "with the same version number; start a new store (--storage) or export it with "
-                "the build that wrote it"
+                "with the same version number; start a new store (another `storage`) or export "
+                "it with the build that wrote it"
             )
         if absent and not creating:
             raise StoreError(
@@ -369,8 +369,8 @@ class Store:
             if [p[0] for p in row.parameters] != [p[0] for p in params]:
                 raise StoreError(
                     f"study {name!r} exists with parameters {[p[0] for p in row.parameters]}; "
-                    f"the space now has {[p[0] for p in params]}: use --study NAME or --fresh "
-                    "to start a new one"
+                    f"the space now has {[p[0] for p in params]}: use another `study` name or "
+                    "`fresh` to start a new one"
                 )
             info = _study_info(row)
         self.abandon_gone_runs(info)
@@ -627,8 +627,8 @@ class Store:
                 raise StoreError(
                     f"study {study.name!r} in {path} is being tuned by another process; a SQLite "
                     "store serves one process per study. To tune one study from several "
-                    "processes, GPUs or hosts, use PostgreSQL: workbench tune ... --storage "
-                    "postgresql://USER@HOST/DB --study NAME, then workbench worker "
+                    "processes, GPUs or hosts, use PostgreSQL: a `storage` URL "
+                    "postgresql://USER@HOST/DB and one `study` for every worker "
                     "(docs/scale-out.md)"
                 ) from None
             self.abandon_gone_runs(study, none_alive=True)

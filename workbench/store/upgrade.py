@@ -108,8 +108,7 @@ def _backup(url: str, shown: str, version: int) -> Path:
         raise StoreError(
             f"{shown} is schema version {version}: the workbench backs up SQLite files only; "
             "back the database up yourself (pg_dump -Fc -f store-schema"
-            f"{version}.dump DBNAME), then run workbench store upgrade{storage_option(shown)} "
-            "--no-backup"
+            f"{version}.dump DBNAME), then upgrade it without one (`backup=False`)"
         )
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = path.with_name(f"{path.stem}.schema{version}-{stamp}{path.suffix or '.sqlite'}")
