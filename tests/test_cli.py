@@ -89,6 +89,23 @@ def test_space_by_path_with_shape(project: Path) -> None:
     assert code == 0 and "'n': 64" in out
 
 
+def test_a_space_too_sparse_to_sample_still_prints_its_summary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a decode shape gemm_int8's valid points are under 1e-5 of its product: where no
+    uniform sample is found in time (a loaded machine; here the time allowed is cut), the
+    summary still prints, with one line instead of the samples, and the command succeeds."""
+    from workbench.spaces import space as space_module
+
+    monkeypatch.setattr(space_module, "REJECTION_SECONDS", 0.0)
+    monkeypatch.setattr(space_module, "WALK_SECONDS", 0.0)
+    code, out = run("space", "gemm_int8", "--shape", "M=16,N=256,K=512")
+    assert code == 0, out
+    assert "shape {'M': 16, 'N': 256, 'K': 512}" in out and "cartesian size:" in out
+    assert "sample: none" in out and "too sparse to sample" in out
+    assert "  sample: PATH=" not in out
+
+
 def test_a_shape_as_a_comma_separated_list() -> None:
     code, out = run("space", "gemm_int8", "--shape", "M=16,N=256", "--shape", "K=512")
     assert code == 0 and "shape {'M': 16, 'N': 256, 'K': 512}" in out

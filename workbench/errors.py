@@ -14,6 +14,11 @@ class WorkbenchError(Exception):
     """Root of every error the workbench raises on purpose."""
 
 
+class SparseSampleError(WorkbenchError):
+    """A space too sparse at its shape for a uniform sample of the size asked for to be found
+    in the time allowed (random draws, then a walk of the valid set)."""
+
+
 class SpaceFileError(WorkbenchError):
     """A tuning-space file is malformed.
 

@@ -26,7 +26,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.tables import CELL_FRAME
 from workbench.devices import device_for
-from workbench.errors import ArchError, SpaceFileError
+from workbench.errors import ArchError, SpaceFileError, SparseSampleError
 from workbench.jsontext import strict_dumps
 from workbench.printable import printable
 from workbench.spaces import Space, config_label, list_spaces, load_kernel, load_space
@@ -295,7 +295,12 @@ def space(
         if count is not False:
             _print_valid_count(sp, walk=count or sp.cartesian_size <= AUTO_COUNT_LIMIT)
         if sample > 0:
-            for cfg in sp.sample(sample, seed=seed):
+            try:
+                drawn = sp.sample(sample, seed=seed)
+            except SparseSampleError as exc:  # the summary above stands; only the draw failed
+                console.print(f"  [yellow]sample: none[/]: {escape(str(exc))}")
+                drawn = []
+            for cfg in drawn:
                 _print_config("  sample: ", cfg)
         if why is not None:
             cfg = sp.parse_config([item for w in why for item in w.split(",")])

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from workbench.devices import DeviceSpec, arch_namespace, device_for
-from workbench.errors import ConfigError, ExpressionError, WorkbenchError
+from workbench.errors import ConfigError, ExpressionError, SparseSampleError, WorkbenchError
 from workbench.expressions import Expression
 from workbench.spaces.model import Config, Constraint, Geometry, Shape, SpaceSpec, Value
 from workbench.toolchain import Arch
@@ -362,8 +362,9 @@ class Space:
         with ``fixed``, among those that take those values (a problem variant, ``--set``).
 
         Raises:
-            WorkbenchError: no config is valid, or a very large space is too sparse to find
-                ``n`` by random draws and too large to list within WALK_SECONDS.
+            WorkbenchError: no config is valid.
+            SparseSampleError: a very large space is too sparse to find ``n`` by random draws
+                and too large to list within WALK_SECONDS.
         """
         rng = random.Random(seed)
         fixed = dict(fixed or {})
@@ -386,8 +387,8 @@ class Space:
         is walked instead, keeping a uniform reservoir of ``n``.
 
         Raises:
-            WorkbenchError: no valid config (the reasons counted over product draws), or the
-                walk ran out of time before finding ``n``.
+            WorkbenchError: no valid config (the reasons counted over product draws).
+            SparseSampleError: the walk ran out of time before finding ``n``.
         """
         domains = self._domains(fixed)
         found: dict[tuple[Value, ...], None] = {}
@@ -408,7 +409,7 @@ class Space:
             why = (
                 "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
             )
-            raise WorkbenchError(
+            raise SparseSampleError(
                 f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for in "
                 f"{attempts:,} random draws from {self.cartesian_size:,} points, and listing "
                 f"the valid ones stopped after {WALK_SECONDS:.0f} s, having checked "
