@@ -248,6 +248,18 @@ class UserBaseline:
 
 
 @dataclass(frozen=True)
+class AccuracyFigure:
+    """The problem's own accuracy, computed on the CPU for the report (``accuracy:``): a
+    function of inputs drawn with ``draw`` over the study's config, at the study's shape with
+    each dimension of ``cap`` at most that."""
+
+    target: str  #: ``module:function`` or ``/abs/path/file.py:function``
+    title: str
+    draw: Mapping[str, Value] = field(default_factory=dict)
+    cap: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class WorkModel:
     """FLOPs (or integer ops) and minimum DRAM bytes of one launch, as expressions."""
 
@@ -323,6 +335,8 @@ class SpaceSpec:
     kept_source: bytes | None = field(default=None, compare=False, repr=False)
     #: the second kernel launched after the entry (a combine pass), if any
     then: ThenLaunch | None = None
+    #: the problem's own accuracy figure for the report (``accuracy:``), if any
+    accuracy: AccuracyFigure | None = None
 
     @property
     def kept(self) -> bool:

@@ -232,6 +232,25 @@ class UserBaselineModel(_Strict):
     python: PythonTarget
 
 
+class AccuracyModel(_Strict):
+    """A figure of the problem's own accuracy that the CPU computes (the error a storage
+    format adds, against the unquantized problem on the same data), shown by the report beside
+    the speed: ``f(call: ReferenceCall)`` (or by name, like a plain reference) returning a list
+    of rows, each a mapping of column name to a number or a word."""
+
+    #: ``package.module:function`` or ``file.py:function`` beside the space file
+    python: PythonTarget
+    #: what the figure is, for the report's table
+    title: StrictStr = ""
+    #: parameter values the inputs are drawn with instead of the study's (``{KV: fp16}``: the
+    #: unquantized data the function quantizes itself); the function still gets the study's
+    #: config
+    draw: dict[Identifier, Scalar] = Field(default_factory=dict)
+    #: the largest shape it is computed at: each named dimension at most this (memory and time
+    #: on the CPU); the report says the shape it used
+    shape: dict[Identifier, StrictInt] = Field(default_factory=dict)
+
+
 class EntryModel(_Strict):
     #: a C++ name expression with ``{PARAM}`` placeholders (templates) ...
     template: StrictStr | None = None
@@ -300,3 +319,5 @@ class SpaceModel(_Strict):
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
     #: a second kernel launched after the entry (see ThenModel)
     then: ThenModel | None = None
+    #: the problem's own accuracy, computed on the CPU for the report (see AccuracyModel)
+    accuracy: AccuracyModel | None = None
