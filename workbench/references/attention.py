@@ -283,3 +283,38 @@ def kv_cache_error(call: ReferenceCall) -> list[dict[str, str | float]]:
             }
         )
     return rows
+
+
+def fp16_cache_inputs(call: ReferenceCall) -> dict[str, np.ndarray]:
+    """The inputs of the fp16-cache variant (``KV=fp16``) for the same logical problem as
+    ``call`` (an int8 or fp8 cache): the cache dequantized as the kernel reads it (``code *
+    scale``, in float32) and rounded once to fp16, in the same layout (slabs, pages, block
+    table), with the same queries and lengths; the fp16 variant's scales are one unused 1.0.
+    An fp16 cache is returned as it is."""
+    kv = str(call.config.get("KV", "int8"))
+    inputs = {name: np.asarray(a) for name, a in call.inputs.items()}
+    if kv == "fp16":
+        return inputs
+    k, v = inputs["k"], inputs["v"]
+    slabs, hkv, _, d = k.shape
+    v_scale = inputs["v_scale"].reshape(v.shape[:3])[..., None]
+    if str(call.config.get("KSCALE", "token")) == "channel":
+        # per (sequence, head, channel): a slab's owner is its sequence (a page's: the table's)
+        batch = int(call.shape["B"])
+        owner = np.arange(slabs) % batch
+        layout = layout_of(call)
+        if layout.paged:
+            assert layout.block_table is not None
+            table = layout.block_table.reshape(batch, -1)
+            owner[table] = np.arange(batch)[:, None]
+        k_scale = inputs["k_scale"].reshape(batch, hkv, d)[owner][:, :, None, :]
+    else:
+        k_scale = inputs["k_scale"].reshape(k.shape[:3])[..., None]
+    one = np.ones(1, np.float32)
+    return {
+        **inputs,
+        "k": (k.astype(np.float32) * k_scale).astype(np.float16),
+        "v": (v.astype(np.float32) * v_scale).astype(np.float16),
+        "k_scale": one,
+        "v_scale": one.copy(),
+    }

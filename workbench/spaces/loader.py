@@ -40,6 +40,7 @@ from workbench.spaces.model import (
     ThenLaunch,
     UserBaseline,
     Value,
+    VariantBaseline,
     WorkModel,
     source_too_large,
 )
@@ -835,11 +836,25 @@ class _Builder:
                 raise self.err((*key, "shape", name), f"{value} is not a positive size")
         return AccuracyFigure(target, a.title, dict(a.draw), dict(a.shape))
 
-    def _baselines(self) -> tuple[schema.BaselineKind | UserBaseline, ...]:
-        out: list[schema.BaselineKind | UserBaseline] = []
+    def _baselines(self) -> tuple[schema.BaselineKind | UserBaseline | VariantBaseline, ...]:
+        out: list[schema.BaselineKind | UserBaseline | VariantBaseline] = []
         for i, b in enumerate(self.m.baselines):
             if isinstance(b, schema.BaselineKind):
                 out.append(b)
+                continue
+            if isinstance(b, schema.VariantBaselineModel):
+                if b.variant not in self.m.variants:
+                    known = ", ".join(self.m.variants) or "none"
+                    raise self.err(
+                        ("baselines", i, "variant"),
+                        f"no variant {b.variant!r} in this file's variants ({known})",
+                    )
+                inputs = (
+                    None
+                    if b.inputs is None
+                    else self._python_target(("baselines", i, "inputs"), b.inputs, "inputs file")
+                )
+                out.append(VariantBaseline(f"variant:{b.variant}", b.variant, inputs))
                 continue
             target = self._python_target(("baselines", i, "python"), b.python, "baseline file")
             out.append(UserBaseline(f"python:{b.python.rpartition(':')[2]}", target))

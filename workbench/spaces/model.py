@@ -260,6 +260,17 @@ class AccuracyFigure:
 
 
 @dataclass(frozen=True)
+class VariantBaseline:
+    """Another named variant of the same space file as a baseline of ``workbench compare``:
+    its best config in the store at the shape (else its default), on the problem's inputs as
+    ``inputs`` makes them for it (None: the same arrays)."""
+
+    name: str  #: ``variant:NAME``, its name in tables and the store
+    variant: str
+    inputs: str | None  #: ``module:function`` or ``/abs/path/file.py:function``
+
+
+@dataclass(frozen=True)
 class WorkModel:
     """FLOPs (or integer ops) and minimum DRAM bytes of one launch, as expressions."""
 
@@ -319,7 +330,7 @@ class SpaceSpec:
     args: tuple[ArgSpec, ...]
     reference: Reference | None
     work: WorkModel
-    baselines: tuple[BaselineKind | UserBaseline, ...]
+    baselines: tuple[BaselineKind | UserBaseline | VariantBaseline, ...]
     #: the space file's text this spec was parsed from: what it describes, whatever the file
     #: holds by the time a hash of the space is taken (see :func:`space_sha256`)
     text: str = field(compare=False, repr=False)

@@ -224,6 +224,8 @@ class BaselineKind(str, Enum):
     CUB = "cub"
     COPY = "copy"
     TORCH = "torch"  #: PyTorch routines (the W4A16 GEMM: dense matmul, _weight_int4pack_mm)
+    #: the kind of another variant of the same space (``{variant: NAME}``)
+    VARIANT = "variant"
 
 
 class UserBaselineModel(_Strict):
@@ -249,6 +251,16 @@ class AccuracyModel(_Strict):
     #: the largest shape it is computed at: each named dimension at most this (memory and time
     #: on the CPU); the report says the shape it used
     shape: dict[Identifier, StrictInt] = Field(default_factory=dict)
+
+
+class VariantBaselineModel(_Strict):
+    #: another named variant of this space file (``attention_decode_fp16``), timed with its best
+    #: config in the store at the shape (else its default) on the same problem's inputs...
+    variant: Identifier
+    #: ...as this function makes them from the problem's (``module:function`` or
+    #: ``file.py:function``, called like a reference, returning a dict of input arrays by name:
+    #: the int8 cache dequantized to fp16); none: the same arrays
+    inputs: PythonTarget | None = None
 
 
 class EntryModel(_Strict):
@@ -315,7 +327,9 @@ class SpaceModel(_Strict):
     #: floats need a tolerance)
     reference: ReferenceModel | PythonTarget | None = None
     work: WorkSectionModel
-    baselines: list[BaselineKind | UserBaselineModel] = Field(default_factory=list)
+    baselines: list[BaselineKind | UserBaselineModel | VariantBaselineModel] = Field(
+        default_factory=list
+    )
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
     #: a second kernel launched after the entry (see ThenModel)
     then: ThenModel | None = None
