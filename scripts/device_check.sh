@@ -65,8 +65,8 @@
 # attention_decode (issue 56, never run on a GPU): on request too, in two calls:
 #      run  command="DEVICE_CHECK_ONLY=env,pytest_attention bash scripts/device_check.sh"  carry=[".whl"]
 #      run  command="DEVICE_CHECK_ONLY=env,ceilings,tune_attention_decode_b32,tune_attention_decode_b1,\
-#            compare_attention_decode,compare_attention_decode_fp16 bash scripts/device_check.sh" \
-#           carry=[".whl"]
+#            tune_attention_decode_fp16_b32,tune_attention_decode_fp16_b1,compare_attention_decode \
+#            bash scripts/device_check.sh"  carry=[".whl"]
 set -uo pipefail
 DRY=0
 STAGE=""

@@ -583,8 +583,8 @@ def test_attention_matches_the_reference_on_the_gpu(
 
 def test_the_device_steps_verify_tune_and_compare(tmp_path: Path) -> None:
     """(CPU) scripts/device_check.py's attention steps: on request, the gpu tests of this file,
-    tunes at two shapes whose seeds are valid there, and comparisons with torch SDPA for the
-    int8 and fp16 caches."""
+    tunes of the int8 cache and of the fp16 variant at two shapes whose seeds are valid there,
+    and one comparison with torch SDPA and the fp16 variant in the same table."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import device_check
 
@@ -595,14 +595,15 @@ def test_the_device_steps_verify_tune_and_compare(tmp_path: Path) -> None:
         "pytest_attention",
         "tune_attention_decode_b32",
         "tune_attention_decode_b1",
+        "tune_attention_decode_fp16_b32",
+        "tune_attention_decode_fp16_b1",
         "compare_attention_decode",
-        "compare_attention_decode_fp16",
     ]
     assert all(steps[n].on_request for n in mine)
     assert steps["pytest_attention"].argv[-1] == "tests/test_kernels_attention_decode.py"
-    spec = load_kernel("attention_decode")
-    for name in mine[1:3]:
+    for name in mine[1:5]:
         argv = steps[name].argv
+        spec = load_kernel(argv[argv.index("tune") + 1])
         shape = dict(
             (k, int(v))
             for k, v in (argv[i + 1].split("=") for i, a in enumerate(argv) if a == "--shape")
@@ -614,5 +615,5 @@ def test_the_device_steps_verify_tune_and_compare(tmp_path: Path) -> None:
         for seed in seeds:
             config = space.parse_config(seed.split(","), spec.default_config())
             assert space.is_valid(config), (name, seed, [v.message for v in space.explain(config)])
-    for name in mine[3:]:
+    for name in mine[5:]:
         assert "--shapes" in steps[name].argv and "compare" in steps[name].argv

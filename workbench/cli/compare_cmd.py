@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from workbench.cli.config_request import ConfigRequest
     from workbench.compare.run import ShapePlan
     from workbench.compare.table import ShapeComparison
+    from workbench.compare.variant_baselines import VariantPlan
     from workbench.spaces import Space
+    from workbench.spaces.model import Config
     from workbench.store import Store
 
 
@@ -158,11 +160,49 @@ def _plan(
                 f"{label}: no tuned study here, and the default config is invalid at this "
                 f"shape ({reasons}); give one with -c NAME=VALUE,..."
             ) from None
-        return ShapePlan(space, default, "default (no tuned study here)")
+        return ShapePlan(
+            space, default, "default (no tuned study here)", None, _variants(space, default, store)
+        )
     for note in resolved.notes():
         out.print(f"{escape(label)}: {escape(note)}", soft_wrap=True)
     chosen = resolved.study
-    return ShapePlan(space, resolved.config, resolved.origin, chosen.id if chosen else None)
+    return ShapePlan(
+        space,
+        resolved.config,
+        resolved.origin,
+        chosen.id if chosen else None,
+        _variants(space, resolved.config, store),
+    )
+
+
+def _variants(space: Space, config: Config, store: Store) -> tuple[VariantPlan, ...]:
+    """What each of the space's variant baselines runs at the shape: the variant's best in the
+    store (its study of the same problem values), else its default."""
+    from dataclasses import replace
+
+    from workbench.cli.config_request import BEST_CONFIG, resolve_config
+    from workbench.compare.variant_baselines import default_plan
+    from workbench.spaces.model import VariantBaseline
+    from workbench.spaces.variants import problem_label
+
+    plans = []
+    for b in space.spec.baselines:
+        if not isinstance(b, VariantBaseline) or b.variant == space.spec.name:
+            continue
+        try:
+            plan = default_plan(space, config, b)
+        except ConfigError:  # (no valid config of the variant here: compare says so in its row)
+            continue
+        pinned = plan.space.variant_values(plan.config)
+        try:
+            best = resolve_config(
+                plan.space, BEST_CONFIG, store=store, variant=problem_label(plan.space.spec, pinned)
+            )
+        except ConfigError:
+            plans.append(plan)
+            continue
+        plans.append(replace(plan, config=best.config, origin=best.origin))
+    return tuple(plans)
 
 
 def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json: bool) -> None:
@@ -180,6 +220,10 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
                 "label": shape_label(plan.space.shape),
                 "config": dict(plan.config),
                 "config_origin": plan.origin,
+                "variants": {
+                    v.name: {"config": dict(v.config), "origin": v.origin, "notes": list(v.notes)}
+                    for v in plan.variants
+                },
                 "baselines": [
                     {
                         "name": s.name,
@@ -209,6 +253,11 @@ def _no_gpu(plans: list[ShapePlan], reason: str, only: tuple[str, ...], as_json:
                 either = "; no GPU here either" if len(b["missing"]) > 1 else ""
                 what = f"skip ({b['reason']}){either}"
             console.print(f"    {escape(b['name'])}: {escape(b['title'])}: {escape(what)}")
+            if (v := s["variants"].get(b["name"])) is not None:
+                config = ",".join(f"{k}={x}" for k, x in v["config"].items())
+                console.print(f"      config {escape(config)} ({escape(v['origin'])})")
+                for n in v["notes"]:
+                    console.print(f"      {escape(n)}")
 
 
 def _emit(

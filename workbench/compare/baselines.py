@@ -22,7 +22,7 @@ import numpy as np
 
 from workbench.compare.problems import BaselineProblem, Family
 from workbench.errors import WorkbenchError
-from workbench.spaces.model import UserBaseline
+from workbench.spaces.model import UserBaseline, VariantBaseline
 from workbench.spaces.schema import BaselineKind
 
 
@@ -214,14 +214,19 @@ def baseline_for(name: str, problem: BaselineProblem) -> Baseline:
     _load_all()
     if name in REGISTRY:
         return REGISTRY[name]
+    if name in problem.variant_baselines:
+        from workbench.compare.variant_baselines import variant_baseline
+
+        return variant_baseline(*problem.variant_baselines[name])
     from workbench.compare.user_baselines import user_baseline
 
     return user_baseline(name, problem.user_baselines[name])
 
 
 def _candidates(problem: BaselineProblem) -> list[Baseline]:
-    """Every registered baseline, then the space's own."""
-    return [*REGISTRY.values(), *(baseline_for(n, problem) for n in problem.user_baselines)]
+    """Every registered baseline, then the space's own, then its other variants."""
+    own = [*problem.user_baselines, *problem.variant_baselines]
+    return [*REGISTRY.values(), *(baseline_for(n, problem) for n in own)]
 
 
 def _load_all() -> None:
@@ -252,7 +257,7 @@ class BaselineSelection:
 
 
 def requested_kinds(
-    declared: Iterable[BaselineKind | UserBaseline],
+    declared: Iterable[BaselineKind | UserBaseline | VariantBaseline],
     problem: BaselineProblem,
     only: Iterable[str] = (),
 ) -> tuple[list[str], list[str]]:
@@ -272,7 +277,7 @@ def requested_kinds(
 
 
 def select(
-    declared: Iterable[BaselineKind | UserBaseline],
+    declared: Iterable[BaselineKind | UserBaseline | VariantBaseline],
     problem: BaselineProblem,
     cc: int | None,
     *,

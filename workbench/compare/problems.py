@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from workbench.roofline.timed import BANDWIDTH_UNITS
 from workbench.runners.buffers import kernel_arguments, named_scalars
 from workbench.spaces.launch import work_counts
-from workbench.spaces.model import Config, UserBaseline, Value
+from workbench.spaces.model import Config, UserBaseline, Value, VariantBaseline
 from workbench.spaces.space import Space
 
 
@@ -81,6 +81,9 @@ class BaselineProblem:
     scalars: Mapping[str, float | int] = field(default_factory=dict)
     #: the space's own baselines: ``python:FUNCTION`` -> where the function is
     user_baselines: Mapping[str, str] = field(default_factory=dict)
+    #: other variants of the same space file: ``variant:NAME`` -> (NAME, where the function
+    #: making its inputs is, or None)
+    variant_baselines: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     def dim(self, name: str) -> int:
         """A shape variable (``M``), or 0 when the shape has none of that name."""
@@ -140,6 +143,9 @@ def classify(space: Space, config: Config) -> BaselineProblem:
         config=dict(config),
         scalars=named_scalars(kernel_arguments(space, config)),
         user_baselines={b.name: b.target for b in spec.baselines if isinstance(b, UserBaseline)},
+        variant_baselines={
+            b.name: (b.variant, b.inputs) for b in spec.baselines if isinstance(b, VariantBaseline)
+        },
     )
 
 

@@ -39,6 +39,7 @@ from workbench.compare.table import (
     VariantResult,
     fit_ceilings,
 )
+from workbench.compare.variant_baselines import VariantPlan, default_plan, variant_inputs
 from workbench.compare.worker import (
     ArrayFile,
     BaselineExecutor,
@@ -48,6 +49,7 @@ from workbench.compare.worker import (
 )
 from workbench.compiler import CompileCache
 from workbench.devices import preset_named
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.roofline import Ceilings
 from workbench.runners.base import Measurement, TrialOutcome
 from workbench.runners.buffers import kernel_arguments, named_scalars, output_buffers
@@ -57,7 +59,7 @@ from workbench.runners.timing import TimingOptions, summarize
 from workbench.runners.verify import Verification, compare_output, tolerance_for, verify_outputs
 from workbench.runners.worker_runner import STARTUP_TIMEOUT_S
 from workbench.spaces.launch import work_precision
-from workbench.spaces.model import Config, config_label
+from workbench.spaces.model import Config, VariantBaseline, config_label
 from workbench.spaces.space import Space
 from workbench.supervisor import Supervisor, WorkerError, WorkerFault
 
@@ -72,6 +74,9 @@ class ShapePlan:
     config: Config
     origin: str  #: how the config was chosen, for the table
     study_id: int | None = None
+    #: what the space's variant baselines run here (``variant:NAME``; one not here runs its
+    #: default config)
+    variants: tuple[VariantPlan, ...] = ()
 
 
 @dataclass
@@ -154,6 +159,17 @@ def _one_shape(
             entries.append(ContenderEntry(sel.name, sel.title, Status.SKIPPED, sel.reason))
             continue
         log(f"  {sel.name}: {sel.title}")
+        if sel.name in problem.variant_baselines:
+            try:
+                vplan = _variant_plan(plan, live, sel.name)
+            except ConfigError as exc:
+                log(f"  {sel.name}: skipped ({exc})")
+                entries.append(ContenderEntry(sel.name, sel.title, Status.SKIPPED, str(exc)))
+                continue
+            entry = run_variant(vplan, problem, inputs, live, plan.config, options, log)
+            notes.extend(f"{sel.name}: {n}" for n in vplan.notes)
+            entries.append(entry)
+            continue
         entry = worker.run(sel, problem, inputs, live, plan.config, expected, log)
         entries.append(entry)
         if entry.variants:
@@ -167,6 +183,55 @@ def _one_shape(
         baselines=tuple(entries),
         notes=tuple(notes),
         ceilings=Ceilings(options.ceilings),
+    )
+
+
+def _variant_plan(plan: ShapePlan, live: Space, name: str) -> VariantPlan:
+    found = next((v for v in plan.variants if v.name == name), None)
+    if found is not None:
+        return found
+    baseline = next(
+        b for b in live.spec.baselines if isinstance(b, VariantBaseline) and b.name == name
+    )
+    return default_plan(live, plan.config, baseline)
+
+
+def run_variant(
+    vplan: VariantPlan,
+    problem: BaselineProblem,
+    inputs: Mapping[str, np.ndarray],
+    space: Space,
+    config: Config,
+    options: CompareOptions,
+    log: Log,
+) -> ContenderEntry:
+    """A variant of the space verified and timed by the CUDA runner on the problem's inputs
+    made into its own (:mod:`workbench.compare.variant_baselines`), verified against its own
+    reference."""
+    from workbench.runners.cuda.runner import CudaRunner
+
+    title = f"{vplan.space.spec.name} {config_label(vplan.config)} ({vplan.origin})"
+    base = ContenderEntry(vplan.name, title, Status.SKIPPED, ops=problem.ops)
+    base = replace(base, nbytes=problem.min_bytes)
+    log(f"    config: {config_label(vplan.config)} ({vplan.origin})")
+    try:
+        given = dict(inputs)
+        if vplan.inputs is not None:
+            scalars = named_scalars(kernel_arguments(space, config))
+            given = variant_inputs(vplan.inputs, inputs, scalars, space.shape, config)
+        with CudaRunner(
+            vplan.space, options.cache, seed=options.seed, timing=options.timing,
+            device=options.device, given_inputs=given,
+        ) as runner:  # fmt: skip
+            m = runner.evaluate(vplan.config)
+    except WorkbenchError as exc:
+        return replace(base, status=Status.FAILED, reason=str(exc))
+    entry = tuned_entry(m, vplan.space, vplan.config, problem)
+    return replace(
+        entry,
+        contender=vplan.name,
+        title=f"{title}; verified against its own reference on its inputs",
+        library=f"workbench {vplan.space.spec.name}",
     )
 
 

@@ -201,16 +201,34 @@ def kv_error(
     same cache quantized by :func:`quantize_kv` (keys per ``kscale``, values per token), both in
     float64 (the difference is the cache format's alone)."""
     batch, hkv = k.shape[:2]
-    kc, ks = quantize_kv(k, fmt, kscale)
-    vc, vs = quantize_kv(v, fmt, "token")
-    kd = kc.astype(np.float64) * (ks[..., None, :] if kscale == "channel" else ks[..., None])
-    vd = vc.astype(np.float64) * vs[..., None]
 
     def per_head(x: np.ndarray) -> list[list[np.ndarray]]:
         return [[x[b, h] for h in range(hkv)] for b in range(batch)]
 
-    exact = decode_attention(q, per_head(k.astype(np.float64)), per_head(v), np.float64)
-    quant = decode_attention(q, per_head(kd), per_head(vd), np.float64)
+    return kv_error_heads(q, per_head(k), per_head(v), fmt, kscale)
+
+
+def kv_error_heads(
+    q: np.ndarray,
+    keys: list[list[np.ndarray]],
+    values: list[list[np.ndarray]],
+    fmt: str,
+    kscale: str = "token",
+) -> KvError:
+    """:func:`kv_error` over the keys and values ``[L_b, D]`` of every (sequence, KV head) of
+    an fp16 cache (sequences of their own lengths): each head's are quantized on their own
+    (per-channel k scales over the sequence's ``L_b`` tokens, as the kernel's per sequence)."""
+
+    def dequantized(x: np.ndarray, granularity: str) -> np.ndarray:
+        codes, scales = quantize_kv(x, fmt, granularity)
+        per = scales[None, :] if granularity == "channel" else scales[:, None]
+        return codes.astype(np.float64) * per
+
+    exact_k = [[np.asarray(k, np.float64) for k in row] for row in keys]
+    quant_k = [[dequantized(k, kscale) for k in row] for row in keys]
+    quant_v = [[dequantized(v, "token") for v in row] for row in values]
+    exact = decode_attention(q, exact_k, values, np.float64)
+    quant = decode_attention(q, quant_k, quant_v, np.float64)
     diff = quant - exact
     return KvError(
         fmt,
@@ -219,3 +237,84 @@ def kv_error(
         float(np.sqrt(np.mean(diff**2))),
         float(np.sqrt(np.mean(exact**2))),
     )
+
+
+#: The quantized cache formats :func:`kv_cache_error` measures, with their names in its rows.
+CACHE_FORMATS: Mapping[tuple[str, str], str] = {
+    ("int8", "token"): "int8, per-token k scales",
+    ("int8", "channel"): "int8, per-channel k scales",
+    ("fp8", "token"): "fp8 E4M3, per-token k scales",
+    ("fp8", "channel"): "fp8 E4M3, per-channel k scales",
+}
+
+
+def kv_cache_error(call: ReferenceCall) -> list[dict[str, str | float]]:
+    """The space's ``accuracy`` figure: what each 8-bit cache format costs against the fp16
+    cache, on the fp16 cache of ``call.inputs`` (drawn with ``KV=fp16``: the space file's
+    ``accuracy.draw``) in the study's layout and sequence lengths, with its queries; one row per
+    format (:data:`CACHE_FORMATS`), the study's own marked (``call.config`` is the study's).
+
+    Raises:
+        ValueError: the inputs hold no fp16 cache (drawn with another KV).
+    """
+    k = np.asarray(call.inputs["k"])
+    if k.dtype != KV_DTYPES["fp16"]:
+        raise ValueError(f"kv_cache_error needs the fp16 cache (draw KV=fp16), not {k.dtype}")
+    keys, values = dequantized_cache(
+        call.inputs,
+        kv="fp16",
+        kscale="token",
+        layout=layout_of(call),
+        seq_lens=np.asarray(call.inputs["seq_lens"]),
+        hkv=int(call.shape["Hkv"]),
+    )
+    q = np.asarray(call.inputs["q"])
+    own = (str(call.config.get("KV", "int8")), str(call.config.get("KSCALE", "token")))
+    rows: list[dict[str, str | float]] = []
+    for (fmt, kscale), name in CACHE_FORMATS.items():
+        err = kv_error_heads(q, keys, values, fmt, kscale)
+        rows.append(
+            {
+                "cache": name,
+                "relative rms error": err.relative_rms,
+                "rms error": err.rms,
+                "max abs error": err.max_abs,
+                "this study": "yes" if (fmt, kscale) == own else "",
+            }
+        )
+    return rows
+
+
+def fp16_cache_inputs(call: ReferenceCall) -> dict[str, np.ndarray]:
+    """The inputs of the fp16-cache variant (``KV=fp16``) for the same logical problem as
+    ``call`` (an int8 or fp8 cache): the cache dequantized as the kernel reads it (``code *
+    scale``, in float32) and rounded once to fp16, in the same layout (slabs, pages, block
+    table), with the same queries and lengths; the fp16 variant's scales are one unused 1.0.
+    An fp16 cache is returned as it is."""
+    kv = str(call.config.get("KV", "int8"))
+    inputs = {name: np.asarray(a) for name, a in call.inputs.items()}
+    if kv == "fp16":
+        return inputs
+    k, v = inputs["k"], inputs["v"]
+    slabs, hkv, _, d = k.shape
+    v_scale = inputs["v_scale"].reshape(v.shape[:3])[..., None]
+    if str(call.config.get("KSCALE", "token")) == "channel":
+        # per (sequence, head, channel): a slab's owner is its sequence (a page's: the table's)
+        batch = int(call.shape["B"])
+        owner = np.arange(slabs) % batch
+        layout = layout_of(call)
+        if layout.paged:
+            assert layout.block_table is not None
+            table = layout.block_table.reshape(batch, -1)
+            owner[table] = np.arange(batch)[:, None]
+        k_scale = inputs["k_scale"].reshape(batch, hkv, d)[owner][:, :, None, :]
+    else:
+        k_scale = inputs["k_scale"].reshape(k.shape[:3])[..., None]
+    one = np.ones(1, np.float32)
+    return {
+        **inputs,
+        "k": (k.astype(np.float32) * k_scale).astype(np.float16),
+        "v": (v.astype(np.float32) * v_scale).astype(np.float16),
+        "k_scale": one,
+        "v_scale": one.copy(),
+    }

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from workbench.compiler import CompileCache
 from workbench.profile.storage import ProfileRecord
 from workbench.report import counters
-from workbench.report.accuracy import draw_accuracy, gather_accuracy
+from workbench.report.accuracy import (
+    add_problem_accuracy,
+    draw_accuracy,
+    gather_accuracy,
+    gather_problem_accuracy,
+)
 from workbench.report.baselines import Baselines
 from workbench.report.compiled import draw_compiled, gather_compiled, too_few_text
 from workbench.report.data import StudyData
@@ -17,7 +22,7 @@ from workbench.report.energy import draw_time_energy, gather_time_energy
 from workbench.report.history import draw_history, gather_history
 from workbench.report.importance import draw_importance, gather_importance
 from workbench.report.labels import short_labels
-from workbench.report.overview import add_overview
+from workbench.report.overview import add_overview, best_throughput
 from workbench.report.page import Page, PageSection, cell, esc, num, scrolling, table
 from workbench.report.parallel import draw_parallel
 from workbench.report.phases import (
@@ -156,13 +161,32 @@ def study_page(
             "samples, L2 flushes included, or from the recording)."
         )
     acc = gather_accuracy(data)
-    if acc is not None:
+    problem_acc = gather_problem_accuracy(data)
+    if acc is not None or problem_acc is not None:
         sec = page.section("Error next to speed", "accuracy")
-        sec.figure(draw_accuracy(acc, st.unit))
+        if acc is not None:
+            sec.figure(draw_accuracy(acc, st.unit))
+        if problem_acc is not None:
+            add_problem_accuracy(sec, problem_acc, _speed_text(data))
     if regress_file:
         sec = page.section("Regression timeline", "regress")
         sec.html(f"<p><a href='{esc(regress_file)}'>Regression timeline of this kernel</a></p>")
     return page
+
+
+def _speed_text(data: StudyData) -> str:
+    """The study's best time and throughput in a sentence, or why it has none."""
+    best = data.best
+    if best is None or best.measurement.value is None:
+        if data.study.compile_only:
+            return "Speed: none; nothing of this study ran (it was compiled without a GPU)."
+        return "Speed: none; no config of this study ran correctly."
+    rate = best_throughput(data)
+    source = " (replayed)" if best.measurement.replayed_from else ""
+    return (
+        f"Speed of this study's best config{source}: {num(best.measurement.value)} "
+        f"{data.study.unit}{f', {rate}' if rate else ''}."
+    )
 
 
 def _roofline_section(

@@ -39,6 +39,7 @@ from workbench.runners.buffers import (
     input_specs,
     kernel_arguments,
     named_scalars,
+    numpy_dtype,
     output_buffers,
 )
 from workbench.runners.device_verify import DeviceVerifier
@@ -100,6 +101,9 @@ class WorkerRunner(Runner):
             per core) while others are measured (None: compile each when it is evaluated).
         device_verify: compare outputs with the reference on the GPU; the host compares only
             what the GPU finds wrong, and the first config the GPU finds right, to check it.
+        given_inputs: arrays to run on instead of drawing those inputs (by name; each with
+            the input's dtype and shape): another problem's data made into this one's
+            (``compare``'s variant baselines).
 
     Raises:
         WorkbenchError: no reference while ``verify``; the worker cannot start; the space's
@@ -122,6 +126,7 @@ class WorkerRunner(Runner):
         workdir: Path | str | None = None,
         compile_ahead: CompileAhead | None = None,
         device_verify: bool = False,
+        given_inputs: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         if shape is not None and dict(shape) != space.shape:
             space = Space(space.spec, shape=shape, arch=space.arch, device=space.device)
@@ -162,6 +167,7 @@ class WorkerRunner(Runner):
                 seed,
                 self._tmp,
                 reference.target if verify and reference is not None else None,
+                given_inputs,
             )
             self._inputs.prepare()
             if device_verify and verify:
@@ -424,10 +430,19 @@ class InputSets:
         seed: seed of the random inputs.
         directory: where the input files go.
         reference: the reference's target, to cache its outputs per set (None: no reference).
+        given: arrays used instead of drawing the inputs of those names.
     """
 
-    def __init__(self, space: Space, seed: int, directory: Path, reference: str | None) -> None:
+    def __init__(
+        self,
+        space: Space,
+        seed: int,
+        directory: Path,
+        reference: str | None,
+        given: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
         self.space = space
+        self.given = dict(given or {})
         self.seed = seed
         self.directory = directory
         self.reference = reference
@@ -492,7 +507,9 @@ class InputSets:
         key = (spec.name, dtype, shape, spec.low, spec.high)
         known = self._arrays.get(key)
         if known is None:
-            array = draw_named_input(spec, shape, self.seed)
+            array = self._given(spec, dtype, shape)
+            if array is None:
+                array = draw_named_input(spec, shape, self.seed)
             dims = "x".join(map(str, shape))
             same = sum(k[:3] == key[:3] for k in self._arrays)
             path = (
@@ -502,6 +519,23 @@ class InputSets:
             file = InputFile(spec.name, str(path), write_raw(path, array))
             known = self._arrays[key] = (array, file)
         return known
+
+    def _given(self, spec: InputSpec, dtype: DType, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The given array of input ``spec`` (None: draw it).
+
+        Raises:
+            ConfigError: it has another dtype or shape than the input.
+        """
+        array = self.given.get(spec.name)
+        if array is None:
+            return None
+        want = numpy_dtype(dtype)
+        if array.dtype != want or tuple(array.shape) != shape:
+            raise ConfigError(
+                f"given input {spec.name} is {array.dtype} {tuple(array.shape)}; "
+                f"{self.space.spec.name} takes {want} {shape}"
+            )
+        return np.ascontiguousarray(array)
 
 
 def kernel_job(space: Space, config: Config, compiled: CompileResult) -> KernelJob:

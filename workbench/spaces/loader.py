@@ -24,6 +24,7 @@ from workbench.spaces import schema
 from workbench.spaces.model import (
     MAX_SOURCE_BYTES,
     PLACEHOLDER,
+    AccuracyFigure,
     ArgSpec,
     Constraint,
     Draw,
@@ -39,6 +40,7 @@ from workbench.spaces.model import (
     ThenLaunch,
     UserBaseline,
     Value,
+    VariantBaseline,
     WorkModel,
     source_too_large,
 )
@@ -304,6 +306,7 @@ class _Builder:
             variants=read_variants(self.doc, self.m.variants, arches, params),
             key_lines=_key_lines(self.doc),
             then=self._then(language, base, ranks),
+            accuracy=self._accuracy(params),
         )
         self._check_arch_defaults_valid(spec)
         check_variant_defaults(self.doc, spec)
@@ -809,11 +812,49 @@ class _Builder:
         atol = self._expr((*key, "atol"), r.atol, known)
         return Reference(target, exact, rtol, atol)
 
-    def _baselines(self) -> tuple[schema.BaselineKind | UserBaseline, ...]:
-        out: list[schema.BaselineKind | UserBaseline] = []
+    def _accuracy(self, params: tuple[Parameter, ...]) -> AccuracyFigure | None:
+        a = self.m.accuracy
+        if a is None:
+            return None
+        key = ("accuracy",)
+        target = self._python_target((*key, "python"), a.python, "accuracy file")
+        domains = {p.name: p.values for p in params}
+        for name, value in a.draw.items():
+            if name not in domains:
+                known = ", ".join(domains)
+                raise self.err((*key, "draw", name), f"no parameter {name!r} (known: {known})")
+            if not any(_same(value, v) for v in domains[name]):
+                shown = ", ".join(map(str, domains[name]))
+                raise self.err(
+                    (*key, "draw", name), f"{value!r} is not one of {name}'s values ({shown})"
+                )
+        for name, value in a.shape.items():
+            if name not in self.m.shapes.default:
+                known = ", ".join(self.m.shapes.default)
+                raise self.err((*key, "shape", name), f"no shape dimension {name!r} ({known})")
+            if value < 1:
+                raise self.err((*key, "shape", name), f"{value} is not a positive size")
+        return AccuracyFigure(target, a.title, dict(a.draw), dict(a.shape))
+
+    def _baselines(self) -> tuple[schema.BaselineKind | UserBaseline | VariantBaseline, ...]:
+        out: list[schema.BaselineKind | UserBaseline | VariantBaseline] = []
         for i, b in enumerate(self.m.baselines):
             if isinstance(b, schema.BaselineKind):
                 out.append(b)
+                continue
+            if isinstance(b, schema.VariantBaselineModel):
+                if b.variant not in self.m.variants:
+                    known = ", ".join(self.m.variants) or "none"
+                    raise self.err(
+                        ("baselines", i, "variant"),
+                        f"no variant {b.variant!r} in this file's variants ({known})",
+                    )
+                inputs = (
+                    None
+                    if b.inputs is None
+                    else self._python_target(("baselines", i, "inputs"), b.inputs, "inputs file")
+                )
+                out.append(VariantBaseline(f"variant:{b.variant}", b.variant, inputs))
                 continue
             target = self._python_target(("baselines", i, "python"), b.python, "baseline file")
             out.append(UserBaseline(f"python:{b.python.rpartition(':')[2]}", target))

@@ -248,6 +248,29 @@ class UserBaseline:
 
 
 @dataclass(frozen=True)
+class AccuracyFigure:
+    """The problem's own accuracy, computed on the CPU for the report (``accuracy:``): a
+    function of inputs drawn with ``draw`` over the study's config, at the study's shape with
+    each dimension of ``cap`` at most that."""
+
+    target: str  #: ``module:function`` or ``/abs/path/file.py:function``
+    title: str
+    draw: Mapping[str, Value] = field(default_factory=dict)
+    cap: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VariantBaseline:
+    """Another named variant of the same space file as a baseline of ``workbench compare``:
+    its best config in the store at the shape (else its default), on the problem's inputs as
+    ``inputs`` makes them for it (None: the same arrays)."""
+
+    name: str  #: ``variant:NAME``, its name in tables and the store
+    variant: str
+    inputs: str | None  #: ``module:function`` or ``/abs/path/file.py:function``
+
+
+@dataclass(frozen=True)
 class WorkModel:
     """FLOPs (or integer ops) and minimum DRAM bytes of one launch, as expressions."""
 
@@ -307,7 +330,7 @@ class SpaceSpec:
     args: tuple[ArgSpec, ...]
     reference: Reference | None
     work: WorkModel
-    baselines: tuple[BaselineKind | UserBaseline, ...]
+    baselines: tuple[BaselineKind | UserBaseline | VariantBaseline, ...]
     #: the space file's text this spec was parsed from: what it describes, whatever the file
     #: holds by the time a hash of the space is taken (see :func:`space_sha256`)
     text: str = field(compare=False, repr=False)
@@ -323,6 +346,8 @@ class SpaceSpec:
     kept_source: bytes | None = field(default=None, compare=False, repr=False)
     #: the second kernel launched after the entry (a combine pass), if any
     then: ThenLaunch | None = None
+    #: the problem's own accuracy figure for the report (``accuracy:``), if any
+    accuracy: AccuracyFigure | None = None
 
     @property
     def kept(self) -> bool:

@@ -224,12 +224,43 @@ class BaselineKind(str, Enum):
     CUB = "cub"
     COPY = "copy"
     TORCH = "torch"  #: PyTorch routines (the W4A16 GEMM: dense matmul, _weight_int4pack_mm)
+    #: the kind of another variant of the same space (``{variant: NAME}``)
+    VARIANT = "variant"
 
 
 class UserBaselineModel(_Strict):
     #: your own baseline: ``file.py:function`` beside the space file, or ``module:function``;
     #: called with the inputs (CuPy arrays on the GPU) by name, like a plain reference
     python: PythonTarget
+
+
+class AccuracyModel(_Strict):
+    """A figure of the problem's own accuracy that the CPU computes (the error a storage
+    format adds, against the unquantized problem on the same data), shown by the report beside
+    the speed: ``f(call: ReferenceCall)`` (or by name, like a plain reference) returning a list
+    of rows, each a mapping of column name to a number or a word."""
+
+    #: ``package.module:function`` or ``file.py:function`` beside the space file
+    python: PythonTarget
+    #: what the figure is, for the report's table
+    title: StrictStr = ""
+    #: parameter values the inputs are drawn with instead of the study's (``{KV: fp16}``: the
+    #: unquantized data the function quantizes itself); the function still gets the study's
+    #: config
+    draw: dict[Identifier, Scalar] = Field(default_factory=dict)
+    #: the largest shape it is computed at: each named dimension at most this (memory and time
+    #: on the CPU); the report says the shape it used
+    shape: dict[Identifier, StrictInt] = Field(default_factory=dict)
+
+
+class VariantBaselineModel(_Strict):
+    #: another named variant of this space file (``attention_decode_fp16``), timed with its best
+    #: config in the store at the shape (else its default) on the same problem's inputs...
+    variant: Identifier
+    #: ...as this function makes them from the problem's (``module:function`` or
+    #: ``file.py:function``, called like a reference, returning a dict of input arrays by name:
+    #: the int8 cache dequantized to fp16); none: the same arrays
+    inputs: PythonTarget | None = None
 
 
 class EntryModel(_Strict):
@@ -296,7 +327,11 @@ class SpaceModel(_Strict):
     #: floats need a tolerance)
     reference: ReferenceModel | PythonTarget | None = None
     work: WorkSectionModel
-    baselines: list[BaselineKind | UserBaselineModel] = Field(default_factory=list)
+    baselines: list[BaselineKind | UserBaselineModel | VariantBaselineModel] = Field(
+        default_factory=list
+    )
     expect_sass: list[StrictStr | ExpectSassModel] = Field(default_factory=list)
     #: a second kernel launched after the entry (see ThenModel)
     then: ThenModel | None = None
+    #: the problem's own accuracy, computed on the CPU for the report (see AccuracyModel)
+    accuracy: AccuracyModel | None = None

@@ -11,6 +11,8 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from workbench.compiler import CompileAhead, CompileCache
 from workbench.errors import NoGpuError
 from workbench.gpu import probe_gpu
@@ -38,6 +40,7 @@ class CudaRunner(WorkerRunner):
         compile_ahead: compile configs handed to ``prepare`` in background processes.
         device_verify: compare outputs with the reference on the GPU (the host compares only
             what the GPU finds wrong).
+        given_inputs: arrays to run on instead of drawing those inputs (see WorkerRunner).
 
     Raises:
         NoGpuError: no driver or no GPU ("no CUDA GPU: ...").
@@ -60,6 +63,7 @@ class CudaRunner(WorkerRunner):
         workdir: Path | str | None = None,
         compile_ahead: CompileAhead | None = None,
         device_verify: bool = False,
+        given_inputs: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         probe = probe_gpu()
         if not probe.available:
@@ -81,4 +85,5 @@ class CudaRunner(WorkerRunner):
             workdir=workdir,
             compile_ahead=compile_ahead,
             device_verify=device_verify,
+            given_inputs=given_inputs,
         )
