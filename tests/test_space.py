@@ -171,6 +171,34 @@ def test_a_sparse_space_gives_every_config_asked_for(
         space.sample(300, seed=2)
 
 
+def test_a_space_too_large_to_walk_is_sampled_by_random_descents(
+    write_space: Callable[..., Path], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the draws' hit rate says the valid set is larger than a walk lists in time, the
+    sample comes from random depth-first descents: every config asked for, distinct and valid,
+    with a note that it is not uniform; a space with none valid still says so."""
+    from workbench.spaces import space as space_module
+
+    space = Space(load_space(write_space(sparse_space_text(project))))  # 500 valid of 10^6
+    monkeypatch.setattr(space_module, "REJECTION_SECONDS", 0.05)
+    monkeypatch.setattr(space_module, "WALKABLE_VALID", 0)
+    picks = space.sample(300, seed=2)
+    assert len({tuple(c.values()) for c in picks}) == 300
+    assert all(space.is_valid(c) for c in picks)
+    assert all(c["A"] == 7 and c["B"] % 2 == 0 for c in picks)
+    assert space.sample_note is not None and "not uniform" in space.sample_note
+
+
+def test_gemm_int8_at_a_decode_shape_gives_the_sample_asked_for() -> None:
+    """gemm_int8's product is 2.7e11 points with the TMA scheduler, epilogue and cluster knobs;
+    at M=16 random draws find almost none valid and a walk runs out of time: the sample still
+    holds every config asked for, all valid, across more than one path."""
+    space = Space(load_kernel("gemm_int8"), shape={"M": 16, "N": 256, "K": 512})
+    picks = space.sample(6, seed=5)
+    assert len({tuple(c.values()) for c in picks}) == 6 and all(map(space.is_valid, picks))
+    assert len({c["PATH"] for c in picks}) > 1
+
+
 def test_device_limits_in_constraints(write_space: Callable[..., Path], project: Path) -> None:
     text = (
         (project / "spaces" / "tiny.yaml")

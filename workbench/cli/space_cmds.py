@@ -302,6 +302,8 @@ def space(
                 drawn = []
             for cfg in drawn:
                 _print_config("  sample: ", cfg)
+            if sp.sample_note:
+                console.print(f"  [yellow]note[/]: {escape(sp.sample_note)}")
         if why is not None:
             cfg = sp.parse_config([item for w in why for item in w.split(",")])
             problems = sp.explain(cfg)

@@ -29,6 +29,11 @@ SAMPLE_LIST_LIMIT = 200_000
 REJECTION_SECONDS = 5.0
 #: ... and the walk (a uniform reservoir sample of every valid config) gives up after this.
 WALK_SECONDS = 120.0
+#: valid configs a walk lists in WALK_SECONDS, about (gemm_int8: 0.85 to 1.2 M on a loaded
+#: 2-core VM); a sample of a space estimated to hold more is drawn by descents, not walked
+WALKABLE_VALID = 1_000_000
+#: how long random descents may take to complete a sample the draws left short
+DESCENT_SECONDS = 20.0
 #: How many values a walk tries between two looks at the clock (tens of ms of walking).
 CLOCK_EVERY = 16_384
 #: Product draws explained when no valid config turns up, to say what rules them out.
@@ -131,6 +136,8 @@ class Space:
         self._base_env = self._make_base_env()
         self._plan_levels()
         self._valid_cache: list[tuple[Value, ...]] | None = None
+        #: set when a sample could not be uniform (the space too sparse): what the CLI prints
+        self.sample_note: str | None = None
 
     # -- setup ---------------------------------------------------------------------------
     def _make_base_env(self) -> dict[str, object]:
@@ -403,9 +410,15 @@ class Space:
                 found[values] = None
         else:
             return [dict(zip(self.names, v, strict=True)) for v in found]
+        # more valid configs than a walk lists in WALK_SECONDS (by the draws' hit rate, one
+        # more hit counted): a walk would only run out of time, so draw by random descent
+        if (len(found) + 1) / max(attempts, 1) * self.cartesian_size > WALKABLE_VALID:
+            return self._descent_sample(n, rng, domains, found)
         try:
             walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)
         except WalkTimeout as exc:
+            if exc.found >= n:  # many valid configs, too many to list: draw by descent
+                return self._descent_sample(n, rng, domains, found)
             why = (
                 "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
             )
@@ -427,6 +440,67 @@ class Space:
     def _domains(self, fixed: Mapping[str, Value]) -> list[Sequence[Value]]:
         """Each parameter's values, a fixed parameter's value alone."""
         return [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
+
+    def _descent_sample(
+        self,
+        n: int,
+        rng: random.Random,
+        domains: Sequence[Sequence[Value]],
+        found: dict[tuple[Value, ...], None],
+    ) -> list[Config]:
+        """``n`` distinct valid configs (those ``found`` first) for a space too sparse for
+        uniform draws and too large to list: each by a depth-first descent that tries every
+        level's values in random order and backs out of dead ends. Valid and distinct, but not
+        uniform: a value with few valid completions is drawn as often as one with many; the
+        note in :attr:`sample_note` says so.
+
+        Raises:
+            SparseSampleError: fewer than ``n`` found in DESCENT_SECONDS of descents.
+        """
+        start = time.perf_counter()
+        while len(found) < n and time.perf_counter() - start < DESCENT_SECONDS:
+            values = self._descend_once(rng, domains, start)
+            if values is None:
+                break
+            found[values] = None
+        if len(found) < n:
+            raise SparseSampleError(
+                f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for among "
+                f"{self.cartesian_size:,} points by random draws and descents: the space is too "
+                "sparse to sample; ask for fewer, or loosen its constraints."
+            )
+        self.sample_note = (
+            f"{self.spec.name}: its valid configs are too sparse among {self.cartesian_size:,} "
+            "points for uniform random draws and too many to list: the sample was drawn by "
+            "random descents (valid and distinct, not uniform)"
+        )
+        return [dict(zip(self.names, v, strict=True)) for v in list(found)[:n]]
+
+    def _descend_once(
+        self, rng: random.Random, domains: Sequence[Sequence[Value]], start: float
+    ) -> tuple[Value, ...] | None:
+        """One valid config by a randomized depth-first descent, or None if there is none or
+        DESCENT_SECONDS since ``start`` ran out first."""
+        env = self.start_env()
+        if env is None:
+            return None
+        names, depth, chosen = self.names, len(self.names), []
+
+        def descend(level: int) -> bool:
+            if level == depth:
+                return True
+            if time.perf_counter() - start > DESCENT_SECONDS:
+                return False
+            for value in rng.sample(list(domains[level]), len(domains[level])):
+                env[names[level]] = value
+                if self.run_level(level + 1, env):
+                    chosen.append(value)
+                    if descend(level + 1):
+                        return True
+                    chosen.pop()
+            return False
+
+        return tuple(chosen) if descend(0) else None
 
     def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
         """One uniform draw from the product, or None as soon as a constraint rules it out."""
