@@ -7,6 +7,13 @@ timed) with the reference's own dequantization (:mod:`workbench.references.atten
 from pages where the layout is paged, rounded to fp16 (bf16 where the queries are bf16) and laid
 out ``[B, Hkv, S, D]``. Sequences shorter than the cache's capacity get a boolean mask of their
 valid keys (SDPA then takes its memory-efficient or math path, not flash attention).
+
+With fp16 queries it computes on the fp16 cache that the fp16-cache variant takes
+(:func:`~workbench.references.attention.fp16_cache_inputs`), so it is verified against that
+variant's reference on those inputs (:class:`~workbench.compare.baselines.VerifiedOn`): the
+int8/fp8 reference is off a perfect SDPA by more than the tolerance at most shapes. With bf16
+queries its cache is rounded to bf16, which no variant of the space holds: it is checked against
+the space's reference, which a perfect SDPA misses by more than the tolerance too.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.compare.baselines import Baseline, BaselineUnsupported, register
+from workbench.compare.baselines import Baseline, BaselineUnsupported, VerifiedOn, register
 from workbench.compare.gemm_baselines import _torch_version, _TorchRun, to_torch, torch_on_stream
 from workbench.compare.problems import BaselineProblem, Family
 from workbench.references import ReferenceCall
@@ -50,6 +57,10 @@ def dense_cache(
     return k, v, mask
 
 
+#: the fp16 cache SDPA computes on with fp16 queries, as the fp16-cache variant takes it
+FP16_CACHE = VerifiedOn("attention_decode_fp16", "workbench.references.attention:fp16_cache_inputs")
+
+
 @register
 class TorchSdpa(Baseline):
     """``scaled_dot_product_attention`` of one query per sequence over the fp16 cache."""
@@ -61,6 +72,13 @@ class TorchSdpa(Baseline):
     families = frozenset({Family.ATTENTION_DECODE})
     min_cc = 70
     modules = ("torch",)
+
+    def verified_on(self, problem: BaselineProblem) -> VerifiedOn | None:
+        if problem.family is not Family.ATTENTION_DECODE:
+            return None
+        if str(problem.config.get("QTYPE", "float16")) != "float16":
+            return None  # (a bf16 cache: no variant computes on it)
+        return FP16_CACHE
 
     def prepare(
         self, problem: BaselineProblem, inputs: Mapping[str, np.ndarray], stream: int

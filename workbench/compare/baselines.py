@@ -58,6 +58,24 @@ class BaselineVariant:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class VerifiedOn:
+    """What a baseline that computes on other inputs than the kernel's (attention_decode's torch
+    SDPA: the int8/fp8 cache rounded to fp16) is verified against: the reference of the space's
+    variant ``variant`` on the problem's inputs as ``inputs`` makes them for it, under that
+    variant's tolerance, exactly as the variant's own row is verified
+    (:mod:`workbench.compare.variant_baselines`). The problem's reference is not its truth: the
+    rounding alone can move the outputs by more than the problem's tolerance."""
+
+    variant: str  #: a variant of the space file (``attention_decode_fp16``)
+    inputs: str  #: ``module:function`` making its inputs from the problem's
+
+    @property
+    def note(self) -> str:
+        """What the row was verified against, for its title."""
+        return f"verified against {self.variant}'s reference on the inputs made by {self.inputs}"
+
+
 class Baseline(ABC):
     """One library routine that solves the same problem as a kernel.
 
@@ -91,6 +109,12 @@ class Baseline(ABC):
 
     def limits(self, problem: BaselineProblem) -> str | None:
         """Why the library's documented limits exclude ``problem`` (None: they do not)."""
+        return None
+
+    def verified_on(self, problem: BaselineProblem) -> VerifiedOn | None:
+        """The variant and inputs whose reference this baseline's outputs are checked against
+        where it computes on other inputs than the kernel's (None: the space's reference on the
+        problem's inputs, as the kernel is)."""
         return None
 
     def missing_module(self) -> str | None:

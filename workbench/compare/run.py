@@ -5,6 +5,9 @@ Per shape: the CUDA runner verifies and times the tuned config (exactly as ``tun
 hands over the inputs it drew; the baseline worker runs each selected library on those same
 arrays, once on poisoned outputs, whose result is compared with the space's reference under the
 space's tolerance (so every correct contender agrees with every other within it), then timed.
+A baseline that computes on other inputs than the kernel's (:meth:`Baseline.verified_on`: torch
+SDPA on attention_decode's cache rounded to fp16) is checked against the reference of the
+variant it names on the inputs it computes on, as the variant rows are, and its title says so.
 A baseline that is absent, refuses the shape, crashes or is wrong is reported with the reason
 and the comparison goes on.
 """
@@ -26,6 +29,7 @@ from workbench.compare.baselines import (
     BaselineSelection,
     BaselineVariant,
     Choice,
+    VerifiedOn,
     baseline_for,
     select,
 )
@@ -39,7 +43,12 @@ from workbench.compare.table import (
     VariantResult,
     fit_ceilings,
 )
-from workbench.compare.variant_baselines import VariantPlan, default_plan, variant_inputs
+from workbench.compare.variant_baselines import (
+    VariantPlan,
+    default_plan,
+    variant_inputs,
+    variant_problem,
+)
 from workbench.compare.worker import (
     ArrayFile,
     BaselineExecutor,
@@ -170,7 +179,21 @@ def _one_shape(
             notes.extend(f"{sel.name}: {n}" for n in vplan.notes)
             entries.append(entry)
             continue
-        entry = worker.run(sel, problem, inputs, live, plan.config, expected, log)
+        own = baseline_for(sel.name, problem).verified_on(problem)
+        checked = expected
+        if own is not None:
+            try:
+                verifying_variant(own, live, plan.config)
+            except ConfigError as exc:
+                log(f"  {sel.name}: skipped ({exc})")
+                entries.append(ContenderEntry(sel.name, sel.title, Status.SKIPPED, str(exc)))
+                continue
+            checked = functools.cache(
+                functools.partial(baseline_expected, own, live, plan.config, inputs)
+            )
+            sel = replace(sel, title=f"{sel.title}; {own.note}")
+            log(f"    {own.note}")
+        entry = worker.run(sel, problem, inputs, live, plan.config, checked, log)
         entries.append(entry)
         if entry.variants:
             notes.append(variants_note(entry))
@@ -320,6 +343,43 @@ def _expected(space: Space, config: Config, inputs: Mapping[str, np.ndarray]) ->
     fn = ExpectedOutputs(reference.target, inputs, space.shape)
     tolerance = tolerance_for(reference, space.env(config))
     return fn.get(config, named_scalars(args), buffers), buffers, tolerance
+
+
+def verifying_variant(own: VerifiedOn, space: Space, config: Config) -> tuple[Space, Config]:
+    """The space and config of the variant whose reference checks a baseline that
+    :meth:`~workbench.compare.baselines.Baseline.verified_on` ``own``.
+
+    Raises:
+        ConfigError: ``space``'s file has no such variant, or no valid config of it here.
+    """
+    asked = VariantBaseline(f"variant:{own.variant}", own.variant, own.inputs)
+    try:
+        sibling, chosen, _ = variant_problem(space, config, asked)
+    except KeyError:
+        raise ConfigError(
+            f"its outputs are checked against {own.variant}'s reference, and the file of "
+            f"{space.spec.name} has no variant {own.variant}"
+        ) from None
+    return sibling, chosen
+
+
+def baseline_expected(
+    own: VerifiedOn, space: Space, config: Config, inputs: Mapping[str, np.ndarray]
+) -> Any:
+    """What :func:`check_outputs` takes (expected outputs, buffers, tolerance) for a baseline
+    that :meth:`~workbench.compare.baselines.Baseline.verified_on` ``own``: the reference of that
+    variant of ``space`` (at its config nearest the default that keeps ``config``'s problem
+    values, :func:`~workbench.compare.variant_baselines.variant_problem`) on ``inputs`` made
+    into its own by ``own.inputs``, under its tolerance.
+
+    Raises:
+        WorkbenchError: the space has no such variant (a ConfigError), or no valid config of it
+            here, or the inputs or the reference fail.
+    """
+    sibling, chosen = verifying_variant(own, space, config)
+    scalars = named_scalars(kernel_arguments(space, config))
+    given = variant_inputs(own.inputs, inputs, scalars, space.shape, config)
+    return _expected(sibling, chosen, given)
 
 
 def check_outputs(
