@@ -27,18 +27,16 @@ from workbench.compare.problems import BaselineProblem, Family
 from workbench.errors import ConfigError
 from workbench.references import ReferenceCall
 from workbench.runners.reference import (
-    BadReferenceError,
     ReferenceFailedError,
-    bind_by_name,
+    call_user_function,
     load_function,
-    takes_call,
 )
 from workbench.spaces.completion import complete_config
 from workbench.spaces.model import Config, Value, VariantBaseline
 from workbench.spaces.schema import BaselineKind
 from workbench.spaces.space import Space
 from workbench.spaces.variants import variant_named, variant_spec
-from workbench.user_code import call_timeout, guarded, in_user_process
+from workbench.user_code import call_timeout, in_user_process
 
 
 class VariantRow(Baseline):
@@ -173,16 +171,7 @@ def _inputs_here(
     what = f"variant inputs {target}"
     fn = load_function(target, "variant inputs")
     call = ReferenceCall(inputs=inputs, scalars=scalars, shape=shape, config=config)
-    try:
-        if takes_call(fn):
-            result: object = guarded(what, ReferenceFailedError, fn, call)
-        else:
-            kwargs = bind_by_name(fn, what, inputs, scalars, shape, config)
-            result = guarded(what, ReferenceFailedError, lambda: fn(**kwargs))
-    except BadReferenceError:
-        raise
-    except Exception as exc:
-        raise ReferenceFailedError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    result = call_user_function(fn, call, what, ReferenceFailedError)
     if not isinstance(result, Mapping) or not all(
         isinstance(k, str) and isinstance(a, np.ndarray) for k, a in result.items()
     ):

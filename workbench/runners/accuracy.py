@@ -22,16 +22,14 @@ from workbench.references import ReferenceCall
 from workbench.runners.buffers import kernel_arguments, make_inputs, named_scalars
 from workbench.runners.reference import (
     BadReferenceError,
-    ReferenceFailedError,
     ReferenceNotFoundError,
-    bind_by_name,
+    call_user_function,
     check_memory,
     load_function,
-    takes_call,
 )
 from workbench.spaces.model import Config, Value, shape_label
 from workbench.spaces.space import Space
-from workbench.user_code import call_timeout, guarded, in_user_process
+from workbench.user_code import call_timeout, in_user_process
 
 #: The input seed of the figure: the runner's default (``tune`` and ``compare`` draw with 0).
 SEED = 0
@@ -146,15 +144,11 @@ def _rows_here(
         raise AccuracyFigureError(str(exc)) from None
     call = ReferenceCall(inputs=inputs, scalars=scalars, shape=shape, config=config)
     try:
-        if takes_call(fn):
-            result: object = guarded(what, AccuracyFigureError, fn, call)
-        else:
-            kwargs = bind_by_name(fn, what, inputs, scalars, shape, config)
-            result = guarded(what, AccuracyFigureError, lambda: fn(**kwargs))
+        result = call_user_function(fn, call, what, AccuracyFigureError)
+    except AccuracyFigureError:
+        raise
     except BadReferenceError as exc:
         raise AccuracyFigureError(str(exc)) from None
-    except Exception as exc:
-        raise ReferenceFailedError(f"{what} raised {type(exc).__name__}: {exc}") from exc
     return check_rows(result, what)
 
 

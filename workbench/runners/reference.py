@@ -260,6 +260,28 @@ class RecordingConfig(Mapping[str, Value]):
         return key in self._config
 
 
+def call_user_function(
+    fn: Callable[..., object], call: ReferenceCall, what: str, error: type[BadReferenceError]
+) -> object:
+    """``fn`` called in either form a space file's functions take (``fn(call)``, or its
+    parameters by name from the call's inputs, scalars, shape and config), in the user-code
+    process.
+
+    Raises:
+        BadReferenceError: a parameter none of them provides, or the call exited or hung
+            (:func:`~workbench.user_code.guarded`); ``error``: anything else it raised.
+    """
+    try:
+        if takes_call(fn):
+            return guarded(what, error, fn, call)
+        kwargs = bind_by_name(fn, what, call.inputs, call.scalars, call.shape, call.config)
+        return guarded(what, error, lambda: fn(**kwargs))
+    except BadReferenceError:
+        raise
+    except Exception as exc:
+        raise error(f"{what} raised {type(exc).__name__}: {exc}") from exc
+
+
 def run_reference(
     fn: ReferenceFn,
     call: ReferenceCall,
