@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from dataset_paths import CACHES, DATASETS, missing
+
+if TYPE_CHECKING:
+    from workbench.compiler import CompileCache
 
 TINY_KERNEL = """\
 extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__ y, int n) {
@@ -124,6 +129,24 @@ def write_space(project: Path) -> Callable[[str], Path]:
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "compile-cache"
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
+    """The run's compile cache, shared by the kernel tests of every module and every
+    pytest-xdist worker (the run's temporary root, above the workers' own folders): a config
+    that two tests compile (the kernels' defaults, the named points) compiles once a run.
+
+    Safe to share: an entry's key hashes the source and its headers, the options and the NVRTC
+    version, and entries are renamed into place whole. A test about the cache itself (misses,
+    hits, damaged entries) makes a cache of its own in ``tmp_path``. (This fixture stands in for
+    pytest's cacheprovider ``cache``, which no test here uses.)"""
+    from workbench.compiler import CompileCache
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' folders (popen-gw0, ...) share the run's root
+    return CompileCache(root / "shared-compile-cache")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

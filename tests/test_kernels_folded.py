@@ -181,11 +181,6 @@ def test_the_int8_gemms_have_the_valid_configs_they_had(name: str, arch: str) ->
     assert space.count_valid() == FORMER_GEMM_COUNTS[name][arch]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FORMER_ENTRIES)
 def test_sampled_configs_of_a_former_file_compile_to_what_it_expects(

@@ -32,11 +32,6 @@ COOPERATIVE_TALL = {"PATH": "tma_coop", "BM": 256, "BN": 128, "BK": 128, "STAGES
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
-@pytest.fixture(scope="module")
 def space() -> Space:
     return Space(load_kernel("gemm_int8"), arch=SM90A)
 
