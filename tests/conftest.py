@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -149,12 +150,23 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
     return CompileCache(root / "shared-compile-cache")
 
 
+#: why a ``kernel_tuner`` test skips (None: Kernel Tuner is installed)
+NO_KERNEL_TUNER = (
+    None
+    if importlib.util.find_spec("kernel_tuner")
+    else "Kernel Tuner is not installed (pip install -e '.[dev,bench]'; CI runs these tests in "
+    ".venv-extras)"
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that starts PostgreSQL (the ``pg_cluster`` fixture) is slow: ``-m "not slow"``
-    leaves it to the full run."""
+    leaves it to the full run. A ``kernel_tuner`` test skips without Kernel Tuner."""
     for item in items:
         if "pg_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        if NO_KERNEL_TUNER and item.get_closest_marker("kernel_tuner"):
+            item.add_marker(pytest.mark.skip(reason=NO_KERNEL_TUNER))
 
 
 @pytest.fixture(scope="session")
