@@ -193,6 +193,18 @@ def no_store_in_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_terminal_size_from_the_runner() -> Iterator[None]:
+    """The CLI's output is as wide as a pipe's (``PIPED_WIDTH`` in cli/common.py) unless a test
+    sets ``COLUMNS`` itself: a pytest-xdist worker starts with ``COLUMNS=80`` and ``LINES=24``
+    in its environment (seen with xdist 3.8; a serial run has neither), which would wrap the
+    tables there and nowhere else."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("COLUMNS", raising=False)
+        mp.delenv("LINES", raising=False)
+        yield
+
+
 @pytest.fixture
 def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A compile cache and a default store of the test's own (``WORKBENCH_CACHE_DIR``,
