@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from dataset_paths import CACHES, DATASETS, missing
+
+if TYPE_CHECKING:
+    from workbench.compiler import CompileCache
 
 TINY_KERNEL = """\
 extern "C" __global__ void axpy(const float* __restrict__ x, float* __restrict__ y, int n) {
@@ -126,12 +132,41 @@ def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "compile-cache"
 
 
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
+    """The run's compile cache, shared by the kernel tests of every module and every
+    pytest-xdist worker (the run's temporary root, above the workers' own folders): a config
+    that two tests compile (the kernels' defaults, the named points) compiles once a run.
+
+    Safe to share: an entry's key hashes the source and its headers, the options and the NVRTC
+    version, and entries are renamed into place whole. A test about the cache itself (misses,
+    hits, damaged entries) makes a cache of its own in ``tmp_path``. (This fixture stands in for
+    pytest's cacheprovider ``cache``, which no test here uses.)"""
+    from workbench.compiler import CompileCache
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' folders (popen-gw0, ...) share the run's root
+    return CompileCache(root / "shared-compile-cache")
+
+
+#: why a ``kernel_tuner`` test skips (None: Kernel Tuner is installed)
+NO_KERNEL_TUNER = (
+    None
+    if importlib.util.find_spec("kernel_tuner")
+    else "Kernel Tuner is not installed (pip install -e '.[dev,bench]'; CI runs these tests in "
+    ".venv-extras)"
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that starts PostgreSQL (the ``pg_cluster`` fixture) is slow: ``-m "not slow"``
-    leaves it to the full run."""
+    leaves it to the full run. A ``kernel_tuner`` test skips without Kernel Tuner."""
     for item in items:
         if "pg_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        if NO_KERNEL_TUNER and item.get_closest_marker("kernel_tuner"):
+            item.add_marker(pytest.mark.skip(reason=NO_KERNEL_TUNER))
 
 
 @pytest.fixture(scope="session")
@@ -155,6 +190,18 @@ def no_store_in_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WORKBENCH_STORE", str(root / "store.sqlite"))
         mp.setenv("WORKBENCH_CACHE_DIR", str(root / "cache"))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_terminal_size_from_the_runner() -> Iterator[None]:
+    """The CLI's output is as wide as a pipe's (``PIPED_WIDTH`` in cli/common.py) unless a test
+    sets ``COLUMNS`` itself: a pytest-xdist worker starts with ``COLUMNS=80`` and ``LINES=24``
+    in its environment (seen with xdist 3.8; a serial run has neither), which would wrap the
+    tables there and nowhere else."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("COLUMNS", raising=False)
+        mp.delenv("LINES", raising=False)
         yield
 
 

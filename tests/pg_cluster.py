@@ -34,6 +34,10 @@ def server_binaries() -> Path | None:
     return None
 
 
+#: starts of a new cluster, each on a port found free just before, before giving up
+BIND_TRIES = 5
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -49,6 +53,7 @@ class Cluster:
         self.log = root / "server.log"
         self.user = user  # run the server as this user (we are root), else as ourselves
         self.port = _free_port()
+        self.started_once = False  # a restart after an outage keeps the clients' port
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         cmd = [str(self.bin / args[0]), *args[1:]]
@@ -71,21 +76,36 @@ class Cluster:
         )
 
     def start(self) -> None:
-        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c fsync=off"
-        out = self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            opts,
-            "-w",
-            "start",
-            check=False,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"pg_ctl start failed: {out.stderr}\n{self.log.read_text()}")
+        """Start the server on :attr:`port`. The first start moves to another free port when
+        that one was taken meanwhile: ``_free_port`` only finds a port free, and another
+        pytest-xdist worker's cluster (or any other program) can bind it first. A restart keeps
+        the port its clients know.
+
+        Raises:
+            RuntimeError: ``pg_ctl start`` failed (its output and the server's log).
+        """
+        opts = "-c listen_addresses=127.0.0.1 -k {} -c fsync=off -p {}"
+        for _ in range(BIND_TRIES):
+            out = self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-o",
+                opts.format(self.data, self.port),
+                "-w",
+                "start",
+                check=False,
+            )
+            if out.returncode == 0:
+                self.started_once = True
+                return
+            log = self.log.read_text()
+            if self.started_once or "could not bind" not in log:
+                break
+            self.port = _free_port()
+        raise RuntimeError(f"pg_ctl start failed: {out.stderr}\n{log}")
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: clients are disconnected, as in an outage; ``immediate``:

@@ -13,6 +13,10 @@ from cli_helpers import invoke
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
+#: tune's "What tuning changed" hint names the space file by its temporary path, longer under
+#: pytest-xdist (``popen-gw0/``): a width that keeps the command on one line, to be parsed
+ONE_LINE_HINTS = {"COLUMNS": "400"}
+
 
 def squeezed(text: str) -> str:
     """The output without table borders and runs of spaces (rich wraps to the terminal)."""
@@ -143,7 +147,9 @@ def _tune_tiny(project: Path) -> str:
     # made-up times (a fixture): larger blocks and a smaller SCALE are faster
     times = [(c, 10 - c["BLOCK"] / 100 + c["SCALE"] + c["WAVES"] / 10) for c in space.iter_valid()]
     rec = record_space(space, project / "rec.json", times)
-    code, out, err = invoke("tune", str(space_file), "--replay", str(rec), "--budget", "30")
+    code, out, err = invoke(
+        "tune", str(space_file), "--replay", str(rec), "--budget", "30", env=ONE_LINE_HINTS
+    )
     assert code == 0, out + err
     return out
 
@@ -272,7 +278,7 @@ def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
     rec = record_space(space, tmp_path / "reduce.json", times)
     for op in ("sum", "max"):  # a study per variant; the OP=max one last
         code, out, err = invoke("tune", "reduce", "--set", f"OP={op}", "--replay", str(rec),
-                                "--budget", "20")  # fmt: skip
+                                "--budget", "20", env=ONE_LINE_HINTS)  # fmt: skip
         assert code == 0, out + err
     # --config best: --set picks the variant's study; without it, two studies match
     code, best_out, err = invoke("compile", "reduce", "--set", "OP=max", "-c", "best")

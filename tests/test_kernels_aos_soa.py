@@ -23,11 +23,6 @@ ARCHES = ["sm_80", "sm_89", "sm_90"]
 LAYOUTS = [("aos", 8), ("soa", 8), ("aosoa", 2), ("aosoa", 4), ("aosoa", 8), ("aosoa", 32)]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("aos-soa-cache"))
-
-
 def offset(i: int, f: int, n: int, layout: str, tile: int) -> int:
     """Where field f of particle i lives: the kernel's formula, written out independently."""
     if layout == "aos":

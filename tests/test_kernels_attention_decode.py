@@ -58,11 +58,6 @@ ODD: list[Shape] = list(load_kernel("attention_decode").shape_sets["odd"])
 SMALL: Shape = {"B": 3, "Hkv": 2, "S": 1001, "S_MIN": 1001}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("attention-cache"))
-
-
 def _space(arch: str = "sm_90a", **shape: int) -> Space:
     spec = load_kernel("attention_decode")
     return Space(spec, arch=Arch.parse(arch), shape={**spec.default_shape, **shape})

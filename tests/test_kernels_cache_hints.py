@@ -52,11 +52,6 @@ PRIORITY_CODE = {"evict_unchanged": 0x0, "evict_first": 0x2, "evict_last": 0x4, 
 DESCRIPTOR = re.compile(r"desc\[(UR\d+)\]")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 def space_for(arch: str) -> Space:
     return Space(load_kernel("cache_hints"), arch=Arch.parse(arch))
 

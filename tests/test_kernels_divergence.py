@@ -23,11 +23,6 @@ VARIANTS = ["branchy", "masked", "partitioned"]
 BRANCH_OPCODES = ("BRA", "BRX", "JMP", "JMX", "BSSY", "BSYNC", "BREAK", "WARPSYNC")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("divergence-cache"))
-
-
 # -- the reference -------------------------------------------------------------------------
 def python_hash(x: int, case: int | None = None) -> int:
     """The function on one word, in plain Python integers (an independent computation);

@@ -25,11 +25,6 @@ from workbench.toolchain import Arch
 SAMPLE = {"sm_90a": 20, "sm_89": 15, "sm_90": 15}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 def space_for(kernel: str, arch: str) -> Space:
     return Space(load_kernel(kernel), arch=Arch.parse(arch))
 

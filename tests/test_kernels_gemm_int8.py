@@ -153,11 +153,6 @@ def test_reference_functions_follow_the_runner_convention() -> None:
 # the space files
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("gemm-cache"))
-
-
 def wgmma_default(spec: SpaceSpec) -> Config:
     """The wgmma path's default (that of its development space): 2 warpgroups, 128 x 256 x 128,
     4 stages, 128-byte swizzle; every other knob at the space default."""

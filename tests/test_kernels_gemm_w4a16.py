@@ -50,11 +50,6 @@ SM90A = "sm_90a"  #: the wgmma path's arch (the mma path builds there too)
 LAYERS = {(4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192), (28672, 8192)}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("w4a16-cache"))
-
-
 def _space(arch: str = "sm_90", **shape: int) -> Space:
     spec = load_kernel("gemm_w4a16")
     return Space(spec, arch=Arch.parse(arch), shape={**spec.default_shape, **shape})

@@ -23,11 +23,6 @@ ARCH = Arch.parse("sm_90a")
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
-@pytest.fixture(scope="module")
 def space() -> Space:
     return Space(load_space(SPACE_FILE), arch=ARCH)
 

@@ -53,11 +53,6 @@ VARIANTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 def point(kernel: str, shape: dict | None = None, **knobs: object) -> tuple[Space, Config]:
     spec = load_kernel(kernel)
     return Space(spec, shape=shape, arch=SM90A), dict(spec.default_config(), **knobs)

@@ -39,11 +39,6 @@ SPACES = [
 E4M3 = ml_dtypes.float8_e4m3fn
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 # ---- an independent E4M3 encoder ------------------------------------------------------------
 
 

@@ -36,11 +36,6 @@ HINT_LOAD = {
 }
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("reduce-cache"))
-
-
 def call(x: np.ndarray, config: Mapping[str, object], **shape: int) -> ReferenceCall:
     return ReferenceCall(inputs={"x": x}, scalars={}, shape=shape, config=config)
 

@@ -24,11 +24,6 @@ LOAD_OPCODE = {
 }
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 def test_reduce_sample_has_shfl_and_no_spills(arch: str, cache: CompileCache) -> None:

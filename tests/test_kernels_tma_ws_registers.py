@@ -43,11 +43,6 @@ INT8_COOPERATIVE = {"PATH": "tma_coop", "BM": 128, "BN": 128, "BK": 128, "STAGES
 FP8_PINGPONG = {"PATH": "tma_pingpong", "BM": 64, "BN": 192, "BK": 128, "STAGES": 4}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("cache"))
-
-
 def point(
     kernel: str, shape: dict[str, int] | None = None, **knobs: object
 ) -> tuple[Space, Config]:

@@ -86,11 +86,6 @@ FAKE_BASE, FAKE_STRIDE = 0x7F00_0000_0000, 1 << 44
 STRUCT_FORMAT = {"int32": "<i", "int64": "<q", "uint32": "<I", "float32": "<f", "float64": "<d"}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("compile-cache"))
-
-
 def shape_sets(name: str) -> dict[str, tuple[Shape, ...]]:
     spec = load_kernel(name)
     return {"default": (dict(spec.default_shape),), **spec.shape_sets}

@@ -41,15 +41,17 @@ def test_nested_phases_count_each_second_once() -> None:
     start = time.perf_counter()
     with phases.timed(Phase.WORKER):
         time.sleep(0.02)
+        inner_start = time.perf_counter()  # (the sleeps' own lengths: a loaded machine overshoots)
         with phases.timed(Phase.VERIFICATION):
             time.sleep(0.03)
             phases.add(Phase.MODULE_LOAD, 0.01)  # reported from inside: not verification's
+        inner = time.perf_counter() - inner_start
         phases.add(Phase.TIMING, 0.005)
     wall = time.perf_counter() - start
     assert phases.total == pytest.approx(wall, abs=2e-3)
-    assert phases.get(Phase.VERIFICATION) == pytest.approx(0.02, abs=5e-3)
+    assert phases.get(Phase.VERIFICATION) == pytest.approx(inner - 0.01, abs=2e-3)
     assert phases.get(Phase.MODULE_LOAD) == 0.01 and phases.get(Phase.TIMING) == 0.005
-    assert phases.get(Phase.WORKER) == pytest.approx(0.02, abs=5e-3)
+    assert phases.get(Phase.WORKER) == pytest.approx(wall - inner - 0.005, abs=2e-3)
     idle = phases.with_idle(wall + 1.0)
     assert idle.get(Phase.IDLE) == pytest.approx(1.0, abs=2e-3)
     assert idle.total == pytest.approx(wall + 1)

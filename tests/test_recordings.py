@@ -18,6 +18,7 @@ from workbench.runners.replay import ReplayRunner
 from workbench.runners.timing import summarize
 from workbench.search.session import replay_banner
 from workbench.spaces.registry import builtin_spaces_dir
+from workbench.store import Store
 
 KT_FILES = sorted(p for p in CACHES.glob("*.json*") if "_T4" not in p.name)
 
@@ -454,3 +455,48 @@ def test_the_cap_holds_the_largest_real_caches() -> None:
     largest = max(gzipped, key=lambda p: len(gzip.decompress(p.read_bytes())))
     assert len(gzip.decompress(largest.read_bytes())) * 20 < recordings.MAX_RECORDING_BYTES
     assert load_recording(largest).entries
+
+
+def test_the_recorded_optimum_is_the_best_config_rule_of_the_store(
+    project: Path, store: Store
+) -> None:
+    """Equal medians: the tighter interval wins over the earlier entry, an entry without an
+    interval comes after those with one, then the first in the file; a wrong entry never wins.
+    The optimum (which a replayed tune's "best found is 1.000x" and the regression recorder
+    read) is the entry the store names best once the recording is imported."""
+    from recording_helpers import record_space
+
+    from workbench.spaces import Space, load_space
+    from workbench.store.best import study_best
+    from workbench.store.exchange import import_recording
+
+    space = Space(load_space(project / "spaces" / "tiny.yaml"))
+    a, b, c, d, e = [dict(space.spec.default_config(), BLOCK=n) for n in (32, 64, 128, 256, 32)]
+    e["SCALE"] = 1
+
+    def median_1(spread: float) -> Measurement:  # 21 samples around a median of 1.0
+        samples = tuple(1.0 + spread * (i - 10) / 10 for i in range(21))
+        return Measurement(TrialOutcome.OK, value=1.0, samples=samples)
+
+    path = record_space(
+        space,
+        project / "ties.json",
+        [
+            (a, 1.0),  # no samples, so no interval: after those with one
+            (b, median_1(0.2)),
+            (c, median_1(0.05)),  # the tightest
+            (d, median_1(0.05)),  # as tight, later in the file
+            (e, Measurement.failure(TrialOutcome.WRONG, "max error 3")),
+        ],
+    )
+    recording = load_recording(path)
+    highs = [recording.lookup(x).ci_high for x in (a, b, c, d)]  # type: ignore[union-attr]
+    assert highs[0] is None and highs[1] > highs[2] == highs[3], highs  # type: ignore[operator]
+    optimum = recording.optimum()
+    assert optimum is not None and optimum.config == c
+    study, _ = import_recording(store, recording)
+    best = study_best(store, study)
+    assert best is not None and best.config == optimum.config
+    # without the intervals the first in the file is best, in both
+    plain = record_space(space, project / "plain.json", [(x, 1.0) for x in (b, a, c)])
+    assert load_recording(plain).optimum().config == b  # type: ignore[union-attr]

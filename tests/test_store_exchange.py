@@ -140,12 +140,12 @@ def test_a_kt_cache_export_keeps_the_files_numbers_and_problem_size(tmp_path: Pa
 
 
 @needs_caches
+@pytest.mark.kernel_tuner
 def test_kernel_tuner_reads_the_export_and_finds_the_same_optimum(tmp_path: Path) -> None:
     import json
 
-    import pytest
+    import kernel_tuner
 
-    kernel_tuner = pytest.importorskip("kernel_tuner")
     store = Store(f"sqlite:///{tmp_path}/s.sqlite")
     study, _ = import_recording(store, ENERGY)
     exported = export_kt_cache(store, study, tmp_path / "kt.json")

@@ -176,12 +176,12 @@ def test_cells_run_across_processes_give_the_records_of_one_process() -> None:
     assert [r["best_by_repeat"] for r in other] != [r["best_by_repeat"] for r in one[1]]
 
 
+@pytest.mark.kernel_tuner
 def test_a_failing_kernel_tuner_strategy_is_left_out_and_bad_input_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """On the 15-config cache, Kernel Tuner's diff_evo raises (IndexError in its own code):
     the run goes on, and the JSON names the failed cell."""
-    pytest.importorskip("kernel_tuner")
     import json
 
     small = CACHES / "kernel_tuner_test_cache_time_energy_RTX4000Ada.json"

@@ -77,11 +77,11 @@ def test_our_overhead_per_unique_counts_setup_and_closing() -> None:
         ([str(CACHES / "convolution_milo_A100_T4.json.gz")], "reads only its own cache files"),
     ],
 )
+@pytest.mark.kernel_tuner
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     """Nothing is measured (no goal reported met on nothing, as NaN comparisons did)."""
-    pytest.importorskip("kernel_tuner")
     argv = ["tuner_overhead.py", *args, "--kt-strategies", "random_sample"]
     monkeypatch.setattr(sys, "argv", [*argv, "--json", str(tmp_path / "o.json")])
     with pytest.raises(SystemExit) as stop:

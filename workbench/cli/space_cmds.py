@@ -118,6 +118,7 @@ class _Layout:
 
     arches: Callable[[Sequence[str]], str] | None  #: None: no arches column
     points: Callable[[int], str]
+    language: bool = True  #: False: no lang column (the narrowest layout)
 
 
 def _short_arches(arches: Sequence[str]) -> str:
@@ -136,6 +137,7 @@ _LAYOUTS = (
     _Layout(_short_arches, "{:,}".format),
     _Layout(_short_arches, _short_count),
     _Layout(None, _short_count),
+    _Layout(None, _short_count, language=False),
 )
 
 
@@ -183,6 +185,8 @@ def _kernel_cells(
         points = layout.points(r["points"])
         cells.append([r["name"], r["language"], arches, str(r["parameters"]), points, where])
     left_out = {"arches"} if layout.arches is None else set()
+    if not layout.language:
+        left_out.add("lang")
     if not with_from:  # (every kernel is from the library: the caption says so)
         left_out.add("from")
     keep = [i for i, h in enumerate(headers) if h not in left_out]

@@ -9,6 +9,7 @@ recording made elsewhere (and says where). The search, the store and the reports
 from __future__ import annotations
 
 import enum
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,24 @@ class DeviceInfo:
         return " / ".join(parts)
 
 
+#: a measurement's place under the best-config rule (:func:`rank_key`); lower is better
+RankKey = tuple[bool, float, bool, float]
+
+
+def is_correct(outcome: TrialOutcome, value: float | None) -> bool:
+    """Correct, with a value: the only results that can be best (rule 1 of store/best.py)."""
+    return outcome is TrialOutcome.OK and value is not None and not math.isnan(value)
+
+
+def rank_key(value: float, ci_high: float | None, replayed: bool) -> RankKey:
+    """The best-config rule as a sort key for a correct result (rules 2 to 4 of
+    store/best.py): measured before replayed, then the median, then the lowest upper bound of
+    its confidence interval (none last). Rule 5, the earliest first among equals, is the
+    caller's: a stable sort, or ``min``, of a list in commit (or file) order."""
+    high = ci_high if ci_high is not None and not math.isnan(ci_high) else math.inf
+    return (replayed, float(value), high == math.inf, high)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """The result of evaluating one configuration.
@@ -94,6 +113,15 @@ class Measurement:
     def failure(cls, outcome: TrialOutcome, reason: str, **kwargs: object) -> Measurement:
         """A measurement that carries no value, and why."""
         return cls(outcome=outcome, reason=reason, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def correct(self) -> bool:
+        """Whether it can be best (:func:`is_correct`)."""
+        return is_correct(self.outcome, self.value)
+
+    def rank_key(self) -> RankKey:
+        """Its place under the best-config rule (:func:`rank_key`); only for a correct one."""
+        return rank_key(self.value, self.ci_high, self.replayed_from is not None)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,14 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.jsontext import strict_dumps
-from workbench.runners.base import DeviceInfo, Measurement, Objective, TrialOutcome
+from workbench.runners.base import (
+    DeviceInfo,
+    Measurement,
+    Objective,
+    TrialOutcome,
+    is_correct,
+    rank_key,
+)
 from workbench.runners.timing import summarize
 from workbench.spaces.model import Config, SpaceSpec, Value
 from workbench.spaces.variants import label_values
@@ -195,15 +202,17 @@ class Recording:
         return self.entries.get(self.key(config))
 
     def optimum(self, fixed: Mapping[str, Value] | None = None) -> RecordedEntry | None:
-        """The best OK entry (lowest value), among those with the ``fixed`` values (a pinned
-        problem variant) when given, or None when none of them succeeded."""
-        ok = [
+        """The best entry under the store's best-config rule (:func:`rank_key`: correct, the
+        lowest median, then the lowest upper bound of its interval, then the first in the
+        file), among those with the ``fixed`` values (a pinned problem variant) when given, or
+        None when none of them succeeded."""
+        correct = [
             e
             for e in self.entries.values()
-            if e.outcome is TrialOutcome.OK
+            if is_correct(e.outcome, e.value)
             and all(e.config.get(k) == v for k, v in (fixed or {}).items())
         ]
-        return min(ok, key=lambda e: e.value) if ok else None  # type: ignore[arg-type,return-value]
+        return min(correct, key=lambda e: rank_key(e.value, e.ci_high, True), default=None)  # type: ignore[arg-type]
 
     def cartesian_size(self) -> int:
         return math.prod(len(values) for _, values in self.parameters)

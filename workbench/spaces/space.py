@@ -412,7 +412,8 @@ class Space:
             return [dict(zip(self.names, v, strict=True)) for v in found]
         # more valid configs than a walk lists in WALK_SECONDS (by the draws' hit rate, one
         # more hit counted): a walk would only run out of time, so draw by random descent
-        if (len(found) + 1) / max(attempts, 1) * self.cartesian_size > WALKABLE_VALID:
+        product = math.prod(len(d) for d in domains)  # (fixed values count once)
+        if (len(found) + 1) / max(attempts, 1) * product > WALKABLE_VALID:
             return self._descent_sample(n, rng, domains, found)
         try:
             walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)

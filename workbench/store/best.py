@@ -21,14 +21,13 @@ and the device. Compile-only studies measured nothing and are never selected.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.sql import Select
 
-from workbench.runners.base import TrialOutcome
+from workbench.runners.base import RankKey, TrialOutcome
 from workbench.spaces.model import base_kernel
 from workbench.store.models import Evaluation
 from workbench.store.store import Store, StoredEvaluation, StudyInfo, stored_evaluation
@@ -82,18 +81,16 @@ def select_studies(store: Store, selection: StudySelection) -> list[StudyInfo]:
     return [s for s in store.studies() if selection.matches(s)]
 
 
-def rank_key(ev: StoredEvaluation) -> tuple[bool, float, bool, float]:
+def rank_key(ev: StoredEvaluation) -> RankKey:
     """The rule as a sort key for correct evaluations (a stable sort keeps the earliest first
-    among equals): measured first, then median, then the CI's upper bound."""
-    m = ev.measurement
-    high = m.ci_high if m.ci_high is not None and not math.isnan(m.ci_high) else math.inf
-    return (m.replayed_from is not None, float(m.value), high == math.inf, high)  # type: ignore[arg-type]
+    among equals): measured first, then median, then the CI's upper bound (the one key of
+    runners/base.py, which a recording's optimum uses too)."""
+    return ev.measurement.rank_key()
 
 
 def is_candidate(ev: StoredEvaluation) -> bool:
     """Correct, with a value: the only evaluations that can be best."""
-    m = ev.measurement
-    return m.outcome is TrialOutcome.OK and m.value is not None and not math.isnan(m.value)
+    return ev.measurement.correct
 
 
 def ranked(evaluations: Iterable[StoredEvaluation]) -> list[StoredEvaluation]:
