@@ -39,7 +39,7 @@ from workbench.spaces.variants import variant_named, variant_spec
 from workbench.user_code import call_timeout, in_user_process
 
 
-class VariantRow(Baseline):
+class VariantBaselineRow(Baseline):
     """A variant of the space as a baseline (one subclass per variant: :func:`variant_baseline`).
     It runs in the command's CUDA runner, never in the baseline worker."""
 
@@ -63,8 +63,8 @@ def variant_baseline(variant: str, inputs: str | None) -> Baseline:
     """The baseline of ``variant`` (``inputs``: where its inputs are made, for the title)."""
     made = f"the inputs made by {inputs}" if inputs else "the same inputs"
     cls = type(
-        f"VariantRow_{variant}",
-        (VariantRow,),
+        f"VariantBaselineRow_{variant}",
+        (VariantBaselineRow,),
         {
             "name": f"variant:{variant}",
             "title": f"{variant} (this space's own variant) on {made}",

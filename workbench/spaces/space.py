@@ -459,16 +459,18 @@ class Space:
             SparseSampleError: fewer than ``n`` found in DESCENT_SECONDS of descents.
         """
         start = time.perf_counter()
+        checked = [0]  # partial configs the descents checked
         while len(found) < n and time.perf_counter() - start < DESCENT_SECONDS:
-            values = self._descend_once(rng, domains, start)
+            values = self._descend_once(rng, domains, start, checked)
             if values is None:
                 break
             found[values] = None
         if len(found) < n:
             raise SparseSampleError(
                 f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for among "
-                f"{self.cartesian_size:,} points by random draws and descents: the space is too "
-                "sparse to sample; ask for fewer, or loosen its constraints."
+                f"{self.cartesian_size:,} points by random draws, and random descents stopped "
+                f"after {DESCENT_SECONDS:.0f} s, having checked {checked[0]:,} partial configs: "
+                "the space is too sparse to sample; ask for fewer, or loosen its constraints."
             )
         self.sample_note = (
             f"{self.spec.name}: its valid configs are too sparse among {self.cartesian_size:,} "
@@ -478,10 +480,15 @@ class Space:
         return [dict(zip(self.names, v, strict=True)) for v in list(found)[:n]]
 
     def _descend_once(
-        self, rng: random.Random, domains: Sequence[Sequence[Value]], start: float
+        self,
+        rng: random.Random,
+        domains: Sequence[Sequence[Value]],
+        start: float,
+        checked: list[int],
     ) -> tuple[Value, ...] | None:
         """One valid config by a randomized depth-first descent, or None if there is none or
-        DESCENT_SECONDS since ``start`` ran out first."""
+        DESCENT_SECONDS since ``start`` ran out first; ``checked[0]`` counts the partial
+        configs it checks."""
         env = self.start_env()
         if env is None:
             return None
@@ -494,6 +501,7 @@ class Space:
                 return False
             for value in rng.sample(list(domains[level]), len(domains[level])):
                 env[names[level]] = value
+                checked[0] += 1
                 if self.run_level(level + 1, env):
                     chosen.append(value)
                     if descend(level + 1):
