@@ -227,6 +227,21 @@ __device__ __forceinline__ TileCoord tile_of_block() {
   return TileCoord{first_m + in_group % rows, in_group / rows};
 }
 
+// This block's work (both paths): its output tile and its slice of the k-tiles (SPLIT_K slices
+// along blockIdx.z; a slice past the last k-tile gets none).
+struct BlockWork {
+  TileCoord tile;
+  int kt_begin;  // first k-tile of the slice
+  int k_tiles;   // k-tiles in the slice
+};
+__device__ __forceinline__ BlockWork block_work(int K) {
+  const int k_tiles_all = ceil_div(K, BK);
+  const int per_slice = ceil_div(k_tiles_all, SPLIT_K);
+  const int kt_begin = blockIdx.z * per_slice;
+  const int k_tiles = max(0, min(k_tiles_all, kt_begin + per_slice) - kt_begin);
+  return BlockWork{tile_of_block(), kt_begin, k_tiles};
+}
+
 // Everything one stage holds, as shared-memory addresses.
 struct Stage {
   u32 a, w, s, z;
@@ -504,12 +519,10 @@ gemm_w4a16(const w4::T* __restrict__ A, const u32* __restrict__ qweight,
   const Problem p{A, qweight, scales, zeros, M, N, K, ceil_div(N, UNIT_N), K / G};
 
   // ---- tiling: this block's output tile and K slice ---------------------------------------
-  const TileCoord tile = tile_of_block();
+  const BlockWork work = block_work(K);
+  const TileCoord tile = work.tile;
   const int m0 = tile.m * BM, n0 = tile.n * BN;
-  const int k_tiles_all = ceil_div(K, BK);
-  const int k_tiles_per_slice = ceil_div(k_tiles_all, SPLIT_K);
-  const int kt_begin = blockIdx.z * k_tiles_per_slice;  // first k-tile of this slice
-  const int k_tiles = max(0, min(k_tiles_all, kt_begin + k_tiles_per_slice) - kt_begin);
+  const int kt_begin = work.kt_begin, k_tiles = work.k_tiles;
 
   // ---- partitioning: warp (wm, wn) of k-group wk --------------------------------------------
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;

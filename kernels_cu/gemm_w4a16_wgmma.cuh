@@ -142,12 +142,10 @@ gemm_w4a16(const w4::T* __restrict__ A, const u32* __restrict__ qweight,
   const Problem p{A, qweight, scales, zeros, M, N, K, ceil_div(N, UNIT_N), K / G};
 
   // ---- tiling: this block's output tile and K slice ---------------------------------------
-  const TileCoord tile = tile_of_block();
+  const BlockWork work = block_work(K);
+  const TileCoord tile = work.tile;
   const int m0 = tile.m * BM, n0 = tile.n * BN;
-  const int k_tiles_all = ceil_div(K, BK);
-  const int k_tiles_per_slice = ceil_div(k_tiles_all, SPLIT_K);
-  const int kt_begin = blockIdx.z * k_tiles_per_slice;  // first k-tile of this slice
-  const int k_tiles = max(0, min(k_tiles_all, kt_begin + k_tiles_per_slice) - kt_begin);
+  const int kt_begin = work.kt_begin, k_tiles = work.k_tiles;
 
   // ---- partitioning: warpgroup (wg_m) of k-group wk; warp w of it reads weight unit w --------
   const int tid = threadIdx.x, lane = tid % 32, warp = (tid / 32) % 4;
