@@ -168,17 +168,9 @@ gemm_fp8(const u8* __restrict__ A, const u8* __restrict__ B, OutT* __restrict__ 
   if (threadIdx.x % 128 == 0) tma_prefetch_descriptor(&tmap_c);
 #endif
   auto store = [&](const GemmSchedule& work, const WsUnit& unit) {
-#pragma unroll
-    for (int mb = 0; mb < WG_MBLOCKS; ++mb) fence_operands(acc[mb]);
-    if constexpr (WS_FIXUP) {
-      const WsWorkspace<BM, BN> ws{workspace, work.workspace_slots()};
-      if (!ws_unit_fixup<WS_COOPERATIVE>(ws, unit, consumer, acc)) return;  // a peer: published
-    }
-    const TileCoord tile = work.tile(unit);
-    if constexpr (WS_CLUSTER > 1) {
-      // a cluster's tile past the edge of C (its loads fed the partner CTA): nothing to store
-      if (tile.m * BM >= M || tile.n * BN >= N) return;
-    }
+    TileCoord tile;
+    if (!ws_unit_tile<WS_COOPERATIVE, BM, BN>(work, unit, workspace, consumer, M, N, acc, tile))
+      return;
     const int m_base = tile.m * BM + row0;
     const int n_base = tile.n * BN;
     auto cols = [](int) { return 0; };  // tensor-wise scales: nothing per column

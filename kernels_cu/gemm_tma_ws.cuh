@@ -522,3 +522,22 @@ __device__ __forceinline__ bool ws_unit_fixup(const WsWorkspace<TILE_M, TILE_N>&
     return ws_fixup<4, 128>(ws, unit, int(threadIdx.x) % 128, acc);
   }
 }
+
+// What a consumer does with a finished unit before its epilogue (int8 and fp8 alike): fence
+// the accumulators, meet the unit's peers in the workspace (split-K, stream-K) and find its
+// tile. False where it has nothing to store: a peer that published its partial sums, or a
+// cluster's tile past the edge of C (its loads fed the partner CTA).
+template <bool COOPERATIVE, int TILE_M, int TILE_N, int MB, int NB, class T>
+__device__ __forceinline__ bool ws_unit_tile(const GemmSchedule& work, const WsUnit& unit,
+                                             i32* workspace, int consumer, int M, int N,
+                                             T (&acc)[MB][NB], TileCoord& tile) {
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb) fence_operands(acc[mb]);
+  if constexpr (WS_FIXUP) {
+    const WsWorkspace<TILE_M, TILE_N> ws{workspace, work.workspace_slots()};
+    if (!ws_unit_fixup<COOPERATIVE>(ws, unit, consumer, acc)) return false;  // a peer: published
+  }
+  tile = work.tile(unit);
+  if constexpr (WS_CLUSTER > 1) return tile.m * TILE_M < M && tile.n * TILE_N < N;
+  return true;
+}
