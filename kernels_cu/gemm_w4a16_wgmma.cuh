@@ -206,42 +206,29 @@ gemm_w4a16(const w4::T* __restrict__ A, const u32* __restrict__ qweight,
 
   // ---- epilogue: warpgroups of k-group 0 hold the tile's sums; D is C^T ---------------------
   const int row0 = m0 + wg_m * WM;  // first token of the warpgroup
-  if constexpr (SPLIT_K == 1) {
-    if (wk != 0) return;
+  // each accumulator of this thread with its output element (m, n), inside C only
+  auto each_output = [&](auto&& visit) {
 #pragma unroll
     for (int j = 0; j < WGMMAS; ++j)
 #pragma unroll
       for (int x = 0; x < ACC; ++x) {
         const int m = row0 + wgmma_acc_col(lane, x);
         const int n = n0 + w4map::column_of_row(j, wgmma_acc_row(warp, lane, x));
-        if (m < M && n < N) C[static_cast<i64>(m) * N + n] = to_t(acc[j][x]);
+        if (m < M && n < N) visit(static_cast<i64>(m) * N + n, acc[j][x]);
       }
+  };
+  if constexpr (SPLIT_K == 1) {
+    if (wk != 0) return;
+    each_output([&](i64 at, float v) { C[at] = to_t(v); });
   } else {
     // every slice adds its sums (fp32 atomics, resolved in L2); the last one to arrive reads
     // the totals, re-zeroes them and writes C (all threads take part in the barriers)
-    if (wk == 0 && k_tiles > 0) {
-#pragma unroll
-      for (int j = 0; j < WGMMAS; ++j)
-#pragma unroll
-        for (int x = 0; x < ACC; ++x) {
-          const int m = row0 + wgmma_acc_col(lane, x);
-          const int n = n0 + w4map::column_of_row(j, wgmma_acc_row(warp, lane, x));
-          if (m < M && n < N) atomicAdd(workspace + static_cast<i64>(m) * N + n, acc[j][x]);
-        }
-    }
+    if (wk == 0 && k_tiles > 0) each_output([&](i64 at, float v) { atomicAdd(workspace + at, v); });
     if (!splitk_arrive(workspace, M, N, tile.m * gridDim.x + tile.n) || wk != 0) return;
-#pragma unroll
-    for (int j = 0; j < WGMMAS; ++j)
-#pragma unroll
-      for (int x = 0; x < ACC; ++x) {
-        const int m = row0 + wgmma_acc_col(lane, x);
-        const int n = n0 + w4map::column_of_row(j, wgmma_acc_row(warp, lane, x));
-        if (m < M && n < N) {
-          float* sum = workspace + static_cast<i64>(m) * N + n;
-          const float v = __ldcg(sum);
-          __stcg(sum, 0.f);
-          C[static_cast<i64>(m) * N + n] = to_t(v);
-        }
-      }
+    each_output([&](i64 at, float) {
+      const float v = __ldcg(workspace + at);
+      __stcg(workspace + at, 0.f);
+      C[at] = to_t(v);
+    });
   }
 }
