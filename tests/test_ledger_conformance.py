@@ -238,6 +238,7 @@ def test_a_reserved_config_is_recorded_in_the_store_and_known_after(case: Ledger
     stored = case.store.lookup(case.plan.study, config)  # stored before the next round
     assert stored is not None and stored.measurement == m
     assert ledger.refresh(proposer, BUDGET) == Standing(complete=1, since_best=0, exhausted=False)
+    assert ledger.new_evaluations == 1
     assert ledger.settled()  # nothing held: the run may stop
     ledger.close(RunStatus.FINISHED)
     assert [(e.config, e.measurement) for e in ledger.evaluations()] == [(config, m)]
@@ -358,29 +359,34 @@ def test_a_resumed_study_goes_on_without_measuring_again(case: LedgerCase) -> No
     assert [(r.status, r.evaluations) for r in runs] == [("finished", 4), ("finished", 4)]
 
 
-def test_an_interrupt_after_a_commit_counts_what_the_store_holds(
-    case: LedgerCase, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("committed", [True, False], ids=["after-commit", "before-commit"])
+def test_an_interrupt_counts_what_the_store_holds(
+    case: LedgerCase, monkeypatch: pytest.MonkeyPatch, committed: bool
 ) -> None:
-    """Ctrl-C right after the third evaluation is committed, before the ledger's bookkeeping:
-    the run counts the three the store holds and ends interrupted; a new run resumes."""
+    """Ctrl-C as the fourth evaluation is stored: right after its commit (before the ledger's
+    bookkeeping), or before it (after the runner measured it). The run counts what the store
+    holds, ends interrupted, and a new run resumes without measuring anything again."""
     study, record = case.plan.study, case.store.record
+    holds = 4 if committed else 3
 
-    def record_then_interrupt(*args: object, **kwargs: object) -> int:
+    def interrupted(*args: object, **kwargs: object) -> int:
+        if not committed and case.store.count_evaluations(study) == 3:
+            raise KeyboardInterrupt  # the fourth, measured, is never stored
         row = record(*args, **kwargs)  # type: ignore[arg-type]
-        if case.store.count_evaluations(study) == 3:
+        if committed and case.store.count_evaluations(study) == 4:
             raise KeyboardInterrupt
         return row
 
-    monkeypatch.setattr(case.store, "record", record_then_interrupt)
+    monkeypatch.setattr(case.store, "record", interrupted)
     result = search(case, Budget(evaluations=8), sampler="random")
     monkeypatch.setattr(case.store, "record", record)
     assert result.stop is SearchStopReason.INTERRUPTED
-    assert result.evaluations == result.new_evaluations == 3 == len(result.history)
-    assert [(r.status, r.evaluations) for r in case.store.runs(study)] == [("interrupted", 3)]
+    assert result.evaluations == result.new_evaluations == holds == len(result.history)
+    assert [(r.status, r.evaluations) for r in case.store.runs(study)] == [("interrupted", holds)]
     resumed = search(case, Budget(evaluations=8), sampler="random")
     assert (resumed.stop, resumed.evaluations, resumed.new_evaluations) == (
         SearchStopReason.BUDGET,
         8,
-        5,
+        8 - holds,
     )
     assert len({case.plan.problem.key(e.config) for e in resumed.history}) == 8
