@@ -91,6 +91,7 @@ class ClaimsLedger(Ledger):
         self._since = 0  #: completion order of the last completion read
         self._swept = -math.inf  #: when this worker last failed stale trials
         self.run_id = 0
+        self.new = 0  #: evaluations this run stored
         self.info: dict[str, Any] = {}
         self.pulse: Pulse | None = None
         self.trial_id: int | None = None  #: the trial held (handed back if the worker stops)
@@ -128,6 +129,12 @@ class ClaimsLedger(Ledger):
                 self.shared.unclaim(*self.pending)
         if self.pulse is not None:
             self.pulse.stop("stopped")
+        if status is RunStatus.INTERRUPTED:
+            # the interrupt may land between a commit and its bookkeeping: what counts is
+            # what the store holds of this run
+            with _suppress_db():
+                runs = self.store.runs(self.study)
+                self.new = next((r.evaluations for r in runs if r.id == self.run_id), self.new)
         with _suppress_db():
             self.store.finish_run(self.run_id, status)
 
@@ -136,7 +143,7 @@ class ClaimsLedger(Ledger):
 
     @property
     def new_evaluations(self) -> int:
-        return self.stats.measured
+        return self.new
 
     # -- each round ---------------------------------------------------------------------------
     def refresh(self, proposer: Proposer, budget: Budget) -> Standing:
@@ -300,6 +307,7 @@ class ClaimsLedger(Ledger):
                 m,
                 elapsed_s=elapsed,
             )
+            self.new += 1
         except StoreError as exc:  # only a concurrent retry of a stale trial gets here
             stored = self.call(self.store.lookup, self.study, slot.config)
             if stored is None:

@@ -144,7 +144,9 @@ class Standing:
     """Where the study stands at the start of a round, as the ledger sees it."""
 
     complete: int  #: evaluations the evaluation budget counts
-    since_best: int  #: evaluations since the best improved (0 before this run's first)
+    #: evaluations since the best improved: one process counts this run's (0 before its
+    #: first), a worker of a shared study every worker's
+    since_best: int
     exhausted: bool  #: every valid config is evaluated or unanswerable: the search is over
     busy: bool = False  #: nothing can be taken now (other workers are finishing the last ones)
 
@@ -194,7 +196,8 @@ class Ledger(ABC):
     @abstractmethod
     def open_run(self, settings: Mapping[str, object], proposer: Proposer) -> int:
         """Start the run in the store (``settings``: sampler, seed, budget, command) and teach
-        the proposer what the study held before it; the run's id."""
+        the proposer what the study held before it (here, or in the first :meth:`refresh`,
+        before the first proposal); the run's id."""
 
     @abstractmethod
     def close(self, status: RunStatus) -> None:
