@@ -89,50 +89,77 @@ def lint(
         ArchError: ``arch`` is not an architecture name.
     """
     target = Arch.parse(arch)
-    found: list[Lint] = []
-    if resources.spills:
-        found.append(
-            Lint(
-                kernel,
-                LintCode.SPILLS,
-                Severity.WARNING,
-                f"registers spill to local memory: {resources.spill_stores} bytes of spill stores, "
-                f"{resources.spill_loads} bytes of spill loads at {resources.registers} registers; "
-                "reduce live values or raise maxrregcount/launch bounds",
-            )
-        )
+    found = [
+        _spills(kernel, resources),
+        _local_memory(kernel, resources, instructions),
+        _emulated_fp8(kernel, target, instructions, ptx),
+    ]
+    return [f for f in found if f is not None] + _missing_sass(
+        kernel, target, instructions, expect_sass
+    )
+
+
+def _spills(kernel: str, resources: KernelResources) -> Lint | None:
+    """Registers spilled to local memory: each spill is a trip through L1/L2."""
+    if not resources.spills:
+        return None
+    return Lint(
+        kernel,
+        LintCode.SPILLS,
+        Severity.WARNING,
+        f"registers spill to local memory: {resources.spill_stores} bytes of spill stores, "
+        f"{resources.spill_loads} bytes of spill loads at {resources.registers} registers; "
+        "reduce live values or raise maxrregcount/launch bounds",
+    )
+
+
+def _local_memory(
+    kernel: str, resources: KernelResources, instructions: Sequence[SassInstruction]
+) -> Lint | None:
+    """A stack frame or LDL/STL instructions: arrays the compiler could not keep in registers."""
     local_ops = [i for i in instructions if i.base in ("LDL", "STL")]
-    if resources.stack_frame > 0 or local_ops:
-        what = [f"{resources.stack_frame} bytes stack frame"] if resources.stack_frame else []
-        if local_ops:
-            what.append(f"{len(local_ops)} LDL/STL instructions")
-        found.append(
-            Lint(
-                kernel,
-                LintCode.LOCAL_MEMORY,
-                Severity.WARNING,
-                "kernel uses local memory (" + ", ".join(what) + "): dynamically indexed arrays or "
-                "spills go through L1/L2 instead of registers",
-            )
-        )
+    if resources.stack_frame <= 0 and not local_ops:
+        return None
+    what = [f"{resources.stack_frame} bytes stack frame"] if resources.stack_frame else []
+    if local_ops:
+        what.append(f"{len(local_ops)} LDL/STL instructions")
+    return Lint(
+        kernel,
+        LintCode.LOCAL_MEMORY,
+        Severity.WARNING,
+        "kernel uses local memory (" + ", ".join(what) + "): dynamically indexed arrays or "
+        "spills go through L1/L2 instead of registers",
+    )
+
+
+def _emulated_fp8(
+    kernel: str, target: Arch, instructions: Sequence[SassInstruction], ptx: str | None
+) -> Lint | None:
+    """FP8 ``mma.sync`` on sm_90 compiles to unpacks and HMMA (no QMMA): only wgmma is native."""
     if (
-        ptx is not None
-        and target.cc == 90
-        and _FP8_MMA_SYNC.search(ptx)
-        and not has_opcode(instructions, "QMMA")
-        and has_opcode(instructions, "HMMA")
+        ptx is None
+        or target.cc != 90
+        or not _FP8_MMA_SYNC.search(ptx)
+        or has_opcode(instructions, "QMMA")
+        or not has_opcode(instructions, "HMMA")
     ):
-        # F2FP also packs the epilogue's outputs (F2FP.BF16.F32.PACK_AB): count unpacks only
-        unpacks = sum("UNPACK" in i.opcode for i in find_opcode(instructions, "F2FP"))
-        found.append(
-            Lint(
-                kernel,
-                LintCode.FP8_MMA_EMULATED,
-                Severity.WARNING,
-                f"FP8 mma.sync on {target.sm} is emulated (F2FP + HMMA: {unpacks} F2FP unpacks, "
-                f"{len(find_opcode(instructions, 'HMMA'))} HMMA); use wgmma on sm_90a",
-            )
-        )
+        return None
+    # F2FP also packs the epilogue's outputs (F2FP.BF16.F32.PACK_AB): count unpacks only
+    unpacks = sum("UNPACK" in i.opcode for i in find_opcode(instructions, "F2FP"))
+    return Lint(
+        kernel,
+        LintCode.FP8_MMA_EMULATED,
+        Severity.WARNING,
+        f"FP8 mma.sync on {target.sm} is emulated (F2FP + HMMA: {unpacks} F2FP unpacks, "
+        f"{len(find_opcode(instructions, 'HMMA'))} HMMA); use wgmma on sm_90a",
+    )
+
+
+def _missing_sass(
+    kernel: str, target: Arch, instructions: Sequence[SassInstruction], expect_sass: Sequence[str]
+) -> list[Lint]:
+    """An error per expected opcode prefix the SASS lacks (the kernel is not what was meant)."""
+    found = []
     for prefix in expect_sass:
         if not has_opcode(instructions, prefix):
             kind = "tensor-core instructions" if category(prefix) == "tensor" else "instructions"

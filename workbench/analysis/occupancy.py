@@ -94,6 +94,65 @@ def theoretical_occupancy(
         AnalysisError: a negative or zero argument.
     """
     lim = limits or arch_limits(cc)
+    _check_counts(
+        threads_per_block, registers_per_thread, shared_bytes_per_block, dynamic_shared_bytes
+    )
+    smem_per_sm = _carveout(lim, shared_carveout_bytes)
+    need = _footprint(
+        lim, threads_per_block, registers_per_thread, shared_bytes_per_block + dynamic_shared_bytes
+    )
+    table = _block_limits(lim, need, smem_per_sm)
+    blocks = min(v for v in table.values() if v is not None)
+    factor = next(f for f in LIMITING_FACTORS if table[f] == blocks)
+    return TheoreticalOccupancy(
+        cc=lim.cc,
+        active_blocks=blocks,
+        active_warps=blocks * need.warps,
+        max_warps=lim.max_warps_per_sm,
+        limiting_factor=factor,
+        warps_per_block=need.warps,
+        registers_per_block=need.registers_per_warp * need.warps,
+        shared_per_block=need.shared,
+        block_limits=tuple(table.items()),
+    )
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """What one block takes of an SM, in the units the hardware allocates."""
+
+    threads: int
+    registers_per_thread: int
+    warps: int
+    registers_per_warp: int  #: rounded up to the allocation unit
+    user_shared: int  #: static + dynamic bytes, as the kernel asks for them
+    shared: int  #: with the driver's per-block reservation, rounded up to the allocation unit
+
+
+def _footprint(
+    lim: ArchLimits, threads: int, registers_per_thread: int, user_shared: int
+) -> _Footprint:
+    return _Footprint(
+        threads=threads,
+        registers_per_thread=registers_per_thread,
+        warps=-(-threads // WARP_SIZE),
+        registers_per_warp=_round_up(registers_per_thread * WARP_SIZE, lim.register_alloc_unit),
+        user_shared=user_shared,
+        shared=_round_up(user_shared + lim.reserved_shared_per_block, lim.shared_alloc_unit),
+    )
+
+
+def _check_counts(
+    threads_per_block: int,
+    registers_per_thread: int,
+    shared_bytes_per_block: int,
+    dynamic_shared_bytes: int,
+) -> None:
+    """Refuse counts no launch has.
+
+    Raises:
+        AnalysisError: a block of no threads, or a negative register or shared-memory count.
+    """
     if threads_per_block <= 0:
         raise AnalysisError(f"threads_per_block must be positive, got {threads_per_block}")
     for label, value in (
@@ -103,55 +162,50 @@ def theoretical_occupancy(
     ):
         if value < 0:
             raise AnalysisError(f"{label} must not be negative, got {value}")
+
+
+def _carveout(lim: ArchLimits, shared_carveout_bytes: int | None) -> int:
+    """The shared memory per SM that resident blocks share: the carveout, else the maximum.
+
+    Raises:
+        AnalysisError: a carveout the SM has not.
+    """
     smem_per_sm = lim.max_shared_per_sm if shared_carveout_bytes is None else shared_carveout_bytes
     if not 0 <= smem_per_sm <= lim.max_shared_per_sm:
         raise AnalysisError(
             f"shared_carveout_bytes {shared_carveout_bytes} outside 0..{lim.max_shared_per_sm}"
         )
+    return smem_per_sm
 
-    warps = -(-threads_per_block // WARP_SIZE)
-    regs_per_warp = _round_up(registers_per_thread * WARP_SIZE, lim.register_alloc_unit)
-    user_smem = shared_bytes_per_block + dynamic_shared_bytes
-    smem = _round_up(user_smem + lim.reserved_shared_per_block, lim.shared_alloc_unit)
 
-    def result(blocks: int, factor: str, table: dict[str, int | None]) -> TheoreticalOccupancy:
-        return TheoreticalOccupancy(
-            cc=lim.cc,
-            active_blocks=blocks,
-            active_warps=blocks * warps,
-            max_warps=lim.max_warps_per_sm,
-            limiting_factor=factor,
-            warps_per_block=warps,
-            registers_per_block=regs_per_warp * warps,
-            shared_per_block=smem,
-            block_limits=tuple(table.items()),
-        )
-
+def _block_limits(lim: ArchLimits, need: _Footprint, smem_per_sm: int) -> dict[str, int | None]:
+    """The resident blocks each resource alone allows (None: it does not limit); a block over
+    a hardware cap (threads, registers per thread) is 0 by that cap and nothing else is
+    counted."""
     table: dict[str, int | None] = {
         "threads": None,
         "blocks": lim.max_blocks_per_sm,
-        "warps": lim.max_warps_per_sm // warps,
+        "warps": lim.max_warps_per_sm // need.warps,
         "registers": None,
         "shared memory": None,
     }
-    if threads_per_block > lim.max_threads_per_block:
+    if need.threads > lim.max_threads_per_block:
         table["threads"] = 0
-        return result(0, "threads", table)
-    if registers_per_thread > lim.max_registers_per_thread:
+        return table
+    if need.registers_per_thread > lim.max_registers_per_thread:
         table["registers"] = 0
-        return result(0, "registers", table)
-    if regs_per_warp:
+        return table
+    if need.registers_per_warp:
         sub = lim.warp_alloc_granularity
-        assumed = regs_per_warp * _round_up(warps, sub)  # the hardware's per-block check
+        # the hardware's per-block check: warps rounded up to a multiple of the sub-partitions
+        assumed = need.registers_per_warp * _round_up(need.warps, sub)
         if assumed > lim.max_registers_per_block:
             table["registers"] = 0
         else:
-            warps_per_sub = (lim.registers_per_sm // sub) // regs_per_warp
-            table["registers"] = (warps_per_sub * sub) // warps
-    if user_smem > lim.max_shared_per_block:
+            warps_per_sub = (lim.registers_per_sm // sub) // need.registers_per_warp
+            table["registers"] = (warps_per_sub * sub) // need.warps
+    if need.user_shared > lim.max_shared_per_block:
         table["shared memory"] = 0
-    elif user_smem or lim.reserved_shared_per_block:
-        table["shared memory"] = smem_per_sm // smem if smem else None
-    blocks = min(v for v in table.values() if v is not None)
-    factor = next(f for f in LIMITING_FACTORS if table[f] == blocks)
-    return result(blocks, factor, table)
+    elif need.user_shared or lim.reserved_shared_per_block:
+        table["shared memory"] = smem_per_sm // need.shared if need.shared else None
+    return table

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from workbench.regress.history import Point, Series
+from workbench.regress.history import ChangePoint, Point, Series
 from workbench.store.environments import EnvironmentInfo
 
 #: Clicking a change point (its star or its note) scrolls to its environment's row.
@@ -47,63 +47,10 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
     """
     fig = go.Figure()
     for s in series:
-        x = [p.run.created_at for p in s.points]
-        y = [p.median for p in s.points]
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines+markers",
-                name=s.config_key,
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [_upper(p) for p in s.points],
-                    "arrayminus": [_lower(p) for p in s.points],
-                    "thickness": 1,
-                },
-                marker={
-                    "symbol": [
-                        "circle-open" if p.run.replayed_from else "circle" for p in s.points
-                    ],
-                    "size": 8,
-                },
-                hovertext=[_point_text(p) for p in s.points],
-                hoverinfo="text",
-            )
-        )
+        _draw_medians(fig, s)
         _draw_broken(fig, s)
         for cp in s.change_points:
-            point = s.points[cp.index]
-            fig.add_vline(x=point.run.created_at, line_dash="dash", line_color="firebrick")
-            env = point.run.environment
-            anchor = f"env-{env.id}" if env.id is not None else ""
-            what = ", ".join(c.text() for c in cp.changes[:2]) or "no environment change"
-            where = f" (environment {env.id})" if anchor else ""
-            # plotly.js drops relative hrefs on file:// pages: a click handler follows the link
-            fig.add_annotation(
-                x=point.run.created_at,
-                y=point.median,
-                text=f"{100 * (cp.ratio - 1):+.1f}%: {html.escape(what)}{where}",
-                name=anchor,
-                captureevents=bool(anchor),
-                showarrow=True,
-                arrowhead=2,
-                font={"color": "firebrick"},
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=[point.run.created_at],
-                    y=[point.median],
-                    mode="markers",
-                    marker={"symbol": "star", "size": 16, "color": "firebrick"},
-                    name=f"change point ({s.config_key})",
-                    hovertext=[f"<b>change point</b><br>{html.escape(cp.describe())}"],
-                    hoverinfo="text",
-                    customdata=[anchor],
-                    showlegend=False,
-                )
-            )
+            _draw_change_point(fig, s, cp)
     fig.update_layout(
         title=title,
         xaxis_title="run date",
@@ -113,6 +60,66 @@ def draw_timeline(series: Sequence[Series], title: str) -> go.Figure:
         margin={"t": 60, "b": 40},
     )
     return fig
+
+
+def _draw_medians(fig: go.Figure, s: Series) -> None:
+    """The series' line: each run's median with its interval, replayed runs hollow."""
+    fig.add_trace(
+        go.Scatter(
+            x=[p.run.created_at for p in s.points],
+            y=[p.median for p in s.points],
+            mode="lines+markers",
+            name=s.config_key,
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [_upper(p) for p in s.points],
+                "arrayminus": [_lower(p) for p in s.points],
+                "thickness": 1,
+            },
+            marker={
+                "symbol": ["circle-open" if p.run.replayed_from else "circle" for p in s.points],
+                "size": 8,
+            },
+            hovertext=[_point_text(p) for p in s.points],
+            hoverinfo="text",
+        )
+    )
+
+
+def _draw_change_point(fig: go.Figure, s: Series, cp: ChangePoint) -> None:
+    """A dashed line, a note saying what changed in the environment and a star, both linked
+    to the environment's row of the table."""
+    point = s.points[cp.index]
+    fig.add_vline(x=point.run.created_at, line_dash="dash", line_color="firebrick")
+    env = point.run.environment
+    anchor = f"env-{env.id}" if env.id is not None else ""
+    what = ", ".join(c.text() for c in cp.changes[:2]) or "no environment change"
+    where = f" (environment {env.id})" if anchor else ""
+    # plotly.js drops relative hrefs on file:// pages: a click handler follows the link
+    fig.add_annotation(
+        x=point.run.created_at,
+        y=point.median,
+        text=f"{100 * (cp.ratio - 1):+.1f}%: {html.escape(what)}{where}",
+        name=anchor,
+        captureevents=bool(anchor),
+        showarrow=True,
+        arrowhead=2,
+        font={"color": "firebrick"},
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[point.run.created_at],
+            y=[point.median],
+            mode="markers",
+            marker={"symbol": "star", "size": 16, "color": "firebrick"},
+            name=f"change point ({s.config_key})",
+            hovertext=[f"<b>change point</b><br>{html.escape(cp.describe())}"],
+            hoverinfo="text",
+            customdata=[anchor],
+            showlegend=False,
+        )
+    )
 
 
 def _draw_broken(fig: go.Figure, s: Series) -> None:

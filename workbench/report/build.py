@@ -79,34 +79,11 @@ def build_reports(
     studies = gather_studies(store, kernel)
     profiles = [p for p in load_profiles(store) if kernel is None or _profile_of(p, kernel)]
     regress = _regress_kernels(store, kernel)
-    pages: list[tuple[str, Page, Link]] = []
     messages: list[str] = []
     regress_files = {k: f"regress-{slug(k)}.html" for k in regress}
-    used: set[int] = set()
-    for data in studies:
-        say(f"study {data.study.name}")
-        mine = _attached(data, profiles)
-        used |= {id(p) for p in mine}
-        base = base_kernel(data.study.kernel)
-        compared = gather_baselines(store, base)
-        page = study_page(
-            store, data, mine, compared, options.ceilings, options.cache, regress_files.get(base)
-        )
-        name = f"study-{data.study.id}-{slug(data.study.kernel)}.html"
-        pages.append((name, page, _study_link(name, data, compared)))
-    groups = _groups([p for p in profiles if id(p) not in used])
-    names = [Path(g).name for g in groups]
-    taken = {name for name, _, _ in pages}
-    for group, members in groups.items():
-        # a report file's name, unless another imported report has the same one: its path
-        if names.count(Path(group).name) == 1:
-            group = Path(group).name
-        say(f"profiles {group}")
-        name = _unique(f"profiles-{slug(group)}", taken)
-        n = len(members)
-        about = tuple(sorted({p.kernel for p in members}))
-        link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}", about)
-        pages.append((name, profiles_page(group, members, options.ceilings), link))
+    pages, used = _study_pages(store, studies, profiles, options, regress_files, say)
+    leftover = [p for p in profiles if id(p) not in used]
+    pages += _profile_pages(leftover, {name for name, _, _ in pages}, options, say)
     if not pages and not regress:
         if kernel is None:
             raise NothingToReport(
@@ -121,6 +98,52 @@ def build_reports(
         reason = exc.strerror or str(exc)
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
         raise ReportNotWritten(f"cannot write the report to {out}: {reason}{where}") from None
+
+
+def _study_pages(
+    store: Store,
+    studies: list[StudyData],
+    profiles: list[ProfileRecord],
+    options: ReportOptions,
+    regress_files: dict[str, str],
+    say: Progress,
+) -> tuple[list[tuple[str, Page, Link]], set[int]]:
+    """A page per study, with the profiles of its configs; and which profiles they took (by
+    ``id``), so that only the others get pages of their own."""
+    pages: list[tuple[str, Page, Link]] = []
+    used: set[int] = set()
+    for data in studies:
+        say(f"study {data.study.name}")
+        mine = _attached(data, profiles)
+        used |= {id(p) for p in mine}
+        base = base_kernel(data.study.kernel)
+        compared = gather_baselines(store, base)
+        page = study_page(
+            store, data, mine, compared, options.ceilings, options.cache, regress_files.get(base)
+        )
+        name = f"study-{data.study.id}-{slug(data.study.kernel)}.html"
+        pages.append((name, page, _study_link(name, data, compared)))
+    return pages, used
+
+
+def _profile_pages(
+    profiles: list[ProfileRecord], taken: set[str], options: ReportOptions, say: Progress
+) -> list[tuple[str, Page, Link]]:
+    """A page per group of profiles that belong to no study, named after its report file."""
+    pages = []
+    groups = _groups(profiles)
+    names = [Path(g).name for g in groups]
+    for group, members in groups.items():
+        # a report file's name, unless another imported report has the same one: its path
+        if names.count(Path(group).name) == 1:
+            group = Path(group).name
+        say(f"profiles {group}")
+        name = _unique(f"profiles-{slug(group)}", taken)
+        n = len(members)
+        about = tuple(sorted({p.kernel for p in members}))
+        link = Link(name, "profiles", group, f"{n} launch{'es' * (n != 1)}", about)
+        pages.append((name, profiles_page(group, members, options.ceilings), link))
+    return pages
 
 
 def _write(

@@ -128,18 +128,7 @@ def drift_points(
 
 def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
     """Values and the best so far against the evaluation number (or wall time)."""
-    if by_time:
-        keep = [i for i, t in enumerate(h.tuning_s) if t is not None]
-        x = [h.tuning_s[i] for i in keep]
-        xtitle = (
-            "seconds of tuning"
-            + (" (runs laid end to end)" if h.resumed_s else "")
-            + (" (replay: lookups on this machine, not GPU time)" if h.replayed else "")
-        )
-    else:
-        keep = list(range(len(h.trial)))
-        x = [h.trial[i] for i in keep]
-        xtitle = "evaluation"
+    keep, x, xtitle = _history_axis(h, by_time)
     ok = [i for i in keep if h.value[i] is not None]
     bad = [i for i in keep if h.value[i] is None]
     pos = {i: n for n, i in enumerate(keep)}
@@ -164,26 +153,8 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
         )
     )
     if bad:
-        # (with no correct value at all, at 1 on the log axis: 0 is not on it, nothing showed)
-        floor = min((v for v in h.value if v is not None), default=1.0)
-        fig.add_trace(
-            go.Scatter(
-                x=[x[pos[i]] for i in bad],
-                y=[floor] * len(bad),
-                mode="markers",
-                marker={"symbol": "x", "color": "#888", "size": 7},
-                name="failed (drawn at the floor)",
-                hovertext=[esc(f"{h.outcome[i]}: {h.label[i]}") for i in bad],
-            )
-        )
-    for at in h.resumed_s if by_time else ():
-        fig.add_vline(
-            x=at, line_dash="dot", line_color="#888", annotation_text="resumed", opacity=0.7
-        )
-    for trial, seconds, text in h.drifts:
-        drift_at = seconds if by_time else trial
-        if drift_at is not None:
-            fig.add_vline(x=drift_at, line_dash="dash", line_color="#e67e22", annotation_text=text)
+        _add_failed(fig, h, [x[pos[i]] for i in bad], bad)
+    _add_run_events(fig, h, by_time)
     fig.update_layout(
         title=f"{'time' if by_time else 'evaluation'}: best so far",
         xaxis_title=xtitle,
@@ -193,3 +164,47 @@ def draw_history(h: History, *, by_time: bool = False) -> go.Figure:
         margin={"t": 50, "b": 50},
     )
     return fig
+
+
+def _history_axis(h: History, by_time: bool) -> tuple[list[int], list[float | None], str]:
+    """The evaluations that have a place on the x axis, their places, and the axis title (by
+    time: imports have no tuning time and are left out)."""
+    if not by_time:
+        keep = list(range(len(h.trial)))
+        return keep, [h.trial[i] for i in keep], "evaluation"
+    keep = [i for i, t in enumerate(h.tuning_s) if t is not None]
+    xtitle = (
+        "seconds of tuning"
+        + (" (runs laid end to end)" if h.resumed_s else "")
+        + (" (replay: lookups on this machine, not GPU time)" if h.replayed else "")
+    )
+    return keep, [h.tuning_s[i] for i in keep], xtitle
+
+
+def _add_failed(fig: go.Figure, h: History, x: list[float | None], bad: list[int]) -> None:
+    """Failed evaluations as x markers at the floor of the correct values."""
+    # (with no correct value at all, at 1 on the log axis: 0 is not on it, nothing showed)
+    floor = min((v for v in h.value if v is not None), default=1.0)
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[floor] * len(bad),
+            mode="markers",
+            marker={"symbol": "x", "color": "#888", "size": 7},
+            name="failed (drawn at the floor)",
+            hovertext=[esc(f"{h.outcome[i]}: {h.label[i]}") for i in bad],
+        )
+    )
+
+
+def _add_run_events(fig: go.Figure, h: History, by_time: bool) -> None:
+    """Vertical lines where a later run took over (on the time axis) and where a drift check
+    found the reference config changed."""
+    for at in h.resumed_s if by_time else ():
+        fig.add_vline(
+            x=at, line_dash="dot", line_color="#888", annotation_text="resumed", opacity=0.7
+        )
+    for trial, seconds, text in h.drifts:
+        drift_at = seconds if by_time else trial
+        if drift_at is not None:
+            fig.add_vline(x=drift_at, line_dash="dash", line_color="#e67e22", annotation_text=text)

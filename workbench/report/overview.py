@@ -55,9 +55,28 @@ def add_overview(
     if banner:
         page.banners.append(("banner", banner))
     sec = page.section("Overview", "overview")
-    st = data.study
     space, why = data.space
-    facts = [
+    sec.html(table(("", ""), _study_facts(data)))
+    _runs_environment(sec, data)
+    _runs_budget(sec, data)
+    _drift(sec, data)
+    _best(sec, data, space, why)
+    if baselines:
+        _baselines(sec, baselines)
+        if note := retimed_note(data, baselines):
+            sec.note(note)
+    else:
+        sec.note(
+            "No baseline timings in the store for this kernel (workbench compare K stores "
+            "cuBLAS/cuBLASLt/CUTLASS/CUB timings on a GPU)."
+        )
+    return sec
+
+
+def _study_facts(data: StudyData) -> list[tuple[str, str | None]]:
+    """What the study is and where its numbers come from, as (name, value) rows."""
+    st = data.study
+    return [
         ("study", st.name),
         ("kernel", st.kernel),
         ("shape", st.shape_label),
@@ -69,11 +88,30 @@ def add_overview(
         (
             "numbers from",
             "nothing ran: compile results only (no GPU)"
-            if data.study.compile_only
+            if st.compile_only
             else "; ".join(data.replay_sources) or "measured on the device above",
         ),
     ]
-    sec.html(table(("", ""), facts))
+
+
+#: The columns of the device-and-toolchain table, one row per run.
+ENVIRONMENT_COLUMNS = (
+    "run",
+    "kind",
+    "started",
+    "GPU",
+    "driver",
+    "CUDA",
+    "toolkit",
+    "max SM MHz",
+    "commit",
+    "replayed from",
+)
+
+
+def _runs_environment(sec: PageSection, data: StudyData) -> None:
+    """Each run's device, driver, toolchain, clock and commit (unknown for recordings that do
+    not say)."""
     sec.html("<h3>Device and toolchain per run</h3>")
     rows = []
     for r in data.runs:
@@ -94,27 +132,15 @@ def add_overview(
                 env.replay_source if env else None,
             ]
         )
-    sec.html(
-        table(
-            (
-                "run",
-                "kind",
-                "started",
-                "GPU",
-                "driver",
-                "CUDA",
-                "toolkit",
-                "max SM MHz",
-                "commit",
-                "replayed from",
-            ),
-            rows,
-        )
-    )
+    sec.html(table(ENVIRONMENT_COLUMNS, rows))
     sec.note(
         "Driver, CUDA and clocks are unknown (-) for runs replayed from recordings that do "
         "not record them."
     )
+
+
+def _runs_budget(sec: PageSection, data: StudyData) -> None:
+    """Each run's sampler, budget and how it ended."""
     sec.html("<h3>Budget</h3>")
     sec.html(
         table(
@@ -130,18 +156,6 @@ def add_overview(
             "abandoned: the process of the run ended without saying how (killed, or its machine "
             "lost); found when the study was next opened."
         )
-    _drift(sec, data)
-    _best(sec, data, space, why)
-    if baselines:
-        _baselines(sec, baselines)
-        if note := retimed_note(data, baselines):
-            sec.note(note)
-    else:
-        sec.note(
-            "No baseline timings in the store for this kernel (workbench compare K stores "
-            "cuBLAS/cuBLASLt/CUTLASS/CUB timings on a GPU)."
-        )
-    return sec
 
 
 def _space_file(data: StudyData) -> str:

@@ -85,30 +85,63 @@ def study_page(
     also = [("comparison with the libraries", s) for s in baselines.replayed]
     also += [("Nsight Compute profile", s) for s in counters.replayed_sources(profiles)]
     add_overview(page, data, baselines, also)
+    _history_section(page, data)
+    _phases_section(page, data)
+    _importance_section(page, data)
+    _parallel_section(page, data)
+    _compile_section(page, store, data, cache)
+    add_tuned_binary(
+        page.section("What tuning changed in the binary", "binary"),
+        gather_tuned_binary(data, cache, storage_option(store.shown_url)),
+    )
+    roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
+    _roofline_section(
+        page, roof, f"{st.kernel} [{st.shape_label}]", counters.replayed_note(profiles)
+    )
+    add_counter_sections(page, profiles, NO_PROFILE, measured)
+    _energy_section(page, data)
+    _accuracy_section(page, data)
+    if regress_file:
+        sec = page.section("Regression timeline", "regress")
+        sec.html(f"<p><a href='{esc(regress_file)}'>Regression timeline of this kernel</a></p>")
+    return page
+
+
+def _history_section(page: Page, data: StudyData) -> None:
+    """The best-so-far curve by trial, and by tuning time where the runs recorded it."""
     hist = page.section("Tuning history", "history")
-    if data.evaluations:
-        h = gather_history(data)
-        hist.figure(draw_history(h))
-        if any(t is not None for t in h.tuning_s):
-            hist.figure(draw_history(h, by_time=True))
-        hist.note(f"{len(data.evaluations)} evaluations, {h.failed} failed (x markers).")
-        if data.runs and all(r.kind == "import" for r in data.runs):
-            hist.note(
-                "Imported with workbench store import: there was no search, so the order "
-                "is the recording's and the curve says nothing about a sampler."
-            )
-    else:
+    if not data.evaluations:
         hist.text("The study has no evaluation yet.", "missing")
+        return
+    h = gather_history(data)
+    hist.figure(draw_history(h))
+    if any(t is not None for t in h.tuning_s):
+        hist.figure(draw_history(h, by_time=True))
+    hist.note(f"{len(data.evaluations)} evaluations, {h.failed} failed (x markers).")
+    if data.runs and all(r.kind == "import" for r in data.runs):
+        hist.note(
+            "Imported with workbench store import: there was no search, so the order "
+            "is the recording's and the curve says nothing about a sampler."
+        )
+
+
+def _phases_section(page: Page, data: StudyData) -> None:
+    """Where the runs' time went; a study that only replayed says so (no section without
+    runs)."""
     runs = gather_phases(data)
-    if runs:
-        sec = page.section("Where the time went", "phases")
-        live = [r for r in runs if r.live]
-        if live:
-            sec.figure(draw_phases(live))
-            sec.html(phases_table(live))
-            sec.note(phases_note(live))
-        if (sentence := replayed_text(runs)) is not None:
-            sec.text(sentence, "missing")
+    if not runs:
+        return
+    sec = page.section("Where the time went", "phases")
+    live = [r for r in runs if r.live]
+    if live:
+        sec.figure(draw_phases(live))
+        sec.html(phases_table(live))
+        sec.note(phases_note(live))
+    if (sentence := replayed_text(runs)) is not None:
+        sec.text(sentence, "missing")
+
+
+def _importance_section(page: Page, data: StudyData) -> None:
     imp = page.section("Parameter importance", "importance")
     importance = gather_importance(data)
     imp.note(f"Method: {importance.method}.")
@@ -116,12 +149,19 @@ def study_page(
         imp.figure(draw_importance(importance))
     else:
         imp.text(f"Not computed: {importance.reason}.", "missing")
+
+
+def _parallel_section(page: Page, data: StudyData) -> None:
     par = page.section("Parallel coordinates", "parallel")
     fig = draw_parallel(data)
     if fig is not None:
         par.figure(fig)
     else:
         par.text("Fewer than two correct evaluations, or no parameter varies.", "missing")
+
+
+def _compile_section(page: Page, store: Store, data: StudyData, cache: CompileCache | None) -> None:
+    """Registers and shared memory against time, from the store or this machine's cache."""
     comp = page.section("Compile resources", "compile")
     series = gather_compiled(store, data, cache)
     if series is not None and (sentence := too_few_text(series)) is not None:
@@ -142,36 +182,33 @@ def study_page(
             ),
             "missing",
         )
-    add_tuned_binary(
-        page.section("What tuning changed in the binary", "binary"),
-        gather_tuned_binary(data, cache, storage_option(store.shown_url)),
-    )
-    roof = from_profiles(profiles, data, measured) if profiles else from_timing(data, measured)
-    _roofline_section(
-        page, roof, f"{st.kernel} [{st.shape_label}]", counters.replayed_note(profiles)
-    )
-    add_counter_sections(page, profiles, NO_PROFILE, measured)
+
+
+def _energy_section(page: Page, data: StudyData) -> None:
+    """Time against energy per launch, where samples carry energy (no section otherwise)."""
     te = gather_time_energy(data)
-    if te is not None:
-        sec = page.section("Time and energy", "energy")
-        sec.figure(draw_time_energy(te))
-        sec.note(
-            f"{len(te.front)} of {len(te.labels)} configs are on the Pareto front: none is both "
-            "faster and leaner (energy per launch from the GPU's energy counter over the timed "
-            "samples, L2 flushes included, or from the recording)."
-        )
+    if te is None:
+        return
+    sec = page.section("Time and energy", "energy")
+    sec.figure(draw_time_energy(te))
+    sec.note(
+        f"{len(te.front)} of {len(te.labels)} configs are on the Pareto front: none is both "
+        "faster and leaner (energy per launch from the GPU's energy counter over the timed "
+        "samples, L2 flushes included, or from the recording)."
+    )
+
+
+def _accuracy_section(page: Page, data: StudyData) -> None:
+    """Each config's error next to its speed, and the problem's own accuracy, where stored."""
     acc = gather_accuracy(data)
     problem_acc = gather_problem_accuracy(data)
-    if acc is not None or problem_acc is not None:
-        sec = page.section("Error next to speed", "accuracy")
-        if acc is not None:
-            sec.figure(draw_accuracy(acc, st.unit))
-        if problem_acc is not None:
-            add_problem_accuracy(sec, problem_acc, _speed_text(data))
-    if regress_file:
-        sec = page.section("Regression timeline", "regress")
-        sec.html(f"<p><a href='{esc(regress_file)}'>Regression timeline of this kernel</a></p>")
-    return page
+    if acc is None and problem_acc is None:
+        return
+    sec = page.section("Error next to speed", "accuracy")
+    if acc is not None:
+        sec.figure(draw_accuracy(acc, data.study.unit))
+    if problem_acc is not None:
+        add_problem_accuracy(sec, problem_acc, _speed_text(data))
 
 
 def _speed_text(data: StudyData) -> str:
@@ -189,6 +226,22 @@ def _speed_text(data: StudyData) -> str:
     )
 
 
+#: The roofline table's columns, one row per point (a launch at one memory level).
+ROOFLINE_COLUMNS = (
+    "role",
+    "launch",
+    "source",
+    "precision",
+    "level",
+    "op/B",
+    "rate",
+    "of attainable",
+    "bound",
+    "compute roof",
+    "memory roof",
+)
+
+
 def _roofline_section(
     page: Page, roof: Roofline | None, what: str, replayed: str | None = None
 ) -> None:
@@ -202,6 +255,16 @@ def _roofline_section(
             "missing",
         )
         return
+    _roofline_notes(sec, roof)
+    if not any(s.points for s in roof.sets) or not roof.ceilings:
+        sec.text("Nothing to place: no point has both a compute and a memory roof.", "missing")
+        return
+    sec.figure(draw_roofline(roof, f"hierarchical roofline: {esc(what)}"))
+    _roofline_table(sec, roof)
+
+
+def _roofline_notes(sec: PageSection, roof: Roofline) -> None:
+    """Where the points and each kind of ceiling come from, and the clock the rates are at."""
     sec.note(
         f"Points: {roof.source}. Ceilings are labelled with their source: measured "
         "(scripts/ceilings.py on the GPU, via --ceilings), ncu (the profile's own peaks at "
@@ -216,48 +279,29 @@ def _roofline_section(
     for n in roof.notes:
         if n:
             sec.note(n)
-    if not any(s.points for s in roof.sets) or not roof.ceilings:
-        sec.text("Nothing to place: no point has both a compute and a memory roof.", "missing")
-        return
-    sec.figure(draw_roofline(roof, f"hierarchical roofline: {esc(what)}"))
+
+
+def _roofline_table(sec: PageSection, roof: Roofline) -> None:
+    """The drawn points as a table, then the roofs they were placed under, each named once."""
     labels, caption = launch_labels(roof)
-    rows = []
-    for s, label in zip(roof.sets, labels, strict=True):
-        for pt in s.points:
-            rows.append(
-                [
-                    s.role,
-                    label,
-                    s.source,
-                    pt.precision,
-                    pt.level,
-                    num(pt.intensity),
-                    pt.compute.rate_text(pt.achieved),
-                    f"{pt.fraction:.1%}",
-                    pt.bound,
-                    pt.compute.short,
-                    pt.memory.short,
-                ]
-            )
-    sec.html(
-        table(
-            (
-                "role",
-                "launch",
-                "source",
-                "precision",
-                "level",
-                "op/B",
-                "rate",
-                "of attainable",
-                "bound",
-                "compute roof",
-                "memory roof",
-            ),
-            rows,
-            numeric=(5, 6, 7),
-        )
-    )
+    rows = [
+        [
+            s.role,
+            label,
+            s.source,
+            pt.precision,
+            pt.level,
+            num(pt.intensity),
+            pt.compute.rate_text(pt.achieved),
+            f"{pt.fraction:.1%}",
+            pt.bound,
+            pt.compute.short,
+            pt.memory.short,
+        ]
+        for s, label in zip(roof.sets, labels, strict=True)
+        for pt in s.points
+    ]
+    sec.html(table(ROOFLINE_COLUMNS, rows, numeric=(5, 6, 7)))
     if caption:
         sec.note(caption)
     roofs = {pt.compute.label: None for s in roof.sets for pt in s.points}
@@ -322,10 +366,55 @@ def add_counter_sections(
         )
 
 
+#: The launches table of a profiles page: one row per profiled launch.
+LAUNCH_COLUMNS = (
+    "#",
+    "kernel",
+    "config",
+    "short name",
+    "demangled (start)",
+    "device",
+    "chip",
+    "source",
+    "set",
+    "missing metrics",
+    "notes",
+)
+
+
 def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings | None) -> Page:
     """Profiles that belong to no study (e.g. reports imported from elsewhere)."""
     n = len(profiles)
     page = Page(f"Profiles: {title}", subtitle=f"{n} profiled launch{'es' * (n != 1)}")
+    _imported_banner(page, profiles)
+    sec: PageSection = page.section("Launches", "launches")
+    configs = short_labels([p.config_key for p in profiles])
+    rows = [
+        [
+            p.report_index,
+            p.kernel,
+            (config or None) if p.config_key else None,
+            p.function_name,
+            (p.demangled_name or "")[:120],
+            p.device,
+            p.chip,
+            p.source,
+            p.metric_set,
+            len(p.missing),
+            "; ".join(p.notes) or None,
+        ]
+        for p, config in zip(profiles, configs.labels, strict=True)
+    ]
+    sec.html(table(LAUNCH_COLUMNS, rows))
+    if configs.shared:
+        sec.note(f"Configs show the parameters that differ; all share {configs.shared_text}.")
+    _roofline_section(page, from_profiles(profiles, None, measured), title)
+    add_counter_sections(page, profiles, "No profile with hardware counters.", measured)
+    return page
+
+
+def _imported_banner(page: Page, profiles: list[ProfileRecord]) -> None:
+    """Imported profiles were measured elsewhere: the first screen names their GPUs and files."""
     foreign = sorted(
         {
             (p.device or "unknown GPU", p.source_file or "-")
@@ -333,56 +422,17 @@ def profiles_page(title: str, profiles: list[ProfileRecord], measured: Ceilings 
             if p.source == "import"
         }
     )
-    if foreign:
-        items = "".join(f"<li>{esc(d)}: {esc(f)}</li>" for d, f in foreign)
-        page.banners.append(
-            (
-                "banner",
-                "<b>IMPORTED, not measured here.</b> These counters were "
-                "collected by Nsight Compute on the GPUs below and read from the "
-                f"report files named; nothing ran on this machine.<ul>{items}</ul>",
-            )
-        )
-    sec: PageSection = page.section("Launches", "launches")
-    configs = short_labels([p.config_key for p in profiles])
-    sec.html(
-        table(
-            (
-                "#",
-                "kernel",
-                "config",
-                "short name",
-                "demangled (start)",
-                "device",
-                "chip",
-                "source",
-                "set",
-                "missing metrics",
-                "notes",
-            ),
-            [
-                [
-                    p.report_index,
-                    p.kernel,
-                    (config or None) if p.config_key else None,
-                    p.function_name,
-                    (p.demangled_name or "")[:120],
-                    p.device,
-                    p.chip,
-                    p.source,
-                    p.metric_set,
-                    len(p.missing),
-                    "; ".join(p.notes) or None,
-                ]
-                for p, config in zip(profiles, configs.labels, strict=True)
-            ],
+    if not foreign:
+        return
+    items = "".join(f"<li>{esc(d)}: {esc(f)}</li>" for d, f in foreign)
+    page.banners.append(
+        (
+            "banner",
+            "<b>IMPORTED, not measured here.</b> These counters were "
+            "collected by Nsight Compute on the GPUs below and read from the "
+            f"report files named; nothing ran on this machine.<ul>{items}</ul>",
         )
     )
-    if configs.shared:
-        sec.note(f"Configs show the parameters that differ; all share {configs.shared_text}.")
-    _roofline_section(page, from_profiles(profiles, None, measured), title)
-    add_counter_sections(page, profiles, "No profile with hardware counters.", measured)
-    return page
 
 
 def static_page(data: StaticData, nvrtc: str) -> Page:

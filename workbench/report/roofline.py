@@ -288,12 +288,31 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
     memory = [c for c in roof.ceilings if c.kind is CeilingKind.MEMORY]
     compute = [c for c in roof.ceilings if c.kind is CeilingKind.COMPUTE]
     xs = [pt.intensity for s in roof.sets for pt in s.points]
-    top = max((c.value for c in compute), default=None)
-    fastest = max((m.value for m in memory), default=None)
     ridges = [c.value / m.value for c in compute for m in memory]
+    # a decade either side of every point and ridge (and of 1 op/B, for a lone point)
     lo = min([*xs, *ridges, 1.0]) / 10
     hi = max([*xs, *ridges, 1.0]) * 10
     fig = go.Figure()
+    _add_roofs(fig, memory, compute, lo, hi)
+    _add_points(fig, roof)
+    clock = f"<br><sup>rates per second {esc(roof.clock)}</sup>" if roof.clock else ""
+    fig.update_layout(
+        title=title + clock,
+        xaxis={"type": "log", "title": "arithmetic intensity (operations per byte)"},
+        yaxis={"type": "log", "title": "operations per second"},
+        height=640,
+        legend={"font": {"size": 10}, "orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def _add_roofs(
+    fig: go.Figure, memory: list[Ceiling], compute: list[Ceiling], lo: float, hi: float
+) -> None:
+    """Memory roofs as slopes up to the highest compute roof, compute roofs as flat lines from
+    the fastest memory roof's ridge (DRAM solid, the caches dotted)."""
+    top = max((c.value for c in compute), default=None)
+    fastest = max((m.value for m in memory), default=None)
     for m in memory:
         end = top / m.value if top else hi
         fig.add_trace(
@@ -316,6 +335,11 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
                 name=esc(c.legend),
             )
         )
+
+
+def _add_points(fig: go.Figure, roof: Roofline) -> None:
+    """One trace per launch, a colour each, a marker symbol per memory level (the best config
+    drawn larger)."""
     labels, _ = launch_labels(roof)
     for i, s in enumerate(roof.sets):
         if not s.points:
@@ -337,15 +361,6 @@ def draw_roofline(roof: Roofline, title: str) -> go.Figure:
                 hoverinfo="text",
             )
         )
-    clock = f"<br><sup>rates per second {esc(roof.clock)}</sup>" if roof.clock else ""
-    fig.update_layout(
-        title=title + clock,
-        xaxis={"type": "log", "title": "arithmetic intensity (operations per byte)"},
-        yaxis={"type": "log", "title": "operations per second"},
-        height=640,
-        legend={"font": {"size": 10}, "orientation": "h", "y": -0.2},
-    )
-    return fig
 
 
 def _hover(s: PointSet, pt: RooflinePoint) -> str:

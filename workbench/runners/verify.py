@@ -205,22 +205,12 @@ def compare_output(
     first: Mismatch | None = None
     for start in range(0, size, chunk):
         g_raw, e_raw = flat_got[start : start + chunk], flat_exp[start : start + chunk]
-        if integer:
-            g, e = g_raw.astype(np.int64), e_raw.astype(np.int64)
-            bad = g != e
-            diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
-            finite = np.ones(g.shape, dtype=bool)
-        else:
-            g, e = g_raw.astype(np.float64), e_raw.astype(np.float64)
-            bad, diff, finite = _float_mismatch(g, e, tolerance)
+        g, e, bad, diff, finite = _compare_chunk(g_raw, e_raw, integer, tolerance)
         is_poison = _poison_mask(g_raw, poison_word)
         if unwritten:  # NaN == NaN must not let an element nobody wrote pass
             bad |= is_poison
-        if finite.any():
-            max_abs = max(max_abs, float(diff[finite].max()))
-            rel_ok = finite & (e != 0)
-            if rel_ok.any():
-                max_rel = max(max_rel, float((diff[rel_ok] / np.abs(e[rel_ok])).max()))
+        chunk_abs, chunk_rel = _largest_errors(diff, finite, e)
+        max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
         n_bad = int(np.count_nonzero(bad))
         if not n_bad:
             continue
@@ -234,6 +224,29 @@ def compare_output(
     return OutputCheck(
         name, size, wrong, untouched, nonfinite, first, max_abs, max_rel, tolerance, poison
     )
+
+
+def _compare_chunk(
+    g_raw: np.ndarray, e_raw: np.ndarray, integer: bool, tolerance: Tolerance
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One chunk widened (to int64 for integers, else float64), and (wrong, |g - e|, both
+    finite) for it: integers must be equal, floats are compared by ``tolerance``."""
+    if not integer:
+        g, e = g_raw.astype(np.float64), e_raw.astype(np.float64)
+        return g, e, *_float_mismatch(g, e, tolerance)
+    g, e = g_raw.astype(np.int64), e_raw.astype(np.int64)
+    diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
+    return g, e, g != e, diff, np.ones(g.shape, dtype=bool)
+
+
+def _largest_errors(diff: np.ndarray, finite: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    """The largest absolute error among finite elements, and the largest relative one where
+    the expected value is not 0 (0.0 where there is none)."""
+    if not finite.any():
+        return 0.0, 0.0
+    rel_ok = finite & (e != 0)
+    max_rel = float((diff[rel_ok] / np.abs(e[rel_ok])).max()) if rel_ok.any() else 0.0
+    return float(diff[finite].max()), max_rel
 
 
 def _float_mismatch(

@@ -89,6 +89,45 @@ def joint_cells(X: np.ndarray, cards: np.ndarray, params: Sequence[int]) -> np.n
     return cell
 
 
+def _scoring_groups(
+    X: np.ndarray,
+    cards: np.ndarray,
+    varying: Sequence[int],
+    tables: Sequence[tuple[int, ...]],
+    offsets: np.ndarray,
+) -> tuple[np.ndarray, scipy.sparse.csr_array]:
+    """Each config's cell in each joint table of a group of parameters, one row per group,
+    and the sparse matrix that sums the model's tables (cells from ``offsets``) into the
+    groups' cells.
+
+    Scoring: a config's prediction is the sum of its cells' predictions, one per table. The
+    tables are summed into a few joint tables over groups of parameters that cover every pair
+    (pair_cover), so a score gathers one number per group (3 instead of 55 on the recorded
+    gemm space). A table goes to the first group that holds its parameters: each of the
+    group's cells adds the table's cell for the same values, one sparse product for all
+    groups at once.
+    """
+    groups = [tuple(varying[i] for i in g) for g in pair_cover(cards[varying].tolist())]
+    group_sizes = [math.prod(int(cards[j]) for j in g) for g in groups]
+    group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
+    group_cells = np.zeros((len(groups), len(X)), dtype=np.intp)
+    for g, group in enumerate(groups):
+        group_cells[g] = joint_cells(X, cards, group) + group_offsets[g]
+    into, source = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for tab, lo in zip(tables, offsets[:-1], strict=True):
+        g = next(i for i, group in enumerate(groups) if set(tab) <= set(group))
+        shape = tuple(int(cards[j]) if j in tab else 1 for j in groups[g])
+        table_cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
+        into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
+        source.append(np.broadcast_to(table_cells, [int(cards[j]) for j in groups[g]]).ravel())
+    into_all, source_all = np.concatenate(into), np.concatenate(source)
+    assembly = scipy.sparse.csr_array(
+        (np.ones(len(into_all)), (into_all, source_all)),
+        shape=(int(group_offsets[-1]), int(offsets[-1])),
+    )
+    return group_cells, assembly
+
+
 class PairModel:
     """The regression over the configs whose value indices are the rows of ``X`` (one column
     per parameter, ``cards`` values each; ``ordinal`` parameters share weight along their
@@ -138,30 +177,7 @@ class PairModel:
         self._prior_sd = PRIOR_SD * np.sqrt(
             np.where(block_of < len(varying), 1 - PAIR_WEIGHT, PAIR_WEIGHT / n_pair_terms)
         )
-        # Scoring: a config's prediction is the sum of its cells' predictions, one per table.
-        # The tables are summed into a few joint tables over groups of parameters that cover
-        # every pair (pair_cover), so a score gathers one number per group (3 instead of 55
-        # on the recorded gemm space). A table goes to the first group that holds its
-        # parameters: each of the group's cells adds the table's cell for the same values,
-        # one sparse product (_assembly) for all groups at once.
-        groups = [tuple(varying[i] for i in g) for g in pair_cover(cards[varying].tolist())]
-        group_sizes = [math.prod(int(cards[j]) for j in g) for g in groups]
-        group_offsets = np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int64)
-        self.group_cells = np.zeros((len(groups), n), dtype=np.intp)
-        for g, group in enumerate(groups):
-            self.group_cells[g] = joint_cells(X, cards, group) + group_offsets[g]
-        into, source = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for tab, lo in zip(tables, offsets[:-1], strict=True):
-            g = next(i for i, group in enumerate(groups) if set(tab) <= set(group))
-            shape = tuple(int(cards[j]) if j in tab else 1 for j in groups[g])
-            table_cells = np.arange(lo, lo + math.prod(shape)).reshape(shape)
-            into.append(np.arange(group_offsets[g], group_offsets[g + 1]))
-            source.append(np.broadcast_to(table_cells, [int(cards[j]) for j in groups[g]]).ravel())
-        into_all, source_all = np.concatenate(into), np.concatenate(source)
-        self._assembly = scipy.sparse.csr_array(
-            (np.ones(len(into_all)), (into_all, source_all)),
-            shape=(int(group_offsets[-1]), self.n_cells),
-        )
+        self.group_cells, self._assembly = _scoring_groups(X, cards, varying, tables, offsets)
         self._forget_fit()
 
     def _use_basis(self, ordinal_basis: Callable[[int], np.ndarray]) -> None:

@@ -94,6 +94,46 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _value_indices(
+    names: Sequence[str], index: Sequence[dict[Any, int]], configs: Sequence[Config]
+) -> np.ndarray:
+    """Each config's value indices, a row per config and a column per parameter (``index``:
+    each parameter's value -> its index)."""
+    # one pass over the configs (a pass per parameter cost twice as much: most of the
+    # sampler's set-up on a 18k-config space)
+    values = operator.itemgetter(*names) if len(names) > 1 else lambda c: [c[n] for n in names]
+    return np.fromiter(
+        (i for c in configs for i in map(dict.__getitem__, index, values(c))),
+        np.int32,
+        len(configs) * len(names),
+    ).reshape(len(configs), len(names))
+
+
+def _row_codes(
+    X: np.ndarray, cards: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """The radix of each parameter in a row-major code of the cartesian product, the rows in
+    order of code, and the codes in that order; (None, empty, empty) when the product
+    overflows an int64."""
+    if math.prod(int(k) for k in cards) >= 2**62:
+        return None, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    radix = np.cumprod([1, *cards[::-1]])[-2::-1].astype(np.int64)
+    codes = X.astype(np.int64) @ radix
+    order = np.argsort(codes)
+    return radix, order, codes[order]
+
+
+def _neighbourhoods(cards: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """For one and two changed parameters: the combinations of varying parameters that change
+    together, and how many neighbours each combination makes."""
+    varying = [j for j, k in enumerate(cards) if k > 1]
+    combos = {
+        f: np.array(list(itertools.combinations(varying, f)), dtype=np.int64).reshape(-1, f)
+        for f in (1, 2)
+    }
+    return combos, {f: np.prod(cards[c] - 1, axis=1) for f, c in combos.items()}
+
+
 class PortfolioProposer(Proposer):
     """Bandit over search moves on the enumerated valid set (see the module docstring)."""
 
@@ -114,33 +154,41 @@ class PortfolioProposer(Proposer):
         self.ordinal = [p.ordinal for p in params]
         self._is_ordinal = np.array(self.ordinal, dtype=bool)
         self._index = [{v: i for i, v in enumerate(p.values)} for p in params]
-        # each config's value indices, in one pass over the configs (a pass per parameter cost
-        # twice as much: most of the sampler's set-up on a 18k-config space)
-        names = [p.name for p in params]
-        values = operator.itemgetter(*names) if len(names) > 1 else lambda c: [c[n] for n in names]
-        self.X = np.fromiter(
-            (i for c in configs for i in map(dict.__getitem__, self._index, values(c))),
-            np.int32,
-            len(configs) * len(names),
-        ).reshape(len(configs), len(names))
+        self.X = _value_indices([p.name for p in params], self._index, configs)
         self._top = self.cards - 1  # each parameter's last value index
         # Each config's row-major code in the cartesian product, sorted, so that a batch of
         # configs is found with one searchsorted (None if the product overflows an int64:
         # then they are looked up one by one in row_of).
-        self._radix: np.ndarray | None = None
-        if math.prod(int(k) for k in self.cards) < 2**62:
-            self._radix = np.cumprod([1, *self.cards[::-1]])[-2::-1].astype(np.int64)
-            codes = self.X.astype(np.int64) @ self._radix
-            self._code_order = np.argsort(codes)
-            self._sorted_codes = codes[self._code_order]
-        self.visited = np.zeros(len(configs), dtype=bool)
+        self._radix, self._code_order, self._sorted_codes = _row_codes(self.X, self.cards)
+        self._empty_record(len(configs))
+        # the line and pair moves' neighbourhoods: which parameters change together, and how
+        # many neighbours each combination makes
+        self._combos, self._combo_sizes = _neighbourhoods(self.cards)
+        self._neighbourhood_size = {f: int(sizes.sum()) for f, sizes in self._combo_sizes.items()}
+        self.model = PairModel(self.X, self.cards, self.ordinal)
+        self.walk_model = self.model.with_basis(random_walk_basis)
+        # the random move's coverage: the model's tables of at most COVER_CELLS cells, and
+        # which of their cells an evaluated config has been in
+        self._cover_tables = np.flatnonzero(self.model.table_sizes <= COVER_CELLS)
+        self._seen_cells = np.zeros(self.model.n_cells, dtype=bool)
+        self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
+        # (row, flips) whose whole neighbourhood (see _neighbours) has no open config: as the
+        # visited set only grows, it never will again (until hold() changes the held ones),
+        # so the line and pair moves skip the lookup (past a few hundred evaluations, most of
+        # the line move's turns around the incumbent find nothing)
+        self._exhausted: set[tuple[int, int]] = set()
+
+    def _empty_record(self, n_configs: int) -> None:
+        """The record of a search that has evaluated nothing: what observe() fills in, the
+        bandit's window, the elite and the escape's bases."""
+        self.visited = np.zeros(n_configs, dtype=bool)
         # configs other workers are measuring now (a shared study): skipped by every move, so
         # concurrent workers with the same history diverge instead of colliding
-        self.held = np.zeros(len(configs), dtype=bool)
-        self._open_rows = np.ones(len(configs), dtype=bool)
-        self.values = np.full(len(configs), np.nan)  # objective; +inf for failed configs
+        self.held = np.zeros(n_configs, dtype=bool)
+        self._open_rows = np.ones(n_configs, dtype=bool)
+        self.values = np.full(n_configs, np.nan)  # objective; +inf for failed configs
         self.n_visited = 0
-        self._visit_order = np.zeros(len(configs), dtype=np.int64)  # rows, as evaluated
+        self._visit_order = np.zeros(n_configs, dtype=np.int64)  # rows, as evaluated
         # past MAX_FIT: the fit's selection of evaluated rows, and n_visited when it was made
         self._selected, self._selected_at = np.zeros(0, dtype=np.int64), -MAX_FIT
         self.history: list[tuple[str, float]] = []  # (move, reward) in order
@@ -157,30 +205,9 @@ class PortfolioProposer(Proposer):
         # the last proposal, as returned and as a row: observe finds its row without encoding
         self._last_config: Config | None = None
         self._last_row = -1
-        # the line and pair moves' neighbourhoods: which parameters change together, and how
-        # many neighbours each combination makes
-        varying = [j for j, k in enumerate(self.cards) if k > 1]
-        self._combos = {
-            f: np.array(list(itertools.combinations(varying, f)), dtype=np.int64).reshape(-1, f)
-            for f in (1, 2)
-        }
-        self._combo_sizes = {f: np.prod(self.cards[c] - 1, axis=1) for f, c in self._combos.items()}
-        self._neighbourhood_size = {f: int(sizes.sum()) for f, sizes in self._combo_sizes.items()}
-        self.model = PairModel(self.X, self.cards, self.ordinal)
-        self.walk_model = self.model.with_basis(random_walk_basis)
-        # the random move's coverage: the model's tables of at most COVER_CELLS cells, and
-        # which of their cells an evaluated config has been in
-        self._cover_tables = np.flatnonzero(self.model.table_sizes <= COVER_CELLS)
-        self._seen_cells = np.zeros(self.model.n_cells, dtype=bool)
-        self._drawn, self._draw_at = np.zeros(0), -1  # the latest posterior draw (grouped)
         # successfully evaluated rows, fastest first (ties by row), and their values
         self._elite_rows = np.zeros(0, dtype=np.int64)
         self._elite_values = np.zeros(0)
-        # (row, flips) whose whole neighbourhood (see _neighbours) has no open config: as the
-        # visited set only grows, it never will again (until hold() changes the held ones),
-        # so the line and pair moves skip the lookup (past a few hundred evaluations, most of
-        # the line move's turns around the incumbent find nothing)
-        self._exhausted: set[tuple[int, int]] = set()
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _encode(self, config: Config) -> list[int]:

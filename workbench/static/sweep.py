@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 
 from workbench.analysis import (
     AnalysisError,
+    KernelResources,
     Lint,
     LintCode,
     Severity,
+    TheoreticalOccupancy,
     histogram,
     kernel_resources,
     lint,
@@ -38,7 +40,7 @@ from workbench.compiler import CompileCache, CompileResult, compile_jobs, make_j
 from workbench.compiler.driver import default_workers
 from workbench.errors import CompileError, ConfigError, ExpressionError
 from workbench.spaces import Space, config_label
-from workbench.spaces.launch import launch_geometry
+from workbench.spaces.launch import Launch, launch_geometry
 from workbench.spaces.model import Config
 from workbench.spaces.numba_abi import abi_args
 from workbench.static.register_budget import register_budget_problem
@@ -224,16 +226,8 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         record.error = "compile failed"
         return False
     record.entry = result.entry
-    try:
-        resources = kernel_resources(result.cubin, result.log)
-    except AnalysisError as exc:
-        record.error = f"cannot inspect the binary: {exc}"
-        return False
-    res = resources.get(result.entry or "")
+    res = _entry_resources(record, result.cubin, result)
     if res is None:
-        record.error = f"entry {result.entry} not found in the cubin" + _entry_hint(
-            result.entry or "", resources
-        )
         return False
     record.args_problems = mismatched_arguments(
         abi_args(space.spec), result.cubin, result.entry or "", result.ptx
@@ -261,7 +255,39 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
     record.occupancy = occ.occupancy
     record.active_blocks = occ.active_blocks
     record.limiting_factor = occ.limiting_factor
-    # configs that compile but cannot launch: a GPU run would spend an evaluation on each
+    _cannot_launch(space, record, result, res, launch, occ)
+    return True
+
+
+def _entry_resources(
+    record: StaticRecord, cubin: bytes, result: CompileResult
+) -> KernelResources | None:
+    """The entry kernel's resources in the cubin; None (``record.error`` says why) when the
+    binary cannot be read or has no such kernel."""
+    try:
+        resources = kernel_resources(cubin, result.log)
+    except AnalysisError as exc:
+        record.error = f"cannot inspect the binary: {exc}"
+        return None
+    res = resources.get(result.entry or "")
+    if res is None:
+        record.error = f"entry {result.entry} not found in the cubin" + _entry_hint(
+            result.entry or "", resources
+        )
+    return res
+
+
+def _cannot_launch(
+    space: Space,
+    record: StaticRecord,
+    result: CompileResult,
+    res: KernelResources,
+    launch: Launch,
+    occ: TheoreticalOccupancy,
+) -> None:
+    """Lint the configs that compile but cannot launch: a GPU run would spend an evaluation
+    on each (a block past the kernel's thread bound or unlike its required shape, no block
+    fitting an SM, a register budget that would hang)."""
     bound = math.prod(res.max_threads) if res.max_threads else None
     if bound and launch.threads_per_block > bound:
         record.add_lint(
@@ -280,7 +306,6 @@ def inspect_resources(space: Space, record: StaticRecord, result: CompileResult)
         record.add_lint(LintCode.CANNOT_LAUNCH, f"cannot launch: {blocker}")
     if problem := register_budget_problem(space, record.config, result):  # it would hang
         record.add_lint(LintCode.CANNOT_LAUNCH, f"cannot launch: {problem}")
-    return True
 
 
 def _entry_hint(entry: str, kernels: Mapping[str, object]) -> str:

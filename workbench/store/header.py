@@ -176,15 +176,12 @@ def tuned_entry(
     """
     target = target or _target(study, set())
     from workbench.compiler.jobs import make_job
-    from workbench.compiler.options import macro_value
 
     space, why = rebuilt or study_space(study)
     if space is None:
         if study.space_path:  # a space study whose file is gone: its macros are unknown
             raise ConfigError(why or "its space file cannot be loaded")
-        defines = tuple((name, macro_value(v)) for name, v in config.items())
-        _check_defines(defines)
-        return TunedEntry(study, config, value, target, defines, (), None, None)
+        return _recorded_entry(study, config, value, target)
     if sorted(config) != sorted(space.names):
         raise ConfigError(
             f"its best config ({', '.join(config)}) does not fit the space file now "
@@ -201,11 +198,6 @@ def tuned_entry(
         launch = launch_geometry(space, config)
     except ConfigError as exc:
         notes.append(f"launch geometry: {exc}")
-    unset = tuple(
-        f"{p.name}={_text(config[p.name])} ({_UNSET[p.role]})"
-        for p in space.spec.parameters
-        if p.role in _UNSET
-    )
     return TunedEntry(
         study,
         config,
@@ -215,9 +207,33 @@ def tuned_entry(
         tuple(job.options.portable_flags(job.language)),
         entry,
         launch,
-        unset,
+        _unset_parameters(space, config),
         tuple(notes),
         job.language,
+    )
+
+
+def _recorded_entry(study: StudyInfo, config: Config, value: float, target: str) -> TunedEntry:
+    """A recorded space's entry: its parameters as Kernel Tuner passes them (``-DNAME=VALUE``),
+    no flags, entry or geometry (it has no space file to say them).
+
+    Raises:
+        ConfigError: a name or value a header cannot write.
+    """
+    from workbench.compiler.options import macro_value
+
+    defines = tuple((name, macro_value(v)) for name, v in config.items())
+    _check_defines(defines)
+    return TunedEntry(study, config, value, target, defines, (), None, None)
+
+
+def _unset_parameters(space: Space, config: Config) -> tuple[str, ...]:
+    """The parameters a header cannot set (compiler options, launch, PTX text), each with its
+    value and what it is, for the target's comment."""
+    return tuple(
+        f"{p.name}={_text(config[p.name])} ({_UNSET[p.role]})"
+        for p in space.spec.parameters
+        if p.role in _UNSET
     )
 
 
@@ -266,6 +282,23 @@ def _check_defines(defines: Sequence[tuple[str, str]]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class _HeaderMacros:
+    """The header's own macros, named after the kernel (``WORKBENCH_GEMM_ENTRY``...)."""
+
+    entry: str  #: the kernel to launch, defined by a target
+    chosen: str  #: the target's name, defined by a target
+    undef: str  #: defined by a user before including again: take the kernel's macros back
+    guard: str  #: the include guard
+
+    @classmethod
+    def of(cls, ns: str) -> _HeaderMacros:
+        prefix = f"WORKBENCH_{ns.upper()}"
+        return cls(
+            f"{prefix}_ENTRY", f"{prefix}_TARGET", f"{prefix}_UNDEF", f"{prefix}_TUNED_HEADER"
+        )
+
+
 def render(header: TunedHeader, *, store_url: str) -> str:
     """The header's text (C++17: ``inline constexpr`` tables). The same store gives the same
     text (no time of writing in it): a header kept in a repository changes only when a
@@ -274,9 +307,23 @@ def render(header: TunedHeader, *, store_url: str) -> str:
     Raises:
         ConfigError: a parameter value C++ cannot spell (an infinite or NaN float).
     """
+    ns = _identifier(header.kernel)
+    macros = _HeaderMacros.of(ns)
+    out = _targets_comment(header, store_url)
+    out += _usage_and_undef(header, ns, macros)
+    out += _target_blocks(header, macros)
+    out += ["#endif", "", f"#ifndef {macros.chosen}"]
+    out += _table(header, ns)
+    out.append(f"#endif  // {macros.chosen}")
+    out.append(f"#endif  // {macros.undef}, {macros.guard}")
+    return "\n".join(out) + "\n"
+
+
+def _targets_comment(header: TunedHeader, store_url: str) -> list[str]:
+    """The opening comment: where the header comes from, its targets and their values, and
+    the studies left out with why."""
     from workbench import __version__
 
-    ns = _identifier(header.kernel)
     out = [
         f"// Tuned configurations of {_line(header.kernel)}: the fastest correct config of each",
         f"// study in {_line(store_url)}, written by workbench {__version__}.",
@@ -291,27 +338,34 @@ def render(header: TunedHeader, *, store_url: str) -> str:
         out.append(f"//     {_line(e.study.name)}: {e.value:.6g} {_line(e.study.unit)}")
     for name, why in header.skipped:
         out.append(f"// Not here: {_line(name)}: {_line(why)}")
-    entry_macro = f"WORKBENCH_{ns.upper()}_ENTRY"
-    chosen_macro = f"WORKBENCH_{ns.upper()}_TARGET"
-    undef_macro = f"WORKBENCH_{ns.upper()}_UNDEF"
-    guard = f"WORKBENCH_{ns.upper()}_TUNED_HEADER"
-    out += [
-        f"// A target also defines {entry_macro}, the kernel to launch (a template",
-        f"// instantiation carries the template parameters), and {chosen_macro}, its name.",
+    return out
+
+
+def _usage_and_undef(header: TunedHeader, ns: str, macros: _HeaderMacros) -> list[str]:
+    """How to use the header, then its second inclusion (``#undef`` of every kernel macro)
+    and the start of its first (the guard)."""
+    return [
+        f"// A target also defines {macros.entry}, the kernel to launch (a template",
+        f"// instantiation carries the template parameters), and {macros.chosen}, its name.",
         "// The kernel's macros are unprefixed (BLOCK, not GEMM_BLOCK), as its source reads them:",
-        f"// to keep them out of the rest of the file, define {undef_macro} after the kernel's",
+        f"// to keep them out of the rest of the file, define {macros.undef} after the kernel's",
         "// source and include this header again; it then takes back every macro a target",
-        f"// defines but {entry_macro} and {chosen_macro}.",
+        f"// defines but {macros.entry} and {macros.chosen}.",
         f"// Run time (no target defined): workbench_tuned::{ns}::entries[] holds every entry",
         "// (parameters, shape, value, compiler flags, entry, launch geometry); its fields carry",
         "// the parameters' names, so include it where no macro of those names is defined.",
-        f"#if defined({undef_macro})  // included again after the kernel: take its macros back",
+        f"#if defined({macros.undef})  // included again after the kernel: take its macros back",
         *(f"#undef {name}" for name in _defined_names(header)),
-        f"#undef {undef_macro}",
-        f"#elif !defined({guard})",
-        f"#define {guard}",
+        f"#undef {macros.undef}",
+        f"#elif !defined({macros.guard})",
+        f"#define {macros.guard}",
         "",
     ]
+
+
+def _target_blocks(header: TunedHeader, macros: _HeaderMacros) -> list[str]:
+    """One ``#if defined(TARGET)`` block per entry (an ``#error`` if several are defined)."""
+    out = []
     if len(header.entries) > 1:
         out += [
             "#if " + " + ".join(f"defined({e.target})" for e in header.entries) + " > 1",
@@ -322,13 +376,9 @@ def render(header: TunedHeader, *, store_url: str) -> str:
         out.append(f"{'#if' if i == 0 else '#elif'} defined({e.target})")
         out += target_lines(e)
         if e.entry:
-            out.append(f"#define {entry_macro} {e.entry}")
-        out.append(f"#define {chosen_macro} {_cstr(e.target)}")
-    out += ["#endif", "", f"#ifndef {chosen_macro}"]
-    out += _table(header, ns)
-    out.append(f"#endif  // {chosen_macro}")
-    out.append(f"#endif  // {undef_macro}, {guard}")
-    return "\n".join(out) + "\n"
+            out.append(f"#define {macros.entry} {e.entry}")
+        out.append(f"#define {macros.chosen} {_cstr(e.target)}")
+    return out
 
 
 def _defined_names(header: TunedHeader) -> list[str]:
@@ -361,16 +411,16 @@ def target_lines(e: TunedEntry) -> list[str]:
 
 
 def _table(header: TunedHeader, ns: str) -> list[str]:
+    """The run-time table: ``Params``, ``Shape`` (where every study has the same shape names)
+    and ``Entry`` structs, and one ``entries[]`` row per entry."""
     params = [name for name, _ in header.entries[0].study.parameters]
     ctypes = {name: _ctype([e.config[name] for e in header.entries]) for name in params}
     fields = _fields(params)
     shapes = [parse_shape_label(e.study.shape_label) for e in header.entries]
-    shape_keys = list(shapes[0]) if shapes[0] is not None else None
-    if shape_keys is not None and any(s is None or list(s) != shape_keys for s in shapes):
-        shape_keys = None
+    shape_keys = _shared_shape_keys(shapes)
+    shape_fields = _fields(shape_keys or ())
     # a macro named like a field (-DBLOCK=256 on the command line) would rewrite the field's
     # name into nonsense: said plainly instead (NVRTC has no push_macro to save and restore it)
-    shape_fields = _fields(shape_keys or ())
     out = [
         f'#ifdef {m}\n#error "macro {m} is defined here and would rename a field of the '
         f'workbench_tuned::{ns} table: include this header before it is defined"\n#endif'
@@ -386,14 +436,42 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
     ]
     if shape_keys is not None:
         out += ["struct Shape {", *(f"  long long {shape_fields[k]};" for k in shape_keys), "};"]
+    out += _entry_struct(with_shape=shape_keys is not None)
+    out.append("inline constexpr Entry entries[] = {")
+    for e, shape in zip(header.entries, shapes, strict=True):
+        shape_values = (
+            [shape[k] for k in shape_keys] if shape is not None and shape_keys is not None else None
+        )
+        out.append("  {" + ", ".join(_entry_row(e, shape_values, params, ctypes)) + "},")
     out += [
+        "};",
+        f"inline constexpr int entry_count = {len(header.entries)};",
+        "",
+        f"}}  // namespace {ns}",
+        "}  // namespace workbench_tuned",
+    ]
+    return out
+
+
+def _shared_shape_keys(shapes: Sequence[dict[str, int] | None]) -> list[str] | None:
+    """The shape's names where every study's shape has the same ones, in order; else None (a
+    ``Shape`` struct needs one list)."""
+    keys = list(shapes[0]) if shapes[0] is not None else None
+    if keys is not None and any(s is None or list(s) != keys for s in shapes):
+        return None
+    return keys
+
+
+def _entry_struct(*, with_shape: bool) -> list[str]:
+    """The ``Entry`` struct: one table row's fields."""
+    return [
         "struct Entry {",
         "  const char *target;  // the compile-time target macro",
         "  const char *study;",
         "  const char *device;  // the GPU that measured",
         "  const char *arch;",
         "  const char *shape_label;",
-        *(["  Shape shape;"] if shape_keys is not None else []),
+        *(["  Shape shape;"] if with_shape else []),
         "  Params params;",
         "  double value;  // the best value, in unit (lower is better)",
         "  const char *unit;",
@@ -406,41 +484,33 @@ def _table(header: TunedHeader, ns: str) -> list[str]:
         "  unsigned dynamic_shared_bytes;",
         "};",
         "",
-        "inline constexpr Entry entries[] = {",
     ]
-    for e, shape in zip(header.entries, shapes, strict=True):
-        launch = e.launch
-        values = [
-            _cstr(e.target),
-            _cstr(e.study.name),
-            _cstr(e.study.device_key),
-            _cstr(e.study.arch or ""),
-            _cstr(e.study.shape_label),
-            *(
-                ["{" + ", ".join(str(shape[k]) for k in shape_keys) + "}"]  # type: ignore[index]
-                if shape_keys is not None
-                else []
-            ),
-            "{" + ", ".join(_literal(e.config[n], ctypes[n]) for n in params) + "}",
-            _literal(e.value, "double"),
-            _cstr(e.study.unit),
-            _cstr({"cuda": "nvrtc", "ptx": "ptxas"}.get(e.language, "")),
-            _cstr(" ".join(e.flags)),
-            _cstr(e.entry or ""),
-            "true" if launch else "false",
-            "{" + ", ".join(str(v) for v in (launch.grid if launch else (0, 0, 0))) + "}",
-            "{" + ", ".join(str(v) for v in (launch.block if launch else (0, 0, 0))) + "}",
-            str(launch.shared_bytes if launch else 0),
-        ]
-        out.append("  {" + ", ".join(values) + "},")
-    out += [
-        "};",
-        f"inline constexpr int entry_count = {len(header.entries)};",
-        "",
-        f"}}  // namespace {ns}",
-        "}  // namespace workbench_tuned",
+
+
+def _entry_row(
+    e: TunedEntry, shape: list[int] | None, params: list[str], ctypes: dict[str, str]
+) -> list[str]:
+    """One entry's initialisers, in the ``Entry`` struct's order (``shape``: its values where
+    the table has a ``Shape``)."""
+    launch = e.launch
+    return [
+        _cstr(e.target),
+        _cstr(e.study.name),
+        _cstr(e.study.device_key),
+        _cstr(e.study.arch or ""),
+        _cstr(e.study.shape_label),
+        *(["{" + ", ".join(str(v) for v in shape) + "}"] if shape is not None else []),
+        "{" + ", ".join(_literal(e.config[n], ctypes[n]) for n in params) + "}",
+        _literal(e.value, "double"),
+        _cstr(e.study.unit),
+        _cstr({"cuda": "nvrtc", "ptx": "ptxas"}.get(e.language, "")),
+        _cstr(" ".join(e.flags)),
+        _cstr(e.entry or ""),
+        "true" if launch else "false",
+        "{" + ", ".join(str(v) for v in (launch.grid if launch else (0, 0, 0))) + "}",
+        "{" + ", ".join(str(v) for v in (launch.block if launch else (0, 0, 0))) + "}",
+        str(launch.shared_bytes if launch else 0),
     ]
-    return out
 
 
 def _ctype(values: Sequence[Value]) -> str:
