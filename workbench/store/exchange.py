@@ -23,7 +23,8 @@ from workbench.runners.recordings import RECORDED_AS, Recording, load_recording
 from workbench.runners.recordings.kt_cache import KT_BOOKKEEPING, KT_FAILURES, SHAPE_LABEL_KEY
 from workbench.spaces.model import parse_shape_label
 from workbench.store.models import RunStatus
-from workbench.store.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.records import StoredEvaluation, StudyInfo
+from workbench.store.store import Store
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
 KT_MARKERS = {
