@@ -443,7 +443,7 @@ def gpu_verification_agrees(configs: int = 4) -> dict[str, object]:
     from workbench.compiler import CompileCache
     from workbench.runners.buffers import named_scalars
     from workbench.runners.cuda.runner import CudaRunner
-    from workbench.runners.worker_runner import kernel_job
+    from workbench.runners.kernel_jobs import kernel_job
     from workbench.search.problem import SpaceProblem
     from workbench.spaces import Space, load_kernel
 

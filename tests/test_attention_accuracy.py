@@ -23,7 +23,7 @@ from workbench.runners.buffers import make_inputs
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.model import shape_label
 from workbench.store import Store
-from workbench.store.store import COMPILE_ONLY
+from workbench.store.records import COMPILE_ONLY
 
 SPACE = Path(__file__).resolve().parents[1] / "tuning_spaces" / "attention_decode.yaml"
 #: a study's shape above the figure's cap (B <= 4, S <= 2048): computed at the capped one

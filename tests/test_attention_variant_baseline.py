@@ -20,7 +20,7 @@ from workbench.references import ReferenceCall
 from workbench.references.attention import fp16_cache_inputs
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.buffers import make_inputs
-from workbench.runners.worker_runner import InputSets
+from workbench.runners.input_sets import InputSets
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import VariantBaseline, shape_label
 from workbench.store import Store

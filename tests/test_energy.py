@@ -24,7 +24,7 @@ from workbench.runners.objectives import (
 )
 from workbench.runners.protocol import Timing
 from workbench.runners.timing import StoppingRule, TimingOptions, TimingStopReason
-from workbench.runners.worker_runner import energy_metrics
+from workbench.runners.worker_results import energy_metrics
 from workbench.spaces.model import Config
 from workbench.store import Store
 

@@ -43,9 +43,10 @@ from workbench.references.attention import (
 )
 from workbench.runners.buffers import input_specs, make_inputs
 from workbench.runners.cuda.worker import CudaExecutor
+from workbench.runners.input_sets import InputSets
+from workbench.runners.kernel_jobs import kernel_job, then_steps
 from workbench.runners.protocol import LoadInputs, RunOnce
 from workbench.runners.verify import tolerance_for
-from workbench.runners.worker_runner import InputSets, kernel_job, then_steps
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.launch import launch_geometry
 from workbench.spaces.model import Config, Shape

@@ -63,14 +63,11 @@ from workbench.runners.buffers import (
 )
 from workbench.runners.cuda.driver import tensor_map_encode_arguments
 from workbench.runners.cuda.worker import CudaExecutor
+from workbench.runners.input_sets import InputSets
+from workbench.runners.kernel_jobs import kernel_job, output_verdict
 from workbench.runners.protocol import KernelJob, LoadInputs, RunOnce
 from workbench.runners.tensor_maps import TENSOR_MAP_BYTES, TensorMapValue
-from workbench.runners.worker_runner import (
-    InputSets,
-    WorkerRunner,
-    kernel_job,
-    output_verdict,
-)
+from workbench.runners.worker_runner import WorkerRunner
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config, ScalarArg, Shape, shape_label
 from workbench.spaces.numba_abi import HEAD_FIELDS, array_fields

@@ -137,7 +137,7 @@ def test_the_command_selects_one_launch_of_one_config() -> None:
 
 def test_plan_matches_what_the_cuda_runner_launches(tiny: Space, tmp_path: Path) -> None:
     """The NVTX range and the symbol in the command are the runner's own (its ``KernelJob``)."""
-    from workbench.runners.worker_runner import kernel_job
+    from workbench.runners.kernel_jobs import kernel_job
 
     config = {"BLOCK": 64, "SCALE": 3, "WAVES": 2}
     request = profiler.ProfileRequest(

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from dataset_paths import CACHES, needs_caches
 
-from workbench.runners import recordings
 from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-from workbench.runners.recordings import RecordingError, load_recording, write_recording
+from workbench.runners.recordings import RecordingError, load_recording, reading, write_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.runners.timing import summarize
 from workbench.search.session import replay_banner
@@ -427,7 +426,7 @@ def test_a_gzip_bomb_is_refused_without_expanding_it(
 ) -> None:
     """64 MiB of zeros in 64 KB of gzip, against a cap of 1 MiB (the real cap, 512 MiB, is
     too slow to fill in a test): refused by size, and reading it costs about the cap."""
-    monkeypatch.setattr(recordings, "MAX_RECORDING_BYTES", 2**20)
+    monkeypatch.setattr(reading, "MAX_RECORDING_BYTES", 2**20)
     bomb = tmp_path / "bomb.json.gz"
     with gzip.open(bomb, "wb", compresslevel=1) as f:
         for _ in range(64):
@@ -453,7 +452,7 @@ def test_a_gzip_bomb_is_refused_without_expanding_it(
 def test_the_cap_holds_the_largest_real_caches() -> None:
     gzipped = [p for p in KT_FILES if p.suffix == ".gz"]
     largest = max(gzipped, key=lambda p: len(gzip.decompress(p.read_bytes())))
-    assert len(gzip.decompress(largest.read_bytes())) * 20 < recordings.MAX_RECORDING_BYTES
+    assert len(gzip.decompress(largest.read_bytes())) * 20 < reading.MAX_RECORDING_BYTES
     assert load_recording(largest).entries
 
 

@@ -31,7 +31,7 @@ from workbench.runners.buffers import (
     poison_pattern,
     typed_scalar,
 )
-from workbench.runners.worker_runner import InputSets
+from workbench.runners.input_sets import InputSets
 from workbench.spaces import Space, load_kernel, load_space
 from workbench.spaces.schema import DType
 

@@ -488,7 +488,7 @@ def test_an_arch_the_device_cannot_run_is_refused(tmp_path: Path) -> None:
 
 
 def test_cubin_compatibility_rule() -> None:
-    from workbench.runners.worker_runner import cubin_runs_on
+    from workbench.runners.worker_device import cubin_runs_on
     from workbench.toolchain import Arch
 
     assert cubin_runs_on(Arch.parse("sm_80"), 86) and cubin_runs_on(Arch.parse("sm_90"), 90)
@@ -499,7 +499,7 @@ def test_cubin_compatibility_rule() -> None:
 
 def test_live_device_keeps_peaks_of_the_same_model() -> None:
     from workbench.devices import DEVICES
-    from workbench.runners.worker_runner import live_device
+    from workbench.runners.worker_device import live_device
 
     h200 = DEVICES["h200"]
     same = live_device(h200, "NVIDIA H200", {"sm_count": 132, "l2_bytes": 60 * 2**20})

@@ -29,8 +29,8 @@ from workbench.fleet.sql import CLAIM
 from workbench.fleet.study import SharedStudy
 from workbench.runners.recordings import load_recording
 from workbench.store import Store, StoreError
+from workbench.store.database import sqlalchemy_url
 from workbench.store.models import SCHEMA_VERSION
-from workbench.store.store import sqlalchemy_url
 
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 CONV_A100 = CACHES / "convolution_milo_A100.json.gz"

@@ -13,7 +13,8 @@ from workbench.analysis.signature import then_problems
 from workbench.compiler import CompileCache, compile_job, make_job
 from workbench.errors import ConfigError, SpaceFileError
 from workbench.runners.buffers import draw_input, input_specs, make_inputs
-from workbench.runners.worker_runner import InputSets, then_steps
+from workbench.runners.input_sets import InputSets
+from workbench.runners.kernel_jobs import then_steps
 from workbench.spaces import Space
 from workbench.spaces.loader import load_space
 from workbench.spaces.schema import Distribution, DType

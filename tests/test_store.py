@@ -295,7 +295,7 @@ def test_a_url_without_its_driver_is_a_store_error_with_the_password_masked() ->
 
 def test_a_shown_url_never_holds_a_password() -> None:
     """What messages, tables, JSON summaries and report pages print for a store."""
-    from workbench.store.store import shown_url
+    from workbench.store.database import shown_url
 
     assert shown_url("postgresql+psycopg://tuner:s3cret@db/wb") == "postgresql://tuner:***@db/wb"
     assert shown_url("postgresql://tuner@db/wb") == "postgresql://tuner@db/wb"

@@ -209,7 +209,7 @@ def test_an_import_adds_no_empty_run_and_waits_for_no_tune(tmp_path: Path) -> No
     another process is tuning is refused (it used to make that tune fail on a duplicate)."""
     from conftest import study_held_elsewhere
 
-    from workbench.store.store import StoreError
+    from workbench.store.errors import StoreError
 
     path = tmp_path / "s.sqlite"
     store = Store(f"sqlite:///{path}")

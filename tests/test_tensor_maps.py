@@ -36,6 +36,8 @@ from workbench.runners.buffers import (
 )
 from workbench.runners.cuda.driver import TENSOR_MAP_DTYPES, tensor_map_encode_arguments
 from workbench.runners.cuda.worker import CudaExecutor
+from workbench.runners.input_sets import InputSets
+from workbench.runners.kernel_jobs import check_launch_layout, kernel_job
 from workbench.runners.protocol import LoadInputs, RunOnce
 from workbench.runners.tensor_maps import (
     ELEMENT_BYTES,
@@ -45,7 +47,7 @@ from workbench.runners.tensor_maps import (
     TensorMapValue,
     tensor_map_problem,
 )
-from workbench.runners.worker_runner import InputSets, WorkerRunner, check_launch_layout, kernel_job
+from workbench.runners.worker_runner import WorkerRunner
 from workbench.spaces import Space, load_space
 from workbench.spaces.model import TensorMapArg
 from workbench.spaces.schema import DType

@@ -57,7 +57,7 @@ def run(
     from workbench.compiler import CompileCache
     from workbench.runners.base import TrialOutcome
     from workbench.runners.cuda.runner import CudaRunner
-    from workbench.runners.worker_runner import check_launch_layout
+    from workbench.runners.kernel_jobs import check_launch_layout
     from workbench.spaces import config_label
     from workbench.spaces.targets import space_from_options
 

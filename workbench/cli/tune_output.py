@@ -21,7 +21,7 @@ from workbench.spaces.model import SpaceSpec, base_kernel
 from workbench.static.diff import diff_command as static_diff_command
 from workbench.static.sweep import StaticRecord
 from workbench.store import StoredEvaluation
-from workbench.store.store import storage_option
+from workbench.store.database import storage_option
 
 
 def best_text(plan: TunePlan, best: object) -> str:

@@ -21,7 +21,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from workbench.errors import WorkbenchError
 from workbench.fleet.sql import CLAIM, CLAIMS_DDL, DDL_LOCK, OPTUNA_SCHEMA, T
 from workbench.search.request import DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S
-from workbench.store.store import StoreError, shown_url, sqlalchemy_url
+from workbench.store.database import shown_url, sqlalchemy_url
+from workbench.store.errors import StoreError
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from workbench.fleet.connection import Database
 from workbench.fleet.sql import CLAIM, DEVICE_CLASS, SPEC
 from workbench.fleet.study import SharedStudy
 from workbench.search.request import spec_timing
-from workbench.store.store import shown_url
+from workbench.store.database import shown_url
 
 
 # -- status ------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from workbench.report.static import (
 from workbench.report.tuned_binary import add_tuned_binary, gather_tuned_binary
 from workbench.roofline import Ceilings
 from workbench.store import Store
-from workbench.store.store import storage_option
+from workbench.store.database import storage_option
 
 NO_PROFILE = (
     "No Nsight Compute profile of this study's configs is in the store "

@@ -39,7 +39,7 @@ from workbench.roofline import (
 )
 from workbench.roofline.timed import median_clock_mhz
 from workbench.spaces.model import config_label
-from workbench.store.store import StoredEvaluation
+from workbench.store.records import StoredEvaluation
 from workbench.units import si
 
 #: The best config and this many runners-up get event-timing points.

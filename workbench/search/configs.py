@@ -13,7 +13,7 @@ from workbench.spaces.model import Config, Value
 from workbench.static.sweep import StaticRecord
 from workbench.store import Store, StudyInfo
 from workbench.store.compiles import save_compiles
-from workbench.store.store import COMPILE_ONLY
+from workbench.store.records import COMPILE_ONLY
 
 
 def select_configs(

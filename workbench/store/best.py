@@ -30,7 +30,8 @@ from sqlalchemy.sql import Select
 from workbench.runners.base import RankKey, TrialOutcome
 from workbench.spaces.model import base_kernel
 from workbench.store.models import Evaluation
-from workbench.store.store import Store, StoredEvaluation, StudyInfo, stored_evaluation
+from workbench.store.records import StoredEvaluation, StudyInfo, stored_evaluation
+from workbench.store.store import Store
 
 
 class Variants(enum.Enum):

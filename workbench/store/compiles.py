@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from workbench.store.models import CompileRecord
-from workbench.store.store import Store, StudyInfo
+from workbench.store.records import StudyInfo
+from workbench.store.store import Store
 
 if TYPE_CHECKING:
     from workbench.static.sweep import StaticRecord

@@ -21,7 +21,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.store import models
-from workbench.store.store import Store, StoreError, _explain, shown_url, sqlalchemy_url
+from workbench.store.database import explain, shown_url, sqlalchemy_url
+from workbench.store.errors import StoreError
+from workbench.store.store import Store
 
 #: Rows read and written per batch.
 BATCH = 2000
@@ -64,7 +66,7 @@ def copy_store(src: Store, dst: Store) -> CopyReport:
                 report.copied[table.name] = copied
                 report.existing[table.name] = existing
     except SQLAlchemyError as exc:
-        raise StoreError(f"store copy to {dst.shown_url}: {_explain(exc)}") from exc
+        raise StoreError(f"store copy to {dst.shown_url}: {explain(exc)}") from exc
     return report
 
 

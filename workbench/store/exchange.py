@@ -19,17 +19,12 @@ import pandas as pd
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.jsontext import strict_dumps
 from workbench.runners.base import Measurement, TrialOutcome
-from workbench.runners.recordings import (
-    KT_BOOKKEEPING,
-    KT_FAILURES,
-    RECORDED_AS,
-    SHAPE_LABEL_KEY,
-    Recording,
-    load_recording,
-)
+from workbench.runners.recordings import RECORDED_AS, Recording, load_recording
+from workbench.runners.recordings.kt_cache import KT_BOOKKEEPING, KT_FAILURES, SHAPE_LABEL_KEY
 from workbench.spaces.model import parse_shape_label
 from workbench.store.models import RunStatus
-from workbench.store.store import Store, StoredEvaluation, StudyInfo
+from workbench.store.records import StoredEvaluation, StudyInfo
+from workbench.store.store import Store
 
 #: Kernel Tuner's failure markers for our outcomes (KT has no "wrong" or "timeout").
 KT_MARKERS = {

@@ -21,7 +21,8 @@ from sqlalchemy.engine import Connection
 from workbench.errors import WorkbenchError
 from workbench.spaces.model import SpaceSpec, space_sha256
 from workbench.store.models import Study, StudySpace
-from workbench.store.store import Store, StudyInfo, _get_or_create
+from workbench.store.records import StudyInfo
+from workbench.store.store import Store, _get_or_create
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from workbench.store.errors import StoreError
 from workbench.store.models import SCHEMA_VERSION, ComparisonVariant, StudySpace
 
 
@@ -69,8 +70,6 @@ def migrate(conn: Connection, version: int) -> None:
     Raises:
         StoreError: no migration path from ``version``.
     """
-    from workbench.store.store import StoreError
-
     while version < SCHEMA_VERSION:
         step = STEPS.get(version)
         if step is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+from typing import cast
 
 from sqlalchemy import (
     JSON,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -52,6 +54,11 @@ def utcnow() -> dt.datetime:
 
 class Base(DeclarativeBase):
     pass
+
+
+def table_of(model: type[Base]) -> Table:
+    """A mapped class's table (typed: ``__table__`` is a FromClause to the type checker)."""
+    return cast(Table, model.__table__)
 
 
 class Meta(Base):
@@ -151,7 +158,7 @@ class Run(Base):
     #: re-timings of the run's reference config: [{after, config, verdict, ratio, ...}]
     drift: Mapped[list | None] = mapped_column(JSON)
     #: the process running it: host name, pid, and where that pid names one process (this boot
-    #: of the kernel and this pid namespace, see :func:`workbench.store.store.process_scope`)
+    #: of the kernel and this pid namespace, see :func:`workbench.store.processes.process_scope`)
     host: Mapped[str | None] = mapped_column(String(200))
     pid: Mapped[int | None] = mapped_column(Integer)
     pid_scope: Mapped[str | None] = mapped_column(String(100))

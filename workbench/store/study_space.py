@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from workbench.errors import WorkbenchError
 from workbench.spaces.model import parse_shape_label, space_sha256
-from workbench.store.store import StudyInfo
+from workbench.store.records import StudyInfo
 
 if TYPE_CHECKING:
     from workbench.spaces.model import SpaceSpec

@@ -19,15 +19,11 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from workbench.store.database import shown_url, sqlite_file, storage_option
+from workbench.store.errors import StoreError
 from workbench.store.models import SCHEMA_VERSION, Evaluation, Study, StudySpace
-from workbench.store.store import (
-    Store,
-    StoreError,
-    schema_version,
-    shown_url,
-    sqlite_file,
-    storage_option,
-)
+from workbench.store.schema import schema_version
+from workbench.store.store import Store
 
 
 @dataclass(frozen=True)
