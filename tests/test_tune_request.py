@@ -11,8 +11,9 @@ from workbench.errors import WorkbenchError
 from workbench.fleet.connection import Coordination
 from workbench.gpu import probe_gpu
 from workbench.runners.recordings import RecordingError
+from workbench.search.configs import CompileSelection, compile_batches
 from workbench.search.loop import Budget
-from workbench.search.planning import Source, compile_batches, plan_tune
+from workbench.search.planning import Source, plan_tune
 from workbench.search.request import (
     DEFAULT_BUDGET,
     DEFAULT_GRACE_S,
@@ -163,7 +164,12 @@ def test_without_a_gpu_a_kept_recording_answers_else_the_compile_stage(tmp_path:
     compiled = TuneRequest(kernel="reduce", shape=("n=4096",), sample=1, seed=2)
     setup = plan_tune(compiled, lambda: store)
     assert setup.source is Source.COMPILE and setup.plans == [] and setup.no_gpu
-    (batch,) = list(compile_batches(setup, compiled, print))
+    assert setup.spec is not None
+    shapes = tuple(sp.shape for sp in setup.spaces)
+    selection = CompileSelection(
+        setup.spec, tuple(setup.arches), shapes, sample=1, seed=2, one_variant=True
+    )
+    (batch,) = list(compile_batches(selection, store=setup.store))
     assert batch.space.shape == {"n": 4096} and len(batch.configs) == 2  # default + 1 sampled
     assert batch.configs[0] == {**batch.space.default_config(), **setup.pinned}  # type: ignore[dict-item]
     # a shared study's worker measures, or replays: it never only compiles

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,12 +34,11 @@ from workbench.errors import ConfigError
 
 if TYPE_CHECKING:  # (what the command uses is imported when it runs: --help stays light)
     from workbench.cli.config_request import ConfigRequest
-    from workbench.compiler import CompileCache
-    from workbench.spaces.model import SpaceSpec
-    from workbench.static.artifacts import ArtifactDir
+    from workbench.search.configs import NamedConfigs
+    from workbench.spaces import Space
+    from workbench.spaces.model import Config, SpaceSpec, Value
     from workbench.static.sweep import StaticRecord
     from workbench.store import Store
-    from workbench.toolchain import Arch
 
 ConfigOpt = Annotated[
     list[str] | None,
@@ -130,74 +130,138 @@ def compile_command(
     """Compile configs with NVRTC/ptxas (no GPU needed) and show registers, shared memory,
     spills, occupancy, SASS and lints per config."""
     from workbench.cli.compile_output import (
+        compile_selection,
         print_diffs,
         print_records,
         refuse_broken_space,
         write_records,
     )
-    from workbench.cli.config_request import parse_config_options, wants_best
+    from workbench.cli.config_request import parse_config_options
     from workbench.compiler import CompileCache
-    from workbench.spaces import Space, load_kernel
-    from workbench.spaces.targets import resolve_arches
+    from workbench.search.configs import CompileSelection
+    from workbench.spaces import load_kernel
+    from workbench.spaces.targets import parse_shape, resolve_arches
     from workbench.static.artifacts import ArtifactDir
 
     with cli_errors():  # (--json -: the records may be out already when an error comes)
         requests = parse_config_options(config, merge=False)
-        if config and (all_configs or sample is not None):
-            raise ConfigError("--config names the configs: it cannot go with --all or --sample")
-        if all_configs and sample is not None:
-            raise ConfigError("--all compiles every valid config: it cannot go with --sample")
-        if fail_on is not None and fail_on not in LINT_LEVELS:
-            raise ConfigError(f"--fail-on {fail_on!r}: expected 'error' or 'warning'")
-        if diff and len(config or []) != 2 and sample != 1:
-            raise ConfigError("--diff compares two configs: give -c A -c B, or --sample 1")
+        _check_options(config, all_configs, sample, fail_on, diff)
         spec = load_kernel(kernel, spaces or [])
         store = open_store(storage) if storage is not None else None
         arches = resolve_arches(spec, arch)
         artifacts = ArtifactDir(emit) if emit is not None else None
-        best_from = None  # where --config best is read: the --storage store, else the default
-        if wants_best(requests):
-            best_from = store or open_best_store(None, spec.name)
         # --json -: the JSON alone on stdout; the progress, the table and the notes on stderr
         out = err_console if json_out is not None and str(json_out) == "-" else console
-        records: list[StaticRecord] = []
-        for target in arches:
-            records += run_static_sweep(
-                spec,
-                target,
-                device=device,
-                shape=shape,
-                requests=requests,
-                all_configs=all_configs,
-                sample=sample,
-                seed=seed,
-                jobs=jobs,
-                cache=None if no_cache else CompileCache(cache_dir),
-                store=store,
-                emit=artifacts,
-                best_from=best_from,
-                study=study,
-                pin=pin,
-                out=out,
-            )
-        defaults = {}
-        for target in arches:
-            sp = Space(spec, arch=target)
-            defaults[target.sm] = sp.default_config(sp.parse_pins(pin))
-        print_records(records, show_log=show_log, out=out, defaults=defaults)
+        selection = CompileSelection(
+            spec,
+            tuple(arches),
+            (parse_shape(shape, spec.default_shape),),
+            device=device,
+            pin=tuple(pin or ()),
+            given=_given(spec, requests, store, study, out),
+            all_configs=all_configs,
+            sample=sample,
+            seed=seed,
+        )
+        swept = compile_selection(
+            selection,
+            jobs=jobs,
+            cache=None if no_cache else CompileCache(cache_dir),
+            store=store,
+            emit=artifacts,
+            out=out,
+        )
+        records = swept.records
+        print_records(records, show_log=show_log, out=out, defaults=swept.defaults)
         if diff:
             print_diffs(records, out=out)
         write_records(records, json_out, csv_out, out=out)
         if artifacts is not None:
             out.print(f"wrote PTX, SASS and CUBIN files; their configs: {artifacts.close()}")
         refuse_broken_space(spec, records)
-        if records and not any(r.ok for r in records):
-            raise typer.Exit(EXIT_FAILED)
-        if fail_on is not None and (gated := gate(records, fail_on)):
-            out.print(f"[red]--fail-on {fail_on}[/]: {len(gated)} of {len(records)} configs:")
-            for record, why in gated:
-                out.print(f"  {escape(record.label)} ({record.arch}): {escape(why.text)}")
-            raise typer.Exit(EXIT_FAILED)
+        _exit_status(records, fail_on, out)
+
+
+def _check_options(
+    config: list[str] | None,
+    all_configs: bool,
+    sample: int | None,
+    fail_on: str | None,
+    diff: bool,
+) -> None:
+    """Refuse options that do not go together (before anything is read).
+
+    Raises:
+        ConfigError: --config with --all or --sample, --all with --sample, an unknown
+            --fail-on level, or --diff without two configs.
+    """
+    if config and (all_configs or sample is not None):
+        raise ConfigError("--config names the configs: it cannot go with --all or --sample")
+    if all_configs and sample is not None:
+        raise ConfigError("--all compiles every valid config: it cannot go with --sample")
+    if fail_on is not None and fail_on not in LINT_LEVELS:
+        raise ConfigError(f"--fail-on {fail_on!r}: expected 'error' or 'warning'")
+    if diff and len(config or []) != 2 and sample != 1:
+        raise ConfigError("--diff compares two configs: give -c A -c B, or --sample 1")
+
+
+def _given(
+    spec: SpaceSpec,
+    requests: Sequence[ConfigRequest],
+    store: Store | None,
+    study: str | None,
+    out: Console,
+) -> NamedConfigs | None:
+    """The configs the --config options name (None: none), ``best`` read from ``store``, else
+    from the kernel's default store."""
+    from workbench.cli.config_request import wants_best
+
+    if not requests:
+        return None
+    best_from = None  # where --config best is read: the --storage store, else the default
+    if wants_best(requests):
+        best_from = store or open_best_store(None, spec.name)
+    return _Requested(tuple(requests), best_from, study, out)
+
+
+@dataclass(frozen=True)
+class _Requested:
+    """The configs the --config options name, in one space: ``best`` is the fastest correct
+    one of the shape's study (of the problem variant, with --set) in ``best_from`` (``study``:
+    which); a partial config is completed. What was chosen or filled in is said on ``out``."""
+
+    requests: tuple[ConfigRequest, ...]
+    best_from: Store | None
+    study: str | None
+    out: Console
+
+    def __call__(self, space: Space, fixed: Mapping[str, Value], kernel: str) -> list[Config]:
+        from workbench.cli.config_request import resolve_config
+
+        configs = []
+        for request in self.requests:
+            resolved = resolve_config(
+                space, request, store=self.best_from, study=self.study, variant=kernel, fixed=fixed
+            )
+            for note in resolved.notes():
+                self.out.print(f"{space.arch.sm}: {escape(note)}", soft_wrap=True)
+            configs.append(resolved.config)
+        return configs
+
+
+def _exit_status(records: Sequence[StaticRecord], fail_on: str | None, out: Console) -> None:
+    """Exit 1 when no config compiled, or (``--fail-on``) one has a lint at that level.
+
+    Raises:
+        typer.Exit: with EXIT_FAILED, then.
+    """
+    if records and not any(r.ok for r in records):
+        raise typer.Exit(EXIT_FAILED)
+    if fail_on is not None and (gated := gate(records, fail_on)):
+        out.print(f"[red]--fail-on {fail_on}[/]: {len(gated)} of {len(records)} configs:")
+        for record, why in gated:
+            out.print(f"  {escape(record.label)} ({record.arch}): {escape(why.text)}")
+        raise typer.Exit(EXIT_FAILED)
 
 
 #: Lint levels, mildest first (the analysis's severities; a failed compile counts as an error).
@@ -222,61 +286,3 @@ def gate(records: Sequence[StaticRecord], level: str) -> list[tuple[StaticRecord
         if worst:
             found.append((r, worst[0]))
     return found
-
-
-def run_static_sweep(
-    spec: SpaceSpec,
-    target: Arch,
-    *,
-    device: str | None,
-    shape: list[str] | None,
-    requests: Sequence[ConfigRequest] = (),
-    all_configs: bool = False,
-    sample: int | None = None,
-    seed: int = 0,
-    jobs: int | None = None,
-    cache: CompileCache | None = None,
-    store: Store | None = None,
-    emit: ArtifactDir | None = None,
-    best_from: Store | None = None,
-    study: str | None = None,
-    pin: Sequence[str] | None = None,
-    out: Console = console,
-) -> list[StaticRecord]:
-    """Select configs and compile them for one arch, with a progress bar (on ``out``); with a
-    ``store``, the results are kept in the space's compile-only study there; with ``emit``,
-    each compile's files are written there. ``requests`` name the configs (``best``: the
-    fastest correct one of the shape's study in ``best_from``, ``study``: which; what was
-    filled in or chosen is said on ``out``). ``pin`` (``--set NAME=VALUE``) fixes parameters:
-    every config takes those values, and the store's study is the variant's, as tune names it
-    (``reduce[OP=max]``)."""
-    from workbench.cli.compile_output import compile_space
-    from workbench.cli.config_request import resolve_config
-    from workbench.devices import device_for
-    from workbench.search.configs import select_configs
-    from workbench.search.problem import SpaceProblem
-    from workbench.spaces import Space
-    from workbench.spaces.targets import parse_shape
-
-    sp = Space(
-        spec,
-        shape=parse_shape(shape, spec.default_shape),
-        arch=target,
-        device=device_for(target, device),
-    )
-    fixed = sp.parse_pins(pin)
-    variant = SpaceProblem(sp, fixed).kernel if fixed else None
-    given = []
-    for request in requests:
-        resolved = resolve_config(
-            sp, request, store=best_from, study=study, variant=variant, fixed=fixed
-        )
-        for note in resolved.notes():
-            out.print(f"{sp.arch.sm}: {escape(note)}", soft_wrap=True)
-        given.append(resolved.config)
-    configs = select_configs(
-        sp, all_configs=all_configs, sample=sample, given=given, seed=seed, fixed=fixed
-    )
-    return compile_space(
-        sp, configs, jobs=jobs, cache=cache, store=store, kernel=variant, emit=emit, out=out
-    )

@@ -1,11 +1,13 @@
-"""``workbench compile``'s output: the resource table, the diffs of two configs' binaries, and
-the JSON/CSV files of the records."""
+"""``workbench compile``'s work and output, shared with tune's compile stage: the compile of a
+selection with a progress bar, the resource table, the diffs of two configs' binaries, and the
+JSON/CSV files of the records."""
 
 from __future__ import annotations
 
 import csv
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +20,7 @@ from workbench.cli.common import console
 from workbench.cli.tables import Column, config_cells, print_table
 from workbench.compiler import CompileCache
 from workbench.jsontext import strict_dumps
-from workbench.search.configs import store_sweep
+from workbench.search.configs import CompileSelection, compile_batches, store_sweep
 from workbench.spaces import Space
 from workbench.spaces.model import Config, SpaceSpec, shape_label
 from workbench.static.artifacts import ArtifactDir
@@ -242,3 +244,45 @@ def compile_space(
         study = store_sweep(store, sp, records, kernel)
         out.print(f"compile results kept in study {escape(study.name)!r} of {store.shown_url}")
     return records
+
+
+@dataclass(frozen=True)
+class CompiledSweep:
+    """What :func:`compile_selection` compiled."""
+
+    records: list[StaticRecord]
+    #: per arch (``sm_90``), the space's default config with the fixed values (the table's ``*``)
+    defaults: dict[str, Config]
+
+
+def compile_selection(
+    selection: CompileSelection,
+    *,
+    jobs: int | None = None,
+    cache: CompileCache | None = None,
+    store: Store | None = None,
+    emit: ArtifactDir | None = None,
+    out: Console = console,
+) -> CompiledSweep:
+    """Compile what ``selection`` selects, one batch (arch and shape) at a time, each before
+    the next is chosen (see :func:`compile_space`; ``store`` also answers the selection's
+    warm-start items, and what is said of them goes to ``out``).
+
+    Raises:
+        WorkbenchError: as :func:`~workbench.search.configs.compile_batches`.
+    """
+    records: list[StaticRecord] = []
+    defaults: dict[str, Config] = {}
+    for batch in compile_batches(selection, store=store, say=lambda line: out.print(escape(line))):
+        defaults[batch.space.arch.sm] = batch.default
+        records += compile_space(
+            batch.space,
+            batch.configs,
+            jobs=jobs,
+            cache=cache,
+            store=store,
+            kernel=batch.kernel,
+            emit=emit,
+            out=out,
+        )
+    return CompiledSweep(records, defaults)

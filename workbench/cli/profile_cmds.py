@@ -115,8 +115,7 @@ def profile(
     """Profile one config with Nsight Compute (on a GPU; falls back to event timing when ncu
     cannot read counters), or import a report (--import, no GPU), into the store."""
     from workbench.cli.config_request import DEFAULT_CONFIG, parse_config_options, wants_best
-    from workbench.profile import importing, profiler
-    from workbench.spaces.model import shape_label
+    from workbench.profile import profiler
     from workbench.spaces.targets import space_from_options
 
     with cli_errors(json_errors=as_json):
@@ -125,26 +124,16 @@ def profile(
         requests = parse_config_options(config, merge=True)
         # a plain path is a SQLite file, as for every command (open_store)
         store = None if dry_run and not wants_best(requests) else open_store(storage)
+        space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
         if import_file is not None:
-            space = space_from_options(kernel, spaces, arch, device, shape) if kernel else None
             resolved = _resolve(space, requests[0], store, study) if space and requests else None
-            _, records = importing.import_report(
-                import_file,
-                select=select,
-                kernel=space.spec.name if space else None,
-                config=resolved.config if resolved else None,
-                shape=shape_label(space.shape) if space else None,
-                metric_set=metric_set,
-            )
+            stored = _import(import_file, space, resolved, store, select, metric_set)
             if space is not None:
                 ceilings = ceilings.add(datasheet_ceilings(space.device))
-            study_id = resolved.study.id if resolved and resolved.study else None
-            stored = [_store(store, r, study_id, imported=True) for r in records]
             _emit(stored, ceilings, as_json)
             return
-        if kernel is None:
+        if space is None:
             raise ConfigError("name a kernel to profile, or pass --import FILE.ncu-rep")
-        space = space_from_options(kernel, spaces, arch, device, shape)
         resolved = _resolve(space, (requests or [DEFAULT_CONFIG])[0], store, study)
         request = profiler.ProfileRequest(
             space=space,
@@ -163,19 +152,58 @@ def profile(
         if dry_run:
             _dry_run(request, as_json)
             return
-        try:
-            outcome = profiler.profile_config(request)
-        except NoGpuToProfile as exc:  # what this command can still do here, by its flags
-            raise NoGpuToProfile(
-                f"{exc.detail}; here, --dry-run checks the metrics and prints the ncu command "
-                "and --import reads a report made elsewhere"
-            ) from None
-        if outcome.fallback:
-            err_console.print(f"[yellow]no counters:[/] {escape(outcome.fallback)}")
-            err_console.print("falling back to the event-timing roofline (work model / time)")
+        outcome = _profile_config(request)
         ceilings = ceilings.add(datasheet_ceilings(space.device))
         record = _store(store, outcome.record, resolved.study.id if resolved.study else None)
         _emit([record], ceilings, as_json)
+
+
+def _import(
+    path: Path,
+    space: Space | None,
+    resolved: ResolvedConfig | None,
+    store: Store | None,
+    select: str | None,
+    metric_set: MetricSet,
+) -> list[ProfileRecord]:
+    """``--import``: the launches of a report made elsewhere (those ``select`` names), of
+    ``space``'s kernel at its shape and of the ``resolved`` config when they are given, kept in
+    ``store`` (with the config's study, where it was a study's best)."""
+    from workbench.profile import importing
+    from workbench.spaces.model import shape_label
+
+    _, records = importing.import_report(
+        path,
+        select=select,
+        kernel=space.spec.name if space else None,
+        config=resolved.config if resolved else None,
+        shape=shape_label(space.shape) if space else None,
+        metric_set=metric_set,
+    )
+    study_id = resolved.study.id if resolved and resolved.study else None
+    return [_store(store, r, study_id, imported=True) for r in records]
+
+
+def _profile_config(request: profiler.ProfileRequest) -> profiler.ProfileOutcome:
+    """Profile the request's config on the GPU here, saying on stderr when ncu could not read
+    counters (then the event-timing roofline stands in).
+
+    Raises:
+        NoGpuToProfile: no GPU here (with what the command can still do without one).
+    """
+    from workbench.profile import profiler
+
+    try:
+        outcome = profiler.profile_config(request)
+    except NoGpuToProfile as exc:  # what this command can still do here, by its flags
+        raise NoGpuToProfile(
+            f"{exc.detail}; here, --dry-run checks the metrics and prints the ncu command "
+            "and --import reads a report made elsewhere"
+        ) from None
+    if outcome.fallback:
+        err_console.print(f"[yellow]no counters:[/] {escape(outcome.fallback)}")
+        err_console.print("falling back to the event-timing roofline (work model / time)")
+    return outcome
 
 
 def _extra_ceilings(path: Path | None) -> Ceilings:

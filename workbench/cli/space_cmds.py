@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -254,70 +254,97 @@ def space(
             arch=target,
             device=device_for(target, device),
         )
-        console.print(f"[bold]{escape(spec.name)}[/]  {escape(str(spec.path))}")
-        if spec.description:
-            console.print(escape(spec.description.strip()))
-        console.print(
-            f"source {escape(str(spec.source))}  ({spec.language}); arch {target.sm}; "
-            f"device {sp.device.name}; shape {sp.shape}"
-        )
-        args = [_arg_label(a) for a in spec.args]
-        console.print(f"args ({', '.join(escape(a) for a in args)})")
-        for name, packages in missing.items():
-            if packages:
-                console.print(
-                    f"baseline {escape(name)}: needs {escape(', '.join(packages))}, not installed "
-                    "here (compare skips it on this machine)"
-                )
-        if spec.reference is not None:
-            console.print(f"reference {escape(spec.reference.target)}")
-            if check_reference:
-                _show_reference_run(spec, sp, shape, target, device)
-        params = Table(title="parameters")
-        for col in ("name", "role", "values", "default", "description"):
-            params.add_column(col, overflow="fold")
-        default = sp.default_config()  # (the arch's, where the space gives one)
-        for p in spec.parameters:
-            shown = str(default[p.name])
-            if default[p.name] != p.default:
-                shown += f" ({target.sm}; else {p.default})"
-            params.add_row(
-                p.name,
-                p.role.value + (f":{p.option}" if p.option else ""),
-                escape(", ".join(map(str, p.values))),
-                escape(shown),
-                escape(p.description),
-            )
-        console.print(params)
-        for c in spec.constraints:
-            console.print(f"  constraint: {escape(c.describe())}")
-        console.print(
-            "  and the launch limits: grid and block dimensions, threads per block, dynamic "
-            "shared memory (the device's)"
-        )
+        _print_summary(sp, missing)
+        if spec.reference is not None and check_reference:
+            _show_reference_run(spec, sp, shape, target, device)
+        _print_parameters(sp)
         console.print(f"cartesian size: {sp.cartesian_size:,}")
         if count is not False:
             _print_valid_count(sp, walk=count or sp.cartesian_size <= AUTO_COUNT_LIMIT)
         if sample > 0:
-            try:
-                drawn = sp.sample(sample, seed=seed)
-            except SparseSampleError as exc:  # the summary above stands; only the draw failed
-                console.print(f"  [yellow]sample: none[/]: {escape(str(exc))}")
-                drawn = []
-            for cfg in drawn:
-                _print_config("  sample: ", cfg)
-            if sp.sample_note:
-                console.print(f"  [yellow]note[/]: {escape(sp.sample_note)}")
+            _print_sample(sp, sample, seed)
         if why is not None:
-            cfg = sp.parse_config([item for w in why for item in w.split(",")])
-            problems = sp.explain(cfg)
-            if not problems:
-                _print_config("[green]valid[/]: ", cfg)
-            else:
-                _print_config("[red]invalid[/]: ", cfg)
-                for v in problems:
-                    console.print(f"  - {escape(v.message)}")
-                raise typer.Exit(1)
+            _explain(sp, why)
+
+
+def _print_summary(sp: Space, missing: Mapping[str, Sequence[str]]) -> None:
+    """What a space is: its name and file, description, source, arch, device, shape, args,
+    the baselines whose packages are ``missing`` here, and its reference."""
+    spec = sp.spec
+    console.print(f"[bold]{escape(spec.name)}[/]  {escape(str(spec.path))}")
+    if spec.description:
+        console.print(escape(spec.description.strip()))
+    console.print(
+        f"source {escape(str(spec.source))}  ({spec.language}); arch {sp.arch.sm}; "
+        f"device {sp.device.name}; shape {sp.shape}"
+    )
+    args = [_arg_label(a) for a in spec.args]
+    console.print(f"args ({', '.join(escape(a) for a in args)})")
+    for name, packages in missing.items():
+        if packages:
+            console.print(
+                f"baseline {escape(name)}: needs {escape(', '.join(packages))}, not installed "
+                "here (compare skips it on this machine)"
+            )
+    if spec.reference is not None:
+        console.print(f"reference {escape(spec.reference.target)}")
+
+
+def _print_parameters(sp: Space) -> None:
+    """The parameters' table (the default: the arch's, where the space gives one), then the
+    constraints."""
+    params = Table(title="parameters")
+    for col in ("name", "role", "values", "default", "description"):
+        params.add_column(col, overflow="fold")
+    default = sp.default_config()
+    for p in sp.spec.parameters:
+        shown = str(default[p.name])
+        if default[p.name] != p.default:
+            shown += f" ({sp.arch.sm}; else {p.default})"
+        params.add_row(
+            p.name,
+            p.role.value + (f":{p.option}" if p.option else ""),
+            escape(", ".join(map(str, p.values))),
+            escape(shown),
+            escape(p.description),
+        )
+    console.print(params)
+    for c in sp.spec.constraints:
+        console.print(f"  constraint: {escape(c.describe())}")
+    console.print(
+        "  and the launch limits: grid and block dimensions, threads per block, dynamic "
+        "shared memory (the device's)"
+    )
+
+
+def _print_sample(sp: Space, n: int, seed: int) -> None:
+    """``n`` valid configs drawn with ``seed`` (none, and why, when the draw fails)."""
+    try:
+        drawn = sp.sample(n, seed=seed)
+    except SparseSampleError as exc:  # the summary above stands; only the draw failed
+        console.print(f"  [yellow]sample: none[/]: {escape(str(exc))}")
+        drawn = []
+    for cfg in drawn:
+        _print_config("  sample: ", cfg)
+    if sp.sample_note:
+        console.print(f"  [yellow]note[/]: {escape(sp.sample_note)}")
+
+
+def _explain(sp: Space, why: Sequence[str]) -> None:
+    """``--why``: whether the config the items name is valid, and if not, why.
+
+    Raises:
+        typer.Exit: with status 1 when it is invalid.
+    """
+    cfg = sp.parse_config([item for w in why for item in w.split(",")])
+    problems = sp.explain(cfg)
+    if not problems:
+        _print_config("[green]valid[/]: ", cfg)
+        return
+    _print_config("[red]invalid[/]: ", cfg)
+    for v in problems:
+        console.print(f"  - {escape(v.message)}")
+    raise typer.Exit(1)
 
 
 def _print_valid_count(sp: Space, walk: bool) -> None:

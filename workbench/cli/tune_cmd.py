@@ -390,12 +390,15 @@ def _tune_study(
 
 
 def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json: bool) -> None:
-    """No GPU and no recording: compile what the search would start from, print the resource
-    table (and with --json the records), and say how to tune."""
-    from workbench.cli.compile_output import compile_space, print_records, refuse_broken_space
+    """No GPU and no recording: compile what the search would start from (the ``--enqueue``
+    configs, as a tune on a GPU would evaluate them first, then every valid config with --all,
+    else the default and a sample) for the problem variant tune would search, print the
+    resource table (and with --json the records), and say how to tune."""
+    from workbench.cli.compile_output import compile_selection, print_records, refuse_broken_space
     from workbench.cli.tune_output import compile_summary
     from workbench.compiler import CompileCache
-    from workbench.search.planning import compile_batches
+    from workbench.search.configs import Assignments, CompileSelection
+    from workbench.search.enqueue import is_keyword, is_warm_start
     from workbench.search.session import recordings_dir
 
     spec = setup.spec
@@ -410,31 +413,33 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in setup.arches)} with NVRTC."
     )
+    items = request.enqueue or ()
+    selection = CompileSelection(
+        spec,
+        tuple(setup.arches),
+        tuple(sp.shape for sp in setup.spaces),
+        device=request.device,
+        pin=request.pin or (),
+        given=Assignments(tuple(i for i in items if not is_keyword(i))),
+        warm=tuple(i for i in items if is_warm_start(i)),
+        all_configs=request.all_configs,
+        sample=request.compile_sample,
+        seed=request.seed,
+        one_variant=True,
+        then_sweep=True,
+    )
     cache = CompileCache(request.cache_dir)
-    records = []
-    defaults: dict[str, dict[str, object]] = {}
-    for batch in compile_batches(setup, request, lambda line: out.print(escape(line))):
-        pins = batch.space.variant_values(batch.configs[0]) if batch.configs else None
-        defaults[batch.space.arch.sm] = dict(batch.space.default_config(pins))
-        records += compile_space(
-            batch.space,
-            batch.configs,
-            jobs=request.jobs,
-            cache=cache,
-            store=setup.store,
-            kernel=batch.kernel,
-            out=out,
-        )
-    print_records(records, out=out, defaults=defaults)
-    refuse_broken_space(spec, records)
+    swept = compile_selection(selection, jobs=request.jobs, cache=cache, store=setup.store, out=out)
+    print_records(swept.records, out=out, defaults=swept.defaults)
+    refuse_broken_space(spec, swept.records)
     out.print(
         "To tune: run on a machine with a CUDA GPU, or replay measurements with "
         "--replay FILE (e.g. a Kernel Tuner cache file)."
     )
     if as_json:
-        doc = compile_summary(spec, records, setup.no_gpu or "", setup.store.shown_url)
+        doc = compile_summary(spec, swept.records, setup.no_gpu or "", setup.store.shown_url)
         sys.stdout.write(strict_dumps(doc, indent=1, default=str) + "\n")
-    if not any(r.ok for r in records):
+    if not any(r.ok for r in swept.records):
         raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(EXIT_NO_GPU)  # (compiled and inspected; nothing was tuned)
 

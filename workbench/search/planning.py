@@ -3,7 +3,7 @@
 A tune's numbers come from one of five places (:class:`Source`): the space a recording holds
 (``--replay FILE`` alone), a space file's space answered from ``--replay FILE``, the GPU here,
 and, on a machine without a GPU, a recording kept beside the space file or, without one, no
-numbers at all: the compile stage (:func:`compile_batches`). ``workbench tune`` and
+numbers at all: the compile stage (:mod:`~workbench.search.configs`). ``workbench tune`` and
 ``workbench worker`` both plan here; a shared study's plan is of one shape on one arch, and
 never compile-only.
 """
@@ -12,23 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
 from workbench.runners.objectives import ObjectiveKind, ObjectiveRunner
 from workbench.runners.recordings import Recording, load_recording
-from workbench.search.configs import compile_only_study, select_configs
-from workbench.search.enqueue import (
-    Say,
-    enqueued_configs,
-    is_keyword,
-    is_warm_start,
-    warm_starts,
-)
+from workbench.search.enqueue import Say, enqueued_configs
 from workbench.search.problem import SpaceProblem
 from workbench.search.request import TuneRequest
 from workbench.search.session import (
@@ -233,66 +225,3 @@ def _delayed(setup: TuneSetup, request: TuneRequest) -> TuneSetup:
             if plan.runner.replay_source is not None:
                 plan.runner.delay_s = request.replay_delay  # type: ignore[attr-defined]
     return setup
-
-
-# -- the compile stage ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CompileBatch:
-    """Configs of one space (arch and shape) the compile stage compiles, in order."""
-
-    space: Space
-    kernel: str  #: the problem variant (``--set``, else the variants' defaults)
-    configs: list[Config]
-
-
-def compile_batches(setup: TuneSetup, request: TuneRequest, say: Say) -> Iterator[CompileBatch]:
-    """No GPU and no recording: what the search would start from, per arch and shape, for the
-    problem variant tune would search: the ``--enqueue`` configs first (NAME=VALUE,..., and
-    other studies' best, as a tune on a GPU would evaluate them), then every valid config
-    (``--all``) or the default and a sample. Made one batch at a time, so that each can be
-    compiled before the next is chosen.
-
-    Raises:
-        WorkbenchError: a malformed or invalid ``--enqueue`` config, or no study to start from.
-    """
-    assert setup.spec is not None
-    items = list(request.enqueue or [])
-    given = [i for i in items if not is_keyword(i)]
-    warm = [i for i in items if is_warm_start(i)]
-    pin = list(request.pin) if request.pin is not None else None
-    for target in setup.arches:
-        for shape in [sp.shape for sp in setup.spaces]:
-            device = device_for(target, request.device)
-            sp = Space(setup.spec, shape=shape, arch=target, device=device)
-            problem = SpaceProblem(sp, sp.parse_pins(pin))
-            fixed = problem.pinned
-            base = {**sp.default_config(fixed), **fixed}
-            named = [sp.parse_config(i.split(","), base) for i in given]
-            configs = select_configs(sp, given=named, fixed=fixed) if given else []
-            if warm:
-                configs += _warm_configs(setup.store, problem, warm, configs, say)
-            more = select_configs(
-                sp,
-                all_configs=request.all_configs,
-                sample=request.compile_sample,
-                seed=request.seed,
-                fixed=fixed,
-            )
-            configs += [c for c in more if c not in configs]
-            yield CompileBatch(sp, problem.kernel, configs)
-
-
-def _warm_configs(
-    store: Store, problem: SpaceProblem, items: list[str], have: list[Config], say: Say
-) -> list[Config]:
-    """Other studies' best configs (``--enqueue best``, ``best:STUDY``) not in ``have``."""
-    study = compile_only_study(store, problem.space, problem.kernel)
-    found: list[Config] = []
-    try:
-        for item in items:
-            configs = warm_starts(problem, study, item, store, say)
-            found += [c for c in configs if c not in have and c not in found]
-    except WorkbenchError:  # refused: no empty study left behind
-        store.discard_if_unused(study)
-        raise
-    return found
