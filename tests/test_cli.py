@@ -97,7 +97,7 @@ def test_a_space_too_sparse_to_sample_still_prints_its_summary(
     still prints, with one line instead of the samples, and the command succeeds."""
     from workbench.spaces import space as space_module
 
-    monkeypatch.setattr(space_module, "REJECTION_SECONDS", 0.0)
+    monkeypatch.setattr(space_module, "REJECTION_DRAWS", 0)
     monkeypatch.setattr(space_module, "WALK_SECONDS", 0.0)
     monkeypatch.setattr(space_module, "DESCENT_SECONDS", 0.0)
     code, out = run("space", "gemm_int8", "--shape", "M=16,N=256,K=512")

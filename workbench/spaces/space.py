@@ -24,9 +24,10 @@ from workbench.toolchain import Arch
 #: Up to this many cartesian points, ``sample`` lists the valid set to draw from; above, it
 #: rejects (not the search's limit on valid configs listed: ``search.problem.VALID_LIST_LIMIT``).
 SAMPLE_LIST_LIMIT = 200_000
-#: Rejection sampling draws for this long before it walks the valid set instead (a sparse
-#: space: the int8 GEMM's 498,692 valid configs are 0.08% of its product).
-REJECTION_SECONDS = 5.0
+#: Rejection sampling makes this many draws before it walks the valid set instead (a sparse
+#: space: the int8 GEMM's 498,692 valid configs were 0.08% of its product). A count, not a
+#: time: a seed gives the same sample on a fast machine and a loaded one (2-6 s on a 2-core VM).
+REJECTION_DRAWS = 250_000
 #: ... and the walk (a uniform reservoir sample of every valid config) gives up after this.
 WALK_SECONDS = 120.0
 #: valid configs a walk lists in WALK_SECONDS, about (gemm_int8: 0.85 to 1.2 M on a loaded
@@ -390,7 +391,7 @@ class Space:
         self, n: int, rng: random.Random, fixed: Mapping[str, Value]
     ) -> list[Config]:
         """Uniform draws from the product, each checked level by level (a draw stops at the
-        first constraint it breaks), for up to REJECTION_SECONDS; a space too sparse for that
+        first constraint it breaks), up to REJECTION_DRAWS of them; a space too sparse for that
         is walked instead, keeping a uniform reservoir of ``n``.
 
         Raises:
@@ -398,11 +399,12 @@ class Space:
             SparseSampleError: the walk ran out of time before finding ``n``.
         """
         domains = self._domains(fixed)
+        if self.start_env() is None:  # a constraint of the shape alone fails: nothing to draw
+            raise self._none_valid(rng, domains)
         found: dict[tuple[Value, ...], None] = {}
-        start = time.perf_counter()
         attempts = 0
         while len(found) < n:
-            if attempts % 1000 == 0 and time.perf_counter() - start > REJECTION_SECONDS:
+            if attempts >= REJECTION_DRAWS:
                 break
             attempts += 1
             values = self._draw(rng, domains)
@@ -431,12 +433,16 @@ class Space:
                 f"too sparse to sample; ask for fewer, or loosen its constraints.{why}"
             ) from None
         if not walked[0]:
-            raise WorkbenchError(
-                f"{self.spec.name}: no valid config among {self.cartesian_size:,} points; the "
-                "constraints exclude everything. The reasons, counted over "
-                f"{REASON_DRAWS} random draws: {self._reasons(rng, domains)}"
-            )
+            raise self._none_valid(rng, domains)
         return walked[0]
+
+    def _none_valid(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> WorkbenchError:
+        """The error for a space whose constraints exclude every config, with the reasons."""
+        return WorkbenchError(
+            f"{self.spec.name}: no valid config among {self.cartesian_size:,} points; the "
+            "constraints exclude everything. The reasons, counted over "
+            f"{REASON_DRAWS} random draws: {self._reasons(rng, domains)}"
+        )
 
     def _domains(self, fixed: Mapping[str, Value]) -> list[Sequence[Value]]:
         """Each parameter's values, a fixed parameter's value alone."""
