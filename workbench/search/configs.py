@@ -57,7 +57,7 @@ def select_configs(
             configs.setdefault(config_label(cfg), cfg)
         return list(configs.values())
     if all_configs:
-        configs_ = [c for c in space.iter_valid() if not fixed or not violations(c)]
+        configs_ = [c for c in space.iter_valid(fixed) if not fixed or not violations(c)]
         if not configs_:
             SpaceProblem(space, fixed).check_not_empty()  # raises, naming what rules them out
         return configs_

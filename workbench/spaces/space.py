@@ -199,9 +199,10 @@ class Space:
         return self.reservoir(0, random.Random(0), seconds=seconds)[1]
 
     # -- enumeration ---------------------------------------------------------------------
-    def iter_valid(self) -> Iterator[Config]:
-        """Every valid config, lazily, in domain order."""
-        for values in self._walk():
+    def iter_valid(self, fixed: Mapping[str, Value] | None = None) -> Iterator[Config]:
+        """Every valid config, lazily, in domain order; with ``fixed``, those that take its
+        values (the walk binds them, so it prunes there rather than filtering the whole set)."""
+        for values in self._walk(self._domains(fixed or {})):
             yield dict(zip(self.names, values, strict=True))
 
     def start_env(self) -> dict[str, object] | None:
