@@ -333,6 +333,28 @@ def needle_space_text(project: Path, params: int = 12, values: int = 20) -> str:
     )
 
 
+@pytest.mark.parametrize(
+    ("kernel", "shape"),
+    [
+        ("reduce", None),
+        ("gemm_fp8", None),
+        ("gemm_w4a16", {"M": 16, "N": 4096, "K": 4096}),
+        ("attention_decode", None),
+        ("quantize", None),
+    ],
+)
+def test_the_count_of_valid_configs_is_the_length_of_their_list(
+    kernel: str, shape: dict[str, int] | None
+) -> None:
+    """count_valid counts each level's completions once per frontier (the values the deeper
+    derived values and constraints read): the same number as listing them, on every arch."""
+    spec = load_kernel(kernel)
+    for arch in spec.arches:
+        counted = Space(spec, arch=Arch.parse(arch), shape=shape).count_valid()
+        listed = sum(1 for _ in Space(spec, arch=Arch.parse(arch), shape=shape).iter_valid())
+        assert counted == listed > 0, (kernel, arch)
+
+
 def test_a_seed_gives_the_same_sample_on_a_slower_machine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from workbench.devices import DeviceSpec, arch_namespace, device_for
 from workbench.errors import ConfigError, ExpressionError, SparseSampleError, WorkbenchError
 from workbench.expressions import Expression
+from workbench.spaces.counting import CountTimeout, ValidCounter
 from workbench.spaces.model import Config, Constraint, Geometry, Shape, SpaceSpec, Value
 from workbench.toolchain import Arch
 
@@ -187,7 +188,8 @@ class Space:
         return math.prod(len(p.values) for p in self.spec.parameters)
 
     def count_valid(self, seconds: float | None = None) -> int:
-        """Number of valid configs (walks the pruned tree, for up to ``seconds``, by default
+        """Number of valid configs (walks the pruned tree, counting each level's completions
+        once per frontier: :mod:`workbench.spaces.counting`; for up to ``seconds``, by default
         WALK_SECONDS).
 
         Raises:
@@ -196,7 +198,19 @@ class Space:
         if self._valid_cache is not None:
             return len(self._valid_cache)
         seconds = WALK_SECONDS if seconds is None else seconds
-        return self.reservoir(0, random.Random(0), seconds=seconds)[1]
+        counter = ValidCounter(self, [p.values for p in self.spec.parameters], seconds)
+        try:
+            return counter.count()
+        except CountTimeout as exc:
+            raise WalkTimeout(self.spec.name, seconds, exc.visited, exc.found) from None
+
+    def derived_at(self, level: int) -> list[tuple[str, Expression]]:
+        """The derived values computed once the first ``level`` parameters are bound."""
+        return self._derived_at[level]
+
+    def constraints_at(self, level: int) -> list[Constraint]:
+        """The constraints checked once the first ``level`` parameters are bound."""
+        return self._constraints_at[level]
 
     # -- enumeration ---------------------------------------------------------------------
     def iter_valid(self, fixed: Mapping[str, Value] | None = None) -> Iterator[Config]:
