@@ -40,8 +40,7 @@ WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
 
 def create_study(url: str, name: str, recording: Path, trials: int) -> None:
     """The study, as `workbench tune` creates it, without working on it."""
-    from workbench.cli.common import open_store
-    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.connection import Coordination, open_database
     from workbench.fleet.sql import SETUP_LOCK
     from workbench.fleet.study import SharedStudy
     from workbench.search.loop import Budget
@@ -55,8 +54,7 @@ def create_study(url: str, name: str, recording: Path, trials: int) -> None:
         heartbeat_s=2,
         grace_s=10,
     )
-    db = Database(url, Coordination(heartbeat_s=2, grace_s=10))
-    store = open_store(url)
+    db, store = open_database(url, Coordination(heartbeat_s=2, grace_s=10))
     with db.lock(SETUP_LOCK):
         plan = plan_tune(request, lambda: store, shared=True).plans[0]
         SharedStudy.create(db, name, request.to_spec(), plan.runner.device.device_class())
@@ -67,11 +65,11 @@ def create_study(url: str, name: str, recording: Path, trials: int) -> None:
 def span_s(url: str, name: str) -> float:
     from optuna.trial import TrialState
 
-    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.connection import Coordination, open_database
     from workbench.fleet.sql import CLAIM
     from workbench.fleet.study import SharedStudy
 
-    study = SharedStudy(Database(url, Coordination()), name)
+    study = SharedStudy(open_database(url, Coordination())[0], name)
     done = [t for t in study.trials((TrialState.COMPLETE,)) if CLAIM in t.system_attrs]
     first = min(t.datetime_start for t in done)
     last = max(t.datetime_complete for t in done)

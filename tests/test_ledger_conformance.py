@@ -111,14 +111,13 @@ def case(
         db = None
     else:
         from workbench.fleet.claims import WorkerId
-        from workbench.fleet.connection import Coordination, Database
+        from workbench.fleet.connection import Coordination, open_database
         from workbench.fleet.study import SharedStudy
         from workbench.fleet.worker import ClaimsLedger
 
         url = request.getfixturevalue("pg_cluster").database()
-        store = Store(url)
+        db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
         plan = plan_replay_file(store, recording)
-        db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
         device_class = plan.runner.device.device_class()
         shared = SharedStudy.create(
             db, plan.study.name, {"replay": str(recording.path)}, device_class

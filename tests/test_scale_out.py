@@ -24,7 +24,7 @@ import pytest
 from cli_helpers import invoke
 from dataset_paths import CACHES, missing
 
-from workbench.fleet.connection import Coordination, Database
+from workbench.fleet.connection import Coordination, open_database
 from workbench.fleet.sql import CLAIM
 from workbench.fleet.study import SharedStudy
 from workbench.runners.recordings import load_recording
@@ -99,7 +99,8 @@ def has_heartbeat(url: str, trial_id: int) -> bool:
 
 
 def shared(url: str, name: str) -> SharedStudy:
-    return SharedStudy(Database(url, Coordination(heartbeat_s=1, grace_s=3, db_wait_s=30)), name)
+    db, _ = open_database(url, Coordination(heartbeat_s=1, grace_s=3, db_wait_s=30))
+    return SharedStudy(db, name)
 
 
 def claimed_complete(study: SharedStudy) -> list:
@@ -230,7 +231,8 @@ def test_a_trial_left_without_a_heartbeat_is_failed_and_requeued(pg_cluster) -> 
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState
 
-    db = Database(pg_cluster.database(), Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
+    timing = Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30)
+    db, _ = open_database(pg_cluster.database(), timing)
     study = SharedStudy.create(db, "zombie", {"kernel": "k"}, "GPU")
     dists = {"x": IntDistribution(0, 3)}
     zombie = study.create_trial({"x": 1}, dists, system_attrs={CLAIM: "w:1:"})
@@ -455,7 +457,7 @@ def _n_rows(url: str) -> int:
 
 def _exists(url: str, name: str) -> bool:
     try:
-        return SharedStudy.exists(Database(url, Coordination(db_wait_s=5)), name)
+        return SharedStudy.exists(open_database(url, Coordination(db_wait_s=5))[0], name)
     except Exception:
         return False
 
@@ -611,8 +613,7 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     from workbench.search.tuner import Budget
 
     url = pg_cluster.database()
-    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
-    store = Store(url)
+    db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
     recording = load_recording(CONV_A100)
     plan = plan_replay_file(store, recording)
     plan = dataclasses.replace(plan, runner=WarmingGpu(recording, slowdown=0.005))
@@ -670,8 +671,7 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
 
     monkeypatch.setitem(SAMPLERS, "listening", (listening, "test"))
     url = pg_cluster.database()
-    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
-    store = Store(url)
+    db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
     recording = load_recording(PNPOLY)
     plan = plan_replay_file(store, recording)
     shared = SharedStudy.create(db, plan.study.name, {"replay": str(PNPOLY)}, "RTX 3090")

@@ -14,11 +14,9 @@ from workbench.cli.common import (
     EXIT_FAILED,
     console,
     err_console,
-    open_store,
 )
-from workbench.errors import ConfigError
 from workbench.fleet.claims import WorkerId
-from workbench.fleet.connection import Coordination, Database, is_postgresql
+from workbench.fleet.connection import Coordination, Database, open_database
 from workbench.fleet.joining import (
     SharedSetup,
     create_or_join,
@@ -27,16 +25,6 @@ from workbench.jsontext import strict_dumps
 from workbench.search.request import TuneRequest
 from workbench.search.tuner import SearchStopReason, TuneResult
 from workbench.store import Store
-
-
-def open_shared(storage: str, settings: Coordination) -> tuple[Database, Store]:
-    if not is_postgresql(storage):
-        raise ConfigError(
-            f"{storage}: shared studies need PostgreSQL (--storage postgresql://USER@HOST/DB); "
-            "a SQLite store serves one process per study (docs/scale-out.md)"
-        )
-    db = Database(storage, settings)
-    return db, db.outage.call(open_store, storage)
 
 
 def work_shared(
@@ -59,7 +47,7 @@ def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: boo
     settings = Coordination(
         heartbeat_s=request.heartbeat_s, grace_s=request.grace_s, db_wait_s=db_wait
     )
-    db, store = open_shared(storage, settings)
+    db, store = open_database(storage, settings)
     setup = create_or_join(db, store, request, lambda line: out.print(escape(line)))
     plan = setup.plan
     if plan.banner:

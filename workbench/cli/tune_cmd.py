@@ -34,7 +34,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
     shown,
 )
 from workbench.jsontext import strict_dumps
@@ -247,7 +246,7 @@ def tune(
     memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 3 no GPU
     and nothing to replay (the compile stage ran); 130 interrupted.
     """
-    from workbench.fleet.connection import is_postgresql
+    from workbench.store.opening import is_postgresql
 
     with cli_errors(json_errors=as_json):
         shared = storage is not None and is_postgresql(storage)
@@ -294,6 +293,7 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
     from workbench.cli.tune_output import print_result
     from workbench.search.planning import Source, plan_tune
     from workbench.search.tuner import SearchStopReason
+    from workbench.store.opening import open_store
 
     out = err_console if as_json else console
     setup = plan_tune(request, lambda: open_store(storage))
