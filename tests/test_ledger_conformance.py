@@ -33,6 +33,7 @@ from workbench.search.loop import (
     Budget,
     Ledger,
     Search,
+    SearchSettings,
     SearchStopReason,
     Standing,
     TuneResult,
@@ -176,7 +177,8 @@ def search(
     case: LedgerCase, budget: Budget, *, sampler: str = DEFAULT_SAMPLER, seed: int = 0
 ) -> TuneResult:
     """A new run of the search over the case's ledger."""
-    return Search(case.open(), case.plan.runner, sampler=sampler, seed=seed).run(budget)
+    settings = SearchSettings(sampler=sampler, seed=seed)
+    return Search(case.open(), case.plan.runner, settings).run(budget)
 
 
 def outcomes(evaluations: Sequence[StoredEvaluation]) -> list[tuple[object, ...]]:

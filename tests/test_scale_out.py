@@ -609,6 +609,7 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     from workbench.fleet.claims import WorkerId
     from workbench.fleet.worker import SharedTuner
     from workbench.report.data import gather_studies
+    from workbench.search.loop import SearchSettings
     from workbench.search.session import plan_replay_file
     from workbench.search.tuner import Budget
 
@@ -619,7 +620,11 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     plan = dataclasses.replace(plan, runner=WarmingGpu(recording, slowdown=0.005))
     shared = SharedStudy.create(db, plan.study.name, {"replay": str(CONV_A100)}, "A100")
     tuner = SharedTuner(
-        plan, store, shared, WorkerId.here(None), sampler="random", seed=1, drift_every=10
+        plan,
+        store,
+        shared,
+        WorkerId.here(None),
+        SearchSettings(sampler="random", seed=1, drift_every=10),
     )
     result = tuner.run(Budget(evaluations=25))
     assert result.drift and all(c.verdict.value == "slower" for c in result.drift)
@@ -637,6 +642,7 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
     from workbench.fleet.worker import SharedTuner
     from workbench.runners.base import Measurement, Runner, TrialOutcome
     from workbench.runners.replay import ReplayRunner
+    from workbench.search.loop import SearchSettings
     from workbench.search.proposers import ValidOrderProposer
     from workbench.search.samplers import SAMPLERS
     from workbench.search.session import plan_replay_file
@@ -676,9 +682,13 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
     plan = plan_replay_file(store, recording)
     shared = SharedStudy.create(db, plan.study.name, {"replay": str(PNPOLY)}, "RTX 3090")
     wrong = dataclasses.replace(plan, runner=WrongGpu(recording))
-    first = SharedTuner(wrong, store, shared, WorkerId("a", 1, 0), sampler="random", seed=1)
+    first = SharedTuner(
+        wrong, store, shared, WorkerId("a", 1, 0), SearchSettings(sampler="random", seed=1)
+    )
     assert first.run(Budget(evaluations=2)).best is None
-    other = SharedTuner(plan, store, shared, WorkerId("b", 2, 0), sampler="listening", seed=2)
+    other = SharedTuner(
+        plan, store, shared, WorkerId("b", 2, 0), SearchSettings(sampler="listening", seed=2)
+    )
     result = other.run(Budget(evaluations=5))
     assert [(m.outcome, m.reason) for m in told] == [(TrialOutcome.WRONG, reason)] * 2
     failed = [e.measurement for e in result.history if e.measurement.outcome.failed]

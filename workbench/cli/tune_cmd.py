@@ -451,7 +451,7 @@ def _run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from workbench.cli.tune_output import best_text
-    from workbench.search.tuner import Tuner
+    from workbench.search.tuner import SearchSettings, Tuner
 
     store = setup.store
     label = f"{plan.problem.kernel} [{plan.problem.shape_label}]"
@@ -471,21 +471,18 @@ def _run(
             if check.drifted:
                 progress.console.print(f"[yellow]drift:[/] {escape(check.describe())}")
 
-        tuner = Tuner(
-            plan.problem,
-            plan.runner,
-            store,
-            plan.study,
-            environment_id=plan.environment_id,
+        settings = SearchSettings(
             sampler=request.sampler,
             seed=request.seed,
             enqueue=queue,
-            on_evaluation=on_evaluation,
-            command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
             drift_every=request.drift_every,
-            on_drift=on_drift,
             ahead=request.pipeline.ahead if plan.runner.replay_source is None else 1,
+            command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
+            on_evaluation=on_evaluation,
+            on_drift=on_drift,
         )
+        env = plan.environment_id
+        tuner = Tuner(plan.problem, plan.runner, store, plan.study, settings, environment_id=env)
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
         best = best_text(plan, store.best(plan.study))
         progress.update(task, completed=store.count_evaluations(plan.study), best=best)

@@ -27,6 +27,7 @@ from workbench.fleet.status import trial_value
 from workbench.fleet.study import SharedStudy
 from workbench.fleet.worker import SharedTuner
 from workbench.search.enqueue import Say, enqueued_configs
+from workbench.search.loop import SearchSettings
 from workbench.search.planning import plan_tune
 from workbench.search.request import TuneRequest, spec_timing
 from workbench.search.session import TunePlan
@@ -46,18 +47,13 @@ class SharedSetup:
     kept: dict[str, Any] = field(default_factory=dict)
 
     def tuner(self, store: Store, gpu: int | None, command: str | None) -> SharedTuner:
-        """This process's worker of the study (``gpu``: the GPU it measures on)."""
+        """This process's worker of the study (``gpu``: the GPU it measures on), which reserves
+        one config at a time (the claims hold what other workers take)."""
         r = self.request
-        return SharedTuner(
-            self.plan,
-            store,
-            self.shared,
-            WorkerId.here(gpu),
-            sampler=r.sampler,
-            seed=r.seed,
-            command=command,
-            drift_every=r.drift_every,
+        settings = SearchSettings(
+            sampler=r.sampler, seed=r.seed, drift_every=r.drift_every, command=command
         )
+        return SharedTuner(self.plan, store, self.shared, WorkerId.here(gpu), settings)
 
 
 def create_or_join(db: Database, store: Store, request: TuneRequest, say: Say) -> SharedSetup:
