@@ -37,7 +37,7 @@ from workbench.cli.common import (
     shown,
 )
 from workbench.jsontext import strict_dumps
-from workbench.runners.objectives import ObjectiveKind
+from workbench.runners.objective_kind import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY
 from workbench.search.request import (
     DEFAULT_BUDGET,

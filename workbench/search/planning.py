@@ -18,7 +18,8 @@ from pathlib import Path
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.gpu import probe_gpu
-from workbench.runners.objectives import ObjectiveKind, ObjectiveRunner
+from workbench.runners.objective_kind import ObjectiveKind
+from workbench.runners.objectives import ObjectiveRunner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.search.enqueue import Say, enqueued_configs
 from workbench.search.problem import SpaceProblem

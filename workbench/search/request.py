@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import ConfigError
-from workbench.runners.objectives import ObjectiveKind
+from workbench.runners.objective_kind import ObjectiveKind
 from workbench.search.drift import DEFAULT_EVERY
 from workbench.search.samplers import DEFAULT_SAMPLER, check_sampler
 
