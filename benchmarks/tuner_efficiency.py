@@ -80,7 +80,8 @@ from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.samplers import SAMPLERS
 from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.search.warm_start import best_elsewhere
 from workbench.spaces.model import Config

@@ -53,7 +53,8 @@ from workbench.runners.recordings import load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search import portfolio  # noqa: F401  imported before timing, as Kernel Tuner is
 from workbench.search.problem import RecordingProblem
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.samplers import SAMPLERS
 from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store

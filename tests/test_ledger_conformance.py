@@ -40,8 +40,9 @@ from workbench.search.loop import (
 )
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer, ValidOrderProposer
-from workbench.search.samplers import DEFAULT_SAMPLER
-from workbench.search.session import TunePlan, plan_replay_file
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.start import plan_replay_file
+from workbench.search.tune_plan import TunePlan
 from workbench.search.tuner import StoreLedger
 from workbench.spaces.model import Config
 from workbench.stats.rule import Verdict
@@ -112,9 +113,10 @@ def case(
         db = None
     else:
         from workbench.fleet.claims import WorkerId
-        from workbench.fleet.connection import Coordination, open_database
+        from workbench.fleet.connection import open_database
         from workbench.fleet.study import SharedStudy
         from workbench.fleet.worker import ClaimsLedger
+        from workbench.search.request import Coordination
 
         url = request.getfixturevalue("pg_cluster").database()
         db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))

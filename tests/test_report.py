@@ -28,7 +28,7 @@ from workbench.report.importance import gather_importance
 from workbench.report.overview import replay_banner
 from workbench.report.page import PLOTLY_JS
 from workbench.report.roofline import from_profiles
-from workbench.search.session import plan_replay_file
+from workbench.search.start import plan_replay_file
 from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces import Space, load_space
 from workbench.store import Store

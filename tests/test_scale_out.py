@@ -24,10 +24,11 @@ import pytest
 from cli_helpers import invoke
 from dataset_paths import CACHES, missing
 
-from workbench.fleet.connection import Coordination, open_database
+from workbench.fleet.connection import open_database
 from workbench.fleet.sql import CLAIM
 from workbench.fleet.study import SharedStudy
 from workbench.runners.recordings import load_recording
+from workbench.search.request import Coordination
 from workbench.store import Store, StoreError
 from workbench.store.database import sqlalchemy_url
 from workbench.store.models import SCHEMA_VERSION
@@ -610,8 +611,8 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     from workbench.fleet.worker import SharedTuner
     from workbench.report.data import gather_studies
     from workbench.search.loop import SearchSettings
-    from workbench.search.session import plan_replay_file
-    from workbench.search.tuner import Budget
+    from workbench.search.request import Budget
+    from workbench.search.start import plan_replay_file
 
     url = pg_cluster.database()
     db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
@@ -644,9 +645,9 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
     from workbench.runners.replay import ReplayRunner
     from workbench.search.loop import SearchSettings
     from workbench.search.proposers import ValidOrderProposer
+    from workbench.search.request import Budget
     from workbench.search.samplers import SAMPLERS
-    from workbench.search.session import plan_replay_file
-    from workbench.search.tuner import Budget
+    from workbench.search.start import plan_replay_file
 
     reason = "output differs from the reference at 12 of 4096 elements (max abs error 3)"
 

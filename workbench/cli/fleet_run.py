@@ -16,7 +16,7 @@ from workbench.cli.common import (
     err_console,
 )
 from workbench.fleet.claims import WorkerId
-from workbench.fleet.connection import Coordination, Database, open_database
+from workbench.fleet.connection import Database, open_database
 from workbench.fleet.joining import (
     SharedSetup,
     create_or_join,
@@ -33,21 +33,20 @@ def work_shared(
     """Work on the study as one worker; its result and this worker's figures."""
     # (quoted: the page shows a command that reruns)
     tuner = setup.tuner(store, gpu, command=shlex.join(sys.argv))
-    result = tuner.run(setup.request.budget)
+    result = tuner.run(setup.request.strategy.budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)
     return result, stats
 
 
-def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: bool) -> None:
-    """``workbench tune ... --storage postgresql://...``: create or join the shared study, then
-    work on it as one worker. Running the same command on other hosts adds workers."""
+def tune_shared(request: TuneRequest, as_json: bool) -> None:
+    """``workbench tune ... --storage postgresql://...``: create or join the shared study of
+    ``request`` (in its storage), then work on it as one worker. Running the same command on
+    other hosts adds workers."""
     from workbench.cli.tune_output import print_result, summary
 
     out = err_console if as_json else console
-    settings = Coordination(
-        heartbeat_s=request.heartbeat_s, grace_s=request.grace_s, db_wait_s=db_wait
-    )
-    db, store = open_database(storage, settings)
+    assert request.study.storage is not None  # (shared: a postgresql:// storage was given)
+    db, store = open_database(request.study.storage, request.coordination)
     setup = create_or_join(db, store, request, lambda line: out.print(escape(line)))
     plan = setup.plan
     if plan.banner:
@@ -56,7 +55,7 @@ def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: boo
         out.print(f"{setup.seeded} evaluations already in the store joined the shared study")
     out.print(
         f"worker {WorkerId.here(None).key} on shared study {escape(plan.study.name)!r} "
-        f"(budget {setup.request.budget.evaluations}) in {escape(db.outage.where)}"
+        f"(budget {setup.request.strategy.budget.evaluations}) in {escape(db.outage.where)}"
     )
     result, stats = work_shared(db, store, setup, None)
     print_result(plan, result, db.outage.where, out)

@@ -23,6 +23,7 @@ from workbench.cli.common import (
 )
 from workbench.errors import ConfigError, NoGpuError
 from workbench.jsontext import strict_dumps
+from workbench.search.request import DEFAULT_DB_WAIT_S, Coordination
 
 if TYPE_CHECKING:
     from workbench.fleet.status import StudyStatus
@@ -76,7 +77,7 @@ def worker(
     replay: WorkerReplayOpt = None,
     replay_delay: WorkerDelayOpt = 0.0,
     seconds: WorkerTimeOpt = None,
-    db_wait: DbWaitOpt = 300.0,
+    db_wait: DbWaitOpt = DEFAULT_DB_WAIT_S,
     as_json: WorkerJsonOpt = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", hidden=True)] = None,
 ) -> None:
@@ -84,7 +85,7 @@ def worker(
     NAME`) until its budget is complete. Start one per GPU, on any number of hosts; a killed
     worker's trial is re-queued, and a restarted worker simply joins again."""
     from workbench.cli.fleet_run import work_shared
-    from workbench.fleet.connection import Coordination, open_database
+    from workbench.fleet.connection import open_database
     from workbench.fleet.joining import WorkerOptions, join_as_worker, wait_for_study
     from workbench.search.tuner import SearchStopReason
 
@@ -174,7 +175,7 @@ def status(
     db_wait: DbWaitOpt = 10.0,
 ) -> None:
     """A shared study: workers alive, trials running/complete/failed, best so far."""
-    from workbench.fleet.connection import Coordination, open_database
+    from workbench.fleet.connection import open_database
     from workbench.fleet.status import gather_status
 
     with cli_errors():

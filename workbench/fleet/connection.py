@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import optuna
@@ -21,32 +20,11 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.fleet.sql import CLAIM, CLAIMS_DDL, DDL_LOCK, OPTUNA_SCHEMA, T
-from workbench.search.request import DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S
+from workbench.search.request import Coordination
 from workbench.store import Store
 from workbench.store.database import shown_url
 from workbench.store.errors import StoreError
 from workbench.store.opening import is_postgresql, open_store
-
-
-@dataclass(frozen=True)
-class Coordination:
-    """Timing of the shared study. ``grace_s`` should exceed the longest database outage to
-    ride out without re-queueing running trials; ``db_wait_s`` bounds how long a worker waits
-    for an unavailable database before it stops."""
-
-    heartbeat_s: int = DEFAULT_HEARTBEAT_S
-    grace_s: int = DEFAULT_GRACE_S
-    max_retry: int = 3
-    db_wait_s: float = 300.0
-    # waiting for the last slots costs one query of the claims table per poll
-    poll_s: float = 0.25
-
-    def __post_init__(self) -> None:
-        if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
-            raise WorkbenchError(
-                f"`heartbeat_s` {self.heartbeat_s} / `grace_s` {self.grace_s}: need heartbeat "
-                ">= 1 s and a grace period longer than the heartbeat"
-            )
 
 
 class DatabaseUnavailable(WorkbenchError):
@@ -231,16 +209,10 @@ class Database:
                 **{callback_arg: retry},  # type: ignore[arg-type]  # (its name varies by optuna)
             )
 
-    def configure(self, heartbeat_s: int, grace_s: int) -> None:
-        """Adopt a study's heartbeat and grace period (every worker must judge staleness
-        alike); reopens Optuna's storage."""
-        self.settings = Coordination(
-            heartbeat_s=heartbeat_s,
-            grace_s=grace_s,
-            max_retry=self.settings.max_retry,
-            db_wait_s=self.settings.db_wait_s,
-            poll_s=self.settings.poll_s,
-        )
+    def adopt(self, spec: Mapping[str, Any]) -> None:
+        """Adopt the heartbeat and grace period of the shared study whose spec is ``spec``
+        (every worker must judge staleness alike); reopens Optuna's storage."""
+        self.settings = self.settings.of_spec(spec)
         if self._storage is not None:
             self._storage.engine.dispose()
             self._storage = None

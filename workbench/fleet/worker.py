@@ -30,7 +30,6 @@ from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.loop import (
     IN_FLIGHT,
     INFEASIBLE,
-    Budget,
     Ledger,
     RunStats,
     Search,
@@ -41,7 +40,8 @@ from workbench.search.loop import (
     since_best,
 )
 from workbench.search.proposers import Proposer
-from workbench.search.session import TunePlan
+from workbench.search.request import Budget
+from workbench.search.tune_plan import TunePlan
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, Store, StoredEvaluation, StoreError
 

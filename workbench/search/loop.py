@@ -40,7 +40,8 @@ from workbench.runners.phases import Phase, PhaseTimes
 from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
-from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
+from workbench.search.request import DEFAULT_SAMPLER, Budget
+from workbench.search.samplers import make_proposer
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, StoredEvaluation, StudyInfo
 from workbench.store.best import best_of, ranked
@@ -60,28 +61,6 @@ class SearchStopReason(enum.Enum):
     PATIENCE = "patience"  #: no improvement in the last N evaluations
     EXHAUSTED = "exhausted"  #: every valid config is evaluated
     INTERRUPTED = "interrupted"  #: Ctrl-C
-
-
-@dataclass(frozen=True)
-class Budget:
-    """When to stop; ``None`` means no limit of that kind (at least one must be set)."""
-
-    evaluations: int | None = None
-    seconds: float | None = None
-    patience: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.evaluations is None and self.seconds is None and self.patience is None:
-            raise WorkbenchError("a budget needs `evaluations`, `seconds` or `patience`")
-        if self.evaluations is not None and self.evaluations < 1:
-            raise WorkbenchError(f"`evaluations` {self.evaluations}: the budget must be at least 1")
-        if self.seconds is not None and self.seconds <= 0:
-            raise WorkbenchError(f"`seconds` {self.seconds}: the time budget must be positive")
-        if self.patience is not None and self.patience < 1:
-            raise WorkbenchError(f"`patience` {self.patience}: patience must be at least 1")
-
-    def as_dict(self) -> dict[str, object]:
-        return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}
 
 
 @dataclass

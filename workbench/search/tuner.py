@@ -18,7 +18,6 @@ from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
 from workbench.search.loop import (
     INFEASIBLE,
-    Budget,
     Ledger,
     OnEvaluation,
     Search,
@@ -31,6 +30,7 @@ from workbench.search.loop import (
 )
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
+from workbench.search.request import Budget
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, Store, StoredEvaluation, StudyInfo
 
