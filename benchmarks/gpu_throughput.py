@@ -353,7 +353,7 @@ def simulate(
     from workbench.runners.recordings import load_recording
     from workbench.search.problem import RecordingProblem
     from workbench.search.request import Pipeline
-    from workbench.search.tuner import Budget, Tuner
+    from workbench.search.tuner import Budget, SearchSettings, Tuner
     from workbench.store import Store
 
     recording = load_recording(recording_path)
@@ -369,9 +369,9 @@ def simulate(
         )
         ahead = (Pipeline.NEW if new else Pipeline.OLD).ahead
         n = len(recording.entries)
-        result = Tuner(problem, runner, store, study, sampler="portfolio", seed=0, ahead=ahead).run(
-            Budget(evaluations=n)
-        )
+        result = Tuner(
+            problem, runner, store, study, SearchSettings(sampler="portfolio", seed=0, ahead=ahead)
+        ).run(Budget(evaluations=n))
         store.close()
     phases: PhaseTimes = runner.phases
     total = runner.clock

@@ -40,25 +40,28 @@ WORKBENCH = [sys.executable, "-m", "workbench.cli.main"]
 
 def create_study(url: str, name: str, recording: Path, trials: int) -> None:
     """The study, as `workbench tune` creates it, without working on it."""
-    from workbench.cli.common import open_store
-    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.connection import open_database
     from workbench.fleet.sql import SETUP_LOCK
     from workbench.fleet.study import SharedStudy
-    from workbench.search.loop import Budget
-    from workbench.search.planning import plan_tune
-    from workbench.search.request import TuneRequest
+    from workbench.search.request import (
+        Budget,
+        Coordination,
+        Measuring,
+        SearchStrategy,
+        StudyChoice,
+        TuneRequest,
+    )
+    from workbench.search.start import plan_tune
 
     request = TuneRequest(
-        replay=recording,
-        study=name,
-        budget=Budget(evaluations=trials),
-        heartbeat_s=2,
-        grace_s=10,
+        measuring=Measuring(replay=recording),
+        strategy=SearchStrategy(budget=Budget(evaluations=trials)),
+        study=StudyChoice(name=name, storage=url),
+        coordination=Coordination(heartbeat_s=2, grace_s=10),
     )
-    db = Database(url, Coordination(heartbeat_s=2, grace_s=10))
-    store = open_store(url)
+    db, store = open_database(url, request.coordination)
     with db.lock(SETUP_LOCK):
-        plan = plan_tune(request, lambda: store, shared=True).plans[0]
+        plan = plan_tune(request, store, shared=True).plans[0]
         SharedStudy.create(db, name, request.to_spec(), plan.runner.device.device_class())
     store.close()
     db.close()
@@ -67,11 +70,12 @@ def create_study(url: str, name: str, recording: Path, trials: int) -> None:
 def span_s(url: str, name: str) -> float:
     from optuna.trial import TrialState
 
-    from workbench.fleet.connection import Coordination, Database
+    from workbench.fleet.connection import open_database
     from workbench.fleet.sql import CLAIM
     from workbench.fleet.study import SharedStudy
+    from workbench.search.request import Coordination
 
-    study = SharedStudy(Database(url, Coordination()), name)
+    study = SharedStudy(open_database(url, Coordination())[0], name)
     done = [t for t in study.trials((TrialState.COMPLETE,)) if CLAIM in t.system_attrs]
     first = min(t.datetime_start for t in done)
     last = max(t.datetime_complete for t in done)

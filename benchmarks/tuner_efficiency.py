@@ -80,8 +80,9 @@ from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
-from workbench.search.tuner import Budget, Tuner
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.samplers import SAMPLERS
+from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.search.warm_start import best_elsewhere
 from workbench.spaces.model import Config
 from workbench.store import Store, StudyInfo
@@ -201,7 +202,13 @@ def run_workbench(
         problem = RecordingProblem(space.recording)
         runner = ReplayRunner(space.recording)
         study = _study(store, space)
-        tuner = Tuner(problem, runner, store, study, sampler=sampler, seed=seed, enqueue=enqueue)
+        tuner = Tuner(
+            problem,
+            runner,
+            store,
+            study,
+            SearchSettings(sampler=sampler, seed=seed, enqueue=enqueue),
+        )
         result = tuner.run(Budget(evaluations=budget))
         store.close()
     return [e.measurement.value for e in result.history]

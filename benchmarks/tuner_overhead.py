@@ -53,8 +53,9 @@ from workbench.runners.recordings import load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search import portfolio  # noqa: F401  imported before timing, as Kernel Tuner is
 from workbench.search.problem import RecordingProblem
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
-from workbench.search.tuner import Budget, Tuner
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.samplers import SAMPLERS
+from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -126,9 +127,11 @@ def workbench_overhead(cache: Path, trials: int, sampler: str, seed: int) -> dic
             runner,
             store,
             study,
-            sampler=sampler,
-            seed=seed,
-            on_evaluation=lambda *_: stamps.append(time.perf_counter()),
+            SearchSettings(
+                sampler=sampler,
+                seed=seed,
+                on_evaluation=lambda *_: stamps.append(time.perf_counter()),
+            ),
         )
         start = time.perf_counter()
         result = tuner.run(Budget(evaluations=trials))

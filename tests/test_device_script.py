@@ -233,7 +233,7 @@ def test_export_writes_a_recording_that_replays(tmp_path: Path) -> None:
     of tune finds for that shape."""
     from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
     from workbench.runners.recordings import load_recording
-    from workbench.search.session import recording_for_shape
+    from workbench.search.kept_recordings import recording_for_shape
     from workbench.store.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")

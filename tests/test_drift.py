@@ -20,7 +20,7 @@ from workbench.runners.recordings import load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import RecordingProblem
-from workbench.search.tuner import Budget, Tuner
+from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces.model import Config
 from workbench.stats.rule import Verdict
 from workbench.store import Store, StoreError
@@ -78,7 +78,9 @@ def tune(tmp_path: Path, recording, runner: Runner, every: int, budget: int = 40
         device_key="A100",
         parameters=recording.parameters,
     )
-    tuner = Tuner(RecordingProblem(recording), runner, store, study, seed=3, drift_every=every)
+    tuner = Tuner(
+        RecordingProblem(recording), runner, store, study, SearchSettings(seed=3, drift_every=every)
+    )
     return store, tuner.run(Budget(evaluations=budget))
 
 

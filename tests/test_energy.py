@@ -16,10 +16,10 @@ from workbench.report.data import gather_study
 from workbench.report.energy import gather_time_energy, pareto_front
 from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.cuda.worker import measure
+from workbench.runners.objective_kind import ObjectiveKind
 from workbench.runners.objectives import (
     UNUSABLE_READING,
     NoEnergyError,
-    ObjectiveKind,
     ObjectiveRunner,
 )
 from workbench.runners.protocol import Timing

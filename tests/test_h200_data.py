@@ -18,8 +18,9 @@ from workbench.report import ReportOptions, build_reports
 from workbench.report.counters import gather_variants
 from workbench.roofline import Ceilings, measured_ceilings
 from workbench.runners.recordings import load_recording
+from workbench.search.kept_recordings import recording_for_shape, shipped_recordings
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import plan_space_replay, recording_for_shape, shipped_recordings
+from workbench.search.start import plan_space_replay
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import base_kernel, parse_config_label
 from workbench.spaces.registry import builtin_spaces_dir

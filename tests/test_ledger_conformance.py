@@ -33,14 +33,16 @@ from workbench.search.loop import (
     Budget,
     Ledger,
     Search,
+    SearchSettings,
     SearchStopReason,
     Standing,
     TuneResult,
 )
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer, ValidOrderProposer
-from workbench.search.samplers import DEFAULT_SAMPLER
-from workbench.search.session import TunePlan, plan_replay_file
+from workbench.search.request import DEFAULT_SAMPLER
+from workbench.search.start import plan_replay_file
+from workbench.search.tune_plan import TunePlan
 from workbench.search.tuner import StoreLedger
 from workbench.spaces.model import Config
 from workbench.stats.rule import Verdict
@@ -111,14 +113,14 @@ def case(
         db = None
     else:
         from workbench.fleet.claims import WorkerId
-        from workbench.fleet.connection import Coordination, Database
+        from workbench.fleet.connection import open_database
         from workbench.fleet.study import SharedStudy
         from workbench.fleet.worker import ClaimsLedger
+        from workbench.search.request import Coordination
 
         url = request.getfixturevalue("pg_cluster").database()
-        store = Store(url)
+        db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
         plan = plan_replay_file(store, recording)
-        db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
         device_class = plan.runner.device.device_class()
         shared = SharedStudy.create(
             db, plan.study.name, {"replay": str(recording.path)}, device_class
@@ -177,7 +179,8 @@ def search(
     case: LedgerCase, budget: Budget, *, sampler: str = DEFAULT_SAMPLER, seed: int = 0
 ) -> TuneResult:
     """A new run of the search over the case's ledger."""
-    return Search(case.open(), case.plan.runner, sampler=sampler, seed=seed).run(budget)
+    settings = SearchSettings(sampler=sampler, seed=seed)
+    return Search(case.open(), case.plan.runner, settings).run(budget)
 
 
 def outcomes(evaluations: Sequence[StoredEvaluation]) -> list[tuple[object, ...]]:

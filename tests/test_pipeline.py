@@ -15,7 +15,7 @@ from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem, SpaceProblem
 from workbench.search.request import PIPELINE_AHEAD, Pipeline
-from workbench.search.tuner import Budget, Tuner
+from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces import Space, load_kernel
 from workbench.spaces.model import Config
 from workbench.store import Store
@@ -62,7 +62,7 @@ def test_proposals_ahead_are_prepared_before_they_are_measured(
     )
     runner = Preparing(reduce_recording)
     ahead = Pipeline.NEW.ahead
-    result = Tuner(problem, runner, store, study, sampler=sampler, ahead=ahead).run(
+    result = Tuner(problem, runner, store, study, SearchSettings(sampler=sampler, ahead=ahead)).run(
         Budget(evaluations=30)
     )
     assert result.evaluations == result.new_evaluations == 30
@@ -92,7 +92,9 @@ def test_one_at_a_time_prepares_nothing(tmp_path: Path, reduce_recording: Record
         parameters=reduce_recording.parameters,
     )
     runner = Preparing(reduce_recording)
-    Tuner(problem, runner, store, study, ahead=Pipeline.OLD.ahead).run(Budget(evaluations=10))
+    Tuner(problem, runner, store, study, SearchSettings(ahead=Pipeline.OLD.ahead)).run(
+        Budget(evaluations=10)
+    )
     assert {what for what, _ in runner.events} == {"evaluate"}
     assert PIPELINE_AHEAD >= 1
 

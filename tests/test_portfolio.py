@@ -26,7 +26,7 @@ from workbench.runners.recordings import Recording, load_recording, write_record
 from workbench.runners.replay import ReplayRunner
 from workbench.search.portfolio import PortfolioProposer
 from workbench.search.problem import RecordingProblem
-from workbench.search.tuner import Budget, SearchStopReason, Tuner
+from workbench.search.tuner import Budget, SearchSettings, SearchStopReason, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -39,9 +39,9 @@ def run(tmp: Path, rec: Recording, sampler: str, budget: int, seed: int):
     study = store.study(
         kernel=rec.kernel, shape_label="x", device_key="d", parameters=rec.parameters
     )
-    return Tuner(problem, ReplayRunner(rec), store, study, sampler=sampler, seed=seed).run(
-        Budget(evaluations=budget)
-    )
+    return Tuner(
+        problem, ReplayRunner(rec), store, study, SearchSettings(sampler=sampler, seed=seed)
+    ).run(Budget(evaluations=budget))
 
 
 def record(path: Path, parameters: list, value: Values) -> Recording:

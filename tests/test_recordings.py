@@ -15,7 +15,7 @@ from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
 from workbench.runners.recordings import RecordingError, load_recording, reading, write_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.runners.timing import summarize
-from workbench.search.session import replay_banner
+from workbench.search.kept_recordings import replay_banner
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store import Store
 

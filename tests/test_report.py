@@ -28,8 +28,8 @@ from workbench.report.importance import gather_importance
 from workbench.report.overview import replay_banner
 from workbench.report.page import PLOTLY_JS
 from workbench.report.roofline import from_profiles
-from workbench.search.session import plan_replay_file
-from workbench.search.tuner import Budget, Tuner
+from workbench.search.start import plan_replay_file
+from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.spaces import Space, load_space
 from workbench.store import Store
 
@@ -49,7 +49,12 @@ pytestmark = pytest.mark.skipif(
 def _tune(store: Store, path: Path, budget: int) -> None:
     plan = plan_replay_file(store, path)
     Tuner(
-        plan.problem, plan.runner, store, plan.study, environment_id=plan.environment_id, seed=1
+        plan.problem,
+        plan.runner,
+        store,
+        plan.study,
+        SearchSettings(seed=1),
+        environment_id=plan.environment_id,
     ).run(Budget(evaluations=budget))
 
 

@@ -376,7 +376,7 @@ def test_a_preset_is_found_by_the_exact_gpu_the_driver_names() -> None:
 
 def test_a_tuned_configs_share_of_the_roofline_bound_by_hand() -> None:
     from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
-    from workbench.search.session import roofline_of
+    from workbench.search.tune_plan import roofline_of
     from workbench.spaces import Space, load_kernel
     from workbench.spaces.launch import work_counts
 

@@ -337,8 +337,8 @@ def test_ok_config_is_verified_and_timed(emulated: Any) -> None:
 
 
 def test_the_live_tune_keeps_each_compile_in_the_store(emulated: Any, tmp_path: Path) -> None:
-    from workbench.search.live import compile_recorder
-    from workbench.search.session import space_study
+    from workbench.search.start import compile_recorder
+    from workbench.search.tune_plan import space_study
     from workbench.spaces.model import config_label
     from workbench.store import Store
     from workbench.store.compiles import load_compiles

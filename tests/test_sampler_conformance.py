@@ -20,7 +20,7 @@ from workbench.runners.recordings import Recording, load_recording, write_record
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
 from workbench.search.samplers import EXTRA_PACKAGES, SAMPLERS, make_proposer
-from workbench.search.tuner import Budget, SearchStopReason, Tuner, TuneResult
+from workbench.search.tuner import Budget, SearchSettings, SearchStopReason, Tuner, TuneResult
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -85,7 +85,11 @@ def tune(store_path: Path, rec: Recording, name: str, budget: Budget, seed: int 
     )
     try:
         return Tuner(
-            RecordingProblem(rec), ReplayRunner(rec), store, study, sampler=name, seed=seed
+            RecordingProblem(rec),
+            ReplayRunner(rec),
+            store,
+            study,
+            SearchSettings(sampler=name, seed=seed),
         ).run(budget)
     finally:
         store.close()

@@ -24,10 +24,11 @@ import pytest
 from cli_helpers import invoke
 from dataset_paths import CACHES, missing
 
-from workbench.fleet.connection import Coordination, Database
+from workbench.fleet.connection import open_database
 from workbench.fleet.sql import CLAIM
 from workbench.fleet.study import SharedStudy
 from workbench.runners.recordings import load_recording
+from workbench.search.request import Coordination
 from workbench.store import Store, StoreError
 from workbench.store.database import sqlalchemy_url
 from workbench.store.models import SCHEMA_VERSION
@@ -99,7 +100,8 @@ def has_heartbeat(url: str, trial_id: int) -> bool:
 
 
 def shared(url: str, name: str) -> SharedStudy:
-    return SharedStudy(Database(url, Coordination(heartbeat_s=1, grace_s=3, db_wait_s=30)), name)
+    db, _ = open_database(url, Coordination(heartbeat_s=1, grace_s=3, db_wait_s=30))
+    return SharedStudy(db, name)
 
 
 def claimed_complete(study: SharedStudy) -> list:
@@ -230,7 +232,8 @@ def test_a_trial_left_without_a_heartbeat_is_failed_and_requeued(pg_cluster) -> 
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState
 
-    db = Database(pg_cluster.database(), Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
+    timing = Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30)
+    db, _ = open_database(pg_cluster.database(), timing)
     study = SharedStudy.create(db, "zombie", {"kernel": "k"}, "GPU")
     dists = {"x": IntDistribution(0, 3)}
     zombie = study.create_trial({"x": 1}, dists, system_attrs={CLAIM: "w:1:"})
@@ -455,7 +458,7 @@ def _n_rows(url: str) -> int:
 
 def _exists(url: str, name: str) -> bool:
     try:
-        return SharedStudy.exists(Database(url, Coordination(db_wait_s=5)), name)
+        return SharedStudy.exists(open_database(url, Coordination(db_wait_s=5))[0], name)
     except Exception:
         return False
 
@@ -607,18 +610,22 @@ def test_a_worker_watches_its_own_gpu_for_drift(pg_cluster) -> None:
     from workbench.fleet.claims import WorkerId
     from workbench.fleet.worker import SharedTuner
     from workbench.report.data import gather_studies
-    from workbench.search.session import plan_replay_file
-    from workbench.search.tuner import Budget
+    from workbench.search.loop import SearchSettings
+    from workbench.search.request import Budget
+    from workbench.search.start import plan_replay_file
 
     url = pg_cluster.database()
-    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
-    store = Store(url)
+    db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
     recording = load_recording(CONV_A100)
     plan = plan_replay_file(store, recording)
     plan = dataclasses.replace(plan, runner=WarmingGpu(recording, slowdown=0.005))
     shared = SharedStudy.create(db, plan.study.name, {"replay": str(CONV_A100)}, "A100")
     tuner = SharedTuner(
-        plan, store, shared, WorkerId.here(None), sampler="random", seed=1, drift_every=10
+        plan,
+        store,
+        shared,
+        WorkerId.here(None),
+        SearchSettings(sampler="random", seed=1, drift_every=10),
     )
     result = tuner.run(Budget(evaluations=25))
     assert result.drift and all(c.verdict.value == "slower" for c in result.drift)
@@ -636,10 +643,11 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
     from workbench.fleet.worker import SharedTuner
     from workbench.runners.base import Measurement, Runner, TrialOutcome
     from workbench.runners.replay import ReplayRunner
+    from workbench.search.loop import SearchSettings
     from workbench.search.proposers import ValidOrderProposer
+    from workbench.search.request import Budget
     from workbench.search.samplers import SAMPLERS
-    from workbench.search.session import plan_replay_file
-    from workbench.search.tuner import Budget
+    from workbench.search.start import plan_replay_file
 
     reason = "output differs from the reference at 12 of 4096 elements (max abs error 3)"
 
@@ -670,15 +678,18 @@ def test_a_failed_trial_reaches_the_other_workers_with_its_outcome(pg_cluster, m
 
     monkeypatch.setitem(SAMPLERS, "listening", (listening, "test"))
     url = pg_cluster.database()
-    db = Database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
-    store = Store(url)
+    db, store = open_database(url, Coordination(heartbeat_s=1, grace_s=2, db_wait_s=30))
     recording = load_recording(PNPOLY)
     plan = plan_replay_file(store, recording)
     shared = SharedStudy.create(db, plan.study.name, {"replay": str(PNPOLY)}, "RTX 3090")
     wrong = dataclasses.replace(plan, runner=WrongGpu(recording))
-    first = SharedTuner(wrong, store, shared, WorkerId("a", 1, 0), sampler="random", seed=1)
+    first = SharedTuner(
+        wrong, store, shared, WorkerId("a", 1, 0), SearchSettings(sampler="random", seed=1)
+    )
     assert first.run(Budget(evaluations=2)).best is None
-    other = SharedTuner(plan, store, shared, WorkerId("b", 2, 0), sampler="listening", seed=2)
+    other = SharedTuner(
+        plan, store, shared, WorkerId("b", 2, 0), SearchSettings(sampler="listening", seed=2)
+    )
     result = other.run(Budget(evaluations=5))
     assert [(m.outcome, m.reason) for m in told] == [(TrialOutcome.WRONG, reason)] * 2
     failed = [e.measurement for e in result.history if e.measurement.outcome.failed]

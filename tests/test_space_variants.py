@@ -18,7 +18,7 @@ from workbench.errors import ConfigError, SpaceFileError, UnknownKernelError
 from workbench.runners.buffers import input_config_names, make_inputs
 from workbench.runners.recordings import RecordingError, load_recording
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import plan_space_replay
+from workbench.search.start import plan_space_replay
 from workbench.spaces import Space, load_kernel, load_space, resolve_space
 from workbench.spaces.registry import builtin_spaces_dir
 from workbench.store import Store

@@ -154,7 +154,7 @@ def test_a_kept_numba_kernel_is_compiled_only_from_its_own_unchanged_file(
 
 def test_a_refused_study_takes_its_kept_space_with_it(tmp_path: Path, project: Path) -> None:
     """A study nothing used is deleted (``discard_if_unused``) with the space kept for it."""
-    from workbench.search.session import space_study
+    from workbench.search.tune_plan import space_study
 
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     study = space_study(store, Space(load_space(project / "spaces" / "tiny.yaml")), "tiny", "G",

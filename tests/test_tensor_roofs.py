@@ -303,7 +303,8 @@ def test_tune_and_compare_take_one_share_at_the_clock_the_samples_ran_at(tmp_pat
     from workbench.compare.table import ShapeComparison, fit_ceilings, format_rows
     from workbench.runners.base import DeviceInfo, Measurement, TrialOutcome
     from workbench.runners.recordings import load_recording
-    from workbench.search.session import plan_space_replay, roofline_of
+    from workbench.search.start import plan_space_replay
+    from workbench.search.tune_plan import roofline_of
     from workbench.spaces import Space, load_kernel
     from workbench.spaces.launch import work_precision
     from workbench.store import Store, StoredEvaluation

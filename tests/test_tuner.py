@@ -20,7 +20,7 @@ from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
 from workbench.runners.recordings import Recording, load_recording, write_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
-from workbench.search.tuner import Budget, SearchStopReason, Tuner
+from workbench.search.tuner import Budget, SearchSettings, SearchStopReason, Tuner
 from workbench.spaces.model import Config
 from workbench.store import Store, StudyInfo
 
@@ -70,7 +70,8 @@ def tune(
     store = Store(f"sqlite:///{store_path}")
     problem, study = recorded_study(store, recording)
     runner = runner or CountingRunner(recording)
-    return Tuner(problem, runner, store, study, sampler=sampler, seed=seed).run(budget), runner
+    tuner = Tuner(problem, runner, store, study, SearchSettings(sampler=sampler, seed=seed))
+    return tuner.run(budget), runner
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +188,7 @@ KILL_SCRIPT = textwrap.dedent("""
     from workbench.runners.recordings import load_recording
     from workbench.runners.replay import ReplayRunner
     from workbench.search.problem import RecordingProblem
-    from workbench.search.tuner import Budget, Tuner
+    from workbench.search.tuner import Budget, SearchSettings, Tuner
     from workbench.store import Store
 
     class Slow(ReplayRunner):
@@ -202,7 +203,7 @@ KILL_SCRIPT = textwrap.dedent("""
                         device_key=rec.device.key(), parameters=rec.parameters)
     print("ready", flush=True)
     budget = Budget(evaluations=int(sys.argv[3]))
-    Tuner(problem, Slow(rec), store, study, sampler="random").run(budget)
+    Tuner(problem, Slow(rec), store, study, SearchSettings(sampler="random")).run(budget)
 """)
 
 
@@ -257,7 +258,7 @@ def test_a_space_without_a_valid_config_starts_no_run(tmp_path: Path, project: P
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
     runner = CountingRunner(load_recording(path))
-    tuner = Tuner(SpaceProblem(space), runner, store, study, enqueue=[config])
+    tuner = Tuner(SpaceProblem(space), runner, store, study, SearchSettings(enqueue=[config]))
     with pytest.raises(ConfigError, match=r"no config is valid \(24 in the product"):
         tuner.run(Budget(evaluations=5))
     assert runner.calls == [] and store.count_evaluations(study) == 0
@@ -277,7 +278,7 @@ def test_valid_configs_missing_from_the_recording_end_the_search_not_hang_it(
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
     runner = CountingRunner(load_recording(recording_without_scale_3))  # 6 configs missing
-    tuner = Tuner(SpaceProblem(space), runner, store, study, sampler=sampler)
+    tuner = Tuner(SpaceProblem(space), runner, store, study, SearchSettings(sampler=sampler))
     # (a time budget, so that a regression fails the test instead of hanging it)
     result = tuner.run(Budget(evaluations=50, seconds=30))
     assert result.stop is SearchStopReason.EXHAUSTED
@@ -301,7 +302,7 @@ def test_a_replayed_space_is_searched_over_the_configs_its_recording_holds(
     study = store.study(kernel="tiny", shape_label="n=1000", device_key="GPU", parameters=params)
     runner = CountingRunner(recording)
     problem = RecordedSpaceProblem(space, recording)
-    result = Tuner(problem, runner, store, study, sampler=sampler).run(
+    result = Tuner(problem, runner, store, study, SearchSettings(sampler=sampler)).run(
         Budget(evaluations=50, seconds=30)
     )
     assert result.stop is SearchStopReason.EXHAUSTED
@@ -374,7 +375,7 @@ def test_a_space_past_the_enumeration_limit_is_searched_on_a_uniform_sample(
         record_space(space, tmp_path / "all.json", [(c, 1.0) for c in space.iter_valid()])
     )
     runner = CountingRunner(recording)
-    result = Tuner(problem, runner, store, study, sampler="portfolio", seed=1).run(
+    result = Tuner(problem, runner, store, study, SearchSettings(sampler="portfolio", seed=1)).run(
         Budget(evaluations=50, seconds=30)
     )
     assert result.stop is SearchStopReason.EXHAUSTED and result.evaluations == 10
@@ -398,7 +399,7 @@ def test_an_interrupt_between_the_commit_and_its_bookkeeping_is_counted(
         return row
 
     store.record = record_then_interrupt  # type: ignore[method-assign]
-    tuner = Tuner(problem, CountingRunner(pnpoly), store, study, sampler="random")
+    tuner = Tuner(problem, CountingRunner(pnpoly), store, study, SearchSettings(sampler="random"))
     result = tuner.run(Budget(evaluations=20))
     assert result.stop is SearchStopReason.INTERRUPTED
     assert result.evaluations == result.new_evaluations == store.count_evaluations(study) == 5

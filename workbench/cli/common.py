@@ -340,44 +340,6 @@ StorageOpt = Annotated[
 ]
 
 
-def open_store(storage: str | None, *, read_only: bool = False) -> Store:
-    """The store of ``--storage`` (a URL, or a SQLite file's path); ``read_only`` for the
-    commands that only read it (they work on a file the user may not write, and never create
-    one)."""
-    from workbench.store import Store
-
-    return Store(storage_url(storage), read_only=read_only)
-
-
-def storage_url(storage: str | None) -> str:
-    """The URL of ``--storage`` (a URL, or a SQLite file's path; None: the default store).
-
-    Raises:
-        ConfigError: an empty path, a directory, or a path a URL would misread.
-    """
-    if storage is None:
-        from workbench.store import default_store_url
-
-        return default_store_url()
-    if "://" not in storage:
-        if not storage.strip():
-            raise ConfigError("--storage is empty: give a SQLite file's path or a database URL")
-        if Path(storage).is_dir():
-            raise ConfigError(
-                f"--storage {storage} is a directory: give a SQLite file, e.g. "
-                f"{Path(storage) / 'store.sqlite'}"
-            )
-        if odd := [c for c in "?#%" if c in storage]:
-            # a URL reads them as a query, a fragment or an escape: the data would go to
-            # another file than the one named
-            raise ConfigError(
-                f"--storage {storage}: a SQLite path with {' or '.join(odd)} in it is not "
-                "supported (a database URL gives them other meanings); rename the file"
-            )
-        storage = f"sqlite:///{Path(storage).absolute()}"
-    return storage
-
-
 def open_best_store(storage: str | None, kernel: str) -> Store:
     """The store ``--config best`` reads its config from (read only); one that cannot be
     opened says to tune first.
@@ -386,6 +348,7 @@ def open_best_store(storage: str | None, kernel: str) -> Store:
         ConfigError: no store there, or it cannot be read.
     """
     from workbench.store import StoreError
+    from workbench.store.opening import open_store
 
     try:
         return open_store(storage, read_only=True)

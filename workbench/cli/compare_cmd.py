@@ -29,7 +29,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
@@ -98,6 +97,7 @@ def compare_command(
     from workbench.gpu import probe_gpu
     from workbench.spaces import load_kernel
     from workbench.spaces.targets import one_arch, option_spaces
+    from workbench.store.opening import open_store
 
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):

@@ -28,7 +28,6 @@ from workbench.cli.common import (
     console,
     err_console,
     open_best_store,
-    open_store,
 )
 from workbench.errors import ConfigError
 
@@ -142,6 +141,7 @@ def compile_command(
     from workbench.spaces import load_kernel
     from workbench.spaces.targets import parse_shape, resolve_arches
     from workbench.static.artifacts import ArtifactDir
+    from workbench.store.opening import open_store
 
     with cli_errors():  # (--json -: the records may be out already when an error comes)
         requests = parse_config_options(config, merge=False)

@@ -14,11 +14,9 @@ from workbench.cli.common import (
     EXIT_FAILED,
     console,
     err_console,
-    open_store,
 )
-from workbench.errors import ConfigError
 from workbench.fleet.claims import WorkerId
-from workbench.fleet.connection import Coordination, Database, is_postgresql
+from workbench.fleet.connection import Database, open_database
 from workbench.fleet.joining import (
     SharedSetup,
     create_or_join,
@@ -29,37 +27,26 @@ from workbench.search.tuner import SearchStopReason, TuneResult
 from workbench.store import Store
 
 
-def open_shared(storage: str, settings: Coordination) -> tuple[Database, Store]:
-    if not is_postgresql(storage):
-        raise ConfigError(
-            f"{storage}: shared studies need PostgreSQL (--storage postgresql://USER@HOST/DB); "
-            "a SQLite store serves one process per study (docs/scale-out.md)"
-        )
-    db = Database(storage, settings)
-    return db, db.outage.call(open_store, storage)
-
-
 def work_shared(
     db: Database, store: Store, setup: SharedSetup, gpu: int | None
 ) -> tuple[TuneResult, dict[str, Any]]:
     """Work on the study as one worker; its result and this worker's figures."""
     # (quoted: the page shows a command that reruns)
     tuner = setup.tuner(store, gpu, command=shlex.join(sys.argv))
-    result = tuner.run(setup.request.budget)
+    result = tuner.run(setup.request.strategy.budget)
     stats = dict(vars(tuner.stats), outages=db.outage.outages, worker=tuner.worker.key)
     return result, stats
 
 
-def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: bool) -> None:
-    """``workbench tune ... --storage postgresql://...``: create or join the shared study, then
-    work on it as one worker. Running the same command on other hosts adds workers."""
+def tune_shared(request: TuneRequest, as_json: bool) -> None:
+    """``workbench tune ... --storage postgresql://...``: create or join the shared study of
+    ``request`` (in its storage), then work on it as one worker. Running the same command on
+    other hosts adds workers."""
     from workbench.cli.tune_output import print_result, summary
 
     out = err_console if as_json else console
-    settings = Coordination(
-        heartbeat_s=request.heartbeat_s, grace_s=request.grace_s, db_wait_s=db_wait
-    )
-    db, store = open_shared(storage, settings)
+    assert request.study.storage is not None  # (shared: a postgresql:// storage was given)
+    db, store = open_database(request.study.storage, request.coordination)
     setup = create_or_join(db, store, request, lambda line: out.print(escape(line)))
     plan = setup.plan
     if plan.banner:
@@ -68,7 +55,7 @@ def tune_shared(storage: str, request: TuneRequest, db_wait: float, as_json: boo
         out.print(f"{setup.seeded} evaluations already in the store joined the shared study")
     out.print(
         f"worker {WorkerId.here(None).key} on shared study {escape(plan.study.name)!r} "
-        f"(budget {setup.request.budget.evaluations}) in {escape(db.outage.where)}"
+        f"(budget {setup.request.strategy.budget.evaluations}) in {escape(db.outage.where)}"
     )
     result, stats = work_shared(db, store, setup, None)
     print_result(plan, result, db.outage.where, out)

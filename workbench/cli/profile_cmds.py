@@ -23,7 +23,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
@@ -117,6 +116,7 @@ def profile(
     from workbench.cli.config_request import DEFAULT_CONFIG, parse_config_options, wants_best
     from workbench.profile import profiler
     from workbench.spaces.targets import space_from_options
+    from workbench.store.opening import open_store
 
     with cli_errors(json_errors=as_json):
         extra = tuple(n.strip() for item in metrics or [] for n in item.split(",") if n.strip())

@@ -26,7 +26,6 @@ from workbench.cli.common import (
     console,
     err_console,
     flag_wording,
-    open_store,
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
@@ -104,6 +103,7 @@ def record_command(
     Needs a GPU, or --replay FILE. Exit status: 0 stored; 2 bad input or no GPU.
     """
     from workbench.regress.recorder import choose_targets, record
+    from workbench.store.opening import open_store
 
     out = err_console if as_json else console
     with cli_errors(json_errors=as_json):
@@ -217,6 +217,7 @@ def check_command(
     """
     from workbench.regress.check import check
     from workbench.regress.records import MissingBaselineError
+    from workbench.store.opening import open_store
 
     with cli_errors(json_errors=as_json):
         try:
@@ -259,6 +260,7 @@ def history_command(
     """The series of runs per GPU, shape and config, with change points and what changed."""
     from workbench.regress.history import gather_history
     from workbench.regress.timeline import write_timeline
+    from workbench.store.opening import open_store
 
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
@@ -308,6 +310,7 @@ def runs_command(
     """The stored regression runs (ids and labels for --baseline/--candidate)."""
     from workbench.regress.check import run_json
     from workbench.regress.records import list_runs
+    from workbench.store.opening import open_store
 
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)

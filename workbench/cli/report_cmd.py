@@ -16,7 +16,6 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
 )
 from workbench.report import DEFAULT_OUT
 
@@ -55,6 +54,7 @@ def report(
     from workbench.compiler import CompileCache
     from workbench.report import NothingToReport, PngUnavailable, ReportOptions, build_reports
     from workbench.roofline import Ceilings, measured_ceilings
+    from workbench.store.opening import open_store
 
     with cli_errors():
         store = open_store(storage, read_only=True)

@@ -23,6 +23,7 @@ from workbench.cli.common import (
 )
 from workbench.errors import ConfigError, NoGpuError
 from workbench.jsontext import strict_dumps
+from workbench.search.request import DEFAULT_DB_WAIT_S, Coordination
 
 if TYPE_CHECKING:
     from workbench.fleet.status import StudyStatus
@@ -76,15 +77,15 @@ def worker(
     replay: WorkerReplayOpt = None,
     replay_delay: WorkerDelayOpt = 0.0,
     seconds: WorkerTimeOpt = None,
-    db_wait: DbWaitOpt = 300.0,
+    db_wait: DbWaitOpt = DEFAULT_DB_WAIT_S,
     as_json: WorkerJsonOpt = False,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", hidden=True)] = None,
 ) -> None:
     """Work on a shared study (created by `workbench tune K --storage postgresql://... --study
     NAME`) until its budget is complete. Start one per GPU, on any number of hosts; a killed
     worker's trial is re-queued, and a restarted worker simply joins again."""
-    from workbench.cli.fleet_run import open_shared, work_shared
-    from workbench.fleet.connection import Coordination
+    from workbench.cli.fleet_run import work_shared
+    from workbench.fleet.connection import open_database
     from workbench.fleet.joining import WorkerOptions, join_as_worker, wait_for_study
     from workbench.search.tuner import SearchStopReason
 
@@ -95,7 +96,7 @@ def worker(
     with cli_errors(json_errors=as_json):
         if gpu is not None:
             _select_gpu(gpu)
-        db, store = open_shared(storage, Coordination(db_wait_s=db_wait))
+        db, store = open_database(storage, Coordination(db_wait_s=db_wait))
         wait_for_study(db, study, seconds, lambda line: err_console.print(escape(line)))
         options = WorkerOptions(study, replay, replay_delay, seconds, cache_dir)
         result, stats = work_shared(db, store, join_as_worker(db, store, options), gpu)
@@ -174,12 +175,11 @@ def status(
     db_wait: DbWaitOpt = 10.0,
 ) -> None:
     """A shared study: workers alive, trials running/complete/failed, best so far."""
-    from workbench.cli.fleet_run import open_shared
-    from workbench.fleet.connection import Coordination
+    from workbench.fleet.connection import open_database
     from workbench.fleet.status import gather_status
 
     with cli_errors():
-        db, store = open_shared(storage, Coordination(db_wait_s=db_wait))
+        db, store = open_database(storage, Coordination(db_wait_s=db_wait))
         report = gather_status(db, study, lambda: _best(store, study))
         db.close()
         if as_json:

@@ -17,9 +17,7 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
     shown,
-    storage_url,
 )
 from workbench.errors import ConfigError
 from workbench.jsontext import strict_dumps
@@ -37,6 +35,7 @@ def list_studies(
 ) -> None:
     """Every study: kernel, shape, device, evaluations, best value, source, runs by status."""
     from workbench.store.best import best_of  # (SQLAlchemy: imported when the command runs)
+    from workbench.store.opening import open_store
 
     with cli_errors(json_errors=as_json):
         store = open_store(storage, read_only=True)
@@ -104,6 +103,8 @@ def export(
     storage: StorageOpt = None,
 ) -> None:
     """Export a study's evaluations."""
+    from workbench.store.opening import open_store
+
     with cli_errors():
         store = open_store(storage, read_only=True)
         info = store.find_study(study)
@@ -128,6 +129,8 @@ def import_(
     storage: StorageOpt = None,
 ) -> None:
     """Import a recorded space as a study (entries already there are skipped)."""
+    from workbench.store.opening import open_store
+
     with cli_errors():
         from workbench.runners.recordings import load_recording
         from workbench.store.exchange import import_recording
@@ -148,6 +151,7 @@ def copy(
     source written by an earlier workbench is read as it is (SQLite; PostgreSQL: store upgrade
     it first)."""
     from workbench.store.copy import copy_store, refuse_same
+    from workbench.store.opening import open_store, storage_url
     from workbench.store.upgrade import readable_store
 
     with cli_errors():
@@ -191,6 +195,7 @@ def header(
     import sys
 
     from workbench.store.header import collect, render
+    from workbench.store.opening import open_store
 
     with cli_errors():
         store = open_store(storage, read_only=True)
@@ -229,6 +234,7 @@ def upgrade(
     storage upgrade does: a SQLite file is first copied beside itself (named with its old
     schema version and the time), then migrated in one transaction. Read commands (list,
     export, report) need it; tune, worker and the other writers migrate on their own."""
+    from workbench.store.opening import storage_url
     from workbench.store.upgrade import upgrade_store
 
     with cli_errors():

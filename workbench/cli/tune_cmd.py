@@ -1,8 +1,9 @@
 """``workbench tune``: find the fastest correct config (live on a GPU, or from a recording).
 
-The command parses its options into a :class:`~workbench.search.request.TuneRequest`, plans it
-(:func:`~workbench.search.planning.plan_tune`) and shows what the search does; a shared study
-(``--storage postgresql://...``) goes to :func:`workbench.cli.scale_cmds.tune_shared`.
+The command parses its options into a :class:`~workbench.search.request.TuneRequest`, starts it
+as :mod:`workbench.search.start` says (checked, planned, each search's settings) and shows what
+the search does; a shared study (``--storage postgresql://...``) goes to
+:func:`workbench.cli.fleet_run.tune_shared`.
 
 The options are made of light names (the request's defaults, the samplers' names); the search,
 the store and the compiler are imported when the command runs.
@@ -34,29 +35,37 @@ from workbench.cli.common import (
     cli_errors,
     console,
     err_console,
-    open_store,
     shown,
 )
 from workbench.jsontext import strict_dumps
-from workbench.runners.objectives import ObjectiveKind
-from workbench.search.drift import DEFAULT_EVERY
+from workbench.runners.objective_kind import ObjectiveKind
 from workbench.search.request import (
     DEFAULT_BUDGET,
+    DEFAULT_DB_WAIT_S,
+    DEFAULT_EVERY,
     DEFAULT_GRACE_S,
     DEFAULT_HEARTBEAT_S,
+    DEFAULT_SAMPLER,
     NO_GPU_SAMPLE,
+    CompileStage,
+    Coordination,
+    Measuring,
     Pipeline,
+    SearchStrategy,
+    StudyChoice,
     TuneRequest,
+    TuneTarget,
+    requested_budget,
 )
-from workbench.search.samplers import DEFAULT_SAMPLER, SAMPLERS
+from workbench.search.samplers import SAMPLERS
 from workbench.search.warm_start import MAX_WARM_STARTS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from workbench.search.drift import DriftCheck
-    from workbench.search.planning import TuneSetup
-    from workbench.search.session import TunePlan
+    from workbench.search.start import TuneSetup
+    from workbench.search.tune_plan import TunePlan
     from workbench.search.tuner import TuneResult
 
 KernelOpt = Annotated[
@@ -227,7 +236,7 @@ def tune(
     fresh: FreshOpt = False,
     heartbeat: HeartbeatOpt = DEFAULT_HEARTBEAT_S,
     grace: GraceOpt = DEFAULT_GRACE_S,
-    db_wait: DbWaitOpt = 300.0,
+    db_wait: DbWaitOpt = DEFAULT_DB_WAIT_S,
     enqueue: EnqueueOpt = None,
     pin: PinOpt = None,
     as_json: TuneJsonOpt = False,
@@ -247,56 +256,56 @@ def tune(
     memory, spills, SASS). Exit status: 0 done; 1 no config succeeded; 2 bad input; 3 no GPU
     and nothing to replay (the compile stage ran); 130 interrupted.
     """
-    from workbench.fleet.connection import is_postgresql
+    from workbench.search.start import check_request
+    from workbench.store.opening import is_postgresql
 
     with cli_errors(json_errors=as_json):
-        shared = storage is not None and is_postgresql(storage)
-        request = TuneRequest.from_options(
-            evaluations=budget,
-            seconds=seconds,
-            patience=patience,
-            shared=shared,
+        target = TuneTarget(
             kernel=kernel,
-            replay=replay,
             spaces=tuple(spaces or ()),
             shape=tuple(shape) if shape is not None else None,
             shapes=shapes,
             arch=arch,
             device=device,
             pin=tuple(pin) if pin is not None else None,
+        )
+        strategy = SearchStrategy(
+            budget=requested_budget(budget, seconds, patience),
+            budget_given=budget is not None,
             sampler=sampler,
             seed=seed,
-            drift_every=drift_every,
-            study=study,
-            fresh=fresh,
             enqueue=tuple(enqueue) if enqueue is not None else None,
-            heartbeat_s=heartbeat,
-            grace_s=grace,
-            replay_delay=replay_delay,
-            all_configs=all_configs,
-            sample=sample,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            pipeline=pipeline,
+            drift_every=drift_every,
             objective=objective,
         )
+        request = TuneRequest(
+            target=target,
+            measuring=Measuring(replay=replay, replay_delay=replay_delay, pipeline=pipeline),
+            strategy=strategy,
+            study=StudyChoice(name=study, fresh=fresh, storage=storage),
+            coordination=Coordination(heartbeat_s=heartbeat, grace_s=grace, db_wait_s=db_wait),
+            compile=CompileStage(
+                all_configs=all_configs, sample=sample, jobs=jobs, cache_dir=cache_dir
+            ),
+        )
+        shared = storage is not None and is_postgresql(storage)
+        check_request(request, shared=shared)
         if shared:
             from workbench.cli.fleet_run import tune_shared
 
-            assert storage is not None  # (shared: a postgresql:// storage was given)
-            tune_shared(storage, request, db_wait, as_json)
+            tune_shared(request, as_json)
             return
-        _tune_here(request, storage, as_json)
+        _tune_here(request, as_json)
 
 
-def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None:
+def _tune_here(request: TuneRequest, as_json: bool) -> None:
     """Tune in this process, into a SQLite store (or one on a database server)."""
     from workbench.cli.tune_output import print_result
-    from workbench.search.planning import Source, plan_tune
+    from workbench.search.start import Source, plan_tune
     from workbench.search.tuner import SearchStopReason
 
     out = err_console if as_json else console
-    setup = plan_tune(request, lambda: open_store(storage))
+    setup = plan_tune(request)
     _announce_source(setup, out)
     if setup.source is Source.SHIPPED:
         _store_kept_results(setup, out)
@@ -321,8 +330,8 @@ def _tune_here(request: TuneRequest, storage: str | None, as_json: bool) -> None
 
 def _announce_source(setup: TuneSetup, out: Console) -> None:
     """Without a GPU: say so, and which recording answers instead (if one does)."""
-    from workbench.search.planning import Source
-    from workbench.search.session import recordings_dir
+    from workbench.search.kept_recordings import recordings_dir
+    from workbench.search.start import Source
 
     if setup.no_gpu is None:
         return
@@ -341,7 +350,7 @@ def _store_kept_results(setup: TuneSetup, out: Console) -> None:
     shapes replayed (and says so)."""
     from workbench.compare.replayed import kept_comparisons, store_kept_comparison
     from workbench.profile.replayed import import_kept_profile, kept_profiles, study_of
-    from workbench.search.session import recordings_dir
+    from workbench.search.kept_recordings import recordings_dir
 
     assert setup.spec is not None
     folder = recordings_dir(setup.spec)
@@ -364,28 +373,29 @@ def _tune_study(
 ) -> tuple[TuneResult, dict]:
     """Search one study of the tune (one shape), saying first what it starts from."""
     from workbench.cli.tune_output import resume_note, resumed_json, summary
-    from workbench.search.planning import first_configs
-    from workbench.search.session import Resumption
+    from workbench.search.start import first_configs
+    from workbench.search.tune_plan import Resumption
 
     store = setup.store
     if plan.banner:
         out.print(Panel(shown(plan.banner), style="bold yellow"))
     queue = first_configs(setup, plan, request, lambda line: out.print(escape(line)))
     resumed = Resumption.of(store, plan.study)
-    if request.fresh:
+    strategy = request.strategy
+    if request.study.fresh:
         out.print(f"--fresh: new study {escape(repr(plan.study.name))}; others are kept")
     elif resumed is not None:  # never silently: the budget counts what it holds
         note = resume_note(
             plan.study.name,
             resumed,
-            request.budget,
-            budget_given=request.budget_given,
-            sampler=request.sampler,
-            seed=request.seed,
+            strategy.budget,
+            budget_given=strategy.budget_given,
+            sampler=strategy.sampler,
+            seed=strategy.seed,
         )
         out.print(f"[yellow]{escape(note)}[/]")
     result = _run(plan, setup, request, queue, out)
-    resumed_doc = resumed_json(resumed, request.budget, request.seed)
+    resumed_doc = resumed_json(resumed, strategy.budget, strategy.seed)
     return result, summary(plan, result, store.shown_url) | {"resumed": resumed_doc}
 
 
@@ -399,37 +409,38 @@ def _compile_stage(setup: TuneSetup, request: TuneRequest, out: Console, as_json
     from workbench.compiler import CompileCache
     from workbench.search.configs import Assignments, CompileSelection
     from workbench.search.enqueue import is_keyword, is_warm_start
-    from workbench.search.session import recordings_dir
+    from workbench.search.kept_recordings import recordings_dir
 
     spec = setup.spec
     assert spec is not None
     what = (
         "every valid config"
-        if request.all_configs
-        else f"the default config and {request.compile_sample} sampled configs"
+        if request.compile.all_configs
+        else f"the default config and {request.compile.sample_size} sampled configs"
     )
     out.print(
         f"No recording of {escape(spec.name)} at the shape(s) asked in "
         f"{escape(str(recordings_dir(spec)))} either: running the "
         f"compile stage: {what} for {', '.join(a.sm for a in setup.arches)} with NVRTC."
     )
-    items = request.enqueue or ()
+    items = request.strategy.enqueue or ()
     selection = CompileSelection(
         spec,
         tuple(setup.arches),
         tuple(sp.shape for sp in setup.spaces),
-        device=request.device,
-        pin=request.pin or (),
+        device=request.target.device,
+        pin=request.target.pin or (),
         given=Assignments(tuple(i for i in items if not is_keyword(i))),
         warm=tuple(i for i in items if is_warm_start(i)),
-        all_configs=request.all_configs,
-        sample=request.compile_sample,
-        seed=request.seed,
+        all_configs=request.compile.all_configs,
+        sample=request.compile.sample_size,
+        seed=request.strategy.seed,
         one_variant=True,
         then_sweep=True,
     )
-    cache = CompileCache(request.cache_dir)
-    swept = compile_selection(selection, jobs=request.jobs, cache=cache, store=setup.store, out=out)
+    cache = CompileCache(request.compile.cache_dir)
+    jobs = request.compile.jobs
+    swept = compile_selection(selection, jobs=jobs, cache=cache, store=setup.store, out=out)
     print_records(swept.records, out=out, defaults=swept.defaults)
     refuse_broken_space(spec, swept.records)
     out.print(
@@ -451,6 +462,7 @@ def _run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from workbench.cli.tune_output import best_text
+    from workbench.search.start import search_settings
     from workbench.search.tuner import Tuner
 
     store = setup.store
@@ -462,7 +474,8 @@ def _run(
         TextColumn("{task.fields[best]}"),
     ]
     with Progress(*columns, console=out, transient=False) as progress:
-        task = progress.add_task(shown(label), total=request.budget.evaluations, best="")
+        budget = request.strategy.budget
+        task = progress.add_task(shown(label), total=budget.evaluations, best="")
 
         def on_evaluation(stored, best) -> None:
             progress.update(task, completed=len(tuner.history), best=best_text(plan, best))
@@ -471,22 +484,17 @@ def _run(
             if check.drifted:
                 progress.console.print(f"[yellow]drift:[/] {escape(check.describe())}")
 
-        tuner = Tuner(
-            plan.problem,
-            plan.runner,
-            store,
-            plan.study,
-            environment_id=plan.environment_id,
-            sampler=request.sampler,
-            seed=request.seed,
-            enqueue=queue,
-            on_evaluation=on_evaluation,
+        settings = search_settings(
+            request,
+            plan,
+            queue,
             command=shlex.join(sys.argv),  # (quoted: the page shows a command that reruns)
-            drift_every=request.drift_every,
+            on_evaluation=on_evaluation,
             on_drift=on_drift,
-            ahead=request.pipeline.ahead if plan.runner.replay_source is None else 1,
         )
+        env = plan.environment_id
+        tuner = Tuner(plan.problem, plan.runner, store, plan.study, settings, environment_id=env)
         # a resumed study starts from what the store holds (even if nothing new is evaluated)
         best = best_text(plan, store.best(plan.study))
         progress.update(task, completed=store.count_evaluations(plan.study), best=best)
-        return tuner.run(request.budget)
+        return tuner.run(budget)

@@ -15,8 +15,9 @@ from workbench.cli.tables import Column, config_cells, print_table
 from workbench.roofline.timed import Bound
 from workbench.runners.base import TrialOutcome
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import Resumption, TunePlan
-from workbench.search.tuner import Budget, TuneResult
+from workbench.search.request import Budget
+from workbench.search.tune_plan import Resumption, TunePlan
+from workbench.search.tuner import TuneResult
 from workbench.spaces.model import SpaceSpec, base_kernel
 from workbench.static.diff import diff_command as static_diff_command
 from workbench.static.sweep import StaticRecord

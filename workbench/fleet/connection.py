@@ -1,13 +1,13 @@
-"""The database of a shared study: connecting, and riding out a brief outage (:class:`Outage`:
-wait and retry for a bounded time, then stop with a clear message)."""
+"""The database of a shared study: opening it with its store (:func:`open_database`), and riding
+out a brief outage (:class:`Outage`: wait and retry for a bounded time, then stop with a clear
+message)."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import optuna
@@ -18,32 +18,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from workbench.errors import WorkbenchError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.fleet.sql import CLAIM, CLAIMS_DDL, DDL_LOCK, OPTUNA_SCHEMA, T
-from workbench.search.request import DEFAULT_GRACE_S, DEFAULT_HEARTBEAT_S
-from workbench.store.database import shown_url, sqlalchemy_url
+from workbench.search.request import Coordination
+from workbench.store import Store
+from workbench.store.database import shown_url
 from workbench.store.errors import StoreError
-
-
-@dataclass(frozen=True)
-class Coordination:
-    """Timing of the shared study. ``grace_s`` should exceed the longest database outage to
-    ride out without re-queueing running trials; ``db_wait_s`` bounds how long a worker waits
-    for an unavailable database before it stops."""
-
-    heartbeat_s: int = DEFAULT_HEARTBEAT_S
-    grace_s: int = DEFAULT_GRACE_S
-    max_retry: int = 3
-    db_wait_s: float = 300.0
-    # waiting for the last slots costs one query of the claims table per poll
-    poll_s: float = 0.25
-
-    def __post_init__(self) -> None:
-        if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
-            raise WorkbenchError(
-                f"`heartbeat_s` {self.heartbeat_s} / `grace_s` {self.grace_s}: need heartbeat "
-                ">= 1 s and a grace period longer than the heartbeat"
-            )
+from workbench.store.opening import is_postgresql, open_store
 
 
 class DatabaseUnavailable(WorkbenchError):
@@ -143,32 +124,41 @@ def _first_line(exc: BaseException) -> str:
     return (str(inner).strip().splitlines() or [type(inner).__name__])[0][:200]
 
 
-def is_postgresql(url: str) -> bool:
-    return url.startswith(("postgresql", "postgres://"))
+def open_database(storage: str, settings: Coordination) -> tuple[Database, Store]:
+    """The database of the shared studies at ``storage`` (a PostgreSQL URL) and the store in
+    it, opened through :func:`~workbench.store.opening.open_store` (waiting out an outage as
+    ``settings`` say).
+
+    Raises:
+        ConfigError: ``storage`` is not a PostgreSQL URL (nothing is created).
+        DatabaseUnavailable, StoreError: the database cannot be reached or opened.
+    """
+    if not is_postgresql(storage):
+        raise ConfigError(
+            f"{shown_url(storage)}: shared studies need PostgreSQL (`storage` "
+            "postgresql://USER@HOST/DB); a SQLite store serves one process per study "
+            "(docs/scale-out.md)"
+        )
+    outage = Outage(shown_url(storage), settings.db_wait_s)
+    store = outage.call(open_store, storage)
+    return Database(store, settings, outage), store
 
 
 class Database:
-    """The engines a shared study needs besides the store's: advisory locks, Optuna's storage."""
+    """What a shared study needs of its database besides the store's tables: advisory locks,
+    the claims, Optuna's storage, on the database of ``store`` (see :func:`open_database`)."""
 
-    def __init__(self, url: str, settings: Coordination) -> None:
-        if not is_postgresql(url):
-            raise WorkbenchError(
-                f"{shown_url(url)}: several workers on one study need PostgreSQL "
-                "(a `storage` URL postgresql://USER@HOST/DB); a SQLite store serves one process "
-                "per study"
-            )
-        self.url = sqlalchemy_url(url)
+    def __init__(self, store: Store, settings: Coordination, outage: Outage) -> None:
+        self.url = store.url
         self.settings = settings
-        self.outage = Outage(shown_url(url), settings.db_wait_s)
-        try:
-            self.locks: Engine = create_engine(self.url, pool_pre_ping=True, pool_size=2)
-        except ImportError as exc:
-            raise WorkbenchError(
-                f"no PostgreSQL driver: pip install 'psycopg[binary]' ({exc})"
-            ) from None
-        # the claims' engine: autocommit and no pre-ping (each call is one statement, one round
-        # trip; a dropped connection fails the call, which Outage retries on a new one)
-        self.claims: Engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=2)
+        self.outage = outage
+        # the locks' connections are the store's: a transaction holds each lock
+        self.locks: Engine = store.engine
+        # the claims' own pool: autocommit and no pre-ping (each call is one statement, one
+        # round trip; a dropped connection fails the call, which Outage retries on a new one)
+        self.claims: Engine = create_engine(
+            store.engine.url, isolation_level="AUTOCOMMIT", pool_size=2
+        )
         self._storage: RDBStorage | None = None
 
     @contextlib.contextmanager
@@ -207,6 +197,7 @@ class Database:
             else "failed_trial_callback"  # Optuna < 4.9
         )
         with quiet_experimental():
+            # (RDBStorage takes a URL, not an engine: it builds its own, on its schema)
             return RDBStorage(
                 self.url,
                 engine_kwargs={
@@ -218,16 +209,10 @@ class Database:
                 **{callback_arg: retry},  # type: ignore[arg-type]  # (its name varies by optuna)
             )
 
-    def configure(self, heartbeat_s: int, grace_s: int) -> None:
-        """Adopt a study's heartbeat and grace period (every worker must judge staleness
-        alike); reopens Optuna's storage."""
-        self.settings = Coordination(
-            heartbeat_s=heartbeat_s,
-            grace_s=grace_s,
-            max_retry=self.settings.max_retry,
-            db_wait_s=self.settings.db_wait_s,
-            poll_s=self.settings.poll_s,
-        )
+    def adopt(self, spec: Mapping[str, Any]) -> None:
+        """Adopt the heartbeat and grace period of the shared study whose spec is ``spec``
+        (every worker must judge staleness alike); reopens Optuna's storage."""
+        self.settings = self.settings.of_spec(spec)
         if self._storage is not None:
             self._storage.engine.dispose()
             self._storage = None
@@ -238,9 +223,9 @@ class Database:
             return float(conn.execute(text("SELECT extract(epoch FROM now())")).scalar_one())
 
     def close(self) -> None:
+        """Close this database's own connections (the store's stay its owner's)."""
         if self._storage is not None:
             self._storage.engine.dispose()
-        self.locks.dispose()
         self.claims.dispose()
 
 

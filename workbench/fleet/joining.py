@@ -1,6 +1,6 @@
 """Joining a shared study: ``workbench tune ... --storage postgresql://...`` creates or joins
 it and works on it as one worker; ``workbench worker`` joins it. Either way, under the study
-set-up lock: plan as the study's request says (:func:`~workbench.search.planning.plan_tune`),
+set-up lock: plan as the study's request says (:func:`~workbench.search.start.plan_tune`),
 keep the study's search (a joiner's sampler, seed, coordination and, unless --budget is given,
 budget are the study's), give the store's evaluations of the study complete trials, and put the
 ``--enqueue`` configs first. Then :class:`~workbench.fleet.worker.SharedTuner` works.
@@ -27,9 +27,10 @@ from workbench.fleet.status import trial_value
 from workbench.fleet.study import SharedStudy
 from workbench.fleet.worker import SharedTuner
 from workbench.search.enqueue import Say, enqueued_configs
-from workbench.search.planning import plan_tune
-from workbench.search.request import TuneRequest, spec_timing
-from workbench.search.session import TunePlan
+from workbench.search.loop import SearchSettings
+from workbench.search.request import Measuring, StudyChoice, TuneRequest
+from workbench.search.start import plan_tune
+from workbench.search.tune_plan import TunePlan
 from workbench.spaces.model import Config
 from workbench.store import Store
 
@@ -46,18 +47,16 @@ class SharedSetup:
     kept: dict[str, Any] = field(default_factory=dict)
 
     def tuner(self, store: Store, gpu: int | None, command: str | None) -> SharedTuner:
-        """This process's worker of the study (``gpu``: the GPU it measures on)."""
-        r = self.request
-        return SharedTuner(
-            self.plan,
-            store,
-            self.shared,
-            WorkerId.here(gpu),
-            sampler=r.sampler,
-            seed=r.seed,
+        """This process's worker of the study (``gpu``: the GPU it measures on), which reserves
+        one config at a time (the claims hold what other workers take)."""
+        strategy = self.request.strategy
+        settings = SearchSettings(
+            sampler=strategy.sampler,
+            seed=strategy.seed,
+            drift_every=strategy.drift_every,
             command=command,
-            drift_every=r.drift_every,
         )
+        return SharedTuner(self.plan, store, self.shared, WorkerId.here(gpu), settings)
 
 
 def create_or_join(db: Database, store: Store, request: TuneRequest, say: Say) -> SharedSetup:
@@ -69,7 +68,7 @@ def create_or_join(db: Database, store: Store, request: TuneRequest, say: Say) -
             device class, or an ``--enqueue`` item is refused.
     """
     with db.lock(SETUP_LOCK):
-        plan = plan_tune(request, lambda: store, shared=True).plans[0]
+        plan = plan_tune(request, store, shared=True).plans[0]
         name = plan.study.name
         device_class = plan.runner.device.device_class()
         kept: dict[str, Any] = {}
@@ -85,7 +84,7 @@ def create_or_join(db: Database, store: Store, request: TuneRequest, say: Say) -
                 )
         shared = SharedStudy.create(db, name, request.to_spec(), device_class)
         seeded = seed_from_store(shared, store, plan)
-        enqueue_first(shared, plan, enqueued_configs(plan, request.enqueue, store, say))
+        enqueue_first(shared, plan, enqueued_configs(plan, request.strategy.enqueue, store, say))
     return SharedSetup(request, plan, shared, seeded, kept)
 
 
@@ -108,18 +107,19 @@ def join_as_worker(db: Database, store: Store, options: WorkerOptions) -> Shared
             timings of another device class, or its budget has no limit and no --time is given.
     """
     # every worker judges staleness alike: the study's heartbeat and grace period
-    db.configure(*spec_timing(SharedStudy(db, options.study).spec()))
+    db.adopt(SharedStudy(db, options.study).spec())
     with db.lock(SETUP_LOCK):
         shared = SharedStudy(db, options.study)
         request = TuneRequest.from_spec(shared.spec(), seconds=options.seconds)
+        replay = options.replay or request.measuring.replay
         request = dataclasses.replace(
             request,
-            study=options.study,
-            replay=options.replay or request.replay,
-            replay_delay=options.replay_delay,
-            cache_dir=options.cache_dir,
+            measuring=Measuring(replay=replay, replay_delay=options.replay_delay),
+            study=StudyChoice(name=options.study),
+            coordination=db.settings,
+            compile=dataclasses.replace(request.compile, cache_dir=options.cache_dir),
         )
-        plan = plan_tune(request, lambda: store, shared=True).plans[0]
+        plan = plan_tune(request, store, shared=True).plans[0]
         shared.check_device_class(plan.runner.device.device_class())
         seeded = seed_from_store(shared, store, plan)
     return SharedSetup(request, plan, shared, seeded)

@@ -14,7 +14,6 @@ from workbench.errors import WorkbenchError
 from workbench.fleet.connection import Database
 from workbench.fleet.sql import CLAIM, DEVICE_CLASS, SPEC
 from workbench.fleet.study import SharedStudy
-from workbench.search.request import spec_timing
 from workbench.store.database import shown_url
 
 
@@ -72,7 +71,7 @@ def gather_status(
     now = db.outage.call(db.now)
     # alive: seen within the study's grace period (what its workers re-queue by), not the
     # status command's own setting
-    grace = float(spec_timing(spec)[1])
+    grace = float(db.settings.of_spec(spec).grace_s)
     trials = shared.trials()
     # each worker's completed trials, from the trials' claims: a killed worker's presence
     # stopped counting at its last beat

@@ -13,6 +13,7 @@ as it grows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -29,18 +30,18 @@ from workbench.runners.base import Measurement, TrialOutcome
 from workbench.search.loop import (
     IN_FLIGHT,
     INFEASIBLE,
-    Budget,
     Ledger,
-    OnEvaluation,
     RunStats,
     Search,
+    SearchSettings,
     Slot,
     Standing,
     TuneResult,
     since_best,
 )
 from workbench.search.proposers import Proposer
-from workbench.search.session import TunePlan
+from workbench.search.request import Budget
+from workbench.search.tune_plan import TunePlan
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, Store, StoredEvaluation, StoreError
 
@@ -327,7 +328,8 @@ class ClaimsLedger(Ledger):
 
 
 class SharedTuner:
-    """Work on one shared study until its budget is complete."""
+    """Work on one shared study until its budget is complete, as ``settings`` say (the seed
+    is this worker's own: see below)."""
 
     def __init__(
         self,
@@ -335,27 +337,16 @@ class SharedTuner:
         store: Store,
         shared: SharedStudy,
         worker: WorkerId,
-        *,
-        sampler: str,
-        seed: int | None,
-        on_evaluation: OnEvaluation | None = None,
-        command: str | None = None,
-        drift_every: int | None = None,
+        settings: SearchSettings,
     ) -> None:
         self.worker = worker
         # workers of one study start from different seeds, or they all propose the same configs
+        seed = settings.seed
         self.seed = None if seed is None else seed * 7919 + worker.pid + 31 * (worker.gpu or 0)
         self.ledger = ClaimsLedger(plan, store, shared, worker)
         # drift checks re-time the first config this worker measured (on its own GPU)
-        self.search = Search(
-            self.ledger,
-            plan.runner,
-            sampler=sampler,
-            seed=self.seed,
-            on_evaluation=on_evaluation,
-            command=command,
-            drift_every=drift_every,
-        )
+        own = dataclasses.replace(settings, seed=self.seed)
+        self.search = Search(self.ledger, plan.runner, own)
 
     @property
     def stats(self) -> WorkerStats:

@@ -18,8 +18,8 @@ from workbench.gitinfo import repo_state
 from workbench.runners.base import DeviceInfo, Runner
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
+from workbench.search.kept_recordings import recording_for_shape, replay_banner, shipped_recordings
 from workbench.search.problem import RecordingProblem, SearchProblem, SpaceProblem
-from workbench.search.session import recording_for_shape, replay_banner, shipped_recordings
 from workbench.spaces import Space
 from workbench.spaces.model import SpaceSpec, Value, shape_label
 from workbench.spaces.targets import one_arch, shape_spaces

@@ -269,7 +269,7 @@ def _throughput(space: object, config: dict, ms: float | None) -> str | None:
     unit tune shows."""
     if space is None or not ms:
         return None
-    from workbench.search.session import throughput_of
+    from workbench.search.tune_plan import throughput_of
 
     unit, per_second = throughput_of(space)  # type: ignore[arg-type]
     rate = per_second(config, ms)

@@ -22,12 +22,12 @@ by a failing run) or whose EDP overflows a float is a failed evaluation of that 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
-from workbench.runners.base import DeviceInfo, Measurement, Objective, Runner, TrialOutcome
+from workbench.runners.base import DeviceInfo, Measurement, Runner, TrialOutcome
+from workbench.runners.objective_kind import ObjectiveKind
 from workbench.runners.phases import PhaseTimes
 from workbench.runners.replay import ReplayRunner
 from workbench.spaces.model import Config
@@ -38,19 +38,6 @@ ENERGY_METRICS = ("energy_j", "energy")
 #: ran and was timed, but gave no value to minimise (no outcome names a damaged reading, and
 #: LAUNCH_FAILED is the one for "ran, and failed"; the reason says which reading and why).
 UNUSABLE_READING = TrialOutcome.LAUNCH_FAILED
-
-
-class ObjectiveKind(enum.Enum):
-    """``--objective``: what the search minimises."""
-
-    TIME = "time"
-    ENERGY = "energy"
-    EDP = "edp"
-
-    @property
-    def objective(self) -> Objective:
-        units = {"time": "ms", "energy": "J", "edp": "J*s"}
-        return Objective(self.value, units[self.value])
 
 
 class NoEnergyError(WorkbenchError):

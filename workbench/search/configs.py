@@ -16,7 +16,7 @@ from workbench.devices import device_for
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.search.enqueue import Say, warm_starts
 from workbench.search.problem import SpaceProblem
-from workbench.search.session import space_study
+from workbench.search.tune_plan import space_study
 from workbench.spaces import Space, config_label
 from workbench.spaces.model import Config, Shape, SpaceSpec, Value
 from workbench.static.sweep import StaticRecord

@@ -23,11 +23,9 @@ from dataclasses import dataclass
 
 from workbench.runners.base import Measurement, Runner, TrialOutcome
 from workbench.runners.timing import used_samples
+from workbench.search.request import DEFAULT_EVERY
 from workbench.spaces.model import Config, config_label
 from workbench.stats.rule import Verdict, compare_samples
-
-#: New correct evaluations between two re-timings of the reference.
-DEFAULT_EVERY = 25
 
 
 @dataclass(frozen=True)

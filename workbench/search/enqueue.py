@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from workbench.errors import ConfigError
 from workbench.search.problem import SearchProblem
-from workbench.search.session import TunePlan
+from workbench.search.tune_plan import TunePlan
 from workbench.search.warm_start import MAX_WARM_STARTS, best_elsewhere
 from workbench.spaces.space import parse_assignments
 from workbench.store import Store, StudyInfo

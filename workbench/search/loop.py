@@ -40,7 +40,8 @@ from workbench.runners.phases import Phase, PhaseTimes
 from workbench.search.drift import DriftCheck, DriftWatch
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
-from workbench.search.samplers import DEFAULT_SAMPLER, make_proposer
+from workbench.search.request import DEFAULT_SAMPLER, Budget
+from workbench.search.samplers import make_proposer
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, StoredEvaluation, StudyInfo
 from workbench.store.best import best_of, ranked
@@ -60,28 +61,6 @@ class SearchStopReason(enum.Enum):
     PATIENCE = "patience"  #: no improvement in the last N evaluations
     EXHAUSTED = "exhausted"  #: every valid config is evaluated
     INTERRUPTED = "interrupted"  #: Ctrl-C
-
-
-@dataclass(frozen=True)
-class Budget:
-    """When to stop; ``None`` means no limit of that kind (at least one must be set)."""
-
-    evaluations: int | None = None
-    seconds: float | None = None
-    patience: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.evaluations is None and self.seconds is None and self.patience is None:
-            raise WorkbenchError("a budget needs `evaluations`, `seconds` or `patience`")
-        if self.evaluations is not None and self.evaluations < 1:
-            raise WorkbenchError(f"`evaluations` {self.evaluations}: the budget must be at least 1")
-        if self.seconds is not None and self.seconds <= 0:
-            raise WorkbenchError(f"`seconds` {self.seconds}: the time budget must be positive")
-        if self.patience is not None and self.patience < 1:
-            raise WorkbenchError(f"`patience` {self.patience}: patience must be at least 1")
-
-    def as_dict(self) -> dict[str, object]:
-        return {"evaluations": self.evaluations, "seconds": self.seconds, "patience": self.patience}
 
 
 @dataclass
@@ -115,6 +94,33 @@ class TuneResult:
 
 
 OnEvaluation = Callable[[StoredEvaluation, StoredEvaluation | None], None]
+OnDrift = Callable[[DriftCheck], None]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How one run of the loop searches, and whom it tells as it goes.
+
+    Attributes:
+        sampler, seed: the proposer (:mod:`workbench.search.samplers`) and its seed.
+        enqueue: configs evaluated first (known-good ones: defaults, other studies' best).
+        drift_every: with a live runner, re-time the run's first correct config every that
+            many correct evaluations (None or 0: never).
+        ahead: proposals reserved before their turn; more than one: the runner prepares them
+            (compiles them in the background) while the one before is measured.
+        command: the command line the run is stored with.
+        on_evaluation: told each evaluation kept, with the best so far.
+        on_drift: told each re-timing of the reference.
+    """
+
+    sampler: str = DEFAULT_SAMPLER
+    seed: int | None = 0
+    enqueue: Sequence[Config] = ()
+    drift_every: int | None = None
+    ahead: int = 1
+    command: str | None = None
+    on_evaluation: OnEvaluation | None = None
+    on_drift: OnDrift | None = None
 
 
 def since_best(values: Sequence[float]) -> int:
@@ -278,39 +284,22 @@ def draw_open(
 
 
 class Search:
-    """One run of the loop over ``ledger`` (see the module)."""
+    """One run of the loop over ``ledger`` (see the module), as ``settings`` say."""
 
     def __init__(
-        self,
-        ledger: Ledger,
-        runner: Runner,
-        *,
-        sampler: str = DEFAULT_SAMPLER,
-        seed: int | None = 0,
-        enqueue: Sequence[Config] = (),
-        on_evaluation: OnEvaluation | None = None,
-        command: str | None = None,
-        drift_every: int | None = None,
-        on_drift: Callable[[DriftCheck], None] | None = None,
-        ahead: int = 1,
+        self, ledger: Ledger, runner: Runner, settings: SearchSettings | None = None
     ) -> None:
+        settings = settings or SearchSettings()
         self.ledger = ledger
         self.problem = ledger.problem
         self.runner = runner
-        self.sampler = sampler
-        self.seed = seed
-        self.enqueue = list(enqueue)
-        self.on_evaluation = on_evaluation
-        self.command = command
-        self.on_drift = on_drift
-        self.watch = DriftWatch.of(runner, drift_every)
-        self.rng = random.Random(seed)
+        self.settings = settings
+        self.watch = DriftWatch.of(runner, settings.drift_every)
+        self.rng = random.Random(settings.seed)
         self.proposals = 0  #: proposer answers and random draws (repeats and infeasible too)
         self.stalled = 0  #: proposals in a row that brought nothing to measure
         self.started = 0.0
-        #: proposals reserved before their turn (more than one: the runner prepares them, e.g.
-        #: compiles them in the background, while the one before is measured)
-        self.ahead = max(1, ahead)
+        self.ahead = max(1, settings.ahead)
         self.queue: deque[Slot] = deque()
 
     def run(self, budget: Budget) -> TuneResult:
@@ -322,11 +311,12 @@ class Search:
                 (what was committed stays).
         """
         self.problem.check_not_empty()
-        proposer = make_proposer(self.sampler, self.problem, self.seed)
-        settings = {"sampler": self.sampler, "seed": self.seed, "budget": budget.as_dict()}
-        run_id = self.ledger.open_run(settings | {"command": self.command}, proposer)
+        s = self.settings
+        proposer = make_proposer(s.sampler, self.problem, s.seed)
+        settings = {"sampler": s.sampler, "seed": s.seed, "budget": budget.as_dict()}
+        run_id = self.ledger.open_run(settings | {"command": s.command}, proposer)
         proposer.plan(budget.evaluations)
-        for config in self.enqueue:
+        for config in s.enqueue:
             if self._answer(config) is None:
                 proposer.enqueue(config)
         self.started, cpu_started = time.perf_counter(), time.process_time()
@@ -492,8 +482,8 @@ class Search:
         self.stalled = 0
         if fresh and self.watch is not None:
             self._drift(slot.config, m)
-        if self.on_evaluation is not None:
-            self.on_evaluation(stored, self.ledger.best)
+        if self.settings.on_evaluation is not None:
+            self.settings.on_evaluation(stored, self.ledger.best)
 
     def _evaluate(self, config: Config) -> Measurement:
         stats = self.ledger.stats
@@ -511,5 +501,5 @@ class Search:
             return
         with self.ledger.stats.phases.timed(Phase.STORE):
             self.ledger.record_drift([c.to_json() for c in self.watch.checks])
-        if self.on_drift is not None:
-            self.on_drift(check)
+        if self.settings.on_drift is not None:
+            self.settings.on_drift(check)

@@ -85,8 +85,6 @@ SAMPLERS: dict[str, tuple[ProposerFactory, str]] = {
     "brute": (_brute, "every valid config, in domain order"),
 }
 
-DEFAULT_SAMPLER = "portfolio"
-
 
 def check_sampler(name: str) -> None:
     """Refuse a name that no strategy is registered under (before anything runs).

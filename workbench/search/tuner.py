@@ -12,17 +12,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import Measurement, Runner, TrialOutcome
-from workbench.search.drift import DriftCheck
 from workbench.search.loop import (
     INFEASIBLE,
-    Budget,
     Ledger,
     OnEvaluation,
     Search,
+    SearchSettings,
     SearchStopReason,
     Slot,
     Standing,
@@ -31,7 +30,7 @@ from workbench.search.loop import (
 )
 from workbench.search.problem import SearchProblem
 from workbench.search.proposers import Proposer
-from workbench.search.samplers import DEFAULT_SAMPLER
+from workbench.search.request import Budget
 from workbench.spaces.model import Config
 from workbench.store import RunStatus, Store, StoredEvaluation, StudyInfo
 
@@ -39,6 +38,7 @@ __all__ = [
     "INFEASIBLE",
     "Budget",
     "OnEvaluation",
+    "SearchSettings",
     "SearchStopReason",
     "StoreLedger",
     "TuneResult",
@@ -131,7 +131,8 @@ class StoreLedger(Ledger):
 
 
 class Tuner:
-    """Search one study: ``problem`` for validity, ``runner`` for measurements."""
+    """Search one study: ``problem`` for validity, ``runner`` for measurements, as
+    ``settings`` say (sampler, seed, first configs, drift checks, hooks)."""
 
     def __init__(
         self,
@@ -139,30 +140,12 @@ class Tuner:
         runner: Runner,
         store: Store,
         study: StudyInfo,
+        settings: SearchSettings | None = None,
         *,
         environment_id: int | None = None,
-        sampler: str = DEFAULT_SAMPLER,
-        seed: int | None = 0,
-        enqueue: Sequence[Config] = (),
-        on_evaluation: OnEvaluation | None = None,
-        command: str | None = None,
-        drift_every: int | None = None,
-        on_drift: Callable[[DriftCheck], None] | None = None,
-        ahead: int = 1,
     ) -> None:
         self.ledger = StoreLedger(problem, store, study, environment_id)
-        self.search = Search(
-            self.ledger,
-            runner,
-            sampler=sampler,
-            seed=seed,
-            enqueue=enqueue,
-            on_evaluation=on_evaluation,
-            command=command,
-            drift_every=drift_every,
-            on_drift=on_drift,
-            ahead=ahead,
-        )
+        self.search = Search(self.ledger, runner, settings)
 
     @property
     def history(self) -> list[StoredEvaluation]:

@@ -1,31 +1,24 @@
-"""Set up a tune: which problem, which runner, which study, and what the user must be told.
-
-``workbench tune`` has three sources of measurements: a live GPU (the CUDA runner), a
-recording named with ``--replay FILE`` (any Kernel Tuner cache, T4 file or workbench
-recording), or, on a machine without a GPU, a recording kept in ``recordings/KERNEL/`` beside
-the space file.
-Each plan says where its numbers come from (``banner``), and the store keeps it too.
+"""One study of a tune, as :mod:`workbench.search.start` plans it: :class:`TunePlan` (its
+problem, runner, study and environment, and what the user must be told), the study of a space
+(:func:`space_study`), a config's throughput and roofline share, and what a resumed study
+resumes (:class:`Resumption`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from workbench.devices import preset_named
 from workbench.errors import ConfigError
 from workbench.roofline.timed import Bound, clocked_bound, rate_in_unit
 from workbench.runners.base import DeviceInfo, Measurement, Runner
-from workbench.runners.recordings import Recording, load_recording
-from workbench.runners.replay import ReplayRunner
-from workbench.search.problem import RecordedSpaceProblem, RecordingProblem, SearchProblem
-from workbench.search.tuner import Budget
+from workbench.search.problem import SearchProblem
+from workbench.search.request import Budget
 from workbench.spaces.launch import work_counts, work_precision
-from workbench.spaces.model import Config, SpaceSpec, base_kernel, shape_label, space_sha256
+from workbench.spaces.model import Config, shape_label, space_sha256
 from workbench.spaces.space import Space
 from workbench.store import RunSummary, Store, StudyInfo
-from workbench.store.exchange import recording_study
 from workbench.store.kept_space import keep_space, kept_space_of
 
 Throughput = Callable[[Config, float], float | None]
@@ -87,92 +80,6 @@ class Resumption:
         if budget.evaluations is None:
             return None
         return max(0, budget.evaluations - self.evaluations)
-
-
-def replay_banner(recording: Recording) -> str:
-    when = f" on {recording.date[:10]}" if recording.date else ""
-    note = f" Note: {recording.note}." if recording.note else ""
-    return (
-        f"REPLAY: every number below was measured on {recording.device.name}{when} and read "
-        f"from {recording.path}; nothing runs on this machine.{note}"
-    )
-
-
-def plan_replay_file(
-    store: Store,
-    path: Path | str | Recording,
-    *,
-    study_name: str | None = None,
-    fresh: bool = False,
-) -> TunePlan:
-    """Tune the space recorded in a file (no space file involved; or the recording already
-    read from it); ``study_name`` overrides the default (kernel | shape | device); ``fresh``
-    makes a new study beside an existing one of that name."""
-    recording = path if isinstance(path, Recording) else load_recording(path)
-    problem = RecordingProblem(recording)
-    runner = ReplayRunner(recording)
-    optimum = recording.optimum()
-    study = recording_study(store, recording, name=study_name, fresh=fresh)
-    env = store.environment(recording.device, replay_source=recording.source)
-    return TunePlan(
-        problem,
-        runner,
-        study,
-        env,
-        replay_banner(recording),
-        None,
-        None,
-        optimum.value if optimum else None,
-    )
-
-
-def plan_space_replay(
-    store: Store,
-    space: Space,
-    recording: Recording,
-    pinned: Mapping[str, object] | None = None,
-    *,
-    study_name: str | None = None,
-    fresh: bool = False,
-) -> TunePlan:
-    """Tune a space file's space, answered from a recording of that kernel (``study_name``,
-    ``fresh``: as for :func:`plan_replay_file`).
-
-    Raises:
-        WorkbenchError: the recording lacks parameters of the space.
-    """
-    recording = recording.for_space(space.spec)  # (a parameter added since: see for_space)
-    if recording.shape and dict(recording.shape) != space.shape:
-        raise ConfigError(
-            f"{recording.path} was recorded for {shape_label(recording.shape)}, "
-            f"not {shape_label(space.shape)}"
-        )
-    problem = RecordedSpaceProblem(space, recording, pinned)  # type: ignore[arg-type]
-    optimum = recording.optimum(problem.pinned)  # the best of this variant, not of them all
-    study = space_study(
-        store,
-        space,
-        problem.kernel,
-        recording.device.key(),
-        recording.source,
-        optimum.value if optimum else None,
-        study_name=study_name,
-        replay_note=recording.note,
-        fresh=fresh,
-    )
-    env = store.environment(recording.device, replay_source=recording.source)
-    unit, throughput = throughput_of(space)
-    return TunePlan(
-        problem,
-        ReplayRunner(recording),
-        study,
-        env,
-        replay_banner(recording),
-        unit,
-        throughput,
-        optimum.value if optimum else None,
-        roofline_of(space, recording.device),
-    )
 
 
 def space_study(
@@ -251,42 +158,3 @@ def roofline_of(space: Space, device: DeviceInfo) -> RooflineBound | None:
         return clocked_bound(ops, nbytes, seconds, precision, preset, clocks, who)[0]
 
     return bound
-
-
-def recordings_dir(spec: SpaceSpec) -> Path:
-    """Where recordings of ``spec``'s kernel are kept: ``recordings/<kernel>/`` beside its
-    space file (the library's are in ``tuning_spaces/recordings/``), every problem variant's
-    (``reduce[OP=sum]``) in its kernel's folder."""
-    return spec.path.parent / "recordings" / spec.name
-
-
-def shipped_recordings(spec: SpaceSpec) -> list[Recording]:
-    """Recordings of ``spec``'s kernel (any of its problem variants) kept in
-    :func:`recordings_dir`, and in the folders of its file's named variants (``reduce``:
-    ``recordings/reduce_f16/`` too).
-
-    Raises:
-        RecordingError: a recording there is damaged (it is not silently skipped).
-    """
-    names = dict.fromkeys([spec.name, *(v.name for v in spec.variants)])
-    out = []
-    for name in names:
-        folder = spec.path.parent / "recordings" / name
-        for path in sorted(folder.glob("*.json*")) if folder.is_dir() else []:
-            recording = load_recording(path)
-            if base_kernel(recording.kernel) in names:
-                out.append(recording)
-    return out
-
-
-def recording_for_shape(
-    recordings: list[Recording], shape: Mapping[str, int], kernel: str | None = None
-) -> Recording | None:
-    """The recording of ``shape`` (and, given ``kernel``, of that problem variant:
-    ``reduce[OP=sum]``; a recording named without a variant matches any)."""
-    for r in recordings:
-        if not r.shape or dict(r.shape) != dict(shape):
-            continue
-        if kernel is None or r.kernel in (kernel, base_kernel(kernel)):
-            return r
-    return None
