@@ -133,16 +133,16 @@ def test_pruning_counts_a_big_space_fast(write_space: Callable[..., Path], proje
     assert space.count_valid() == 500
 
 
-@pytest.mark.parametrize("path", ["draws", "walk"])
+@pytest.mark.parametrize("path", ["draws", "count"])
 def test_large_space_sampling_is_uniform_both_ways(
     project: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """Above the enumeration limit: random draws checked level by level, or (a space too
-    sparse for draws) a walk keeping a reservoir; both uniform over the valid configs."""
+    sparse for draws) indices drawn into the counted valid set; both uniform."""
     from workbench.spaces import space as space_module
 
     monkeypatch.setattr(space_module, "SAMPLE_LIST_LIMIT", 0)
-    if path == "walk":
+    if path == "count":
         monkeypatch.setattr(space_module, "REJECTION_DRAWS", 0)  # no draws at all
     space = tiny(project)
     counts = Counter(tuple(space.sample(1, seed=s)[0].values()) for s in range(4400))
@@ -155,44 +155,45 @@ def test_large_space_sampling_is_uniform_both_ways(
 def test_a_sparse_space_gives_every_config_asked_for(
     write_space: Callable[..., Path], project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Draws that find too few (the int8 GEMM: 0.08% of its product is valid; 200 asked gave
-    159 before) hand over to a walk of the valid set; a walk too long is said, with how many
-    were found."""
+    """Draws that find too few (the int8 GEMM: 0.08% of its product was valid; 200 asked gave
+    159 before) hand over to a count of the valid set and draws of indices into it: every
+    valid config once when all are asked for; a count too long is said, with how far it got."""
     from workbench.errors import WorkbenchError
+    from workbench.spaces import counting
     from workbench.spaces import space as space_module
 
     space = Space(load_space(write_space(sparse_space_text(project))))  # 500 valid of 10^6
     monkeypatch.setattr(space_module, "REJECTION_DRAWS", 2000)
     picks = space.sample(300, seed=2)
     assert len({tuple(c.values()) for c in picks}) == 300
-    assert all(c["A"] == 7 and c["B"] % 2 == 0 for c in picks)
+    assert all(c["A"] == 7 and c["B"] % 2 == 0 and space.is_valid(c) for c in picks)
+    every = space.sample(600, seed=2)
+    assert len({tuple(c.values()) for c in every}) == 500 == len(every)
     monkeypatch.setattr(space_module, "WALK_SECONDS", -1.0)
+    monkeypatch.setattr(counting, "CLOCK_EVERY", 1)
     with pytest.raises(WorkbenchError, match=r"found \d+ of the 300 valid configs asked for"):
         space.sample(300, seed=2)
 
 
-def test_a_space_too_large_to_walk_is_sampled_by_random_descents(
-    write_space: Callable[..., Path], project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where the draws' hit rate says the valid set is larger than a walk lists in time, the
-    sample comes from random depth-first descents: every config asked for, distinct and valid,
-    with a note that it is not uniform; a space with none valid still says so."""
-    from workbench.spaces import space as space_module
+def test_each_index_of_the_counted_valid_set_is_its_config_in_domain_order() -> None:
+    """The counted sample's configs are built from indices: index i is the i-th config a walk
+    lists (derived values and constraints at many levels: gemm_fp8 on sm_89)."""
+    from workbench.spaces.counting import ValidCounter
 
-    space = Space(load_space(write_space(sparse_space_text(project))))  # 500 valid of 10^6
-    monkeypatch.setattr(space_module, "REJECTION_DRAWS", 2000)
-    monkeypatch.setattr(space_module, "WALKABLE_VALID", 0)
-    picks = space.sample(300, seed=2)
-    assert len({tuple(c.values()) for c in picks}) == 300
-    assert all(space.is_valid(c) for c in picks)
-    assert all(c["A"] == 7 and c["B"] % 2 == 0 for c in picks)
-    assert space.sample_note is not None and "not uniform" in space.sample_note
+    space = Space(load_kernel("gemm_fp8"), arch=Arch.parse("sm_89"))
+    domains = [p.values for p in space.spec.parameters]
+    counter = ValidCounter(space, domains, seconds=60)
+    listed = list(Space(load_kernel("gemm_fp8"), arch=Arch.parse("sm_89"))._walk(domains))
+    assert counter.count() == len(listed) > 1000
+    assert [counter.config_at(i) for i in range(len(listed))] == listed
+    with pytest.raises(IndexError):
+        counter.config_at(len(listed))
 
 
 def test_gemm_int8_at_a_decode_shape_gives_the_sample_asked_for() -> None:
     """gemm_int8's product is 2.7e11 points with the TMA scheduler, epilogue and cluster knobs;
-    at M=16 random draws find almost none valid and a walk runs out of time: the sample still
-    holds every config asked for, all valid, across more than one path."""
+    at M=16 random draws find almost none valid (1.6 M of them are): the sample drawn from the
+    count still holds every config asked for, all valid, across more than one path."""
     space = Space(load_kernel("gemm_int8"), shape={"M": 16, "N": 256, "K": 512})
     picks = space.sample(6, seed=5)
     assert len({tuple(c.values()) for c in picks}) == 6 and all(map(space.is_valid, picks))
@@ -358,7 +359,7 @@ def test_the_count_of_valid_configs_is_the_length_of_their_list(
 def test_a_seed_gives_the_same_sample_on_a_slower_machine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """gemm_int8 at a decode shape is sampled by draws, then descents: how many draws are made
+    """gemm_int8 at a decode shape is sampled by draws, then by a count: how many draws are made
     is a count, not a time, so the seed alone decides the sample (a loaded machine drew a
     different one before, and ``compile --sample 4`` printed a different table each time)."""
     from workbench.spaces import space as space_module
@@ -374,16 +375,15 @@ def test_a_seed_gives_the_same_sample_on_a_slower_machine(
 def test_a_walk_of_a_space_almost_nothing_meets_stops_at_its_deadline(
     write_space: Callable[..., Path], project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """20^12 points, one valid: draws find nothing, and the walk or the random descents that
-    follow (descents: the draws' hit rate bounds the valid set above what a walk lists) yield
-    nothing for hours: their deadline holds all the same, and the error says how far they got."""
+    """20^12 points, one valid: draws find nothing, and the count that follows (no two partial
+    configs read alike below any level, so nothing is counted once for many) would run for
+    hours: its deadline holds all the same, and the error says how far it got."""
     from workbench.errors import SparseSampleError
     from workbench.spaces import space as space_module
 
     space = Space(load_space(write_space(needle_space_text(project))))
     monkeypatch.setattr(space_module, "REJECTION_DRAWS", 10_000)
     monkeypatch.setattr(space_module, "WALK_SECONDS", 1.0)
-    monkeypatch.setattr(space_module, "DESCENT_SECONDS", 1.0)
     start = time.perf_counter()
     with pytest.raises(
         SparseSampleError, match=r"stopped after 1 s, having checked [\d,]+ partial"

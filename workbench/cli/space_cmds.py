@@ -326,8 +326,6 @@ def _print_sample(sp: Space, n: int, seed: int) -> None:
         drawn = []
     for cfg in drawn:
         _print_config("  sample: ", cfg)
-    if sp.sample_note:
-        console.print(f"  [yellow]note[/]: {escape(sp.sample_note)}")
 
 
 def _explain(sp: Space, why: Sequence[str]) -> None:

@@ -76,6 +76,33 @@ class ValidCounter:
         env = self.space.start_env()
         return 0 if env is None else self._below(0, env)
 
+    def config_at(self, index: int) -> tuple[Value, ...]:
+        """The valid config at ``index`` (0 <= index < :meth:`count`) in domain order: at
+        each level, the value whose completions hold the index (uniform draws of indices are
+        uniform draws of configs).
+
+        Raises:
+            CountTimeout: the deadline passed (a count past COUNT_MEMO_LIMIT recounts).
+            IndexError: ``index`` is past the last valid config.
+        """
+        env = self.space.start_env()
+        if env is None:
+            raise IndexError("no valid config: a constraint of the shape alone fails")
+        chosen: list[Value] = []
+        for level, name in enumerate(self.space.names):
+            for value in self.domains[level]:
+                env[name] = value
+                if not self.space.run_level(level + 1, env):
+                    continue
+                below = self._below(level + 1, env)
+                if index < below:  # (the deeper levels' values in env are rebound next)
+                    chosen.append(value)
+                    break
+                index -= below
+            else:
+                raise IndexError(f"no valid config at index {index} past level {level}")
+        return tuple(chosen)
+
     def _below(self, level: int, env: dict[str, object]) -> int:
         """Valid completions of the partial config in ``env`` (its first ``level`` values)."""
         if level == len(self.domains):

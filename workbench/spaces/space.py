@@ -25,17 +25,13 @@ from workbench.toolchain import Arch
 #: Up to this many cartesian points, ``sample`` lists the valid set to draw from; above, it
 #: rejects (not the search's limit on valid configs listed: ``search.problem.VALID_LIST_LIMIT``).
 SAMPLE_LIST_LIMIT = 200_000
-#: Rejection sampling makes this many draws before it walks the valid set instead (a sparse
-#: space: the int8 GEMM's 498,692 valid configs were 0.08% of its product). A count, not a
-#: time: a seed gives the same sample on a fast machine and a loaded one (2-6 s on a 2-core VM).
-REJECTION_DRAWS = 250_000
-#: ... and the walk (a uniform reservoir sample of every valid config) gives up after this.
+#: Rejection sampling makes this many draws before it counts the valid set and draws indices
+#: into it instead (a sparse space: gemm_int8's 2 M valid configs are 1e-5 of its product). A
+#: count, not a time, so a seed gives the same sample on a fast machine and a loaded one; about
+#: a second on a 2-core VM, and a space with one valid config in 1,000 yields 50.
+REJECTION_DRAWS = 50_000
+#: ... and a walk or a count of the valid set gives up after this.
 WALK_SECONDS = 120.0
-#: valid configs a walk lists in WALK_SECONDS, about (gemm_int8: 0.85 to 1.2 M on a loaded
-#: 2-core VM); a sample of a space estimated to hold more is drawn by descents, not walked
-WALKABLE_VALID = 1_000_000
-#: how long random descents may take to complete a sample the draws left short
-DESCENT_SECONDS = 20.0
 #: How many values a walk tries between two looks at the clock (tens of ms of walking).
 CLOCK_EVERY = 16_384
 #: Product draws explained when no valid config turns up, to say what rules them out.
@@ -139,7 +135,6 @@ class Space:
         self._plan_levels()
         self._valid_cache: list[tuple[Value, ...]] | None = None
         #: set when a sample could not be uniform (the space too sparse): what the CLI prints
-        self.sample_note: str | None = None
 
     # -- setup ---------------------------------------------------------------------------
     def _make_base_env(self) -> dict[str, object]:
@@ -407,11 +402,12 @@ class Space:
     ) -> list[Config]:
         """Uniform draws from the product, each checked level by level (a draw stops at the
         first constraint it breaks), up to REJECTION_DRAWS of them; a space too sparse for that
-        is walked instead, keeping a uniform reservoir of ``n``.
+        is counted instead, and ``n`` of its valid configs drawn by index
+        (:meth:`_counted_sample`).
 
         Raises:
             WorkbenchError: no valid config (the reasons counted over product draws).
-            SparseSampleError: the walk ran out of time before finding ``n``.
+            SparseSampleError: the count ran out of time.
         """
         domains = self._domains(fixed)
         if self.start_env() is None:  # a constraint of the shape alone fails: nothing to draw
@@ -427,29 +423,43 @@ class Space:
                 found[values] = None
         else:
             return [dict(zip(self.names, v, strict=True)) for v in found]
-        # more valid configs than a walk lists in WALK_SECONDS (by the draws' hit rate, one
-        # more hit counted): a walk would only run out of time, so draw by random descent
-        product = math.prod(len(d) for d in domains)  # (fixed values count once)
-        if (len(found) + 1) / max(attempts, 1) * product > WALKABLE_VALID:
-            return self._descent_sample(n, rng, domains, found)
+        return self._counted_sample(n, rng, domains, found, attempts)
+
+    def _counted_sample(
+        self,
+        n: int,
+        rng: random.Random,
+        domains: Sequence[Sequence[Value]],
+        found: Mapping[tuple[Value, ...], None],
+        attempts: int,
+    ) -> list[Config]:
+        """``n`` distinct valid configs, uniformly (all of them if fewer): the valid set is
+        counted (:mod:`workbench.spaces.counting`), ``n`` indices into it drawn, and each
+        config built from its index. (The draws' ``found`` are dropped: keeping them would
+        favour the configs a product draw finds.)
+
+        Raises:
+            WorkbenchError: no valid config.
+            SparseSampleError: counting took longer than WALK_SECONDS.
+        """
+        counter = ValidCounter(self, domains, WALK_SECONDS)
         try:
-            walked = self.reservoir(n, rng, fixed=fixed, seconds=WALK_SECONDS)
-        except WalkTimeout as exc:
-            if exc.found >= n:  # many valid configs, too many to list: draw by descent
-                return self._descent_sample(n, rng, domains, found)
+            total = counter.count()
+            picks = [counter.config_at(i) for i in rng.sample(range(total), min(n, total))]
+        except CountTimeout as exc:
             why = (
                 "" if found else f" The draws that failed, by reason: {self._reasons(rng, domains)}"
             )
             raise SparseSampleError(
                 f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for in "
-                f"{attempts:,} random draws from {self.cartesian_size:,} points, and listing "
+                f"{attempts:,} random draws from {self.cartesian_size:,} points, and counting "
                 f"the valid ones stopped after {WALK_SECONDS:.0f} s, having checked "
                 f"{exc.visited:,} partial configs and found {exc.found:,} valid: the space is "
                 f"too sparse to sample; ask for fewer, or loosen its constraints.{why}"
             ) from None
-        if not walked[0]:
+        if not total:
             raise self._none_valid(rng, domains)
-        return walked[0]
+        return [dict(zip(self.names, v, strict=True)) for v in picks]
 
     def _none_valid(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> WorkbenchError:
         """The error for a space whose constraints exclude every config, with the reasons."""
@@ -462,75 +472,6 @@ class Space:
     def _domains(self, fixed: Mapping[str, Value]) -> list[Sequence[Value]]:
         """Each parameter's values, a fixed parameter's value alone."""
         return [(fixed[p.name],) if p.name in fixed else p.values for p in self.spec.parameters]
-
-    def _descent_sample(
-        self,
-        n: int,
-        rng: random.Random,
-        domains: Sequence[Sequence[Value]],
-        found: dict[tuple[Value, ...], None],
-    ) -> list[Config]:
-        """``n`` distinct valid configs (those ``found`` first) for a space too sparse for
-        uniform draws and too large to list: each by a depth-first descent that tries every
-        level's values in random order and backs out of dead ends. Valid and distinct, but not
-        uniform: a value with few valid completions is drawn as often as one with many; the
-        note in :attr:`sample_note` says so.
-
-        Raises:
-            SparseSampleError: fewer than ``n`` found in DESCENT_SECONDS of descents.
-        """
-        start = time.perf_counter()
-        checked = [0]  # partial configs the descents checked
-        while len(found) < n and time.perf_counter() - start < DESCENT_SECONDS:
-            values = self._descend_once(rng, domains, start, checked)
-            if values is None:
-                break
-            found[values] = None
-        if len(found) < n:
-            raise SparseSampleError(
-                f"{self.spec.name}: found {len(found)} of the {n} valid configs asked for among "
-                f"{self.cartesian_size:,} points by random draws, and random descents stopped "
-                f"after {DESCENT_SECONDS:.0f} s, having checked {checked[0]:,} partial configs: "
-                "the space is too sparse to sample; ask for fewer, or loosen its constraints."
-            )
-        self.sample_note = (
-            f"{self.spec.name}: its valid configs are too sparse among {self.cartesian_size:,} "
-            "points for uniform random draws and too many to list: the sample was drawn by "
-            "random descents (valid and distinct, not uniform)"
-        )
-        return [dict(zip(self.names, v, strict=True)) for v in list(found)[:n]]
-
-    def _descend_once(
-        self,
-        rng: random.Random,
-        domains: Sequence[Sequence[Value]],
-        start: float,
-        checked: list[int],
-    ) -> tuple[Value, ...] | None:
-        """One valid config by a randomized depth-first descent, or None if there is none or
-        DESCENT_SECONDS since ``start`` ran out first; ``checked[0]`` counts the partial
-        configs it checks."""
-        env = self.start_env()
-        if env is None:
-            return None
-        names, depth, chosen = self.names, len(self.names), []
-
-        def descend(level: int) -> bool:
-            if level == depth:
-                return True
-            if time.perf_counter() - start > DESCENT_SECONDS:
-                return False
-            for value in rng.sample(list(domains[level]), len(domains[level])):
-                env[names[level]] = value
-                checked[0] += 1
-                if self.run_level(level + 1, env):
-                    chosen.append(value)
-                    if descend(level + 1):
-                        return True
-                    chosen.pop()
-            return False
-
-        return tuple(chosen) if descend(0) else None
 
     def _draw(self, rng: random.Random, domains: Sequence[Sequence[Value]]) -> tuple | None:
         """One uniform draw from the product, or None as soon as a constraint rules it out."""
