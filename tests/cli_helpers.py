@@ -16,3 +16,12 @@ def invoke(*args: str, env: Mapping[str, str] | None = None) -> tuple[int, str, 
     result = CliRunner().invoke(app, list(args), env=env)
     assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
     return result.exit_code, result.stdout, result.stderr
+
+
+def sigint_as_at_a_terminal() -> None:
+    """For ``Popen(preexec_fn=...)``: the child takes SIGINT as a command started at a
+    terminal does. A shell starts background jobs with SIGINT ignored, and a child inherits
+    that: a test run from one (``pytest ... &``) would see Ctrl-C ignored, not handled."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

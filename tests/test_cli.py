@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import invoke
+from cli_helpers import invoke, sigint_as_at_a_terminal
 from dataset_paths import CACHES, needs_caches
 from typer.testing import CliRunner
 
@@ -505,6 +505,7 @@ def test_ctrl_c_while_the_command_line_loads_ends_with_one_line() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,
     )
     time.sleep(0.5)  # (Python is up, the command line still importing)
     proc.send_signal(signal.SIGINT)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import sigint_as_at_a_terminal
 from dataset_paths import CACHES, needs_caches
 from recording_helpers import record_space
 
@@ -423,6 +424,7 @@ def test_ctrl_c_or_sigterm_stops_tune_cleanly(tmp_path: Path, signum: str) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # until something is committed
