@@ -132,22 +132,59 @@ def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "compile-cache"
 
 
+#: Where the kernel tests keep compiled binaries between runs (``run``: a fresh cache each run).
+TEST_CACHE_ENV = "WORKBENCH_TEST_CACHE"
+#: What makes a cached entry besides its key (the source, headers, flags, entry and NVRTC or
+#: ptxas version): the code that compiles, stores and disassembles it.
+CACHE_MAKERS = ("workbench/compiler", "workbench/analysis/sass.py", "workbench/static/sweep.py")
+
+
+def makers_digest() -> str:
+    """sha256 of CACHE_MAKERS' sources and of the tools and packages behind a cached binary
+    and its disassembly: a change to any of them starts a new cache."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from workbench.errors import ToolchainError
+    from workbench.toolchain import tool_version
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for maker in CACHE_MAKERS:
+        path = root / maker
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(f"{source.relative_to(root)}\0".encode() + source.read_bytes())
+    for package in ("numba", "numba-cuda", "cuda-python", "cuda-bindings"):
+        with contextlib.suppress(PackageNotFoundError):
+            digest.update(f"{package}={version(package)}".encode())
+    with contextlib.suppress(ToolchainError):
+        digest.update(tool_version("nvdisasm").encode())
+    return digest.hexdigest()[:16]
+
+
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> CompileCache:
-    """The run's compile cache, shared by the kernel tests of every module and every
-    pytest-xdist worker (the run's temporary root, above the workers' own folders): a config
-    that two tests compile (the kernels' defaults, the named points) compiles once a run.
+    """The kernel tests' compile cache, shared by the tests of every module and every
+    pytest-xdist worker, and kept between runs in ``~/.cache/workbench-tests`` (or
+    ``$WORKBENCH_TEST_CACHE``; ``run``: the run's temporary root, fresh each run): a config that
+    two tests compile compiles once, and a rerun compiles only what changed.
 
-    Safe to share: an entry's key hashes the source and its headers, the options and the NVRTC
-    version, and entries are renamed into place whole. A test about the cache itself (misses,
-    hits, damaged entries) makes a cache of its own in ``tmp_path``. (This fixture stands in for
-    pytest's cacheprovider ``cache``, which no test here uses.)"""
+    Safe to share and to keep: an entry's key hashes the source and its headers, the options
+    and the NVRTC (or ptxas) version, entries are renamed into place whole, and the folder is
+    named by :func:`makers_digest` (the compiler's and disassembler's code, nvdisasm's and
+    Numba's versions). A test about the cache itself (misses, hits, damaged entries) makes a
+    cache of its own in ``tmp_path``. (This fixture stands in for pytest's cacheprovider
+    ``cache``, which no test here uses.)"""
     from workbench.compiler import CompileCache
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the workers' folders (popen-gw0, ...) share the run's root
-    return CompileCache(root / "shared-compile-cache")
+    where = os.environ.get(TEST_CACHE_ENV)
+    if where == "run":
+        root = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent  # the workers' folders (popen-gw0, ...) share the run's root
+        return CompileCache(root / "shared-compile-cache")
+    base = Path(where) if where else Path.home() / ".cache" / "workbench-tests"
+    return CompileCache(base / f"compile-{makers_digest()}")
 
 
 #: why a ``kernel_tuner`` test skips (None: Kernel Tuner is installed)
