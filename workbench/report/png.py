@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -65,10 +66,35 @@ def write_pngs(figures: Sequence[go.Figure], paths: Sequence[Path]) -> list[Path
         p.parent.mkdir(parents=True, exist_ok=True)
     if not figures:
         return []
-    try:
-        pio.write_images(
-            list(figures), [str(p) for p in paths], width=WIDTH, height=HEIGHT, scale=SCALE
+    _export(pio, list(figures), list(paths), chromium)
+    # kaleido can return with a figure unwritten (seen with two Chromiums on two cores): the
+    # missing ones are drawn once more, and what is still missing is an error, not a link
+    missing = [i for i, p in enumerate(paths) if not _is_png(p)]
+    if missing:
+        _export(pio, [figures[i] for i in missing], [paths[i] for i in missing], chromium)
+    if still := [paths[i] for i in missing if not _is_png(paths[i])]:
+        raise PngUnavailable(
+            f"PNG export with {chromium} wrote {len(paths) - len(still)} of {len(paths)} "
+            f"figures, twice without {still[0]}"
         )
+    return list(paths)
+
+
+def _export(pio: Any, figures: list[go.Figure], paths: list[Path], chromium: str) -> None:
+    """One kaleido call for ``figures``.
+
+    Raises:
+        PngUnavailable: Chromium failed.
+    """
+    try:
+        pio.write_images(figures, [str(p) for p in paths], width=WIDTH, height=HEIGHT, scale=SCALE)
     except Exception as exc:  # kaleido raises several unrelated types for a browser failure
         raise PngUnavailable(f"PNG export with {chromium} failed: {exc}") from exc
-    return list(paths)
+
+
+def _is_png(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"\x89PNG"
+    except OSError:
+        return False
