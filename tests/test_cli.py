@@ -106,6 +106,7 @@ def test_a_space_too_sparse_to_sample_still_prints_its_summary(
     assert "  sample: PATH=" not in out
 
 
+@pytest.mark.slow
 def test_a_shape_as_a_comma_separated_list() -> None:
     code, out = run("space", "gemm_int8", "--shape", "M=16,N=256", "--shape", "K=512")
     assert code == 0 and "shape {'M': 16, 'N': 256, 'K': 512}" in out

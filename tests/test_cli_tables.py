@@ -184,6 +184,7 @@ def test_kernels_says_errors_and_warnings_whole_below_the_table(
     assert "new: " in said and "sm_120" in said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_space_wraps_a_config_between_its_tokens(width: int) -> None:
     """gemm_int8's 21 parameters as NAME=VALUE,...: each line of a sample (or of --why) ends

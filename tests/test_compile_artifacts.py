@@ -262,6 +262,7 @@ def test_a_records_lints_are_typed_and_export_as_their_text() -> None:
     assert [x.at_least(Severity.ERROR) for x in r.lints] == [True, False]
 
 
+@pytest.mark.slow
 def test_a_problem_variant_keeps_its_pinned_value_in_the_default(
     private_dirs: Path, tmp_path: Path
 ) -> None:

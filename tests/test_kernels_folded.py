@@ -146,6 +146,7 @@ def test_a_folded_file_holds_its_former_files_and_nothing_else(fold: str) -> Non
         assert total == sum(FORMER_COUNTS[n][arch] for n in FOLDS[fold]), arch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FORMER_ENTRIES)
 def test_a_former_file_compiles_what_it_compiled(name: str) -> None:
     """Five sampled configs per arch: the folded file's compile job has the former file's name

@@ -74,6 +74,7 @@ def numba_project(tmp_path: Path) -> Callable[[str], Path]:
     return write
 
 
+@pytest.mark.slow
 def test_every_config_of_the_library_examples_compiles(tmp_path: Path) -> None:
     space = Space(load_kernel("aos_soa_numba"), arch=Arch.parse("sm_90"))
     records = static_sweep(
@@ -99,6 +100,7 @@ def test_aos_and_soa_load_alike_and_differ_in_address_arithmetic(tmp_path: Path)
     assert aos.opcodes != soa.opcodes  # f * n + i against i * 7 + f
 
 
+@pytest.mark.slow
 def test_branchy_diverges_and_masked_does_not(tmp_path: Path) -> None:
     """Every divergence_numba config compiles; branchy's SASS has the reconvergence regions of
     divergent branches (BSSY/BSYNC), masked has none and selects its result."""
@@ -188,6 +190,7 @@ def test_a_2d_array_passes_its_shape_and_strides() -> None:
     assert values == [0, 0, 15, 2, 0xABC, 3, 5, 10, 2]  # C order: a row is 5 x 2 bytes
 
 
+@pytest.mark.slow
 def test_kernels_lists_it_and_emit_writes_ptx_and_sass(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "workbench.cli.entry"]
     listed = subprocess.run(

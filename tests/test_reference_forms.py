@@ -137,6 +137,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*WORKBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_space_check_reference_shows_the_smallest_shape_run(
     write_space: Callable[..., Path],
 ) -> None:
@@ -151,6 +152,7 @@ def test_space_check_reference_shows_the_smallest_shape_run(
     assert "output y has shape (9,); expected (10,)" in bad.stderr + bad.stdout
 
 
+@pytest.mark.slow
 def test_space_check_reference_refuses_nan_unless_the_output_allows_it(
     write_space: Callable[..., Path],
 ) -> None:
@@ -210,6 +212,7 @@ def test_kernels_cuts_a_long_description_at_a_word() -> None:
     assert text.startswith(cut[:-1])  # whole words only
 
 
+@pytest.mark.slow
 def test_the_compile_table_marks_the_default_config(project: Path) -> None:
     space = str(project / "spaces" / "tiny.yaml")
     out = run_cli("compile", space, "-c", "BLOCK=64", "-c", "BLOCK=128", cwd=project)

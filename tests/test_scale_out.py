@@ -332,6 +332,7 @@ def test_store_copy_twice_adds_no_run_either(tmp_path: Path) -> None:
     assert rc == 2 and "no store at" in err and not missing.exists() and not fresh.exists()
 
 
+@pytest.mark.slow
 def test_sqlite_with_several_processes_refuses_or_works(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     extra = ("--json", "--replay-delay", "0.1")
@@ -376,6 +377,7 @@ def _sqlite_studies(path: Path) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.slow
 def test_sqlite_tunes_started_together_finish_or_are_refused_never_fail(tmp_path: Path) -> None:
     """``for i in 1 2; do workbench tune --replay ... --study s$i --storage r.sqlite & done``
     and a second process on s1, 3 times over, on a new file or an existing one (processes let go

@@ -190,6 +190,7 @@ def test_each_index_of_the_counted_valid_set_is_its_config_in_domain_order() -> 
         counter.config_at(len(listed))
 
 
+@pytest.mark.slow
 def test_gemm_int8_at_a_decode_shape_gives_the_sample_asked_for() -> None:
     """gemm_int8's product is 2.7e11 points with the TMA scheduler, epilogue and cluster knobs;
     at M=16 random draws find almost none valid (1.6 M of them are): the sample drawn from the
@@ -340,7 +341,7 @@ def needle_space_text(project: Path, params: int = 12, values: int = 20) -> str:
         ("reduce", None),
         ("gemm_fp8", None),
         ("gemm_w4a16", {"M": 16, "N": 4096, "K": 4096}),
-        ("attention_decode", None),
+        pytest.param("attention_decode", None, marks=pytest.mark.slow),  # (7 s)
         ("quantize", None),
     ],
 )
@@ -356,6 +357,7 @@ def test_the_count_of_valid_configs_is_the_length_of_their_list(
         assert counted == listed > 0, (kernel, arch)
 
 
+@pytest.mark.slow
 def test_a_seed_gives_the_same_sample_on_a_slower_machine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

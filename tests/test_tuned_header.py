@@ -153,6 +153,7 @@ def test_the_target_builds_the_tuned_kernel_and_the_table_holds_the_tuned_values
     assert not ok and "define at most one tiny target" in log
 
 
+@pytest.mark.slow
 def test_a_library_kernel_with_text_values_builds_the_same_through_the_header(
     tmp_path: Path,
 ) -> None:

@@ -111,6 +111,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*WORKBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_compile_fail_on_cannot_be_turned_green_by_a_reference_that_exits(
     write_space: Callable[..., Path],
 ) -> None:
@@ -129,6 +130,7 @@ def test_compile_fail_on_cannot_be_turned_green_by_a_reference_that_exits(
     assert json.loads(report.read_text())  # the records are written before the error
 
 
+@pytest.mark.slow
 def test_tune_json_cannot_be_turned_green_by_a_reference_that_exits(
     write_space: Callable[..., Path],
 ) -> None:

@@ -114,13 +114,15 @@ class ValidCounter:
             self.found += known
             return known
         name, total = self.space.names[level], 0
+        last = level + 1 == len(self.domains)  # (its values are the leaves: counted here)
         for value in self.domains[level]:
             self.visited += 1
             if self.visited % CLOCK_EVERY == 0 and time.perf_counter() > self.deadline:
                 raise CountTimeout(self.visited, self.found)
             env[name] = value
             if self.space.run_level(level + 1, env):
-                total += self._below(level + 1, env)
+                total += 1 if last else self._below(level + 1, env)
+        self.found += total if last else 0
         if len(self.memo) < COUNT_MEMO_LIMIT:
             self.memo[key] = total
         return total
