@@ -118,6 +118,7 @@ def built() -> dict[str, Built]:
     }
 
 
+@pytest.mark.slow
 def test_spilling_kernel(built: dict[str, Built]) -> None:
     found = _lint(built["spill"])
     assert [f.code for f in found] == [LintCode.SPILLS, LintCode.LOCAL_MEMORY]

@@ -66,6 +66,7 @@ def _store(tmp_path: Path, kernel: str, device: str, measured: bool) -> Store:
     return store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kernel", "device", "measured", "own"),
     [

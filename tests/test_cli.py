@@ -276,6 +276,7 @@ def test_console_script_has_no_traceback_on_bad_input() -> None:
     assert proc.stderr.strip().startswith("error:")
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_ends_with_the_documented_status() -> None:
     """`workbench ... | head -1`: exit 141 (128 + SIGPIPE, docs/tuning.md's exit statuses), quietly,
     not 1 (the status of a failed check)."""

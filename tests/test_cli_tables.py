@@ -74,6 +74,7 @@ def test_the_compile_table_fits_100_and_80_columns(tmp_path: Path) -> None:
         check_table(out, width, headers, tokens, same)
 
 
+@pytest.mark.slow
 @needs_caches
 def test_the_tune_table_fits_100_and_80_columns() -> None:
     args = ["tune", "--replay", str(CACHES / "gemm_RTX_3090.json.gz"), "--budget", "30"]

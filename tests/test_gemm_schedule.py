@@ -359,6 +359,7 @@ def shapes_of(kernel: str, *sets: str) -> list[dict[str, int]]:
     return [dict(s) for name in sets for s in spec.shapes(name)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
 @pytest.mark.parametrize("sets", [("odd",), ("compare",)], ids=["odd", "compare"])
 def test_every_iteration_once_and_no_deadlock_at_the_space_shapes(
@@ -423,6 +424,7 @@ def test_a_deadlocking_schedule_is_caught() -> None:
 
 
 # -- thread-block clusters ---------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["gemm_int8", "gemm_fp8"])
 def test_clusters_pair_tiles_that_share_an_operand(harness: Path, kernel: str) -> None:
     """2x1 and 1x2 clusters at the odd, compare and skinny shapes with the space files' grids

@@ -48,6 +48,7 @@ def reduce_recording() -> Recording:
     return load_recording(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["portfolio", "tpe", "random"])
 def test_proposals_ahead_are_prepared_before_they_are_measured(
     tmp_path: Path, reduce_recording: Recording, sampler: str

@@ -178,6 +178,7 @@ def test_unpicklable_answer_is_an_error_not_a_hang(supervisor: Supervisor) -> No
     assert supervisor.call(("echo", 5), 10) == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "timeout_s"), [("raise", 60), ("abort", 60), ("hang", 4)])
 def test_start_failures(how: str, timeout_s: float) -> None:
     sup = Supervisor(functools.partial(FaultyExecutor, how), startup_timeout_s=timeout_s)

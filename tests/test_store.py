@@ -384,6 +384,7 @@ def _reset(store_url: str) -> None:
         conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True], ids=["new store", "existing store"])
 def test_processes_getting_or_creating_together_get_one_row_each(
     any_store_url: str, existing: bool

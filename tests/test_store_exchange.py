@@ -19,6 +19,7 @@ from workbench.store.exchange import export_kt_cache, export_table, import_recor
 PNPOLY = CACHES / "pnpoly_RTX_3090.json.gz"
 
 
+@pytest.mark.slow
 @needs_caches
 def test_import_export_round_trip(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path}/s.sqlite")

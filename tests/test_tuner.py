@@ -208,6 +208,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @needs_caches
 def test_kill_9_mid_run_leaves_an_intact_store_that_resumes(
     tmp_path: Path, pnpoly: Recording

@@ -157,6 +157,7 @@ def test_goal_compares_with_rivals_run_on_the_same_seeds_only() -> None:
     assert row["ours"]["score"] > row["kernel_tuner"]["score"]
 
 
+@pytest.mark.slow
 def test_cells_run_across_processes_give_the_records_of_one_process() -> None:
     common = dict(value_order="as-recorded", budgets=(10, 25), first_seed=5, repeats=3)
     cells = [

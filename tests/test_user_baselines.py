@@ -92,6 +92,7 @@ def test_it_is_called_with_what_it_names(rmsnorm: Path) -> None:
         bind_by_name(lambda x, gamma: x, "baseline", {"x": x})
 
 
+@pytest.mark.slow
 def test_compare_without_a_gpu_shows_the_plan(rmsnorm: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "workbench.cli.entry", "compare", str(rmsnorm)],

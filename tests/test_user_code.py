@@ -48,6 +48,7 @@ def reference_space(write_space: Callable[..., Path], body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(AT_IMPORT))
 def test_a_reference_module_that_ends_its_process_at_import_is_a_located_error(
     case: str, write_space: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
