@@ -217,6 +217,23 @@ class SimCosts:
     configs: dict[str, ConfigCosts] = field(default_factory=dict)
 
 
+def charged_seconds(
+    sim: SimCosts, costs: ConfigCosts, value_ms: float, new: bool, wait: float | None
+) -> tuple[float, float, float, float]:
+    """What one evaluation of a config costs on the simulated clock, in seconds of compile,
+    verification, warm-up and timing. ``wait``: how long the new pipeline still waits for a
+    compile started ahead (None: the compile runs now, all of it)."""
+    compile_s = costs.compile_s if wait is None else wait
+    timing_s = costs.timing_s
+    warmup_s = min(timing_s, costs.warmup_launches * value_ms / 1e3)
+    if new:  # one launch, the compare kernel's bytes, the fixed overhead
+        bytes_moved = sim.output_bytes * (1 + 1 + 2)  # fill, read, expected
+        verify = sim.rest_new_s + value_ms / 1e3 + bytes_moved / COPY_BYTES_PER_S
+    else:
+        verify = sim.rest_old_s
+    return compile_s, verify, warmup_s, timing_s - warmup_s
+
+
 class SimulatedRunner:
     """A runner over an H200 recording whose evaluations advance a simulated clock by the H200
     run's costs (see the module); ``prepare`` schedules the compile on the first free of
@@ -249,20 +266,13 @@ class SimulatedRunner:
             def phase_times(self):  # type: ignore[no-untyped-def]
                 return None  # simulated seconds are kept apart from the loop's wall time
 
-            def _entry(self, config):  # type: ignore[no-untyped-def]
-                return self.recording.lookup(config)
-
-            def _costs(self, config) -> ConfigCosts:  # type: ignore[no-untyped-def]
-                return self.costs.configs[config_key(config)]
-
             def prepare(self, config) -> None:  # type: ignore[no-untyped-def]
-                entry = self._entry(config)
                 key = config_key(config)
-                if entry is None or key in self.compiles:
+                if self.recording.lookup(config) is None or key in self.compiles:
                     return
                 core = min(range(len(self.cores)), key=lambda i: self.cores[i])
                 start = max(self.clock, self.cores[core])
-                self.cores[core] = self.compiles[key] = start + self._costs(config).compile_s
+                self.cores[core] = self.compiles[key] = start + self.costs.configs[key].compile_s
 
             def evaluate(self, config):  # type: ignore[no-untyped-def]
                 from workbench.runners.phases import Phase
@@ -272,7 +282,7 @@ class SimulatedRunner:
                     loop = now - self._last_real
                     self.clock += loop
                     self.phases.add(Phase.SEARCH, loop)
-                entry = self._entry(config)
+                entry = self.recording.lookup(config)
                 m = self.inner.evaluate(config)
                 if entry is not None:
                     self._charge(config, entry)
@@ -286,28 +296,13 @@ class SimulatedRunner:
                 from workbench.runners.phases import Phase
 
                 key = config_key(config)
-                costs = self._costs(config)
-                if self.new and key in self.compiles:
-                    wait = max(0.0, self.compiles.pop(key) - self.clock)
-                else:
-                    wait = costs.compile_s
-                timing_s = costs.timing_s
-                warmup_s = min(timing_s, costs.warmup_launches * (entry.value or 0.0) / 1e3)
-                if self.new:  # one launch, the compare kernel's bytes, the fixed overhead
-                    bytes_moved = self.costs.output_bytes * (1 + 1 + 2)  # fill, read, expected
-                    verify = (
-                        self.costs.rest_new_s
-                        + (entry.value or 0.0) / 1e3
-                        + bytes_moved / COPY_BYTES_PER_S
-                    )
-                else:
-                    verify = self.costs.rest_old_s
-                for phase, seconds in (
-                    (Phase.COMPILE, wait),
-                    (Phase.VERIFICATION, verify),
-                    (Phase.WARMUP, warmup_s),
-                    (Phase.TIMING, timing_s - warmup_s),
-                ):
+                ready = self.compiles.pop(key) if self.new and key in self.compiles else None
+                wait = None if ready is None else max(0.0, ready - self.clock)
+                charged = charged_seconds(
+                    self.costs, self.costs.configs[key], entry.value or 0.0, self.new, wait
+                )
+                phases = (Phase.COMPILE, Phase.VERIFICATION, Phase.WARMUP, Phase.TIMING)
+                for phase, seconds in zip(phases, charged, strict=True):
                     self.phases.add(phase, seconds)
                     self.clock += seconds
 
