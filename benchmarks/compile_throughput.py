@@ -33,7 +33,7 @@ from workbench.spaces import Space, load_kernel
 from workbench.toolchain import Arch, nvrtc_version
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--kernel", default="reduce", help="a CUDA C++ kernel with a template entry"
@@ -43,8 +43,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--json", type=Path, default=Path("benchmarks/out/compile_throughput.json"))
-    args = parser.parse_args()
+    return parser
 
+
+def distinct_jobs(args: argparse.Namespace) -> list:
+    """The compile jobs of ``--configs`` sampled configs, each binary once (launch-only knobs
+    share one)."""
     spec = load_kernel(args.kernel)
     if spec.language != "cuda" or spec.entry_template is None:
         sys.exit(f"{args.kernel}: this benchmark needs a CUDA C++ kernel with a template entry")
@@ -52,9 +56,14 @@ def main() -> None:
     configs = space.sample(args.configs, seed=args.seed)
     jobs = [make_job(space, c) for c in configs]
     unique = {j.key(): j for j in jobs}  # launch-only knobs share a binary: compile each once
-    jobs = list(unique.values())
-    n = len(jobs)
+    return list(unique.values())
 
+
+def timed_compiles(
+    jobs: list, args: argparse.Namespace
+) -> tuple[list[tuple[str, float]], str | None]:
+    """Seconds to compile the jobs with a cold cache, a warm one and an nvcc loop (when nvcc is
+    installed), as (method, seconds) rows; and nvcc's version."""
     with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
         cache = CompileCache(Path(tmp) / "cache")
         start = time.perf_counter()
@@ -67,17 +76,27 @@ def main() -> None:
         assert all(r.cached for r in warm) and [r.cubin for r in warm] == [r.cubin for r in cold]
         entries = [r.entry or "" for r in cold]
         nvcc_s, nvcc_version = nvcc_loop(jobs, entries, Path(tmp), args.arch)
-
     rows = [("workbench, cold cache", cold_s), ("workbench, warm cache", warm_s)]
     if nvcc_s is not None:
         rows.append(("nvcc -cubin loop", nvcc_s))
+    return rows, nvcc_version
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    jobs = distinct_jobs(args)
+    n = len(jobs)
+    rows, nvcc_version = timed_compiles(jobs, args)
+    seconds = dict(rows)
+    cold_s, warm_s = seconds["workbench, cold cache"], seconds["workbench, warm cache"]
+    nvcc_s = seconds.get("nvcc -cubin loop")
     print(
         f"{n} distinct configs of {args.kernel} for {args.arch}, {args.workers} workers, "
         f"NVRTC {nvrtc_version()}; nvcc: {nvcc_version or 'not installed'}"
     )
     print(f"{'method':<24}{'seconds':>10}{'configs/s':>12}")
-    for name, seconds in rows:
-        print(f"{name:<24}{seconds:>10.2f}{n / seconds:>12.1f}")
+    for name, secs in rows:
+        print(f"{name:<24}{secs:>10.2f}{n / secs:>12.1f}")
     ratios = {"warm_over_cold": cold_s / warm_s}
     if nvcc_s is not None:
         ratios["cold_over_nvcc"] = nvcc_s / cold_s
@@ -99,7 +118,7 @@ def main() -> None:
         "workers": args.workers,
         "nvrtc": nvrtc_version(),
         "nvcc": nvcc_version,
-        "seconds": {name: s for name, s in rows},
+        "seconds": seconds,
         "configs_per_second": {name: n / s for name, s in rows},
         "ratios": ratios,
     }

@@ -217,30 +217,99 @@ class SimCosts:
     configs: dict[str, ConfigCosts] = field(default_factory=dict)
 
 
-class SimulatedRunner:
-    """A runner over an H200 recording whose evaluations advance a simulated clock by the H200
-    run's costs (see the module); ``prepare`` schedules the compile on the first free of
-    ``cores`` simulated cores. Built lazily, so that the GPU mode imports nothing of it."""
+def charged_seconds(
+    sim: SimCosts, costs: ConfigCosts, value_ms: float, new: bool, wait: float | None
+) -> tuple[float, float, float, float]:
+    """What one evaluation of a config costs on the simulated clock, in seconds of compile,
+    verification, warm-up and timing. ``wait``: how long the new pipeline still waits for a
+    compile started ahead (None: the compile runs now, all of it)."""
+    compile_s = costs.compile_s if wait is None else wait
+    timing_s = costs.timing_s
+    warmup_s = min(timing_s, costs.warmup_launches * value_ms / 1e3)
+    if new:  # one launch, the compare kernel's bytes, the fixed overhead
+        bytes_moved = sim.output_bytes * (1 + 1 + 2)  # fill, read, expected
+        verify = sim.rest_new_s + value_ms / 1e3 + bytes_moved / COPY_BYTES_PER_S
+    else:
+        verify = sim.rest_old_s
+    return compile_s, verify, warmup_s, timing_s - warmup_s
 
-    def __new__(cls, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+
+class SimClock:
+    """The simulated time of a search over an H200 recording: the loop's own time as measured
+    here, plus each evaluation charged the H200 run's costs; compiles started ahead run on the
+    first free of ``costs.cores`` simulated cores."""
+
+    def __init__(self, recording, costs: SimCosts, new: bool) -> None:  # type: ignore[no-untyped-def]
+        from workbench.runners.phases import PhaseTimes
+
+        self.recording = recording
+        self.costs = costs
+        self.new = new
+        self.clock = 0.0  #: simulated seconds
+        self.cores = [0.0] * costs.cores  #: when each compile core is free
+        self.compiles: dict[str, float] = {}  #: key -> when its compile is done
+        self.phases = PhaseTimes()
+        self.best: list[tuple[float, float]] = []  #: (simulated s, best value)
+        self._last_real: float | None = None
+
+    def prepare(self, config) -> None:  # type: ignore[no-untyped-def]
+        """Start ``config``'s compile on the first free core (once)."""
+        key = config_key(config)
+        if self.recording.lookup(config) is None or key in self.compiles:
+            return
+        core = min(range(len(self.cores)), key=lambda i: self.cores[i])
+        start = max(self.clock, self.cores[core])
+        self.cores[core] = self.compiles[key] = start + self.costs.configs[key].compile_s
+
+    def loop_time(self) -> None:
+        """Add the loop's own time since the last evaluation, as measured here."""
+        from workbench.runners.phases import Phase
+
+        now = time.perf_counter()
+        if self._last_real is not None:
+            loop = now - self._last_real
+            self.clock += loop
+            self.phases.add(Phase.SEARCH, loop)
+
+    def evaluated(self, config, value: float | None) -> None:  # type: ignore[no-untyped-def]
+        """Charge ``config``'s evaluation (measured ``value``) and keep the best so far."""
+        entry = self.recording.lookup(config)
+        if entry is not None:
+            self._charge(config, entry)
+            if value is not None:
+                best = min([value, *(b for _, b in self.best[-1:])])
+                self.best.append((self.clock, best))
+        self._last_real = time.perf_counter()
+
+    def _charge(self, config, entry) -> None:  # type: ignore[no-untyped-def]
+        from workbench.runners.phases import Phase
+
+        key = config_key(config)
+        ready = self.compiles.pop(key) if self.new and key in self.compiles else None
+        wait = None if ready is None else max(0.0, ready - self.clock)
+        charged = charged_seconds(
+            self.costs, self.costs.configs[key], entry.value or 0.0, self.new, wait
+        )
+        phases = (Phase.COMPILE, Phase.VERIFICATION, Phase.WARMUP, Phase.TIMING)
+        for phase, seconds in zip(phases, charged, strict=True):
+            self.phases.add(phase, seconds)
+            self.clock += seconds
+
+
+class SimulatedRunner:
+    """A runner over an H200 recording whose evaluations advance a :class:`SimClock`;
+    ``prepare`` schedules the compile ahead. Built lazily, so that the GPU mode imports
+    nothing of it."""
+
+    def __new__(cls, recording, costs: SimCosts, new: bool, space):  # type: ignore[no-untyped-def]
         from workbench.runners.base import Runner
+        from workbench.runners.replay import ReplayRunner
 
         class _Simulated(Runner):
-            def __init__(self, recording, costs: SimCosts, new: bool, space) -> None:  # type: ignore[no-untyped-def]
-                from workbench.runners.phases import PhaseTimes
-                from workbench.runners.replay import ReplayRunner
-
+            def __init__(self) -> None:
                 self.inner = ReplayRunner(recording)
-                self.recording = recording
-                self.costs = costs
-                self.new = new
                 self.space = space
-                self.clock = 0.0  #: simulated seconds
-                self.cores = [0.0] * costs.cores  #: when each compile core is free
-                self.compiles: dict[str, float] = {}  #: key -> when its compile is done
-                self.phases = PhaseTimes()
-                self.best: list[tuple[float, float]] = []  #: (simulated s, best value)
-                self._last_real: float | None = None
+                self.sim = SimClock(recording, costs, new)
 
             @property
             def device(self):  # type: ignore[no-untyped-def]
@@ -249,69 +318,16 @@ class SimulatedRunner:
             def phase_times(self):  # type: ignore[no-untyped-def]
                 return None  # simulated seconds are kept apart from the loop's wall time
 
-            def _entry(self, config):  # type: ignore[no-untyped-def]
-                return self.recording.lookup(config)
-
-            def _costs(self, config) -> ConfigCosts:  # type: ignore[no-untyped-def]
-                return self.costs.configs[config_key(config)]
-
             def prepare(self, config) -> None:  # type: ignore[no-untyped-def]
-                entry = self._entry(config)
-                key = config_key(config)
-                if entry is None or key in self.compiles:
-                    return
-                core = min(range(len(self.cores)), key=lambda i: self.cores[i])
-                start = max(self.clock, self.cores[core])
-                self.cores[core] = self.compiles[key] = start + self._costs(config).compile_s
+                self.sim.prepare(config)
 
             def evaluate(self, config):  # type: ignore[no-untyped-def]
-                from workbench.runners.phases import Phase
-
-                now = time.perf_counter()
-                if self._last_real is not None:  # the loop's own time, as measured here
-                    loop = now - self._last_real
-                    self.clock += loop
-                    self.phases.add(Phase.SEARCH, loop)
-                entry = self._entry(config)
+                self.sim.loop_time()
                 m = self.inner.evaluate(config)
-                if entry is not None:
-                    self._charge(config, entry)
-                    if m.value is not None:
-                        best = min([m.value, *(b for _, b in self.best[-1:])])
-                        self.best.append((self.clock, best))
-                self._last_real = time.perf_counter()
+                self.sim.evaluated(config, m.value)
                 return m
 
-            def _charge(self, config, entry) -> None:  # type: ignore[no-untyped-def]
-                from workbench.runners.phases import Phase
-
-                key = config_key(config)
-                costs = self._costs(config)
-                if self.new and key in self.compiles:
-                    wait = max(0.0, self.compiles.pop(key) - self.clock)
-                else:
-                    wait = costs.compile_s
-                timing_s = costs.timing_s
-                warmup_s = min(timing_s, costs.warmup_launches * (entry.value or 0.0) / 1e3)
-                if self.new:  # one launch, the compare kernel's bytes, the fixed overhead
-                    bytes_moved = self.costs.output_bytes * (1 + 1 + 2)  # fill, read, expected
-                    verify = (
-                        self.costs.rest_new_s
-                        + (entry.value or 0.0) / 1e3
-                        + bytes_moved / COPY_BYTES_PER_S
-                    )
-                else:
-                    verify = self.costs.rest_old_s
-                for phase, seconds in (
-                    (Phase.COMPILE, wait),
-                    (Phase.VERIFICATION, verify),
-                    (Phase.WARMUP, warmup_s),
-                    (Phase.TIMING, timing_s - warmup_s),
-                ):
-                    self.phases.add(phase, seconds)
-                    self.clock += seconds
-
-        return _Simulated(*args, **kwargs)
+        return _Simulated()
 
 
 @dataclass
@@ -373,8 +389,8 @@ def simulate(
             problem, runner, store, study, SearchSettings(sampler="portfolio", seed=0, ahead=ahead)
         ).run(Budget(evaluations=n))
         store.close()
-    phases: PhaseTimes = runner.phases
-    total = runner.clock
+    phases: PhaseTimes = runner.sim.phases
+    total = runner.sim.clock
     return PipelineResult(
         label,
         "new" if new else "old",
@@ -383,7 +399,7 @@ def simulate(
         phases.to_json(),
         phases.gpu_busy,
         result.best.measurement.value if result.best else None,
-        runner.best,
+        runner.sim.best,
     )
 
 

@@ -396,7 +396,7 @@ def print_history_scenario(results: list[dict[str, object]]) -> None:
         print(f"{100 * res['drift']:>5g}% {res['confirm_k']:>4g} {100 * flat:>9.1f}% | {cells}")  # type: ignore[operator]
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=400, help="trials per (setting, shift)")
     parser.add_argument("--samples", type=int, default=32, help="samples per run")
@@ -408,8 +408,11 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=200, help="series per drift (D)")
     parser.add_argument("--confirm-k", default="4,5", help="confirmation thresholds (D)")
     parser.add_argument("--only", choices=("C", "D"), help="run this scenario alone")
-    args = parser.parse_args()
+    return parser
 
+
+def main() -> None:
+    args = _parser().parse_args()
     start = time.perf_counter()
     sets = [
         s
@@ -421,84 +424,107 @@ def main() -> None:
         f"({time.perf_counter() - start:.1f} s to load); {args.trials} trials per cell, "
         f"{args.samples} samples per run"
     )
-    plain_rules: dict[str, Rule] = {"plain 5%": plain(0.05), "plain 2%": plain(0.02)}
-    a: list[dict[str, object]] = []
-    b: list[dict[str, object]] = []
-    if not args.only:
-        a = scenario(
-            sets,
-            {"ours": ours, **plain_rules},
-            [(n, 0.0) for n in NOISE_LEVELS],
-            args.trials,
-            args.samples,
-            args.seed,
-        )
-        add_uniform(a)
-        print_table("A. independent runs (noise = relative standard deviation of the samples)", a)
-        b = scenario(
-            sets,
-            {"ours": ours, "ours, no history": ours_no_history, **plain_rules},
-            [(0.01, d) for d in DRIFTS],
-            args.trials,
-            args.samples,
-            args.seed,
-            args.history,
-        )
-        add_uniform(b)
-        title = f"B. 1% noise plus run-to-run drift; our rule sees {args.history} earlier runs"
-        print_table(title, b)
-    c = []
-    d = []
-    if args.only != "D":
-        c = [
-            check_scenario(
-                sets,
-                rows=args.rows,
-                checks=args.checks,
-                drift=drift,
-                noise=0.01,
-                samples=args.samples,
-                history_runs=args.history,
-                seed=args.seed,
-            )
-            for drift in DRIFTS
-        ]
-        print_check_scenario(c)
-    if args.only != "C":
-        d = [
-            history_scenario(sets, series=args.series, drift=drift, confirm_k=k, seed=args.seed)
-            for drift in (0.0, 0.01, 0.02)
-            for k in (float(v) for v in args.confirm_k.split(","))
-        ]
-        print_history_scenario(d)
+    a, b = ([], []) if args.only else scenarios_a_b(sets, args)
+    c = scenario_c(sets, args) if args.only != "D" else []
+    d = scenario_d(sets, args) if args.only != "C" else []
     print(f"total {time.perf_counter() - start:.0f} s")
     if args.json:
-        for row in (*a, *b):
-            row.pop("ratios")
-        doc = {
-            "benchmark": "regress_power",
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": " ".join(["python", *sys.argv]),
-            "machine": {
-                "cpu_count": os.cpu_count(),
-                "platform": platform.platform(),
-                "processor": platform.processor() or None,
-                "gpu": None,  # CPU only: the noise is recorded, nothing is measured here
-            },
-            "data": data_source(sets),
-            "rule": {"alpha": ALPHA, "floor": FLOOR, "noise_k": NOISE_K, "family_q": FAMILY_Q},
-            "trials": args.trials,
-            "samples": args.samples,
-            "history_runs": args.history,
-            "power": POWER,
-            "seconds": time.perf_counter() - start,
-            "summary": summary(a, b),
-            "A": a,
-            "B": b,
-            "C": c,
-            "D": d,
-        }
-        args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        write_json(args, sets, start, {"A": a, "B": b, "C": c, "D": d})
+
+
+def scenarios_a_b(
+    sets: Sequence[SampleSet], args: argparse.Namespace
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Scenarios A (independent runs at each noise level) and B (1% noise plus drift), each
+    rule's rates printed."""
+    plain_rules: dict[str, Rule] = {"plain 5%": plain(0.05), "plain 2%": plain(0.02)}
+    a = scenario(
+        sets,
+        {"ours": ours, **plain_rules},
+        [(n, 0.0) for n in NOISE_LEVELS],
+        args.trials,
+        args.samples,
+        args.seed,
+    )
+    add_uniform(a)
+    print_table("A. independent runs (noise = relative standard deviation of the samples)", a)
+    b = scenario(
+        sets,
+        {"ours": ours, "ours, no history": ours_no_history, **plain_rules},
+        [(0.01, d) for d in DRIFTS],
+        args.trials,
+        args.samples,
+        args.seed,
+        args.history,
+    )
+    add_uniform(b)
+    title = f"B. 1% noise plus run-to-run drift; our rule sees {args.history} earlier runs"
+    print_table(title, b)
+    return a, b
+
+
+def scenario_c(sets: Sequence[SampleSet], args: argparse.Namespace) -> list[dict[str, object]]:
+    """Scenario C (whole checks of many configs, one per drift), printed."""
+    c = [
+        check_scenario(
+            sets,
+            rows=args.rows,
+            checks=args.checks,
+            drift=drift,
+            noise=0.01,
+            samples=args.samples,
+            history_runs=args.history,
+            seed=args.seed,
+        )
+        for drift in DRIFTS
+    ]
+    print_check_scenario(c)
+    return c
+
+
+def scenario_d(sets: Sequence[SampleSet], args: argparse.Namespace) -> list[dict[str, object]]:
+    """Scenario D (series of runs, per drift and confirmation threshold), printed."""
+    d = [
+        history_scenario(sets, series=args.series, drift=drift, confirm_k=k, seed=args.seed)
+        for drift in (0.0, 0.01, 0.02)
+        for k in (float(v) for v in args.confirm_k.split(","))
+    ]
+    print_history_scenario(d)
+    return d
+
+
+def write_json(
+    args: argparse.Namespace,
+    sets: Sequence[SampleSet],
+    start: float,
+    results: dict[str, list[dict[str, object]]],
+) -> None:
+    """The rates of every scenario run (``results``: A, B, C, D), the data, the rule and the
+    machine, to ``--json`` (A's and B's rows without their ratios)."""
+    a, b = results["A"], results["B"]
+    for row in (*a, *b):
+        row.pop("ratios")
+    doc = {
+        "benchmark": "regress_power",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python", *sys.argv]),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or None,
+            "gpu": None,  # CPU only: the noise is recorded, nothing is measured here
+        },
+        "data": data_source(sets),
+        "rule": {"alpha": ALPHA, "floor": FLOOR, "noise_k": NOISE_K, "family_q": FAMILY_Q},
+        "trials": args.trials,
+        "samples": args.samples,
+        "history_runs": args.history,
+        "power": POWER,
+        "seconds": time.perf_counter() - start,
+        "summary": summary(a, b),
+        **results,
+    }
+    args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
 def data_source(sets: Sequence[SampleSet]) -> dict[str, object]:

@@ -55,13 +55,11 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
-import datetime as dt
 import functools
 import gzip
 import json
 import math
 import os
-import platform
 import random
 import statistics
 import sys
@@ -74,13 +72,19 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from efficiency_results import (  # noqa: F401 (goal_rows, merge_records: this module's API)
+    goal_rows,
+    merge_records,
+    print_goal,
+    print_table,
+    write_json,
+)
 
 from workbench.errors import WorkbenchError
 from workbench.runners.base import TrialOutcome
 from workbench.runners.recordings import Recording, load_recording
 from workbench.runners.replay import ReplayRunner
 from workbench.search.problem import RecordingProblem
-from workbench.search.request import DEFAULT_SAMPLER
 from workbench.search.samplers import SAMPLERS
 from workbench.search.tuner import Budget, SearchSettings, Tuner
 from workbench.search.warm_start import best_elsewhere
@@ -497,58 +501,71 @@ def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple
     return budgets, tools, samplers, strategies
 
 
-def run(
+def _plain_cache(path: Path, plains: list[Path]) -> Path:
+    """A decompressed copy of a Kernel Tuner cache file, for Kernel Tuner to read; listed in
+    ``plains`` so that it is removed however the run ends."""
+    fd, name = tempfile.mkstemp(suffix=".json")
+    plain = Path(name)
+    plains.append(plain)
+    raw = path.read_bytes()
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return plain
+
+
+def space_cells(
     args: argparse.Namespace,
+    path: Path,
     budgets: tuple[int, ...],
     tools: list[str],
     samplers: list[str],
     strategies: list[str],
     plains: list[Path],
-) -> None:
-    """Run every (space, tool, strategy) cell, print the tables, write the JSON."""
-    started = time.perf_counter()
+) -> list[Cell]:
+    """One recorded space's cells, one per sampler and strategy of the tools asked for, after
+    printing what the space is."""
+    space = cached_space(path, args.value_order)
+    print(
+        f"{space.name}: {len(space.values)} recorded configs on "
+        f"{space.recording.device.name}, optimum {space.f_opt:.5g}"
+        + (", values in reversed order" if args.value_order == "reversed" else ""),
+        flush=True,
+    )
+    plain = None
+    if "kernel_tuner" in tools and space.recording.format != "kt-cache":
+        print(f"  Kernel Tuner reads only its own cache files: {path.name} is not one")
+    if "kernel_tuner" in tools and space.recording.format == "kt-cache":
+        plain = _plain_cache(path, plains)
+    enqueue = tuple(warm_start(space, args.warm_start)) if args.warm_start else ()
+    common = dict(
+        path=path,
+        value_order=args.value_order,
+        budgets=budgets,
+        first_seed=args.first_seed,
+        repeats=args.repeats,
+    )
     cells: list[Cell] = []
-    for path in args.caches:
-        space = cached_space(path, args.value_order)
-        print(
-            f"{space.name}: {len(space.values)} recorded configs on "
-            f"{space.recording.device.name}, optimum {space.f_opt:.5g}"
-            + (", values in reversed order" if args.value_order == "reversed" else ""),
-            flush=True,
-        )
-        plain = None
-        if "kernel_tuner" in tools and space.recording.format != "kt-cache":
-            print(f"  Kernel Tuner reads only its own cache files: {path.name} is not one")
-        if "kernel_tuner" in tools and space.recording.format == "kt-cache":
-            fd, name = tempfile.mkstemp(suffix=".json")
-            plain = Path(name)
-            plains.append(plain)
-            raw = path.read_bytes()
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-        enqueue = tuple(warm_start(space, args.warm_start)) if args.warm_start else ()
-        common = dict(
-            path=path,
-            value_order=args.value_order,
-            budgets=budgets,
-            first_seed=args.first_seed,
-            repeats=args.repeats,
-        )
-        if "workbench" in tools:
-            cells += [
-                Cell(
-                    tool="workbench",
-                    strategy=s,
-                    enqueue=enqueue,
-                    warm_start=args.warm_start,
-                    **common,
-                )
-                for s in samplers
-            ]
-        if plain is not None:
-            cells += [
-                Cell(tool="kernel_tuner", strategy=s, plain=plain, **common) for s in strategies
-            ]
+    if "workbench" in tools:
+        cells += [
+            Cell(
+                tool="workbench",
+                strategy=s,
+                enqueue=enqueue,
+                warm_start=args.warm_start,
+                **common,
+            )
+            for s in samplers
+        ]
+    if plain is not None:
+        cells += [Cell(tool="kernel_tuner", strategy=s, plain=plain, **common) for s in strategies]
+    return cells
+
+
+def run_and_print(
+    cells: list[Cell], jobs: int, json_path: Path | None, started: float
+) -> tuple[list[dict], list[dict]]:
+    """Run the cells, printing each one's scores as it finishes (and rewriting the JSON, when
+    asked for, after each); the records in cell order, and the cells that failed."""
     done: dict[int, list[dict]] = {}  # each finished cell's records, by the cell's index
     failed: list[dict] = []  # cells whose (Kernel Tuner) strategy raised, left out
     width = max([26, *(len(cached_space(c.path, c.value_order).name) for c in cells)])
@@ -556,7 +573,7 @@ def run(
     def in_cell_order() -> list[dict]:
         return [r for i in sorted(done) for r in done[i]]
 
-    for i, result in run_cells(cells, args.jobs):
+    for i, result in run_cells(cells, jobs):
         cell = cells[i]
         name = cached_space(cell.path, cell.value_order).name
         where = f"  {name:<{width}} {cell.tool:<13}{cell.strategy:<24}"
@@ -568,9 +585,27 @@ def run(
         done[i] = result.records
         line = "  ".join(f"{r['score']:6.3f}" for r in result.records)
         print(f"{where}{line}   ({result.seconds:.1f}s)", flush=True)
-        if args.json:
-            write_json(args.json, in_cell_order(), started, failed)
-    records = in_cell_order()
+        if json_path:
+            write_json(json_path, in_cell_order(), started, failed)
+    return in_cell_order(), failed
+
+
+def run(
+    args: argparse.Namespace,
+    budgets: tuple[int, ...],
+    tools: list[str],
+    samplers: list[str],
+    strategies: list[str],
+    plains: list[Path],
+) -> None:
+    """Run every (space, tool, strategy) cell, print the tables, write the JSON."""
+    started = time.perf_counter()
+    cells = [
+        cell
+        for path in args.caches
+        for cell in space_cells(args, path, budgets, tools, samplers, strategies, plains)
+    ]
+    records, failed = run_and_print(cells, args.jobs, args.json, started)
     print_table(records, list(budgets))
     print_goal(records)
     if failed:
@@ -578,120 +613,6 @@ def run(
     if args.json:
         write_json(args.json, records, started, failed)
         print(f"wrote {args.json}")
-
-
-def _seeds(record: dict) -> set[int]:
-    """The seeds of a record's repeats (a pooled record lists its seed ranges)."""
-    ranges = record.get("seeds") or [
-        [record["first_seed"], record["first_seed"] + record["repeats"] - 1]
-    ]
-    return {seed for first, last in ranges for seed in range(first, last + 1)}
-
-
-def merge_records(records: Sequence[dict], spaces: dict[str, Space]) -> list[dict]:
-    """One record per (space, tool, strategy, budget, value order): the repeats of every
-    given record pooled and rescored.
-
-    Raises:
-        ValueError: two records of the same cell share a seed (a repeat would count twice).
-    """
-    cells: dict[tuple, list[dict]] = {}
-    for r in records:
-        key = (r["space"], r["tool"], r["strategy"], r["budget"], r.get("value_order"))
-        cells.setdefault(key, []).append(r)
-    merged = []
-    for (name, tool, strategy, budget, order), runs in cells.items():
-        by_seeds = sorted(((_seeds(r), r) for r in runs), key=lambda sr: min(sr[0]))
-        parts = [r for _, r in by_seeds]  # repeats in seed order
-        seen: set[int] = set()
-        for seeds, _ in by_seeds:
-            if shared := seen & seeds:
-                raise ValueError(
-                    f"{name} {tool} {strategy} t={budget}: seed {min(shared)} is in two runs"
-                )
-            seen |= seeds
-        repeats = sum(r["repeats"] for r in parts)
-        mean_best = sum(r["mean_best"] * r["repeats"] for r in parts) / repeats
-        # the interval needs every repeat's best value (records written before they were kept
-        # have only the mean, and a pooled record of those has None: pooled without an interval)
-        kept = all(r.get("best_by_repeat") is not None for r in parts)
-        bests = [v for r in parts for v in r["best_by_repeat"]] if kept else None
-        space = spaces[name]
-        merged.append(
-            {
-                "space": name,
-                "tool": tool,
-                "strategy": strategy,
-                "budget": budget,
-                "repeats": repeats,
-                "seeds": _ranges(seen),
-                "value_order": order,
-                "score": space.score(mean_best, budget),
-                "score_ci90": list(space.score_interval(bests, budget)) if bests else None,
-                "mean_best": mean_best,
-                "best_by_repeat": bests,
-                "evals_to_within_5pct": None,
-                "evals_to_within_1pct": None,
-            }
-        )
-    return merged
-
-
-def _ranges(seeds: set[int]) -> list[list[int]]:
-    """Seeds as sorted [first, last] ranges of consecutive seeds."""
-    out: list[list[int]] = []
-    for seed in sorted(seeds):
-        if out and seed == out[-1][1] + 1:
-            out[-1][1] = seed
-        else:
-            out.append([seed, seed])
-    return out
-
-
-def goal_rows(records: Sequence[dict]) -> list[dict]:
-    """Per space and budget: the default sampler's record and the best-scoring Kernel Tuner
-    strategy's among those with the same repeats (the same seeds)."""
-    ours = {
-        (r["space"], r["budget"]): r
-        for r in records
-        if r["tool"] == "workbench" and r["strategy"] == DEFAULT_SAMPLER
-    }
-    rows = []
-    for (name, budget), r in sorted(ours.items()):
-        seeds = _seeds(r)
-        rivals = [
-            k
-            for k in records
-            if k["tool"] == "kernel_tuner"
-            and (k["space"], k["budget"]) == (name, budget)
-            and _seeds(k) == seeds
-        ]
-        best = max(rivals, key=lambda k: k["score"], default=None)
-        rows.append({"space": name, "budget": budget, "ours": r, "kernel_tuner": best})
-    return rows
-
-
-def print_goal(records: Sequence[dict]) -> None:
-    """The goal table: the default sampler against the best Kernel Tuner strategy per cell."""
-    rows = goal_rows(records)
-    if not rows or all(row["kernel_tuner"] is None for row in rows):
-        return
-    width = max(26, *(len(row["space"]) + 1 for row in rows))
-    print(f"\ngoal: {DEFAULT_SAMPLER} against the best Kernel Tuner strategy on the same seeds")
-    ahead = 0
-    for row in rows:
-        r, k = row["ours"], row["kernel_tuner"]
-        ci = "[{:.3f}, {:.3f}]".format(*r["score_ci90"]) if r.get("score_ci90") else ""
-        if k is None:
-            print(f"  {row['space']:<{width}}{row['budget']:>5}  {r['score']:.3f} {ci}  no rival")
-            continue
-        ahead += r["score"] > k["score"]
-        verdict = "ahead" if r["score"] > k["score"] else "behind"
-        print(
-            f"  {row['space']:<{width}}{row['budget']:>5}  {r['score']:.3f} {ci}  "
-            f"{k['strategy']:<24}{k['score']:.3f}  {r['score'] - k['score']:+.3f} {verdict}"
-        )
-    print(f"  ahead in {ahead} of {sum(row['kernel_tuner'] is not None for row in rows)} cells")
 
 
 def merge_main() -> None:
@@ -718,50 +639,6 @@ def merge_main() -> None:
     if args.json:
         write_json(args.json, merged, time.perf_counter())
         print(f"wrote {args.json}")
-
-
-def write_json(
-    path: Path, records: list[dict], started: float, failed: Sequence[dict] = ()
-) -> None:
-    """The records so far (rewritten after every strategy: a long run stopped early keeps what
-    it measured), and the cells that failed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(
-            {
-                "benchmark": "tuner_efficiency",
-                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-                "python": sys.version.split()[0],
-                "default_sampler": DEFAULT_SAMPLER,
-                "seconds": time.perf_counter() - started,
-                "records": records,
-                "failed_cells": list(failed),
-            },
-            indent=1,
-        )
-    )
-
-
-def print_table(records: list[dict], budgets: list[int]) -> None:
-    """Mean score over spaces per (tool, strategy) and budget, best first; records of a
-    space's values in reversed order (``--value-order reversed``) are a row of their own."""
-    by: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for r in records:
-        reversed_ = r.get("value_order") == "reversed"
-        strategy = r["strategy"] + (" (reversed)" if reversed_ else "")
-        by.setdefault((r["tool"], strategy), {}).setdefault(r["budget"], []).append(r["score"])
-    rows = sorted(
-        by.items(), key=lambda kv: -statistics.fmean(statistics.fmean(v) for v in kv[1].values())
-    )
-    print("\nmean score over spaces (1 = optimum found, 0 = random search)")
-    print(f"{'tool':<14}{'strategy':<24}" + "".join(f"{'t=' + str(b):>9}" for b in budgets))
-    for (tool, strategy), per_budget in rows:
-        cells = "".join(
-            f"{statistics.fmean(per_budget[b]):9.3f}" if b in per_budget else f"{'-':>9}"
-            for b in budgets
-        )
-        print(f"{tool:<14}{strategy:<24}{cells}")
 
 
 if __name__ == "__main__":

@@ -181,11 +181,16 @@ def per_unique(results: list[dict], keys: list[str]) -> dict[str, float]:
     }
 
 
+def read_kt_cache(cache: Path) -> dict:
+    """A Kernel Tuner cache file's contents, gzipped or not."""
+    raw_bytes = cache.read_bytes()
+    return json.loads(gzip.decompress(raw_bytes) if raw_bytes[:2] == b"\x1f\x8b" else raw_bytes)
+
+
 def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) -> dict[str, float]:
     import kernel_tuner
 
-    raw_bytes = cache.read_bytes()
-    raw = json.loads(gzip.decompress(raw_bytes) if raw_bytes[:2] == b"\x1f\x8b" else raw_bytes)
+    raw = read_kt_cache(cache)
     keys = raw["tune_params_keys"]
     recorded = {tuple(v[k] for k in keys) for v in raw["cache"].values()}
     size = raw["problem_size"]
@@ -228,6 +233,19 @@ def kernel_tuner_overhead(cache: Path, trials: int, strategy: str, seed: int) ->
     finally:  # Kernel Tuner's own functions back, also when the run fails
         kernel_tuner.util.process_cache = process_cache
         kernel_tuner.interface.Searchspace = searchspace
+    return kt_overhead_figures(results, keys, reading, building, total)
+
+
+def kt_overhead_figures(
+    results: list[dict], keys: list[str], reading: list[float], building: list[float], total: float
+) -> dict[str, float]:
+    """A Kernel Tuner run's costs per unique evaluation: all of them, without its reading of
+    the cache file, and the marginal one (without building the space too).
+
+    Raises:
+        RuntimeError: Kernel Tuner read its cache or built its space other than through the
+            functions timed.
+    """
     if not reading:
         raise RuntimeError("Kernel Tuner no longer reads its cache through util.process_cache")
     if not building:
@@ -304,18 +322,15 @@ def main() -> None:
         sys.exit(2)
 
 
-def run(args: argparse.Namespace, strategies: list[str]) -> None:
-    """Both tools' runs, interleaved; the tables and the goals; the JSON."""
-    recording = load_recording(args.cache)  # refused here, with the reason, if it cannot be read
-    if strategies and recording.format != "kt-cache":
-        raise ValueError(
-            f"{args.cache}: Kernel Tuner reads only its own cache files (--kt-strategies '')"
-        )
+def measure(
+    args: argparse.Namespace, strategies: list[str], same: dict[str, str]
+) -> tuple[list[dict[str, float]], dict[str, list[dict[str, float]]], dict[str, list[float]]]:
+    """Both tools' runs, interleaved so that a busy spell hits both: our runs of the default
+    sampler, each Kernel Tuner strategy's runs (with ours over as many unique evaluations), and
+    our runs of the samplers that match one of theirs (per unique evaluation, the store's
+    closing included)."""
     ours: list[dict[str, float]] = []
     theirs: dict[str, list[dict[str, float]]] = {s: [] for s in strategies}
-    same = {s: SAME_STRATEGY[s] for s in strategies if s in SAME_STRATEGY}
-    # our runs of the samplers that match one of theirs: per unique evaluation, the store's
-    # closing included
     ours_same: dict[str, list[float]] = {s: [] for s in same}
     for r in range(args.repeats):  # interleaved, so that a busy spell hits both tools
         mine = workbench_overhead(args.cache, args.trials, args.sampler, args.seed + r)
@@ -337,8 +352,13 @@ def run(args: argparse.Namespace, strategies: list[str]) -> None:
                 mine["load_ms"] / n if n else float("nan")
             )
             theirs[strategy].append(kt)
+    return ours, theirs, ours_same
+
+
+def print_ours(args: argparse.Namespace, unique: int, ours: list[dict[str, float]]) -> float:
+    """The run's heading and our sampler's costs; our median ms per trial."""
     print(
-        f"{args.cache.name}: {min(args.trials, len(recording.entries))} unique evaluations, "
+        f"{args.cache.name}: {unique} unique evaluations, "
         f"{os.cpu_count()} CPUs, median of {args.repeats} runs per tool"
     )
     median_ms = _median([m["median_ms"] for m in ours])
@@ -350,40 +370,53 @@ def run(args: argparse.Namespace, strategies: list[str]) -> None:
         f"{_median([m['close_ms'] for m in ours]):.0f} ms; reading the recording (not counted) "
         f"{_median([m['load_ms'] for m in ours]):.0f} ms"
     )
-    summary = []
-    if strategies:
-        reads = [k["read_cache_ms"] for runs in theirs.values() for k in runs]
-        builds = [k["build_space_ms"] for runs in theirs.values() for k in runs]
-        print(
-            f"Kernel Tuner reads the cache file inside its framework time: {_median(reads):.0f} ms"
-            f"; it builds its search space there too: {_median(builds):.0f} ms (the recorded "
-            "configs' restriction called on every config of the cartesian product)"
-            "\n\nms per unique evaluation (KT: its framework_time + strategy_time; 'unread': "
-            "without reading the cache file, like ours)"
-            f"\n{'Kernel Tuner strategy':<24}{'unique':>7}{'KT':>9}{'KT unread':>11}{'ours':>8}"
-            f"{'ours + read':>13}{'ours/KT unread':>16}{'KT marginal':>13}"
-        )
-    for strategy, runs in theirs.items():
-        row = {
-            "strategy": strategy,
-            "unique": _median([k["unique"] for k in runs]),
-            "per_unique_ms": _median([k["per_unique_ms"] for k in runs]),
-            "per_unique_ms_unread": _median([k["per_unique_ms_unread"] for k in runs]),
-            "per_unique_ms_marginal": _median([k["per_unique_ms_marginal"] for k in runs]),
-            "workbench_per_unique_ms": _median([k["workbench_per_unique_ms"] for k in runs]),
-            "workbench_loaded_per_unique_ms": _median(
-                [k["workbench_loaded_per_unique_ms"] for k in runs]
-            ),
-            "runs": runs,
-        }
-        summary.append(row)
-        print(
-            f"{strategy:<24}{row['unique']:>7.0f}{row['per_unique_ms']:>9.3f}"
-            f"{row['per_unique_ms_unread']:>11.3f}{row['workbench_per_unique_ms']:>8.3f}"
-            f"{row['workbench_loaded_per_unique_ms']:>13.3f}"
-            f"{row['workbench_per_unique_ms'] / row['per_unique_ms_unread']:>16.2f}"
-            f"{row['per_unique_ms_marginal']:>13.3f}"
-        )
+    return median_ms
+
+
+def print_kt_heading(theirs: dict[str, list[dict[str, float]]]) -> None:
+    """Kernel Tuner's fixed costs, and the heading of the table of strategies."""
+    reads = [k["read_cache_ms"] for runs in theirs.values() for k in runs]
+    builds = [k["build_space_ms"] for runs in theirs.values() for k in runs]
+    print(
+        f"Kernel Tuner reads the cache file inside its framework time: {_median(reads):.0f} ms"
+        f"; it builds its search space there too: {_median(builds):.0f} ms (the recorded "
+        "configs' restriction called on every config of the cartesian product)"
+        "\n\nms per unique evaluation (KT: its framework_time + strategy_time; 'unread': "
+        "without reading the cache file, like ours)"
+        f"\n{'Kernel Tuner strategy':<24}{'unique':>7}{'KT':>9}{'KT unread':>11}{'ours':>8}"
+        f"{'ours + read':>13}{'ours/KT unread':>16}{'KT marginal':>13}"
+    )
+
+
+def strategy_row(strategy: str, runs: list[dict[str, float]]) -> dict:
+    """A strategy's medians over its runs (and the runs), printed as a row of the table."""
+    row = {
+        "strategy": strategy,
+        "unique": _median([k["unique"] for k in runs]),
+        "per_unique_ms": _median([k["per_unique_ms"] for k in runs]),
+        "per_unique_ms_unread": _median([k["per_unique_ms_unread"] for k in runs]),
+        "per_unique_ms_marginal": _median([k["per_unique_ms_marginal"] for k in runs]),
+        "workbench_per_unique_ms": _median([k["workbench_per_unique_ms"] for k in runs]),
+        "workbench_loaded_per_unique_ms": _median(
+            [k["workbench_loaded_per_unique_ms"] for k in runs]
+        ),
+        "runs": runs,
+    }
+    print(
+        f"{strategy:<24}{row['unique']:>7.0f}{row['per_unique_ms']:>9.3f}"
+        f"{row['per_unique_ms_unread']:>11.3f}{row['workbench_per_unique_ms']:>8.3f}"
+        f"{row['workbench_loaded_per_unique_ms']:>13.3f}"
+        f"{row['workbench_per_unique_ms'] / row['per_unique_ms_unread']:>16.2f}"
+        f"{row['per_unique_ms_marginal']:>13.3f}"
+    )
+    return row
+
+
+def add_same_strategy(
+    summary: list[dict], same: dict[str, str], ours_same: dict[str, list[float]]
+) -> None:
+    """Each row of a strategy that one of our samplers implements too gets (and prints) that
+    sampler's cost beside it."""
     for row in summary:
         if row["strategy"] in same:
             row["same_strategy"] = same[row["strategy"]]
@@ -394,12 +427,10 @@ def run(args: argparse.Namespace, strategies: list[str]) -> None:
                 f"{row['same_strategy_per_unique_ms']:.3f} ms per unique evaluation: "
                 f"{row['same_strategy_per_unique_ms'] / row['per_unique_ms_unread']:.2f}x"
             )
-    if summary:
-        print(
-            "marginal: per evaluation without the fixed costs (KT: its reading of the file and "
-            "building of the space; ours: the first evaluation's set-up and the store's closing): "
-            f"ours {_median([m['marginal_ms'] for m in ours]):.3f} ms"
-        )
+
+
+def print_goals(median_ms: float, summary: list[dict]) -> None:
+    """Whether each goal is met: under 2 ms a trial, and below Kernel Tuner's overhead."""
     print(f"\ngoal: workbench median < 2 ms: {'met' if median_ms < 2 else 'NOT met'}")
     for label, ours_key, theirs_key in (
         (
@@ -436,6 +467,15 @@ def run(args: argparse.Namespace, strategies: list[str]) -> None:
                 else "NOT met against " + ", ".join(above)
             )
         )
+
+
+def write_json(
+    args: argparse.Namespace,
+    ours: list[dict[str, float]],
+    ours_same: dict[str, list[float]],
+    summary: list[dict],
+) -> None:
+    """The runs of both tools and the strategies' rows, to ``--json``."""
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps(
@@ -458,6 +498,30 @@ def run(args: argparse.Namespace, strategies: list[str]) -> None:
         )
     )
     print(f"wrote {args.json}")
+
+
+def run(args: argparse.Namespace, strategies: list[str]) -> None:
+    """Both tools' runs, interleaved; the tables and the goals; the JSON."""
+    recording = load_recording(args.cache)  # refused here, with the reason, if it cannot be read
+    if strategies and recording.format != "kt-cache":
+        raise ValueError(
+            f"{args.cache}: Kernel Tuner reads only its own cache files (--kt-strategies '')"
+        )
+    same = {s: SAME_STRATEGY[s] for s in strategies if s in SAME_STRATEGY}
+    ours, theirs, ours_same = measure(args, strategies, same)
+    median_ms = print_ours(args, min(args.trials, len(recording.entries)), ours)
+    if strategies:
+        print_kt_heading(theirs)
+    summary = [strategy_row(strategy, runs) for strategy, runs in theirs.items()]
+    add_same_strategy(summary, same, ours_same)
+    if summary:
+        print(
+            "marginal: per evaluation without the fixed costs (KT: its reading of the file and "
+            "building of the space; ours: the first evaluation's set-up and the store's closing): "
+            f"ours {_median([m['marginal_ms'] for m in ours]):.3f} ms"
+        )
+    print_goals(median_ms, summary)
+    write_json(args, ours, ours_same, summary)
 
 
 if __name__ == "__main__":
