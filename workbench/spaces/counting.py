@@ -20,7 +20,7 @@ from workbench.spaces.model import Value
 if TYPE_CHECKING:
     from workbench.spaces.space import Space
 
-#: Values tried between two looks at the clock.
+#: Values a walk or a count tries between two looks at the clock (tens of ms of walking).
 CLOCK_EVERY = 16_384
 #: Frontier counts kept at most (a few hundred MB at worst; past it, counts are recomputed).
 COUNT_MEMO_LIMIT = 2_000_000

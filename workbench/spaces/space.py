@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from workbench.devices import DeviceSpec, arch_namespace, device_for
 from workbench.errors import ConfigError, ExpressionError, SparseSampleError, WorkbenchError
 from workbench.expressions import Expression
-from workbench.spaces.counting import CountTimeout, ValidCounter
+from workbench.spaces.counting import CLOCK_EVERY, CountTimeout, ValidCounter
 from workbench.spaces.model import Config, Constraint, Geometry, Shape, SpaceSpec, Value
 from workbench.toolchain import Arch
 
@@ -32,8 +32,6 @@ SAMPLE_LIST_LIMIT = 200_000
 REJECTION_DRAWS = 50_000
 #: ... and a walk or a count of the valid set gives up after this.
 WALK_SECONDS = 120.0
-#: How many values a walk tries between two looks at the clock (tens of ms of walking).
-CLOCK_EVERY = 16_384
 #: Product draws explained when no valid config turns up, to say what rules them out.
 REASON_DRAWS = 1000
 #: Results kept per derived value or constraint while walking (see Space.run_level).
@@ -134,7 +132,6 @@ class Space:
         self._base_env = self._make_base_env()
         self._plan_levels()
         self._valid_cache: list[tuple[Value, ...]] | None = None
-        #: set when a sample could not be uniform (the space too sparse): what the CLI prints
 
     # -- setup ---------------------------------------------------------------------------
     def _make_base_env(self) -> dict[str, object]:
